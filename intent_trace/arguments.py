@@ -1,0 +1,77 @@
+"""Call-time argument checks shared by every target (DESIGN §3).
+
+Everything is checked before any target runs, so a bad call never writes anything: wrong dtype
+-> TypeError, wrong rank or extent -> ValueError naming the extent and both values.
+"""
+from __future__ import annotations
+
+from numbers import Integral, Real
+
+import numpy as np
+
+from . import types as T
+from .floatbits import round_f64, round_int
+from .graph.values import KernelGraph
+
+
+def _scalar(name: str, dtype: T.DType, value):
+    if dtype.is_bool:
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"scalar {name} is bool; got {type(value).__name__} {value!r}")
+        return np.asarray(bool(value))
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"scalar {name} is {dtype}; got the bool {value!r}")
+    if dtype.is_int:
+        if not isinstance(value, (Integral, np.integer)):
+            raise TypeError(f"scalar {name} is {dtype}; got {type(value).__name__} {value!r}")
+        v = int(value)
+        if not dtype.min <= v <= dtype.max:
+            raise ValueError(f"scalar {name} = {v} is out of range for {dtype} ({dtype.min}..{dtype.max})")
+        return np.asarray(v, dtype=dtype.np)
+    if not isinstance(value, (Real, np.integer, np.floating)):
+        raise TypeError(f"scalar {name} is {dtype}; got {type(value).__name__} {value!r}")
+    if isinstance(value, (Integral, np.integer)):
+        v = int(value)
+        if -2**63 <= v < 2**63:
+            return np.asarray(round_int(np.asarray(v, dtype=np.int64), dtype.np))
+        return np.asarray(round_f64(np.float64(float(v)), dtype.np))
+    if isinstance(value, np.floating) and value.dtype == dtype.np:
+        return np.asarray(value)
+    return np.asarray(round_f64(np.float64(value), dtype.np))
+
+
+def bind_arguments(graph: KernelGraph, args: tuple, accept=(np.ndarray,)):
+    """Check ``args`` against the graph's parameters; return (values in param order, {Dim: int})."""
+    params = graph.params
+    if len(args) != len(params):
+        names = ", ".join(p.name for p in params)
+        raise TypeError(f"kernel {graph.name} takes {len(params)} runtime arguments ({names}), got {len(args)}")
+    values, dims, seen = [], {}, {}
+    for p, a in zip(params, args):
+        t = p.type
+        if p.kind == "scalar":
+            values.append(_scalar(p.name, t.dtype, a))
+            continue
+        if not isinstance(a, accept):
+            raise TypeError(f"view {p.name} expects a NumPy array of {t.dtype}, got {type(a).__name__}")
+        want = t.dtype.np
+        if a.dtype != want:
+            raise TypeError(f"view {p.name} is {t!r}: expected dtype {want}, got {a.dtype}")
+        if a.ndim != t.rank:
+            raise ValueError(f"view {p.name} is {t!r}: expected rank {t.rank}, got shape {tuple(a.shape)}")
+        if t.access != "In" and not a.flags.writeable:
+            raise ValueError(f"view {p.name} is {t.access} but the array is read-only")
+        for axis, (e, n) in enumerate(zip(t.shape, a.shape)):
+            if isinstance(e, int):
+                if e != n:
+                    raise ValueError(f"view {p.name} axis {axis} has static extent {e}, got {n}")
+            elif e in dims:
+                if dims[e] != n:
+                    first = seen[e]
+                    raise ValueError(f"extent {e.name} disagrees: {first[0]}.shape[{first[1]}] = {dims[e]} but "
+                                     f"{p.name}.shape[{axis}] = {n}")
+            else:
+                dims[e] = n
+                seen[e] = (p.name, axis)
+        values.append(a)
+    return values, dims

@@ -1,0 +1,61 @@
+"""Correctly rounded host conversions into narrow float formats.
+
+ml_dtypes converts float64 -> bfloat16 through float32, rounding twice (1 + 2^-8 + 2^-30 becomes
+1.0 instead of 1 + 2^-7). Rounding to float32 *to odd* first makes the second RNE rounding
+exact (float32 keeps at least p + 2 bits of every narrower format), so every conversion here
+rounds once, as the numerics chapter (T3) requires.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+_NARROW = ("f16", "bf16", "e4m3", "e2m1", "e8m0")
+
+
+def f64_to_f32_round_to_odd(x: np.ndarray) -> np.ndarray:
+    """float64 -> float32, rounding toward zero and setting the last bit when inexact."""
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        y = x.astype(np.float32)
+        # Step back toward zero where RNE rounded away from zero (only finite y; inf came from overflow).
+        away = np.isfinite(y) & (np.abs(y.astype(np.float64)) > np.abs(x))
+        y = np.where(away, np.nextafter(y, np.float32(0)), y)
+        # Overflowed to inf: truncation gives the largest finite value with the odd bit set already.
+        over = np.isinf(y) & np.isfinite(x)
+        y = np.where(over, np.copysign(np.float32(np.finfo(np.float32).max), y), y)
+        inexact = np.isfinite(x) & (y.astype(np.float64) != x)
+    bits = y.view(np.uint32) | inexact.astype(np.uint32)
+    return bits.view(np.float32)
+
+
+def round_f64(x, target: np.dtype) -> np.ndarray:
+    """Round float64 values to ``target`` (a NumPy/ml_dtypes float dtype) once, RNE."""
+    target = np.dtype(target)
+    x = np.asarray(x, dtype=np.float64)
+    if target == np.float64:
+        return x.copy()
+    if target in (np.dtype(np.float32), np.dtype(np.float16)):
+        return x.astype(target)  # NumPy converts double -> float/half directly, RNE
+    return f64_to_f32_round_to_odd(x).astype(target)
+
+
+def round_int(x, target: np.dtype) -> np.ndarray:
+    """Integers -> float ``target``, RNE once (int64 -> float64 alone may already round)."""
+    target = np.dtype(target)
+    x = np.asarray(x)
+    if target in (np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.float16)) and x.dtype != np.uint64:
+        return x.astype(target)  # C conversions, correctly rounded
+    wide = x.astype(np.float64)
+    big = np.abs(wide) >= 2.0**53
+    if not np.any(big):
+        return round_f64(wide, target)
+    # Round-to-odd to 53 bits in exact integer arithmetic, then round once more.
+    flat = x.reshape(-1)
+    out = wide.reshape(-1).copy()
+    for k in np.flatnonzero(big.reshape(-1)):
+        v = int(flat[k])
+        mag = abs(v)
+        shift = mag.bit_length() - 53
+        q = (mag >> shift) | int(mag & ((1 << shift) - 1) != 0)
+        out[k] = float(q << shift) * (1 if v >= 0 else -1)
+    return round_f64(out.reshape(x.shape), target)

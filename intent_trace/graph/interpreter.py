@@ -1,0 +1,62 @@
+"""One walk over KIR that every backend reuses (torch.fx's Interpreter pattern).
+
+A backend subclasses :class:`Interpreter` and fills ``rules``: a table keyed by OpDef whose
+entries take ``(interp, node, args)`` — ``args`` being the backend's values of the node's
+operands — and return the values of the node's outputs (a tuple, one value, or None). The
+generic reference interpreter computes NumPy arrays; code emitters return source expressions.
+"""
+from __future__ import annotations
+
+from typing import Callable, ClassVar
+
+from .values import Literal, Node, Region
+
+
+class MissingRule(NotImplementedError):
+    pass
+
+
+class Interpreter:
+    rules: ClassVar[dict] = {}
+    target_name: ClassVar[str] = "interpreter"
+
+    def __init__(self):
+        self.env: dict = {}
+
+    # Backends override how a Literal operand becomes a value.
+    def literal(self, lit: Literal):
+        return lit.value
+
+    def operand(self, x):
+        return self.literal(x) if x.__class__ is Literal else self.env[x]
+
+    def run_node(self, node: Node):
+        rule: Callable | None = self.rules.get(node.op)
+        if rule is None:
+            raise MissingRule(f"{self.target_name} has no rule for op {node.op.name}")
+        args = [self.operand(x) for x in node.inputs]
+        out = rule(self, node, args)
+        outputs = node.outputs
+        if not outputs:
+            return
+        if len(outputs) == 1:
+            self.env[outputs[0]] = out[0] if isinstance(out, tuple) else out
+        else:
+            for var, value in zip(outputs, out):
+                self.env[var] = value
+
+    def run_region(self, region: Region, params=()) -> list:
+        env = self.env
+        for var, value in zip(region.params, params):
+            env[var] = value
+        for node in region.nodes:
+            self.run_node(node)
+        return [self.operand(r) for r in region.results]
+
+
+def rule_table(*tables: dict) -> dict:
+    """Merge rule tables (later ones win), keyed by OpDef."""
+    out: dict = {}
+    for t in tables:
+        out.update(t)
+    return out

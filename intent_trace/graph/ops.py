@@ -1,0 +1,232 @@
+"""The op registry: every canonical KIR op, defined once, as data.
+
+An :class:`OpDef` names the op, its operand and attribute schema, its type rule, its effects
+and flags. Backends are tables keyed by these OpDef objects; ``tests/graph/test_coverage.py``
+checks that every backend has a rule (or an explicit rejection) for every op here.
+
+Surface spellings (dunders, ``I.*`` shorthands) live in :mod:`.surface`, not here.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import attrs
+
+from .. import types as T
+from ..errors import TraceTypeError, TraceValueError
+from .values import Literal
+
+
+@attrs.frozen(slots=True, eq=False, repr=False)
+class OpDef:
+    name: str
+    family: str  # "binary" | "compare" | "unary" | "ternary" | "convert" | "shape" | "aggregate"
+    #            | "domain" | "memory" | "control"
+    arity: int | None  # operand count; None for variadic
+    attrs: tuple = ()  # attribute names, in schema order
+    regions: int = 0
+    effects: frozenset = frozenset()  # "read" | "write" | "control"
+    infer: Callable | None = None  # (inputs, attrs: dict) -> tuple[Type, ...]
+    dtypes: str = "any"  # operand dtype class: "any" | "numeric" | "float" | "int" | "int_or_bool" | "compare"
+    doc: str = ""
+
+    def __repr__(self) -> str:
+        return f"<op {self.name}>"
+
+    @property
+    def pure(self) -> bool:
+        return not self.effects
+
+
+REGISTRY: dict[str, OpDef] = {}
+
+
+def define(name: str, family: str, arity, **kw) -> OpDef:
+    if name in REGISTRY:
+        raise RuntimeError(f"op {name} defined twice")
+    op = OpDef(name, family, arity, **kw)
+    REGISTRY[name] = op
+    return op
+
+
+# --- type rules --------------------------------------------------------------------------
+
+_DTYPE_CLASSES = {
+    "any": lambda d: True,
+    "numeric": lambda d: d.is_numeric,
+    "float": lambda d: d.is_float,
+    "int": lambda d: d.is_int,
+    "int_or_bool": lambda d: d.is_int or d.is_bool,
+    "compare": lambda d: d.is_numeric or d.is_bool,
+}
+_DTYPE_CLASS_WORDS = {
+    "numeric": "a numeric dtype (cast bool first)",
+    "float": "a floating dtype (f16, bf16, f32, f64)",
+    "int": "an integer dtype",
+    "int_or_bool": "an integer or bool dtype",
+    "compare": "a numeric or bool dtype",
+}
+
+
+def _check_dtype(opname: str, cls: str, t: T.Type) -> T.DType:
+    d = getattr(t, "dtype", None)
+    if not isinstance(t, (T.ScalarType, T.TensorType)) or d is None:
+        raise TraceTypeError(f"{opname} takes scalars or tensors, got {t!r}")
+    if not _DTYPE_CLASSES[cls](d):
+        raise TraceTypeError(f"{opname} needs {_DTYPE_CLASS_WORDS[cls]}, got {d}")
+    return d
+
+
+def _same_types(opname: str, types) -> T.Type:
+    first = types[0]
+    for t in types[1:]:
+        if t != first:
+            raise TraceTypeError(f"{opname} operands must have one type after broadcasting, got {first!r} and {t!r}")
+    return first
+
+
+def _with_dtype(t: T.Type, dtype: T.DType) -> T.Type:
+    return T.ScalarType(dtype) if isinstance(t, T.ScalarType) else T.TensorType(dtype, t.shape)
+
+
+def elementwise(result: str = "same"):
+    """Operands of one type; Literal operands are splat constants of the same dtype."""
+
+    def rule(op: OpDef, inputs, attrs):
+        t = None
+        dtype = None
+        for x in inputs:
+            d = _check_dtype(op.name, op.dtypes, x.type)
+            if dtype is None:
+                dtype = d
+            elif d is not dtype:
+                raise TraceTypeError(f"{op.name} operands must have one dtype, got {dtype} and {d}")
+            if x.__class__ is not Literal:
+                if t is None:
+                    t = x.type
+                elif x.type != t:
+                    raise TraceTypeError(
+                        f"{op.name} operands must have one type after broadcasting, got {t!r} and {x.type!r}")
+        if t is None:
+            t = T.ScalarType(dtype)
+        return (_with_dtype(t, T.bool_) if result == "bool" else t,)
+
+    return rule
+
+
+def select_rule(op, inputs, attrs):
+    pred, a, b = (x.type for x in inputs)
+    if _check_dtype("select", "any", pred) is not T.bool_:
+        raise TraceTypeError(f"select needs a bool predicate, got {pred.dtype}")
+    t = _same_types("select", [a, b])
+    if T.shape_of(pred) != T.shape_of(t) and not T.same_shape(T.shape_of(pred), T.shape_of(t)):
+        raise TraceValueError(f"select predicate shape {pred!r} differs from value shape {t!r}")
+    return (t,)
+
+
+def convert_rule(op, inputs, attrs):
+    src = inputs[0].type
+    d = _check_dtype(op.name, "any", src)
+    target = attrs["dtype"]
+    if op.name == "bitcast" and d.bits != target.bits:
+        raise TraceTypeError(f"bitcast needs equal bit widths, got {d} ({d.bits} bits) and {target} ({target.bits} bits)")
+    return (_with_dtype(src, target),)
+
+
+def given_type(op, inputs, attrs):
+    """Ops whose result type the surface computed and recorded as the ``type`` attribute."""
+    return (attrs["type"],)
+
+
+def no_result(op, inputs, attrs):
+    return ()
+
+
+# --- the ops ------------------------------------------------------------------------------
+
+BINARY = {
+    "add": "numeric", "sub": "numeric", "mul": "numeric", "div": "float", "floordiv": "int", "mod": "int",
+    "pow": "numeric", "maximum": "numeric", "minimum": "numeric",
+    "and_": "int_or_bool", "or_": "int_or_bool", "xor": "int_or_bool", "shl": "int", "shr": "int",
+}
+BINARY_ATTRS = {"div": ("approximate", "flush_to_zero")}
+COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
+UNARY_MATH = ("exp", "log", "log1p", "lgamma", "sin", "asin", "cos", "floor", "erf", "erfc", "i0",
+              "rsqrt", "sqrt", "sigmoid", "abs", "exp2", "tanh")
+UNARY_ATTRS = {"exp2": ("approximate", "flush_to_zero"), "tanh": ("approximate",)}
+
+for _name, _cls in BINARY.items():
+    define(_name, "binary", 2, attrs=BINARY_ATTRS.get(_name, ()), infer=elementwise(), dtypes=_cls)
+for _name in COMPARE:
+    define(_name, "compare", 2, infer=elementwise("bool"), dtypes="compare")
+for _name in UNARY_MATH:
+    define(_name, "unary", 1, attrs=UNARY_ATTRS.get(_name, ()), infer=elementwise(),
+           dtypes="numeric" if _name == "abs" else "float")
+define("neg", "unary", 1, infer=elementwise(), dtypes="numeric")
+define("invert", "unary", 1, infer=elementwise(), dtypes="int_or_bool", doc="bitwise not; logical not on bool")
+define("select", "ternary", 3, infer=select_rule)
+define("fma", "ternary", 3, infer=elementwise(), dtypes="float", doc="a*b+c rounded once")
+define("constant", "convert", 0, attrs=("value", "type"), infer=given_type,
+       doc="a typed scalar constant (I.cast of a Python number)")
+define("cast", "convert", 1, attrs=("dtype",), infer=convert_rule)
+define("bitcast", "convert", 1, attrs=("dtype",), infer=convert_rule)
+
+# Shape transforms and construction. Result types carry the (possibly dynamic) extents; operands
+# after the first give runtime values of extents where the result needs them.
+define("broadcast", "shape", 1, attrs=("type",), infer=given_type,
+       doc="explicit scalar/size-one/rank broadcast (spec §4), right-aligned")
+define("reshape", "shape", 1, attrs=("type",), infer=given_type)
+define("transpose", "shape", 1, attrs=("perm", "type"), infer=given_type)
+define("slice", "shape", None, attrs=("axes", "type"), infer=given_type,
+       doc="contiguous positions [start, stop) along the listed axes; operands: value, then start/stop per axis")
+define("full", "shape", 1, attrs=("type",), infer=given_type, doc="operand: the fill scalar")
+define("join", "shape", 2, attrs=("type",), infer=given_type, doc="stack along a new trailing axis of extent 2")
+define("tuple", "aggregate", None, attrs=("type",), infer=given_type)
+define("get", "aggregate", 1, attrs=("index", "type"), infer=given_type)
+define("record", "aggregate", None, attrs=("type",), infer=given_type)
+define("field", "aggregate", 1, attrs=("name", "type"), infer=given_type)
+
+# Domains and coordinates (spec §3).
+define("domain", "domain", 3, attrs=("type",), infer=given_type, doc="operands: begin, end, step")
+define("subregion", "domain", 3, attrs=("type",), infer=given_type,
+       doc="operands: parent domain, begin, end (member positions of the parent, no clamping)")
+define("indices", "domain", 1, attrs=("type",), infer=given_type, doc="source coordinates of a domain's members")
+define("dim", "domain", 1, attrs=("axis", "type"), infer=given_type,
+       doc="the runtime extent of one axis of a tensor or view, or a domain's member count (axis 0)")
+
+# External views (spec §15). ``index`` describes each view axis: ("domain"|"scalar"|"tensor"|"all").
+define("read", "memory", None, attrs=("index", "type"), effects=frozenset({"read"}), infer=given_type,
+       doc="operands: view, then one index operand per non-'all' axis entry")
+define("write", "memory", None, attrs=("index",), effects=frozenset({"write"}), infer=no_result,
+       doc="operands: view, value, then index operands")
+
+# Structured control (spec §5, §6). Region parameters are listed in the printer.
+_CTRL = frozenset({"control"})
+define("parallel", "control", 1, regions=1, effects=_CTRL, infer=no_result, doc="unordered forall over a domain")
+define("for", "control", 1, regions=1, effects=_CTRL, infer=no_result, doc="ordered effect-only iteration")
+define("loop", "control", None, regions=1, attrs=("types",), effects=_CTRL, infer=given_type,
+       doc="ordered iteration with carries: operands domain, *init; region (point, *carry) -> carry")
+define("while", "control", None, regions=2, attrs=("types",), effects=_CTRL, infer=given_type,
+       doc="operands *init; regions cond(carry) -> bool, body(carry) -> carry")
+define("if", "control", 1, regions=2, attrs=("types",), effects=_CTRL, infer=given_type,
+       doc="operand: bool scalar predicate; regions then/else yield the results")
+define("break", "control", None, effects=_CTRL, infer=no_result,
+       doc="operands pred, *exit carry: leave the innermost ordered loop when pred holds")
+define("continue", "control", None, effects=_CTRL, infer=no_result,
+       doc="operands pred, *next carry: end this iteration when pred holds")
+
+
+def __getattr__(name: str) -> OpDef:  # ops.add, ops.read, ...
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise AttributeError(name) from None
+
+
+def region_effects(node) -> frozenset:
+    """Effects of a node including everything its regions do."""
+    eff = set(node.op.effects - {"control"})
+    for r in node.regions:
+        for n in r.nodes:
+            eff |= region_effects(n)
+    return frozenset(eff)

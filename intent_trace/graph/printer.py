@@ -1,0 +1,141 @@
+"""Deterministic KIR text, jaxpr-like.
+
+Names come from the order values are defined at print time (``%0``, ``%1``, ...); parameters and
+named extents print by their names. Each line shows the result type, the op and its operands,
+the coordinate provenance of index values in ``⟨...⟩`` and the user's source line after ``#``.
+"""
+from __future__ import annotations
+
+import html
+
+from .. import types as T
+from .values import KernelGraph, Literal, Region, Var
+
+_names: list = []  # stack of active name maps (printing may nest through reprs)
+
+
+def current_name(var) -> str:
+    if _names:
+        name = _names[-1].get(var)
+        if name is not None:
+            return name
+    return getattr(var, "hint", None) or "%?"
+
+
+class _Namer:
+    def __init__(self, graph: KernelGraph):
+        self.map: dict = {}
+        self.count = 0
+        for p in graph.params:
+            self.map[p.var] = p.name
+        for e in graph.extents:
+            self.map[e] = e.hint
+
+    def get(self, var):
+        return self.map.get(var)
+
+    def define(self, var) -> str:
+        name = f"%{self.count}"
+        self.count += 1
+        self.map[var] = name
+        return name
+
+    def dim(self, d: T.Dim) -> str:
+        origin = d.origin
+        if origin is not None and origin in self.map:
+            return f"|{self.map[origin]}|" if isinstance(origin.type, T.DomainType) else self.map[origin]
+        # A derived extent without a defining value (e.g. a slice length) is named after its first use.
+        name = self.map.get(d)
+        if name is None:
+            name = f"e{sum(1 for k in self.map if isinstance(k, T.Dim))}"
+            self.map[d] = name
+        return name
+
+
+def _operand(x) -> str:
+    if isinstance(x, Literal):
+        v = x.value
+        text = repr(bool(v)) if isinstance(v, bool) else str(v)
+        return f"{text}:{x.type!r}"
+    return current_name(x)
+
+
+def _attr_value(v) -> str:
+    if isinstance(v, tuple):
+        return "(" + ", ".join(_attr_value(x) for x in v) + ("," if len(v) == 1 else "") + ")"
+    if isinstance(v, bool):
+        return repr(v)
+    return str(v)
+
+
+def _decl(namer: _Namer, var: Var) -> str:
+    name = namer.define(var)
+    text = f"{name}: {var.type!r}"
+    if var.provenance is not None:
+        text += f" ⟨{var.provenance!r}⟩"
+    return text
+
+
+def _format_node(namer: _Namer, node, indent: str, lines: list) -> None:
+    op = node.op
+    args = [_operand(x) for x in node.inputs]
+    if op.name in ("read", "write"):
+        kinds = node.attr("index")
+        view, rest = args[0], args[1:]
+        if op.name == "write":
+            value, rest = rest[0], rest[1:]
+        it = iter(rest)
+        idx = ", ".join(":" if k == "all" else next(it) for k in kinds)
+        body = f"read {view}[{idx}]" if op.name == "read" else f"write {view}[{idx}] = {value}"
+    else:
+        shown = [(k, v) for k, v in node.attrs if k not in ("type", "types")]
+        body = op.name + (" " + ", ".join(args) if args else "")
+        if shown:
+            body += " {" + ", ".join(f"{k}={_attr_value(v)}" for k, v in shown) + "}"
+    outs = ", ".join(_decl(namer, v) for v in node.outputs)
+    line = f"{indent}{outs} = {body}" if outs else f"{indent}{body}"
+    if node.loc is not None:
+        line = f"{line}  # {node.loc!r}"
+    if not node.regions:
+        lines.append(line)
+        return
+    lines.append(line + " {" if node.loc is None else line.replace(f"  # {node.loc!r}", f" {{  # {node.loc!r}"))
+    labels = {"if": ("then", "else"), "while": ("cond", "body")}.get(op.name)
+    for i, region in enumerate(node.regions):
+        if labels:
+            lines.append(f"{indent}  {labels[i]}:")
+        _format_region(namer, region, indent + ("    " if labels else "  "), lines)
+    lines.append(f"{indent}}}")
+
+
+def _format_region(namer: _Namer, region: Region, indent: str, lines: list) -> None:
+    if region.params:
+        lines.append(f"{indent}^(" + ", ".join(_decl(namer, p) for p in region.params) + ")")
+    for node in region.nodes:
+        _format_node(namer, node, indent, lines)
+    if region.results:
+        lines.append(f"{indent}yield " + ", ".join(_operand(r) for r in region.results))
+
+
+def format_graph(graph: KernelGraph) -> str:
+    namer = _Namer(graph)
+    _names.append(namer)
+    previous = T.set_dim_namer(namer.dim)
+    try:
+        params = ", ".join(f"{p.name}: {p.type!r}" for p in graph.params)
+        lines = [f"kernel {graph.name}({params})"]
+        if graph.extents:
+            lines.append("  extents " + ", ".join(e.hint for e in graph.extents) + ": index")
+        if graph.constexprs:
+            lines.append("  constexprs " + ", ".join(f"{k}={v!r}" for k, v in graph.constexprs))
+        lines.append("{")
+        _format_region(namer, graph.body, "  ", lines)
+        lines.append("}")
+        return "\n".join(lines)
+    finally:
+        T.set_dim_namer(previous)
+        _names.pop()
+
+
+def format_graph_html(graph: KernelGraph) -> str:
+    return f"<pre class='intent-kir'>{html.escape(format_graph(graph))}</pre>"

@@ -1,0 +1,234 @@
+"""``@intent.kernel`` and ``@intent.fn``: definitions, tracing and helper calls (spec §1, §2)."""
+from __future__ import annotations
+
+import functools
+import inspect
+import types as pytypes
+
+import numpy as np
+
+from . import types as T
+from .errors import TraceError, TraceTypeError, TraceValueError
+from .graph.values import KernelGraph, Param, SourceLoc, Var
+from .params import ConstexprSpec, Enum, ViewSpec
+from .proxies import context
+from .proxies.domain import BrokenLoop
+from .proxies.values import Proxy, ScalarProxy
+from .proxies.view import ViewProxy
+
+
+def _annotations(fn) -> dict:
+    try:
+        return inspect.get_annotations(fn, eval_str=True)
+    except Exception as e:  # an annotation that does not evaluate
+        raise TypeError(f"kernel {fn.__name__}: its annotations do not evaluate: {e}") from e
+
+
+class Kernel:
+    """A logical kernel. ``trace(**constexprs)`` gives its KIR; calling it runs it on the default target."""
+
+    def __init__(self, fn):
+        if not callable(fn):
+            raise TypeError("@intent.kernel decorates a function")
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.name = fn.__name__
+        self.signature = inspect.signature(fn)
+        self.specs = self._parse_params()
+        self._traces: dict = {}
+        self._compiled: dict = {}
+
+    def _parse_params(self) -> dict:
+        ann = _annotations(self.fn)
+        specs = {}
+        for name, p in self.signature.parameters.items():
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                raise TypeError(f"kernel {self.name}: *{name} parameters are not supported; list each parameter")
+            if name not in ann:
+                raise TypeError(f"kernel {self.name}: parameter {name} needs an annotation "
+                                f"(I.In[...], I.Out[...], I.InOut[...], a dtype such as I.f32, or I.Constexpr[...])")
+            spec = ann[name]
+            if isinstance(spec, type) and issubclass(spec, Enum):
+                raise TypeError(f"kernel {self.name}: parameter {name}: enum values are constexpr only; "
+                                f"write I.Constexpr[{spec.__name__}]")
+            if not isinstance(spec, (ViewSpec, ConstexprSpec, T.DType)):
+                raise TypeError(f"kernel {self.name}: parameter {name} has annotation {spec!r}; expected I.In[...], "
+                                f"I.Out[...], I.InOut[...], a dtype such as I.f32, or I.Constexpr[...]")
+            if isinstance(spec, T.DType) and spec.kind == "mx":
+                raise TypeError(f"kernel {self.name}: parameter {name}: {spec} is not a runtime scalar dtype")
+            if not isinstance(spec, ConstexprSpec) and p.default is not p.empty:
+                raise TypeError(f"kernel {self.name}: runtime parameter {name} cannot have a default")
+            specs[name] = spec
+        return specs
+
+    @property
+    def runtime_params(self) -> list:
+        return [n for n, s in self.specs.items() if not isinstance(s, ConstexprSpec)]
+
+    @property
+    def constexpr_params(self) -> list:
+        return [n for n, s in self.specs.items() if isinstance(s, ConstexprSpec)]
+
+    def bind_constexprs(self, given: dict) -> tuple:
+        unknown = set(given) - set(self.constexpr_params)
+        if unknown:
+            raise TypeError(f"kernel {self.name} has no constexpr parameter {', '.join(sorted(unknown))}; "
+                            f"constexprs: {', '.join(self.constexpr_params) or 'none'}")
+        bound = []
+        for name in self.constexpr_params:
+            if name in given:
+                value = given[name]
+            elif self.signature.parameters[name].default is not inspect.Parameter.empty:
+                value = self.signature.parameters[name].default
+            else:
+                raise TypeError(f"kernel {self.name}: constexpr {name} needs a value (pass {name}=... to trace/compile)")
+            bound.append((name, self.specs[name].check(name, value)))
+        return tuple(bound)
+
+    def trace(self, **constexprs) -> KernelGraph:
+        key = self.bind_constexprs(constexprs)
+        graph = self._traces.get(key)
+        if graph is None:
+            graph = _trace_kernel(self, key)
+            self._traces[key] = graph
+        return graph
+
+    def __call__(self, *args, target: str | None = None, **constexprs):
+        from .compiler import DEFAULT_TARGET, compile as compile_kernel
+
+        if context.tracing():
+            raise TraceError(f"kernel {self.name} launched inside a traced kernel; call an @intent.fn helper "
+                             f"instead (a kernel never launches another)", where=context.current().where())
+        target = target or DEFAULT_TARGET
+        key = (target, self.bind_constexprs(constexprs))
+        exe = self._compiled.get(key)
+        if exe is None:
+            exe = compile_kernel(self, target=target, **constexprs)
+            self._compiled[key] = exe
+        return exe(*args)
+
+    def __repr__(self) -> str:
+        return f"<intent.kernel {self.name}>"
+
+
+def _trace_kernel(kernel: Kernel, constexprs: tuple) -> KernelGraph:
+    trace = context.Trace(kernel.name)
+    code = kernel.fn.__code__
+    loc = SourceLoc(code.co_filename, code.co_firstlineno, kernel.name)
+    params, extents, args = [], [], dict(constexprs)
+    dims: dict = {}
+    for name, spec in kernel.specs.items():
+        if isinstance(spec, ConstexprSpec):
+            continue
+        if isinstance(spec, ViewSpec):
+            shape = []
+            for e in spec.shape:
+                if isinstance(e, str):
+                    if e in kernel.specs:
+                        raise TraceValueError(f"kernel {kernel.name}: extent name {e} is also a parameter name", where=repr(loc))
+                    if e not in dims:
+                        dims[e] = T.Dim(e)
+                        ev = Var(T.ScalarType(T.index), extent=dims[e], hint=e)
+                        trace.define(ev)
+                        trace.dim_vars[dims[e]] = ev
+                        extents.append(ev)
+                    shape.append(dims[e])
+                else:
+                    shape.append(e)
+            var = trace.define(Var(T.ViewType(spec.access, spec.dtype, tuple(shape)), hint=name))
+            params.append(Param(name, "view", var))
+            args[name] = ViewProxy(var, name)
+        else:
+            var = trace.define(Var(T.ScalarType(spec), hint=name))
+            params.append(Param(name, "scalar", var))
+            args[name] = ScalarProxy(var)
+    with context.active_trace(trace):
+        result = kernel.fn(**args)
+        _raise_pending(trace)
+        if result is not None:
+            raise TraceTypeError(f"kernel {kernel.name} returned a value; kernels return nothing and write their "
+                                 f"results into Out/InOut views", where=repr(loc))
+    if trace.scope is not trace.root:
+        raise TraceError(f"kernel {kernel.name}: a traced region was left open", where=repr(loc))
+    body = trace.root.close()
+    return KernelGraph(kernel.name, tuple(params), tuple(extents), body, constexprs, loc)
+
+
+def _raise_pending(trace) -> None:
+    pending = trace.pending_error
+    if isinstance(pending, BrokenLoop):
+        trace.pending_error = None
+        raise TraceValueError("Python `break` or `return` left a traced loop body early (a Python `for` over a "
+                              "domain is traced once, not run per point); use I.break_(when=pred) to stop an "
+                              "ordered loop, or I.loop/I.while_ for a loop with a result", where=repr(pending.loc))
+
+
+_IMMUTABLE = (int, float, bool, str, bytes, complex, type(None), T.DType, Enum, frozenset, range, pytypes.ModuleType,
+              pytypes.FunctionType, pytypes.BuiltinFunctionType, type, np.generic)
+
+
+def _check_capture(helper: str, name: str, value, trace) -> None:
+    if isinstance(value, Proxy):
+        raise TraceValueError(f"helper {helper} captures the runtime value `{name}` from an enclosing scope; runtime "
+                              f"values must be explicit parameters: add `{name}` to its parameters and pass it",
+                              where=trace.where())
+    if isinstance(value, tuple):
+        for v in value:
+            _check_capture(helper, name, v, trace)
+        return
+    if isinstance(value, (Helper, Kernel, functools.partial)) or isinstance(value, _IMMUTABLE):
+        return
+    raise TraceValueError(f"helper {helper} captures `{name}` ({type(value).__name__}), which is mutable; only "
+                          f"immutable constexpr values may be captured (pass it as a parameter or make it a tuple)",
+                          where=trace.where())
+
+
+class Helper:
+    """A typed helper traced inline at each call; binding follows its Python signature."""
+
+    def __init__(self, fn):
+        if not callable(fn):
+            raise TypeError("@intent.fn decorates a function")
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.name = getattr(fn, "__name__", "helper")
+        self.signature = inspect.signature(fn)
+
+    def __call__(self, *args, **kwargs):
+        if not context.tracing():
+            raise TraceError(f"helper {self.name} can only be called while tracing a kernel")
+        trace = context.current()
+        if self in trace.helper_fns:
+            chain = " -> ".join(h.name for h in trace.helper_fns[trace.helper_fns.index(self):])
+            raise TraceError(f"recursive helper call ({chain} -> {self.name}); helpers cannot recurse", where=trace.where())
+        code = getattr(self.fn, "__code__", None)
+        if code is not None and self.fn.__closure__:
+            for name, cell in zip(code.co_freevars, self.fn.__closure__):
+                try:
+                    value = cell.cell_contents
+                except ValueError:  # not yet bound
+                    continue
+                _check_capture(self.name, name, value, trace)
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TraceTypeError(f"call of helper {self.name}: {e}", where=trace.where()) from None
+        bound.apply_defaults()
+        trace.helpers.append(self.name)
+        trace.helper_fns.append(self)
+        try:
+            return self.fn(*bound.args, **bound.kwargs)
+        finally:
+            trace.helpers.pop()
+            trace.helper_fns.pop()
+
+    def __repr__(self) -> str:
+        return f"<intent.fn {self.name}>"
+
+
+def kernel(fn) -> Kernel:
+    return Kernel(fn)
+
+
+def fn(f) -> Helper:
+    return f if isinstance(f, Helper) else Helper(f)

@@ -1,0 +1,107 @@
+"""The ``I`` namespace: thin surface functions, each building canonical KIR.
+
+``from intent_trace import I``. Everything here either names a type, spells a parameter, or
+forwards to one builder in :mod:`intent_trace.proxies` that emits the canonical op listed for
+it in :mod:`intent_trace.graph.surface`.
+"""
+from __future__ import annotations
+
+from . import types as _T
+from .params import Constexpr, Enum, In, InOut, Out  # noqa: F401
+from .proxies import build as _b
+from .proxies import control as _control
+from .proxies import domain as _domain
+
+# dtypes (T1)
+bool = _T.bool_  # noqa: A001  (I.bool is the intent dtype)
+bool_ = _T.bool_
+i8, i16, i32, i64 = _T.i8, _T.i16, _T.i32, _T.i64
+u8, u16, u32, u64 = _T.u8, _T.u16, _T.u32, _T.u64
+f16, bf16, f32, f64 = _T.f16, _T.bf16, _T.f32, _T.f64
+index = _T.index
+e2m1, e4m3, e8m0 = _T.e2m1, _T.e4m3, _T.e8m0
+
+# domains and control
+domain = _domain.domain
+indices = _domain.indices
+parallel = _domain.parallel
+if_ = _control.if_
+loop = _control.loop
+while_ = _control.while_
+break_ = _control.break_
+continue_ = _control.continue_
+
+# values
+select = _b.select
+where = _b.select
+record = _b.record
+reshape = _b.reshape
+transpose = _b.transpose
+join = _b.join
+
+
+def cast(value, dtype):
+    """Convert to ``dtype`` by the T3 rules (a Python number becomes a typed constant)."""
+    return _b.convert("cast", value, dtype)
+
+
+def bitcast(value, dtype):
+    """Reinterpret the bits as ``dtype`` of the same width."""
+    return _b.convert("bitcast", value, dtype)
+
+
+def full(shape, fill, dtype):
+    """A tensor of ``shape`` (static ints or traced extents) filled with ``fill``; no storage implied."""
+    return _b.full(shape, fill, dtype)
+
+
+def zeros(shape, dtype):
+    return _b.full(shape, 0, dtype)
+
+
+def maximum(a, b):
+    """IEEE 754-2019 maximum: NaN if either is NaN; -0 < +0."""
+    return _b.binary("maximum", a, b)
+
+
+def minimum(a, b):
+    return _b.binary("minimum", a, b)
+
+
+def fma(a, b, c):
+    """``a * b + c`` rounded once."""
+    return _b.elementwise("fma", (a, b, c))
+
+
+def fdiv(lhs, rhs, *, approximate=False, flush_to_zero=False):
+    """Floating division with explicit numeric options (T4); the default equals ``/``."""
+    ref = lhs if hasattr(lhs, "type") else rhs
+    return _b.binary("div", lhs, rhs, _b.math_options("I.fdiv", ref, approximate, flush_to_zero))
+
+
+def exp2(value, *, approximate=False, flush_to_zero=False):
+    return _b.unary("exp2", value, _b.math_options("I.exp2", value, approximate, flush_to_zero))
+
+
+def tanh(value, *, approximate=False):
+    return _b.unary("tanh", value, _b.math_options("I.tanh", value, approximate, False, ("approximate",)))
+
+
+def _unary(name: str):
+    def f(value):
+        return _b.unary(name, value)
+
+    f.__name__ = name
+    f.__qualname__ = name
+    f.__doc__ = f"Elementwise {name} (numerics chapter T4)."
+    return f
+
+
+exp, log, log1p, lgamma = _unary("exp"), _unary("log"), _unary("log1p"), _unary("lgamma")
+sin, asin, cos, floor = _unary("sin"), _unary("asin"), _unary("cos"), _unary("floor")
+erf, erfc, i0, rsqrt = _unary("erf"), _unary("erfc"), _unary("i0"), _unary("rsqrt")
+sqrt, sigmoid, abs = _unary("sqrt"), _unary("sigmoid"), _unary("abs")  # noqa: A001
+
+
+def logical_not(value):
+    return _b.unary("invert", value)

@@ -1,0 +1,550 @@
+"""Surface -> canonical KIR: literal typing, explicit broadcasts, shape transforms, aggregates.
+
+Every function here turns a user spelling into one canonical node (plus the explicit
+``broadcast`` nodes the spec requires, §4), checking the rules that the spelling implies before
+the node exists, so errors point at the user's line.
+"""
+from __future__ import annotations
+
+import keyword
+import math
+from numbers import Integral, Real
+
+import numpy as np
+
+from .. import types as T
+from ..floatbits import round_f64, round_int
+from ..graph import ops
+from ..graph.provenance import AxisPos, BinExpr, Const, Ref, simplify_add, through_arith, through_axes
+from ..graph.values import Literal, Var
+from .context import current, fail
+from .values import Proxy, RecordProxy, ScalarProxy, TensorProxy, ValueProxy, wrap
+
+_PY_NUMBER = (bool, int, float, np.bool_, np.integer, np.floating)
+_AFFINE = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//", "mod": "%"}
+
+
+def is_py_number(x) -> bool:
+    return isinstance(x, _PY_NUMBER)
+
+
+# --- literals ------------------------------------------------------------------------------
+
+def make_literal(value, dtype: T.DType, role: str = "literal") -> Literal:
+    """A Python number taking ``dtype`` (T1): integers must fit exactly, floats round RNE."""
+    if isinstance(value, (bool, np.bool_)):
+        if not dtype.is_bool:
+            fail(f"{role} {value!r} is a bool but the other operand is {dtype}; bool is not a number here", "type")
+        return Literal(bool(value), T.ScalarType(dtype))
+    if dtype.is_bool:
+        fail(f"{role} {value!r} cannot be a bool; write True or False", "type")
+    if dtype.is_int:
+        if not isinstance(value, (Integral, np.integer)):
+            fail(f"{role} {value!r} is not an integer but the other operand is {dtype}; "
+                 f"write an integer or I.cast the other operand to a float dtype", "type")
+        v = int(value)
+        if not dtype.min <= v <= dtype.max:
+            fail(f"{role} {v} does not fit {dtype} (range {dtype.min}..{dtype.max}); cast the other operand "
+                 f"to a wider dtype", "value")
+        return Literal(v, T.ScalarType(dtype))
+    if dtype.is_float:
+        if isinstance(value, (Integral, np.integer)):
+            stored = round_int(np.array(int(value)) if abs(int(value)) < 2**63 else np.array(float(value)),
+                               dtype.np)
+        else:
+            stored = round_f64(np.float64(value), dtype.np)
+        if np.isinf(stored) and math.isfinite(float(value)):
+            fail(f"{role} {value!r} overflows {dtype}", "value")
+        return Literal(stored[()], T.ScalarType(dtype))
+    fail(f"{dtype} values have no arithmetic", "type")
+
+
+def constant(value, dtype: T.DType) -> ScalarProxy:
+    lit = make_literal(value, dtype, "constant")
+    (out,) = current().emit(ops.constant, (), (("value", lit.value), ("type", lit.type)))
+    return ScalarProxy(out)
+
+
+# --- operands and broadcasting ----------------------------------------------------------
+
+def shape_of(x) -> tuple:
+    t = x.type
+    return t.shape if isinstance(t, T.TensorType) else ()
+
+
+def broadcast_shapes(shapes, what: str) -> tuple:
+    """Right-aligned broadcast; size-one static axes stretch; dynamic extents must be identical."""
+    rank = max(len(s) for s in shapes)
+    out = []
+    for axis in range(rank):
+        chosen = 1
+        for s in shapes:
+            k = axis - (rank - len(s))
+            if k < 0:
+                continue
+            e = s[k]
+            if isinstance(chosen, int) and chosen == 1:
+                chosen = e
+            elif isinstance(e, int) and e == 1:
+                continue
+            elif not T.same_extent(chosen, e):
+                fail(f"{what}: extents {T.extent_str(chosen)} and {T.extent_str(e)} (axis {axis} of the broadcast "
+                     f"shape) are not provably equal; dynamic extents are equal only when they are the same "
+                     f"named extent or come from the same value", "value")
+        out.append(chosen)
+    return tuple(out)
+
+
+def broadcast_to(x, shape: tuple, tensor: bool = True):
+    """An explicit broadcast node unless ``x`` already has the target type. Literals stay splat constants."""
+    if x.__class__ is Literal:
+        return x
+    t = x.type
+    target = T.TensorType(t.dtype, shape) if tensor else t
+    if t == target:
+        return x
+    src = shape_of(x)
+    offset = len(shape) - len(src)
+
+    def new_axis_of_old(k):
+        if isinstance(src[k], int) and src[k] == 1 and not (isinstance(shape[k + offset], int) and shape[k + offset] == 1):
+            return Const(0)
+        return AxisPos(k + offset)
+
+    rel = through_axes(x.provenance, new_axis_of_old) if x.provenance is not None else None
+    (out,) = current().emit(ops.broadcast, (x,), (("type", target),), types=(target,), provenance=rel)
+    return out
+
+
+def _result_type(dtype, inputs):
+    tensors = [shape_of(x) for x in inputs if x.__class__ is not Literal and isinstance(x.type, T.TensorType)]
+    if not tensors:
+        return T.ScalarType(dtype), False
+    shape = tensors[0] if len(tensors) == 1 else broadcast_shapes(tensors, "broadcast")
+    return T.TensorType(dtype, shape), True
+
+
+def _operands(opname: str, values) -> tuple:
+    """Vars and Literals of one dtype for an elementwise op; Python numbers take the proxies' dtype."""
+    dtype = None
+    for v in values:
+        if isinstance(v, ValueProxy):
+            d = v._var.type.dtype
+            if dtype is None:
+                dtype = d
+            elif d is not dtype:
+                fail(f"{opname} of {dtype} and {d}: dtypes never convert implicitly; write I.cast(value, I.{d}) "
+                     f"or I.cast(value, I.{dtype}) on one operand", "type")
+        elif isinstance(v, Proxy):
+            fail(f"{opname} takes scalars or tensors, got {type(v).__name__}", "type")
+        elif not is_py_number(v):
+            fail(f"{opname} takes scalars, tensors or Python numbers, got {type(v).__name__}", "type")
+    if dtype is None:
+        fail(f"{opname} of Python numbers only has no dtype; give one operand a dtype with I.cast", "type")
+    return tuple(v._var if isinstance(v, Proxy) else make_literal(v, dtype) for v in values), dtype
+
+
+def elementwise(opname: str, values, attrs: tuple = ()):
+    op = ops.REGISTRY[opname]
+    inputs, dtype = _operands(opname, values)
+    if opname == "div" and not dtype.is_float:
+        fail(f"`/` is floating division and {dtype} is an integer dtype; use `//` (truncates toward zero) "
+             f"or I.cast the operands to a float dtype", "type")
+    rtype, is_tensor = _result_type(dtype, inputs)
+    inputs = tuple(broadcast_to(x, rtype.shape) if is_tensor else x for x in inputs)
+    provenance = None
+    sym = _AFFINE.get(opname)
+    if sym is not None:
+        provenance = _affine_provenance(sym, inputs)
+    elif opname == "neg":
+        provenance = through_arith(inputs[0].provenance, "neg", None, True)
+    (out,) = current().emit(op, inputs, attrs, provenance=provenance)
+    return wrap(out)
+
+
+def _affine_provenance(sym: str, inputs):
+    a, b = inputs
+    pa = a.provenance if a.__class__ is Var else None
+    pb = b.provenance if b.__class__ is Var else None
+    if (pa is None) == (pb is None):
+        return None
+    if pa is not None:
+        if b.__class__ is Var and isinstance(b.type, T.TensorType):
+            return None  # a whole tensor operand: no longer an affine coordinate expression
+        return through_arith(pa, sym, b.value if b.__class__ is Literal else b, True)
+    if a.__class__ is Var and isinstance(a.type, T.TensorType):
+        return None
+    return through_arith(pb, sym, a.value if a.__class__ is Literal else a, False)
+
+
+def binary(opname: str, a, b, attrs: tuple = ()):
+    return elementwise(opname, (a, b), attrs)
+
+
+def unary(opname: str, x, attrs: tuple = ()):
+    if not isinstance(x, ValueProxy):
+        fail(f"{opname} takes a scalar or tensor value, got {type(x).__name__}", "type")
+    return elementwise(opname, (x,), attrs)
+
+
+def math_options(opname: str, x, approximate, flush_to_zero, allowed=("approximate", "flush_to_zero")) -> tuple:
+    """Per-op numeric options (spec §4, numerics T4): constexpr bools, f32 only, FTZ needs approximate."""
+    for name, v in (("approximate", approximate), ("flush_to_zero", flush_to_zero)):
+        if not isinstance(v, bool):
+            fail(f"{opname}: {name} must be a constexpr bool (True/False), got {type(v).__name__}", "type")
+    if flush_to_zero and not approximate:
+        fail(f"{opname}: flush_to_zero=True must be chosen together with approximate=True", "value")
+    if approximate:
+        dtype = getattr(getattr(x, "type", None), "dtype", None)
+        if dtype is not T.f32:
+            fail(f"{opname}: approximate/flush_to_zero modes accept only f32 operands, got {dtype}", "type")
+    return tuple((n, v) for n, v in (("approximate", approximate), ("flush_to_zero", flush_to_zero)) if n in allowed)
+
+
+def select(pred, a, b):
+    if not isinstance(pred, ValueProxy):
+        if isinstance(pred, (bool, np.bool_)):
+            fail("I.select with a Python bool predicate: choose the value in Python", "type")
+        fail(f"I.select needs a bool scalar or tensor predicate, got {type(pred).__name__}", "type")
+    if pred.dtype is not T.bool_:
+        fail(f"I.select needs a bool predicate, got {pred.dtype}; compare first (e.g. x > 0)", "type")
+    (va, vb), dtype = _operands("select", (a, b))
+    p = pred._var
+    rtype, is_tensor = _result_type(dtype, (p, va, vb))
+    if is_tensor:
+        p = broadcast_to(p, rtype.shape)
+        va, vb = broadcast_to(va, rtype.shape), broadcast_to(vb, rtype.shape)
+    (out,) = current().emit(ops.select, (p, va, vb))
+    return wrap(out)
+
+
+# --- conversions ----------------------------------------------------------------------------
+
+def as_dtype(d, role: str = "dtype") -> T.DType:
+    if isinstance(d, T.DType):
+        return d
+    if d is bool:
+        return T.bool_
+    fail(f"{role} must be an intent dtype such as I.f32, got {d!r}", "type")
+
+
+def convert(opname: str, x, dtype):
+    dtype = as_dtype(dtype)
+    if dtype.kind == "mx":
+        fail(f"{dtype} is a microscaling format: it is only a scaled_contract operand format (T6), not a "
+             f"{opname} target here", "type")
+    if is_py_number(x):
+        if opname == "bitcast":
+            fail("I.bitcast needs a typed value; I.cast the number first", "type")
+        return constant(x, dtype)
+    if not isinstance(x, ValueProxy):
+        fail(f"I.{opname} takes a scalar or tensor, got {type(x).__name__}", "type")
+    if x.dtype.kind == "mx":
+        fail(f"I.{opname} of a {x.dtype} value", "type")
+    (out,) = current().emit(ops.REGISTRY[opname], (x._var,), (("dtype", dtype),))
+    return wrap(out)
+
+
+# --- shapes ----------------------------------------------------------------------------------
+
+def shape_values(var: Var, shape: tuple) -> tuple:
+    """``.shape``: static ints, and index scalars that carry their extent's identity."""
+    trace = current()
+    out = []
+    for axis, e in enumerate(shape):
+        if isinstance(e, int):
+            out.append(e)
+            continue
+        v = trace.dim_vars.get(e)
+        if v is None or not trace.defined_in[v].active:
+            t = T.ScalarType(T.index)
+            (v,) = trace.emit(ops.dim, (var,), (("axis", axis), ("type", t)), types=(t,), extent=e)
+        out.append(ScalarProxy(v))
+    return tuple(out)
+
+
+def extent_operand(x, role: str):
+    """An extent given by the user: (Extent, operand Var or None)."""
+    if isinstance(x, (bool, np.bool_)):
+        fail(f"{role} must be an integer, got {x!r}", "type")
+    if isinstance(x, (int, np.integer)):
+        if x < 0:
+            fail(f"{role} {x} is negative", "value")
+        return int(x), None
+    if isinstance(x, ScalarProxy) and x.dtype.is_int:
+        v = x._var
+        if v.extent is not None:
+            return v.extent, None
+        return T.Dim(origin=v), v
+    fail(f"{role} must be an integer or a traced integer scalar (for example x.shape[0]), got "
+         f"{getattr(x, 'type', type(x).__name__)!r}", "type")
+
+
+def _shape_arg(shape, role: str):
+    if isinstance(shape, (int, np.integer, ScalarProxy)):
+        shape = (shape,)
+    if not isinstance(shape, (tuple, list)):
+        fail(f"{role} must be a tuple of extents, got {type(shape).__name__}", "type")
+    extents, fresh, operands = [], [], []
+    for k, e in enumerate(shape):
+        ext, var = extent_operand(e, f"{role} entry {k}")
+        extents.append(ext)
+        if var is not None:
+            fresh.append(k)
+            operands.append(var)
+    return tuple(extents), tuple(fresh), tuple(operands)
+
+
+def full(shape, fill, dtype):
+    dtype = as_dtype(dtype)
+    extents, fresh, operands = _shape_arg(shape, "I.full shape")
+    if isinstance(fill, ValueProxy):
+        if not isinstance(fill, ScalarProxy) or fill.dtype is not dtype:
+            fail(f"I.full fill must be a {dtype} scalar, got {fill.type!r}", "type")
+        fill_v = fill._var
+    elif is_py_number(fill):
+        fill_v = make_literal(fill, dtype, "fill")
+    else:
+        fail(f"I.full fill must be a number or a scalar, got {type(fill).__name__}", "type")
+    t = T.TensorType(dtype, extents)
+    (out,) = current().emit(ops.full, (fill_v, *operands), (("type", t), ("extents", fresh)), types=(t,))
+    return wrap(out)
+
+
+def _tensor_arg(x, who: str) -> Var:
+    if not isinstance(x, ValueProxy):
+        fail(f"{who} takes a tensor, got {type(x).__name__}", "type")
+    if not isinstance(x.type, T.TensorType):
+        fail(f"{who} takes a ranked tensor, got the scalar {x.type!r}; I.full((), ...) or I.reshape(x, ()) "
+             f"makes a rank-0 tensor", "type")
+    return x._var
+
+
+def reshape(x, shape):
+    if isinstance(x, ScalarProxy):
+        var = x._var
+        src_shape = ()
+    else:
+        var = _tensor_arg(x, "I.reshape")
+        src_shape = var.type.shape
+    extents, fresh, operands = _shape_arg(shape, "I.reshape shape")
+    if all(isinstance(e, int) for e in src_shape + extents):
+        if math.prod(src_shape) != math.prod(extents):
+            fail(f"I.reshape keeps the element count: {math.prod(src_shape)} elements cannot become "
+                 f"shape {extents}", "value")
+    t = T.TensorType(var.type.dtype, extents)
+    rel = _reshape_relation(var.provenance, src_shape, extents)
+    (out,) = current().emit(ops.reshape, (var, *operands), (("type", t), ("extents", fresh)), types=(t,),
+                            provenance=rel)
+    return wrap(out)
+
+
+def _extent_expr(e):
+    return Const(e) if isinstance(e, int) else Ref(e)
+
+
+def _reshape_relation(rel, old, new):
+    """Row-major reshape: old axis positions as expressions of the new axes."""
+    if rel is None:
+        return None
+    flat = Const(0)
+    for k, e in enumerate(new):
+        flat = simplify_add(BinExpr("*", flat, _extent_expr(e)) if k else flat, AxisPos(k))
+    if len(old) == 1:
+        return through_axes(rel, lambda k: flat)
+    stride_after = []
+    for k in range(len(old)):
+        rest = [_extent_expr(e) for e in old[k + 1:]]
+        s = rest[0] if rest else Const(1)
+        for r in rest[1:]:
+            s = BinExpr("*", s, r)
+        stride_after.append(s)
+    return through_axes(rel, lambda k: BinExpr("%", BinExpr("//", flat, stride_after[k]), _extent_expr(old[k])))
+
+
+def transpose(x, perm=None):
+    var = _tensor_arg(x, "I.transpose")
+    rank = var.type.rank
+    if perm is None:
+        perm = tuple(reversed(range(rank)))
+    if not isinstance(perm, (tuple, list)) or not all(isinstance(p, (int, np.integer)) for p in perm):
+        fail(f"I.transpose permutation must be a tuple of axis numbers, got {perm!r}", "type")
+    perm = tuple(int(p) for p in perm)
+    if len(perm) != rank or sorted(perm) != list(range(rank)):
+        fail(f"I.transpose permutation {perm} must list each of the {rank} axes 0..{rank - 1} exactly once", "value")
+    shape = tuple(var.type.shape[p] for p in perm)
+    t = T.TensorType(var.type.dtype, shape)
+    inverse = {p: i for i, p in enumerate(perm)}
+    rel = through_axes(var.provenance, lambda k: AxisPos(inverse[k]))
+    (out,) = current().emit(ops.transpose, (var,), (("perm", perm), ("type", t)), types=(t,), provenance=rel)
+    return wrap(out)
+
+
+def join(a, b):
+    for v in (a, b):
+        if not isinstance(v, ValueProxy):
+            fail(f"I.join takes two values of one dtype and shape, got {type(v).__name__}", "type")
+    if a.type != b.type:
+        fail(f"I.join needs the same dtype and shape on both sides, got {a.type!r} and {b.type!r}", "type")
+    t = T.TensorType(a.dtype, shape_of(a._var) + (2,))
+    (out,) = current().emit(ops.join, (a._var, b._var), (("type", t),), types=(t,))
+    return wrap(out)
+
+
+def index_operand(x, role: str):
+    """An index given by the user: a Literal index or an integer scalar Var."""
+    if isinstance(x, (bool, np.bool_)):
+        fail(f"{role} must be an integer, got {x!r}", "type")
+    if isinstance(x, (int, np.integer)):
+        return Literal(int(x), T.ScalarType(T.index))
+    if isinstance(x, ScalarProxy) and x.dtype.is_int:
+        return x._var
+    fail(f"{role} must be an integer or a traced integer scalar, got {getattr(x, 'type', type(x).__name__)!r}",
+         "type")
+
+
+def normalize_key(key, rank: int, who: str) -> list:
+    key = key if isinstance(key, tuple) else (key,)
+    if sum(1 for k in key if k is Ellipsis) > 1:
+        fail(f"{who}: at most one `...`", "value")
+    if Ellipsis in [k for k in key if not isinstance(k, Proxy)]:
+        i = next(j for j, k in enumerate(key) if not isinstance(k, Proxy) and k is Ellipsis)
+        fill = rank - (len(key) - 1)
+        if fill < 0:
+            fail(f"{who}: {len(key) - 1} indices for rank {rank}", "value")
+        key = key[:i] + (slice(None),) * fill + key[i + 1:]
+    if len(key) != rank:
+        fail(f"{who}: {len(key)} indices for a value of rank {rank}; index every axis (use `:` or `...`)", "value")
+    return list(key)
+
+
+def slice_tensor(x, key):
+    """``t[a:b, i, :]``: contiguous positions, no clamping and no negative wrap (like subregions)."""
+    var = x._var
+    shape = var.type.shape
+    entries = normalize_key(key, len(shape), "tensor indexing")
+    kinds, operands, new_shape, old_to_new = [], [], [], {}
+    for axis, (k, extent) in enumerate(zip(entries, shape)):
+        if isinstance(k, slice):
+            if k.step not in (None, 1):
+                fail("tensor slices take no step", "value")
+            if k.start is None and k.stop is None:
+                kinds.append("all")
+                old_to_new[axis] = AxisPos(len(new_shape))
+                new_shape.append(extent)
+                continue
+            start = index_operand(0 if k.start is None else k.start, "slice start")
+            if k.stop is None:
+                stop = Literal(extent, T.ScalarType(T.index)) if isinstance(extent, int) else None
+                if stop is None:
+                    stop = shape_values(var, shape)[axis]._var
+            else:
+                stop = index_operand(k.stop, "slice stop")
+            _check_static_range(start, stop, extent)
+            kinds.append("range")
+            operands += [start, stop]
+            old_to_new[axis] = simplify_add(AxisPos(len(new_shape)), _operand_expr(start))
+            new_shape.append(_range_extent(start, stop, extent))
+        elif isinstance(k, Proxy) and not isinstance(k, ScalarProxy):
+            fail(f"tensors are indexed by integers and slices, got {type(k).__name__}; use I.gather for tensor "
+                 f"indices", "type")
+        else:
+            idx = index_operand(k, "tensor index")
+            _check_static_range(idx, None, extent)
+            kinds.append("point")
+            operands.append(idx)
+            old_to_new[axis] = _operand_expr(idx)
+    t = T.TensorType(var.type.dtype, tuple(new_shape))
+    rel = through_axes(var.provenance, lambda k: old_to_new[k])
+    (out,) = current().emit(ops.slice, (var, *operands), (("axes", tuple(kinds)), ("type", t)), types=(t,),
+                            provenance=rel)
+    return wrap(out)
+
+
+def _operand_expr(x):
+    return Const(x.value) if x.__class__ is Literal else Ref(x)
+
+
+def _check_static_range(start, stop, extent) -> None:
+    s = start.value if start.__class__ is Literal else None
+    e = stop.value if stop is not None and stop.__class__ is Literal else None
+    if s is not None and s < 0 or e is not None and e < 0:
+        fail("negative positions are not wrapped (no implicit clamping or wrap-around); write the position "
+             "explicitly, e.g. t[n - 1]", "value")
+    if isinstance(extent, int):
+        if stop is None and s is not None and s >= extent:
+            fail(f"index {s} is out of range for an axis of extent {extent}", "value")
+        if e is not None and e > extent:
+            fail(f"slice stop {e} is past the axis extent {extent} (no implicit clamping)", "value")
+
+
+def _range_extent(start, stop, extent):
+    if start.__class__ is Literal and stop.__class__ is Literal:
+        return max(0, stop.value - start.value)
+    if start.__class__ is Literal and start.value == 0 and stop.__class__ is Var and stop.extent is not None:
+        return stop.extent
+    return T.Dim()
+
+
+# --- aggregates -----------------------------------------------------------------------------
+
+def check_field_name(name: str) -> None:
+    if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_"):
+        fail(f"record field name {name!r} must be a Python identifier that is not a keyword and does not "
+             f"start with '_'", "value")
+
+
+def record(**fields):
+    if not fields:
+        fail("I.record needs at least one field", "value")
+    names, vars_ = [], []
+    for name, value in fields.items():
+        check_field_name(name)
+        names.append(name)
+        vars_.append(pack(value, f"record field {name!r}"))
+    t = T.RecordType(tuple((n, v.type) for n, v in zip(names, vars_)))
+    (out,) = current().emit(ops.record, tuple(vars_), (("type", t),), types=(t,))
+    return RecordProxy(out)
+
+
+def record_field(r: RecordProxy, name: str):
+    t = r._var.type
+    if name not in t.names:
+        fail(f"record {t!r} has no field {name!r}; fields: {', '.join(t.names)}", "value")
+    ft = t.field_type(name)
+    (out,) = current().emit(ops.field, (r._var,), (("name", name), ("type", ft)), types=(ft,))
+    return wrap(out)
+
+
+def pack(value, role: str) -> Var:
+    """A user value as one Var (tuples become tuple values)."""
+    if isinstance(value, (ValueProxy, RecordProxy)):
+        return value._var
+    if isinstance(value, tuple):
+        items = tuple(pack(v, f"{role} item {i}") for i, v in enumerate(value))
+        t = T.TupleType(tuple(v.type for v in items))
+        (out,) = current().emit(ops.tuple, items, (("type", t),), types=(t,))
+        return out
+    if is_py_number(value):
+        fail(f"{role} is a Python number and has no dtype; write I.cast({value!r}, I.f32) (or the dtype you mean)",
+             "type")
+    if isinstance(value, list):
+        fail(f"{role} is a list; use a tuple", "type")
+    fail(f"{role} must be a scalar, tensor, tuple or record, got {type(value).__name__}", "type")
+
+
+def unpack_tuple(var: Var) -> tuple:
+    trace = current()
+    out = []
+    for i, t in enumerate(var.type.items):
+        (v,) = trace.emit(ops.get, (var,), (("index", i), ("type", t)), types=(t,))
+        out.append(wrap(v))
+    return tuple(out)
+
+
+def value_schema(value) -> T.Type:
+    return pack(value, "value").type
+
+
+__all__ = ["binary", "unary", "elementwise", "select", "convert", "constant", "full", "reshape", "transpose", "join",
+           "record", "pack", "wrap", "make_literal", "broadcast_to", "broadcast_shapes", "Real", "TensorProxy"]

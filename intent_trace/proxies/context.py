@@ -1,0 +1,187 @@
+"""The tracing context: the stack of open regions, value scopes and source locations.
+
+One :class:`Trace` exists while a kernel is traced. Surface code calls :func:`emit` to append a
+node to the innermost open region; the context records which scope defined each value, so that
+a value created inside a traced loop body and used after it is caught at the use, with both
+lines in the message.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from ..errors import TraceError, TraceTypeError, TraceValueError
+from ..graph.values import Literal, Node, Region, SourceLoc, Var
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+class Scope:
+    """An open region being traced."""
+
+    __slots__ = ("kind", "nodes", "params", "parent", "active", "opened_at", "point_deps", "ordered")
+
+    def __init__(self, kind: str, parent, opened_at, params=(), point=None):
+        self.kind = kind
+        self.nodes: list = []
+        self.params = tuple(params)
+        self.parent = parent
+        self.active = True
+        self.opened_at = opened_at
+        # Values that depend on the point of an enclosing ``parallel`` region (for conflict checks).
+        self.point_deps = parent.point_deps if parent is not None else None
+        if point is not None:
+            self.point_deps = {point}
+        self.ordered = kind in ("for", "loop", "while_body")
+
+    def close(self, results=()) -> Region:
+        self.active = False
+        return Region(self.params, tuple(self.nodes), tuple(results))
+
+
+class Trace:
+    """State of one kernel trace."""
+
+    def __init__(self, kernel_name: str):
+        self.kernel_name = kernel_name
+        self.root = Scope("kernel", None, None)
+        self.scope = self.root
+        self.defined_in: dict = {}  # Var -> Scope
+        self.helpers: list = []  # names of helpers being traced (innermost last)
+        self.helper_fns: list = []
+        self.dim_vars: dict = {}  # Dim -> the index Var holding its value (kernel extents)
+        self.written_views: set = set()  # view Vars with a traced write (Out read-before-write check)
+        self.pending_error = None  # set when Python `break` leaves a traced loop body
+        self._loc_cache: dict = {}
+
+    # -- source locations ------------------------------------------------------------------
+    def location(self) -> SourceLoc | None:
+        f = sys._getframe(1)
+        while f is not None and f.f_code.co_filename.startswith(_PACKAGE_DIR):
+            f = f.f_back
+        if f is None:
+            return None
+        code = f.f_code
+        key = (code, f.f_lineno, tuple(self.helpers))
+        loc = self._loc_cache.get(key)
+        if loc is None:
+            loc = SourceLoc(code.co_filename, f.f_lineno, code.co_name, tuple(reversed(self.helpers)))
+            self._loc_cache[key] = loc
+        return loc
+
+    # -- scopes ----------------------------------------------------------------------------
+    def open(self, kind: str, params=(), point=None) -> Scope:
+        scope = Scope(kind, self.scope, self.location(), params, point)
+        for p in scope.params:
+            self.defined_in[p] = scope
+        self.scope = scope
+        return scope
+
+    def close(self, scope: Scope, results=()) -> Region:
+        if self.scope is not scope:
+            raise TraceError("internal: regions closed out of order", where=self.where())
+        for r in results:
+            self.check_visible(r)
+        self.scope = scope.parent
+        return scope.close(results)
+
+    def abandon(self, scope: Scope) -> None:
+        """Drop an open scope (and any scopes opened within it) after an error."""
+        while self.scope is not None and self.scope is not scope.parent:
+            self.scope.active = False
+            self.scope = self.scope.parent
+
+    def define(self, var: Var, scope: Scope | None = None) -> Var:
+        self.defined_in[var] = scope or self.scope
+        return var
+
+    def check_visible(self, x) -> None:
+        if isinstance(x, Var):
+            scope = self.defined_in.get(x)
+            if scope is None:
+                raise TraceValueError("a value from another kernel trace was used here", where=self.where())
+            if not scope.active:
+                what = {"for": "an ordered `for` loop body", "parallel": "a `parallel` loop body",
+                        "loop": "an I.loop body", "while_body": "an I.while_ body", "while_cond": "an I.while_ condition",
+                        "then": "an I.if_ branch", "else": "an I.if_ branch"}.get(scope.kind, "a closed region")
+                hint = ("carry it out with I.loop(domain, init, body) (or I.while_)"
+                        if scope.kind in ("for", "parallel", "loop", "while_body", "while_cond")
+                        else "return it from both branches of I.if_")
+                raise TraceValueError(
+                    f"a value defined inside {what} (opened at {scope.opened_at}) is used outside it; {hint}",
+                    where=self.where())
+
+    # -- nodes -----------------------------------------------------------------------------
+    def emit(self, op, inputs: tuple, attrs: tuple = (), types=None, regions: tuple = (),
+             provenance=None, extent=None) -> tuple:
+        """Append ``op(inputs; attrs)`` to the current region and return its result Vars."""
+        scope = self.scope
+        defined = self.defined_in
+        for x in inputs:
+            if x.__class__ is Var:
+                s = defined.get(x)
+                if s is None or not s.active:
+                    self.check_visible(x)
+        if types is None:
+            try:
+                types = op.infer(op, inputs, dict(attrs))
+            except TraceError as e:
+                if e.where is None:
+                    raise type(e)(e.bare_message, where=self.where()) from None
+                raise
+        if len(types) == 1:
+            outputs = (Var(types[0], provenance, extent),)
+        else:
+            outputs = tuple(Var(t) for t in types)
+        for v in outputs:
+            defined[v] = scope
+        deps = scope.point_deps
+        if deps is not None and any(x in deps for x in inputs if x.__class__ is Var):
+            deps.update(outputs)
+        scope.nodes.append(Node(op, inputs, attrs, outputs, regions, self.location()))
+        return outputs
+
+    def where(self) -> str:
+        loc = self.location()
+        if loc is None:
+            return f"in kernel {self.kernel_name}"
+        return f"{loc.file}:{loc.line}" + (f" (in {' <- '.join(loc.helpers)})" if loc.helpers else "") + \
+            f", in {loc.function}"
+
+
+_current: list = []
+
+
+def current() -> Trace:
+    if not _current:
+        raise TraceError("intent_trace operations can only be used while tracing a kernel "
+                         "(inside an @intent.kernel function or an @intent.fn helper it calls)")
+    return _current[-1]
+
+
+def tracing() -> bool:
+    return bool(_current)
+
+
+class active_trace:
+    """Context manager installing a Trace as the current one."""
+
+    def __init__(self, trace: Trace):
+        self.trace = trace
+
+    def __enter__(self) -> Trace:
+        _current.append(self.trace)
+        return self.trace
+
+    def __exit__(self, *exc) -> None:
+        _current.pop()
+
+
+def fail(message: str, kind: str = "value"):
+    """Raise a TraceError located at the user's current line."""
+    cls = TraceTypeError if kind == "type" else TraceValueError if kind == "value" else TraceError
+    where = current().where() if _current else None
+    raise cls(message, where=where)
+
+
+__all__ = ["Trace", "Scope", "current", "tracing", "active_trace", "fail", "Literal"]

@@ -1,0 +1,253 @@
+"""Types are values: dtypes, extents with identity, and the types of KIR values.
+
+An extent is either a static ``int`` or a :class:`Dim`. Dims compare by identity: two views
+declared with the same extent name share one Dim, and a domain built from ``x.shape[0]`` has
+that very Dim as its extent. Two different Dims are never assumed equal ("both dynamic" is not
+a proof of equality).
+"""
+from __future__ import annotations
+
+from typing import Union
+
+import attrs
+import ml_dtypes
+import numpy as np
+
+
+@attrs.frozen(slots=True, repr=False)
+class DType:
+    """A scalar element type (numerics chapter T1)."""
+
+    name: str
+    kind: str  # "bool" | "int" | "uint" | "float" | "mx"
+    bits: int
+
+    def __repr__(self) -> str:
+        return self.name
+
+    __str__ = __repr__
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    @property
+    def is_int(self) -> bool:
+        """Signed or unsigned integer, including ``index``."""
+        return self.kind in ("int", "uint")
+
+    @property
+    def is_signed(self) -> bool:
+        return self.kind == "int" or self.kind == "float"
+
+    @property
+    def is_bool(self) -> bool:
+        return self.kind == "bool"
+
+    @property
+    def is_numeric(self) -> bool:
+        return self.kind in ("int", "uint", "float")
+
+    @property
+    def np(self) -> np.dtype:
+        """The NumPy dtype that stores values of this type on the host."""
+        return _NUMPY[self.name]
+
+    @property
+    def min(self):
+        if self.is_int:
+            return int(np.iinfo(self.np).min)
+        if self.is_float:
+            return -np.inf
+        raise TypeError(f"{self.name} has no minimum")
+
+    @property
+    def max(self):
+        if self.is_int:
+            return int(np.iinfo(self.np).max)
+        if self.is_float:
+            return np.inf
+        raise TypeError(f"{self.name} has no maximum")
+
+
+bool_ = DType("bool", "bool", 8)
+i8, i16, i32, i64 = (DType(f"i{b}", "int", b) for b in (8, 16, 32, 64))
+u8, u16, u32, u64 = (DType(f"u{b}", "uint", b) for b in (8, 16, 32, 64))
+f16 = DType("f16", "float", 16)
+bf16 = DType("bf16", "float", 16)
+f32 = DType("f32", "float", 32)
+f64 = DType("f64", "float", 64)
+index = DType("index", "int", 64)
+e2m1 = DType("e2m1", "mx", 4)
+e4m3 = DType("e4m3", "mx", 8)
+e8m0 = DType("e8m0", "mx", 8)
+
+_NUMPY = {
+    "bool": np.dtype(np.bool_), "i8": np.dtype(np.int8), "i16": np.dtype(np.int16),
+    "i32": np.dtype(np.int32), "i64": np.dtype(np.int64), "u8": np.dtype(np.uint8),
+    "u16": np.dtype(np.uint16), "u32": np.dtype(np.uint32), "u64": np.dtype(np.uint64),
+    "f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16), "f32": np.dtype(np.float32),
+    "f64": np.dtype(np.float64), "index": np.dtype(np.int64),
+    "e2m1": np.dtype(ml_dtypes.float4_e2m1fn), "e4m3": np.dtype(ml_dtypes.float8_e4m3fn),
+    "e8m0": np.dtype(ml_dtypes.float8_e8m0fnu),
+}
+
+DTYPES: dict[str, DType] = {
+    d.name: d for d in (bool_, i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64, index, e2m1, e4m3, e8m0)
+}
+ARITHMETIC_DTYPES = tuple(d for d in DTYPES.values() if d.kind != "mx")
+
+# Host arrays of these NumPy dtypes may be passed for a view of the given dtype.
+HOST_DTYPE_OF = {np.dtype(v): DTYPES[k] for k, v in _NUMPY.items() if k not in ("index",)}
+
+
+class Dim:
+    """A dynamic extent with identity.
+
+    ``name`` is the user's extent name for parameter extents; derived extents (a domain's
+    length, a runtime shape value) have no name and print through ``origin``, the KIR value
+    that defines them.
+    """
+
+    __slots__ = ("name", "origin")
+
+    def __init__(self, name: str | None = None, origin=None):
+        self.name = name
+        self.origin = origin
+
+    def __repr__(self) -> str:
+        return self.name or f"Dim@{id(self):x}"
+
+
+Extent = Union[int, Dim]
+
+
+def same_extent(a: Extent, b: Extent) -> bool:
+    """Provably equal: equal static sizes, or the very same Dim."""
+    return a is b or (isinstance(a, int) and isinstance(b, int) and a == b)
+
+
+def same_shape(a: tuple, b: tuple) -> bool:
+    return len(a) == len(b) and all(same_extent(x, y) for x, y in zip(a, b))
+
+
+class Type:
+    """Base of KIR value types."""
+
+    __slots__ = ()
+
+
+@attrs.frozen(slots=True, repr=False)
+class ScalarType(Type):
+    dtype: DType
+
+    def __repr__(self) -> str:
+        return self.dtype.name
+
+
+@attrs.frozen(slots=True, repr=False)
+class TensorType(Type):
+    """A ranked tensor SSA value. Rank 0 is distinct from a scalar (spec §4)."""
+
+    dtype: DType
+    shape: tuple = attrs.field(converter=tuple)
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    def __repr__(self) -> str:
+        return f"{self.dtype.name}[{', '.join(map(extent_str, self.shape))}]"
+
+
+@attrs.frozen(slots=True, repr=False)
+class ViewType(Type):
+    """An external view: a kernel parameter backed by caller memory."""
+
+    access: str  # "In" | "Out" | "InOut"
+    dtype: DType
+    shape: tuple = attrs.field(converter=tuple)
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    def __repr__(self) -> str:
+        return f"{self.access}[{self.dtype.name}, ({', '.join(map(extent_str, self.shape))})]"
+
+
+@attrs.frozen(slots=True, repr=False)
+class DomainType(Type):
+    """A half-open integer sequence (a domain or a source-derived subregion)."""
+
+    extent: Extent = attrs.field(eq=attrs.cmp_using(eq=lambda a, b: a is b or a == b))
+
+    def __repr__(self) -> str:
+        return f"domain[{extent_str(self.extent)}]"
+
+
+@attrs.frozen(slots=True, repr=False)
+class TupleType(Type):
+    items: tuple = attrs.field(converter=tuple)
+
+    def __repr__(self) -> str:
+        inner = ", ".join(map(repr, self.items))
+        return f"({inner},)" if len(self.items) == 1 else f"({inner})"
+
+
+@attrs.frozen(slots=True, repr=False)
+class RecordType(Type):
+    fields: tuple = attrs.field(converter=tuple)  # ((name, Type), ...), order is part of identity
+
+    @property
+    def names(self) -> tuple:
+        return tuple(n for n, _ in self.fields)
+
+    def field_type(self, name: str) -> Type:
+        for n, t in self.fields:
+            if n == name:
+                return t
+        raise KeyError(name)
+
+    def __repr__(self) -> str:
+        return "{" + ", ".join(f"{n}: {t!r}" for n, t in self.fields) + "}"
+
+
+def extent_str(e: Extent) -> str:
+    """Printing hook; the printer installs a namer for derived Dims while it prints."""
+    if isinstance(e, int):
+        return str(e)
+    if e.name is not None:
+        return e.name
+    return _derived_dim_namer(e)
+
+
+def _default_namer(d: Dim) -> str:
+    return repr(d)
+
+
+_derived_dim_namer = _default_namer
+
+
+def set_dim_namer(namer) -> object:
+    """Install a function naming derived Dims (used by the printer); returns the previous one."""
+    global _derived_dim_namer
+    previous, _derived_dim_namer = _derived_dim_namer, namer
+    return previous
+
+
+def is_value_type(t: Type) -> bool:
+    return isinstance(t, (ScalarType, TensorType, TupleType, RecordType))
+
+
+def dtype_of(t: Type) -> DType | None:
+    return getattr(t, "dtype", None)
+
+
+def shape_of(t: Type) -> tuple:
+    """Shape of a scalar (``()``) or tensor; other types have no uniform shape."""
+    if isinstance(t, ScalarType):
+        return ()
+    if isinstance(t, (TensorType, ViewType)):
+        return t.shape
+    raise TypeError(f"{t!r} has no shape")
