@@ -3,18 +3,24 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import types as pytypes
 
 import numpy as np
 
 from . import types as T
 from .errors import TraceError, TraceTypeError, TraceValueError
+from .graph.validate import validate
 from .graph.values import KernelGraph, Param, SourceLoc, Var
 from .params import ConstexprSpec, Enum, ViewSpec
 from .proxies import context
 from .proxies.domain import BrokenLoop
 from .proxies.values import Proxy, ScalarProxy
 from .proxies.view import ViewProxy
+
+
+# Re-check every traced graph against the registry (the test suite turns this on).
+_VALIDATE = os.environ.get("INTENT_TRACE_VALIDATE", "") not in ("", "0")
 
 
 def _annotations(fn) -> dict:
@@ -151,7 +157,10 @@ def _trace_kernel(kernel: Kernel, constexprs: tuple) -> KernelGraph:
     if trace.scope is not trace.root:
         raise TraceError(f"kernel {kernel.name}: a traced region was left open", where=repr(loc))
     body = trace.root.close()
-    return KernelGraph(kernel.name, tuple(params), tuple(extents), body, constexprs, loc)
+    graph = KernelGraph(kernel.name, tuple(params), tuple(extents), body, constexprs, loc)
+    if _VALIDATE:
+        validate(graph)
+    return graph
 
 
 def _raise_pending(trace) -> None:

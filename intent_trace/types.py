@@ -14,9 +14,9 @@ import ml_dtypes
 import numpy as np
 
 
-@attrs.frozen(slots=True, repr=False)
+@attrs.frozen(slots=True, repr=False, eq=False)
 class DType:
-    """A scalar element type (numerics chapter T1)."""
+    """A scalar element type (numerics chapter T1). One instance per dtype: compared by identity."""
 
     name: str
     kind: str  # "bool" | "int" | "uint" | "float" | "mx"
@@ -26,6 +26,9 @@ class DType:
         return self.name
 
     __str__ = __repr__
+
+    def __reduce__(self):
+        return (_dtype_named, (self.name,))
 
     @property
     def is_float(self) -> bool:
@@ -101,6 +104,10 @@ ARITHMETIC_DTYPES = tuple(d for d in DTYPES.values() if d.kind != "mx")
 HOST_DTYPE_OF = {np.dtype(v): DTYPES[k] for k, v in _NUMPY.items() if k not in ("index",)}
 
 
+def _dtype_named(name: str) -> "DType":
+    return DTYPES[name]
+
+
 class Dim:
     """A dynamic extent with identity.
 
@@ -137,7 +144,7 @@ class Type:
     __slots__ = ()
 
 
-@attrs.frozen(slots=True, repr=False)
+@attrs.frozen(slots=True, repr=False, cache_hash=True)
 class ScalarType(Type):
     dtype: DType
 
@@ -145,7 +152,7 @@ class ScalarType(Type):
         return self.dtype.name
 
 
-@attrs.frozen(slots=True, repr=False)
+@attrs.frozen(slots=True, repr=False, cache_hash=True)
 class TensorType(Type):
     """A ranked tensor SSA value. Rank 0 is distinct from a scalar (spec §4)."""
 
@@ -160,7 +167,7 @@ class TensorType(Type):
         return f"{self.dtype.name}[{', '.join(map(extent_str, self.shape))}]"
 
 
-@attrs.frozen(slots=True, repr=False)
+@attrs.frozen(slots=True, repr=False, cache_hash=True)
 class ViewType(Type):
     """An external view: a kernel parameter backed by caller memory."""
 
@@ -173,20 +180,21 @@ class ViewType(Type):
         return len(self.shape)
 
     def __repr__(self) -> str:
-        return f"{self.access}[{self.dtype.name}, ({', '.join(map(extent_str, self.shape))})]"
+        inner = ", ".join(map(extent_str, self.shape)) + ("," if len(self.shape) == 1 else "")
+        return f"{self.access}[{self.dtype.name}, ({inner})]"
 
 
-@attrs.frozen(slots=True, repr=False)
+@attrs.frozen(slots=True, repr=False, cache_hash=True)
 class DomainType(Type):
     """A half-open integer sequence (a domain or a source-derived subregion)."""
 
-    extent: Extent = attrs.field(eq=attrs.cmp_using(eq=lambda a, b: a is b or a == b))
+    extent: Extent
 
     def __repr__(self) -> str:
         return f"domain[{extent_str(self.extent)}]"
 
 
-@attrs.frozen(slots=True, repr=False)
+@attrs.frozen(slots=True, repr=False, cache_hash=True)
 class TupleType(Type):
     items: tuple = attrs.field(converter=tuple)
 
@@ -195,7 +203,7 @@ class TupleType(Type):
         return f"({inner},)" if len(self.items) == 1 else f"({inner})"
 
 
-@attrs.frozen(slots=True, repr=False)
+@attrs.frozen(slots=True, repr=False, cache_hash=True)
 class RecordType(Type):
     fields: tuple = attrs.field(converter=tuple)  # ((name, Type), ...), order is part of identity
 

@@ -2,7 +2,7 @@
 
 A backend subclasses :class:`Interpreter` and fills ``rules``: a table keyed by OpDef whose
 entries take ``(interp, node, args)`` — ``args`` being the backend's values of the node's
-operands — and return the values of the node's outputs (a tuple, one value, or None). The
+operands — and return the node's output value (for one output), a sequence of values (for several) or None. The
 generic reference interpreter computes NumPy arrays; code emitters return source expressions.
 """
 from __future__ import annotations
@@ -40,7 +40,7 @@ class Interpreter:
         if not outputs:
             return
         if len(outputs) == 1:
-            self.env[outputs[0]] = out[0] if isinstance(out, tuple) else out
+            self.env[outputs[0]] = out
         else:
             for var, value in zip(outputs, out):
                 self.env[var] = value

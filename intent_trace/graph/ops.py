@@ -138,6 +138,11 @@ def given_type(op, inputs, attrs):
     return (attrs["type"],)
 
 
+def given_types(op, inputs, attrs):
+    """Control ops: the result schema recorded as ``types`` (checked against regions by validation)."""
+    return tuple(attrs["types"])
+
+
 def no_result(op, inputs, attrs):
     return ()
 
@@ -175,11 +180,13 @@ define("bitcast", "convert", 1, attrs=("dtype",), infer=convert_rule)
 # after the first give runtime values of extents where the result needs them.
 define("broadcast", "shape", 1, attrs=("type",), infer=given_type,
        doc="explicit scalar/size-one/rank broadcast (spec §4), right-aligned")
-define("reshape", "shape", 1, attrs=("type",), infer=given_type)
+define("reshape", "shape", None, attrs=("type", "extents"), infer=given_type,
+       doc="operands: value, then the runtime values of the result axes listed in `extents`")
 define("transpose", "shape", 1, attrs=("perm", "type"), infer=given_type)
 define("slice", "shape", None, attrs=("axes", "type"), infer=given_type,
        doc="contiguous positions [start, stop) along the listed axes; operands: value, then start/stop per axis")
-define("full", "shape", 1, attrs=("type",), infer=given_type, doc="operand: the fill scalar")
+define("full", "shape", None, attrs=("type", "extents"), infer=given_type,
+       doc="operands: the fill scalar, then the runtime values of the result axes listed in `extents`")
 define("join", "shape", 2, attrs=("type",), infer=given_type, doc="stack along a new trailing axis of extent 2")
 define("tuple", "aggregate", None, attrs=("type",), infer=given_type)
 define("get", "aggregate", 1, attrs=("index", "type"), infer=given_type)
@@ -204,11 +211,11 @@ define("write", "memory", None, attrs=("index",), effects=frozenset({"write"}), 
 _CTRL = frozenset({"control"})
 define("parallel", "control", 1, regions=1, effects=_CTRL, infer=no_result, doc="unordered forall over a domain")
 define("for", "control", 1, regions=1, effects=_CTRL, infer=no_result, doc="ordered effect-only iteration")
-define("loop", "control", None, regions=1, attrs=("types",), effects=_CTRL, infer=given_type,
+define("loop", "control", None, regions=1, attrs=("types",), effects=_CTRL, infer=given_types,
        doc="ordered iteration with carries: operands domain, *init; region (point, *carry) -> carry")
-define("while", "control", None, regions=2, attrs=("types",), effects=_CTRL, infer=given_type,
+define("while", "control", None, regions=2, attrs=("types",), effects=_CTRL, infer=given_types,
        doc="operands *init; regions cond(carry) -> bool, body(carry) -> carry")
-define("if", "control", 1, regions=2, attrs=("types",), effects=_CTRL, infer=given_type,
+define("if", "control", 1, regions=2, attrs=("types",), effects=_CTRL, infer=given_types,
        doc="operand: bool scalar predicate; regions then/else yield the results")
 define("break", "control", None, effects=_CTRL, infer=no_result,
        doc="operands pred, *exit carry: leave the innermost ordered loop when pred holds")

@@ -92,8 +92,11 @@ def _format_node(namer: _Namer, node, indent: str, lines: list) -> None:
         body = op.name + (" " + ", ".join(args) if args else "")
         if shown:
             body += " {" + ", ".join(f"{k}={_attr_value(v)}" for k, v in shown) + "}"
-    outs = ", ".join(_decl(namer, v) for v in node.outputs)
+    outs = ", ".join(f"{namer.define(v)}: {v.type!r}" for v in node.outputs)
     line = f"{indent}{outs} = {body}" if outs else f"{indent}{body}"
+    provenance = [v.provenance for v in node.outputs if v.provenance is not None]
+    if provenance:
+        line += "  " + " ".join(f"⟨{p!r}⟩" for p in provenance)
     if node.loc is not None:
         line = f"{line}  # {node.loc!r}"
     if not node.regions:

@@ -449,7 +449,7 @@ def _while(it, node, args):
 def _if(it, node, args):
     then_r, else_r = node.regions
     results = it.run_region(then_r if bool(args[0]) else else_r)
-    return tuple(results) if results else None
+    return results[0] if results else None
 
 
 @rule("break", "continue")

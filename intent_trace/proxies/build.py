@@ -141,21 +141,69 @@ def _operands(opname: str, values) -> tuple:
             fail(f"{opname} takes scalars, tensors or Python numbers, got {type(v).__name__}", "type")
     if dtype is None:
         fail(f"{opname} of Python numbers only has no dtype; give one operand a dtype with I.cast", "type")
-    return tuple(v._var if isinstance(v, Proxy) else make_literal(v, dtype) for v in values), dtype
+    return tuple(v._var if isinstance(v, Proxy) else cached_literal(v, dtype) for v in values), dtype
+
+
+_LITERALS: dict = {}
+_VALUE_PROXY_CLASSES = frozenset({ScalarProxy, TensorProxy})
+
+
+def cached_literal(value, dtype: T.DType) -> Literal:
+    """make_literal, memoised (literals are immutable; -0.0 and 0.0 are kept apart)."""
+    key = (dtype, value.__class__, value, math.copysign(1.0, value) if isinstance(value, float) else 0)
+    lit = _LITERALS.get(key)
+    if lit is None:
+        lit = make_literal(value, dtype)
+        if len(_LITERALS) < 4096:
+            _LITERALS[key] = lit
+    return lit
+
+
+def _fast_operands(values):
+    """The common cases (two proxies of one dtype, a proxy and a Python int/float) without the checks'
+    slow paths; None when the general path must decide."""
+    if len(values) != 2:
+        return None
+    a, b = values
+    ca, cb = a.__class__, b.__class__
+    if ca in _VALUE_PROXY_CLASSES:
+        va = a._var
+        if cb in _VALUE_PROXY_CLASSES:
+            vb = b._var
+            return ((va, vb), va.type.dtype) if va.type.dtype is vb.type.dtype else None
+        if cb is float or cb is int:
+            return (va, cached_literal(b, va.type.dtype)), va.type.dtype
+    elif (ca is float or ca is int) and cb in _VALUE_PROXY_CLASSES:
+        vb = b._var
+        return (cached_literal(a, vb.type.dtype), vb), vb.type.dtype
+    return None
 
 
 def elementwise(opname: str, values, attrs: tuple = ()):
     op = ops.REGISTRY[opname]
-    inputs, dtype = _operands(opname, values)
+    fast = _fast_operands(values)
+    inputs, dtype = fast if fast is not None else _operands(opname, values)
     if opname == "div" and not dtype.is_float:
         fail(f"`/` is floating division and {dtype} is an integer dtype; use `//` (truncates toward zero) "
              f"or I.cast the operands to a float dtype", "type")
-    rtype, is_tensor = _result_type(dtype, inputs)
-    inputs = tuple(broadcast_to(x, rtype.shape) if is_tensor else x for x in inputs)
+    first = None
+    uniform = True
+    for x in inputs:
+        if x.__class__ is not Literal:
+            if first is None:
+                first = x.type
+            elif x.type != first:
+                uniform = False
+                break
+    if not uniform:
+        rtype, is_tensor = _result_type(dtype, inputs)
+        if is_tensor:
+            inputs = tuple(broadcast_to(x, rtype.shape) for x in inputs)
     provenance = None
     sym = _AFFINE.get(opname)
     if sym is not None:
-        provenance = _affine_provenance(sym, inputs)
+        if any(x.__class__ is Var and x.provenance is not None for x in inputs):
+            provenance = _affine_provenance(sym, inputs)
     elif opname == "neg":
         provenance = through_arith(inputs[0].provenance, "neg", None, True)
     (out,) = current().emit(op, inputs, attrs, provenance=provenance)
@@ -349,7 +397,8 @@ def _reshape_relation(rel, old, new):
         return None
     flat = Const(0)
     for k, e in enumerate(new):
-        flat = simplify_add(BinExpr("*", flat, _extent_expr(e)) if k else flat, AxisPos(k))
+        scaled = flat if not k or (isinstance(e, int) and e == 1) else BinExpr("*", flat, _extent_expr(e))
+        flat = simplify_add(scaled, AxisPos(k)) if k else AxisPos(0)
     if len(old) == 1:
         return through_axes(rel, lambda k: flat)
     stride_after = []

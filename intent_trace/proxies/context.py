@@ -14,6 +14,7 @@ from ..errors import TraceError, TraceTypeError, TraceValueError
 from ..graph.values import Literal, Node, Region, SourceLoc, Var
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_INTERNAL_CODE: dict = {}  # code object -> defined inside this package
 
 
 class Scope:
@@ -55,14 +56,21 @@ class Trace:
         self._loc_cache: dict = {}
 
     # -- source locations ------------------------------------------------------------------
-    def location(self) -> SourceLoc | None:
-        f = sys._getframe(1)
-        while f is not None and f.f_code.co_filename.startswith(_PACKAGE_DIR):
+    def location(self, depth: int = 1) -> SourceLoc | None:
+        f = sys._getframe(depth)
+        internal = _INTERNAL_CODE
+        while f is not None:
+            code = f.f_code
+            inside = internal.get(code)
+            if inside is None:
+                inside = internal[code] = code.co_filename.startswith(_PACKAGE_DIR)
+            if not inside:
+                break
             f = f.f_back
         if f is None:
             return None
         code = f.f_code
-        key = (code, f.f_lineno, tuple(self.helpers))
+        key = (code, f.f_lineno, len(self.helpers) and tuple(self.helpers))
         loc = self._loc_cache.get(key)
         if loc is None:
             loc = SourceLoc(code.co_filename, f.f_lineno, code.co_name, tuple(reversed(self.helpers)))
@@ -114,21 +122,29 @@ class Trace:
     # -- nodes -----------------------------------------------------------------------------
     def emit(self, op, inputs: tuple, attrs: tuple = (), types=None, regions: tuple = (),
              provenance=None, extent=None) -> tuple:
-        """Append ``op(inputs; attrs)`` to the current region and return its result Vars."""
+        """Append ``op(inputs; attrs)`` to the current region and return its result Vars.
+
+        Without ``types`` the op's registry type rule computes them (memoised: types are values).
+        """
         scope = self.scope
         defined = self.defined_in
+        key = [op, attrs]
         for x in inputs:
             if x.__class__ is Var:
                 s = defined.get(x)
                 if s is None or not s.active:
                     self.check_visible(x)
+                key.append(x.type)
+            else:
+                key.append(x)  # Literals hash by value and type
         if types is None:
-            try:
-                types = op.infer(op, inputs, dict(attrs))
-            except TraceError as e:
-                if e.where is None:
-                    raise type(e)(e.bare_message, where=self.where()) from None
-                raise
+            key = tuple(key)
+            types = _INFERRED.get(key)
+            if types is None:
+                types = self._infer(op, inputs, attrs)
+                if len(_INFERRED) > 65536:
+                    _INFERRED.clear()
+                _INFERRED[key] = types
         if len(types) == 1:
             outputs = (Var(types[0], provenance, extent),)
         else:
@@ -138,8 +154,20 @@ class Trace:
         deps = scope.point_deps
         if deps is not None and any(x in deps for x in inputs if x.__class__ is Var):
             deps.update(outputs)
-        scope.nodes.append(Node(op, inputs, attrs, outputs, regions, self.location()))
+        scope.nodes.append(Node(op, inputs, attrs, outputs, regions, self.location(2)))
+        if self.pending_error is not None:
+            from ..kernel import _raise_pending
+
+            _raise_pending(self)
         return outputs
+
+    def _infer(self, op, inputs, attrs) -> tuple:
+        try:
+            return op.infer(op, inputs, dict(attrs))
+        except TraceError as e:
+            if e.where is None:
+                raise type(e)(e.bare_message, where=self.where()) from None
+            raise
 
     def where(self) -> str:
         loc = self.location()
@@ -150,6 +178,8 @@ class Trace:
 
 
 _current: list = []
+# Type-rule results by (op, attrs, operand kinds and types): types are values, so rules are pure.
+_INFERRED: dict = {}
 
 
 def current() -> Trace:

@@ -1,0 +1,43 @@
+"""Shared fixtures: every kernel test runs on every executable target through ``target``/``run``."""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("INTENT_TRACE_VALIDATE", "1")  # validate every traced graph against the registry
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+import intent_trace as intent  # noqa: E402
+
+settings.register_profile("ci", deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("thorough", deadline=None, max_examples=500)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+# Targets that execute on this machine (no GPU): each kernel test runs on all of them.
+EXECUTABLE_TARGETS = tuple(t for t in ("generic", "cpu", "tilelang-c") if t in intent.targets())
+
+
+@pytest.fixture(params=EXECUTABLE_TARGETS)
+def target(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def run(target):
+    """``run(kernel, *args, **constexprs)`` compiles for the current target and calls it."""
+
+    def run(kernel, *args, **constexprs):
+        return intent.compile(kernel, target=target, **constexprs)(*args)
+
+    return run
+
+
+def bits_equal(a, b) -> bool:
+    """Bitwise equality (NaN payloads and signed zeros included)."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    u = np.dtype(f"u{a.dtype.itemsize}")
+    return bool(np.array_equal(np.ascontiguousarray(a).view(u), np.ascontiguousarray(b).view(u)))
