@@ -26,6 +26,7 @@ def targets() -> tuple:
 def _load_targets() -> None:
     if not _BUILDERS:
         from .oracle import generic  # noqa: F401  (registers "generic")
+        from .oracle import numba  # noqa: F401  (registers "cpu")
 
 
 def compile(kernel, target: str = DEFAULT_TARGET, **options):

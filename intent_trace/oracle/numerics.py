@@ -50,7 +50,7 @@ def int_floordiv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
             safe = np.where(neg1, 1, safe).astype(dtype)
             q = np.floor_divide(a, safe)
             r = a - q * safe
-            q = np.where((r != 0) & ((r < 0) != (safe < 0)), q + 1, q)
+            q = np.where((r != 0) & ((a < 0) != (safe < 0)), q + 1, q)
             q = np.where(neg1, np.negative(a), q)
         else:
             q = np.floor_divide(a, safe)

@@ -1,0 +1,240 @@
+"""KIR -> the source of one Numba function (the CPU oracle's code generator).
+
+The emitter is an :class:`~intent_trace.graph.interpreter.Interpreter` whose values are source
+fragments (:mod:`.values`). Scalars become locals assigned once (``v17 = ...``); tensors are
+*fused* element expressions when :mod:`.analysis` allows, or arrays filled by one loop nest
+(the outermost loop a ``prange`` when the nest is at top level). Structured control becomes
+Python control; loop carries are the only reassigned names.
+
+Run-time checks (``checks=True``) never raise inside compiled code: they record an error site,
+the coordinate and the extent in ``err`` and leave the function (``return``), or skip the
+iteration inside a ``prange`` (``continue``); the executable raises the Python exception and
+discards the staged outputs.
+"""
+from __future__ import annotations
+
+import contextlib
+
+from ... import types as T
+from ...graph import ops
+from ...graph.interpreter import Interpreter
+from ...graph.values import KernelGraph, Literal, Var
+from .analysis import fusible_values
+from .scalar_rules import SCALAR_RULES, np_type
+from .values import Aggregate, Array, Domain, Lazy, Scalar, View
+
+
+class ErrorSite:
+    """What the executable needs to raise the right exception for an ``err`` code."""
+
+    __slots__ = ("exception", "message")
+
+    def __init__(self, exception: type, message: str):
+        self.exception = exception
+        self.message = message  # may use {coord} and {extent}
+
+
+class NumbaEmitter(Interpreter):
+    target_name = "cpu"
+    rules: dict = {}
+
+    def __init__(self, graph: KernelGraph, checks: bool = True):
+        super().__init__()
+        self.graph = graph
+        self.checks = checks
+        self.lines: list = []
+        self.depth = 1
+        self.counter = 0
+        self.constants: dict = {}
+        self.constant_lines: list = []
+        self.dim_names: dict = {}
+        self.fused, self.reads = fusible_values(graph)
+        self.error_sites: list = []
+        self.prange_depth = 0
+        self.loop_depth = 0
+        self.uses_prange = False
+        self.loop_stack: list = []  # (kind, carry leaf names) of enclosing KIR loops
+
+    # -- text ------------------------------------------------------------------------------------
+    def fresh(self, prefix: str = "v") -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    def assign(self, expr: str, prefix: str = "v") -> str:
+        name = self.fresh(prefix)
+        self.line(f"{name} = {expr}")
+        return name
+
+    @contextlib.contextmanager
+    def block(self, header: str):
+        self.line(header)
+        self.depth += 1
+        start = len(self.lines)
+        yield
+        if len(self.lines) == start:
+            self.line("pass")
+        self.depth -= 1
+
+    def constant(self, value, dtype: T.DType) -> str:
+        """A module-level constant holding ``value`` exactly in ``dtype``'s Numba type."""
+        if dtype.is_bool:
+            return "True" if value else "False"
+        key = (dtype, repr(value), str(value))
+        name = self.constants.get(key)
+        if name is None:
+            name = f"K{len(self.constants)}"
+            self.constants[key] = name
+            if dtype.is_float:
+                f = float(value)
+                text = f"float.fromhex({f.hex()!r})" if f == f and abs(f) != float("inf") else f"float({str(f)!r})"
+            else:
+                text = str(int(value))
+            self.constant_lines.append(f"{name} = {np_type(dtype)}({text})")
+        return name
+
+    def literal(self, lit: Literal):
+        return Scalar(self.constant(lit.value, lit.type.dtype))
+
+    def extent(self, e) -> str:
+        return str(e) if isinstance(e, int) else self.dim_names[e]
+
+    # -- errors ----------------------------------------------------------------------------------
+    def error_exit(self, site: ErrorSite, coord: str = "0", extent: str = "0") -> None:
+        self.error_sites.append(site)
+        code = len(self.error_sites)
+        self.line(f"err[0] = {code}")
+        self.line(f"err[1] = np.int64({coord})")
+        self.line(f"err[2] = np.int64({extent})")
+        self.line("continue" if self.prange_depth else "return")
+
+    def check(self, bad: str, site: ErrorSite, coord: str = "0", extent: str = "0") -> None:
+        if not self.checks:
+            return
+        with self.block(f"if {bad}:"):
+            self.error_exit(site, coord, extent)
+
+    # -- values ----------------------------------------------------------------------------------
+    def elem(self, value, idx) -> str:
+        """One element of a scalar or tensor value at index expressions ``idx``."""
+        if isinstance(value, Scalar):
+            return value.expr
+        if isinstance(value, Array):
+            return f"{value.name}[{', '.join(idx)}]" if idx else f"{value.name}[()]"
+        return value.elem(idx)
+
+    @contextlib.contextmanager
+    def loop_nest(self, shape, parallel: bool):
+        idx = [self.fresh("i") for _ in shape]
+        opened = 0
+        use_prange = parallel and bool(shape) and self.prange_depth == 0 and self.loop_depth == 0
+        for k, (i, n) in enumerate(zip(idx, shape)):
+            rng = "prange" if (k == 0 and use_prange) else "range"
+            self.line(f"for {i} in {rng}({n}):")
+            self.depth += 1
+            opened += 1
+        if use_prange:
+            self.uses_prange = True
+            self.prange_depth += 1
+        self.loop_depth += len(shape) > 0
+        try:
+            yield idx
+        finally:
+            self.loop_depth -= len(shape) > 0
+            if use_prange:
+                self.prange_depth -= 1
+            self.depth -= opened
+
+    def materialize(self, value, t: T.Type):
+        if not isinstance(value, Lazy):
+            return value
+        name = self.fresh("a")
+        shape = value.shape
+        dims = "(" + "".join(f"{s}, " for s in shape) + ")"
+        self.line(f"{name} = np.empty({dims}, dtype={np_type(t.dtype)})")
+        with self.loop_nest(shape, parallel=True) as idx:
+            v = value.elem(idx)
+            self.line(f"{name}[{', '.join(idx) if idx else '()'}] = {v}")
+        return Array(name, shape)
+
+    def bind_dims(self, var: Var, value) -> None:
+        t = var.type
+        if isinstance(t, T.TensorType) and isinstance(value, (Array, Lazy)):
+            for e, s in zip(t.shape, value.shape):
+                if not isinstance(e, int) and e not in self.dim_names:
+                    self.dim_names[e] = s
+
+    def run_node(self, node):
+        super().run_node(node)
+        for v in node.outputs:
+            value = self.env[v]
+            if isinstance(value, Lazy) and v not in self.fused:
+                value = self.materialize(value, v.type)
+                self.env[v] = value
+            self.bind_dims(v, value)
+
+    # -- leaves of carries and branch results ---------------------------------------------------
+    def leaves(self, value, t: T.Type) -> list:
+        if isinstance(t, (T.TupleType, T.RecordType)):
+            items = t.items if isinstance(t, T.TupleType) else [ft for _, ft in t.fields]
+            return [x for v, it in zip(value.items, items) for x in self.leaves(v, it)]
+        value = self.materialize(value, t)
+        return [value.expr if isinstance(value, Scalar) else value.name]
+
+    def rebuild(self, names: list, t: T.Type, shape_of=None):
+        """A value of type ``t`` whose leaves are the locals ``names`` (consumed from the front)."""
+        if isinstance(t, (T.TupleType, T.RecordType)):
+            items = t.items if isinstance(t, T.TupleType) else [ft for _, ft in t.fields]
+            return Aggregate(tuple(self.rebuild(names, it) for it in items))
+        name = names.pop(0)
+        if isinstance(t, T.TensorType):
+            return Array(name, tuple(f"{name}.shape[{k}]" for k in range(t.rank)))
+        return Scalar(name)
+
+    def carry_names(self, t: T.Type) -> list:
+        count = len(self.leaves_of_type(t))
+        return [self.fresh("c") for _ in range(count)]
+
+    def leaves_of_type(self, t: T.Type) -> list:
+        if isinstance(t, T.TupleType):
+            return [x for it in t.items for x in self.leaves_of_type(it)]
+        if isinstance(t, T.RecordType):
+            return [x for _, ft in t.fields for x in self.leaves_of_type(ft)]
+        return [t]
+
+    def assign_leaves(self, names: list, value, t: T.Type) -> None:
+        for name, leaf in zip(names, self.leaves(value, t)):
+            if name != leaf:
+                self.line(f"{name} = {leaf}")
+
+
+def rule(*names):
+    def register(fn):
+        for n in names:
+            NumbaEmitter.rules[ops.REGISTRY[n]] = fn
+        return fn
+    return register
+
+
+@rule(*(op.name for op in SCALAR_RULES))
+def _elementwise(em: NumbaEmitter, node, args):
+    scalar_rule = SCALAR_RULES[node.op]
+    d = node.inputs[-1].type.dtype
+    out_t = node.outputs[0].type
+    if isinstance(out_t, T.ScalarType):
+        return Scalar(em.assign(scalar_rule(node, d, *(a.expr for a in args))))
+
+    def elem(idx):
+        return em.assign(scalar_rule(node, d, *(em.elem(a, idx) for a in args)), "t")
+
+    return Lazy(tuple(em.extent(e) for e in out_t.shape), elem)
+
+
+@rule("constant")
+def _constant(em, node, args):
+    return Scalar(em.constant(node.attr("value"), node.attr("type").dtype))
+
+
+from . import structure  # noqa: E402,F401  (registers the structural and control rules)

@@ -1,0 +1,449 @@
+"""Numba helpers that generated kernels call: the numerics chapter in scalar form.
+
+Numba's defaults differ from the chapter (Python floor division, int32 + int32 -> int64,
+float -> int casts of NaN, no bfloat16), so every rule that needs care is one small njit
+function here. f16 and bf16 values live in generated code as float32 numbers restricted to the
+format's value set: ``round_f16``/``round_bf16`` round a float32 once (RNE) and keep it a
+float32; loads and stores convert to and from the uint16 bit patterns of the caller's arrays.
+Bit-level conversions follow NumPy (f16) and ml_dtypes (bf16) exactly, NaNs included, so the
+CPU oracle agrees with the generic interpreter bit for bit.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, types
+from numba.extending import intrinsic
+
+_JIT = dict(cache=True, error_model="numpy", nogil=True)
+
+
+def _reinterpret(target):
+    @intrinsic
+    def reinterpret(typingctx, value):
+        sig = target(value)
+
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], context.get_value_type(target))
+
+        return sig, codegen
+
+    return reinterpret
+
+
+def _typed(raw, source):
+    """Wrap a raw bitcast so its operand is first converted to the exact source width."""
+    @njit(**_JIT)
+    def reinterpret(x):
+        return raw(source(x))
+
+    return reinterpret
+
+
+_U8, _I8, _U16, _I16 = np.uint8, np.int8, np.uint16, np.int16
+_U32, _I32, _F32, _U64, _I64, _F64 = np.uint32, np.int32, np.float32, np.uint64, np.int64, np.float64
+f32_bits = _typed(_reinterpret(types.uint32), _F32)
+f64_bits = _typed(_reinterpret(types.uint64), _F64)
+bits_f32 = _typed(_reinterpret(types.float32), _U32)
+bits_f64 = _typed(_reinterpret(types.float64), _U64)
+i32_bits_f32 = _typed(_reinterpret(types.float32), _I32)
+i64_bits_f64 = _typed(_reinterpret(types.float64), _I64)
+f32_bits_i32 = _typed(_reinterpret(types.int32), _F32)
+f64_bits_i64 = _typed(_reinterpret(types.int64), _F64)
+u8_as_i8 = _typed(_reinterpret(types.int8), _U8)
+i8_as_u8 = _typed(_reinterpret(types.uint8), _I8)
+u16_as_i16 = _typed(_reinterpret(types.int16), _U16)
+i16_as_u16 = _typed(_reinterpret(types.uint16), _I16)
+u32_as_i32 = _typed(_reinterpret(types.int32), _U32)
+i32_as_u32 = _typed(_reinterpret(types.uint32), _I32)
+u64_as_i64 = _typed(_reinterpret(types.int64), _U64)
+i64_as_u64 = _typed(_reinterpret(types.uint64), _I64)
+
+
+# --- T2 integers -------------------------------------------------------------------------------
+
+@njit(**_JIT)
+def idiv_s(a, b):
+    """Truncating signed division; x // 0 = 0; INT_MIN // -1 wraps to INT_MIN (after the caller's cast)."""
+    if b == 0:
+        return a - a
+    if b == -1:
+        return -a
+    q = a // b
+    if (a - q * b) != 0 and ((a < 0) != (b < 0)):
+        q += 1
+    return q
+
+
+@njit(**_JIT)
+def imod_s(a, b):
+    if b == 0 or b == -1:
+        return a - a
+    return a - idiv_s(a, b) * b
+
+
+@njit(**_JIT)
+def idiv_u(a, b):
+    if b == 0:
+        return a - a
+    return a // b
+
+
+@njit(**_JIT)
+def imod_u(a, b):
+    if b == 0:
+        return a - a
+    return a % b
+
+
+@njit(**_JIT)
+def shl(a, b, bits):
+    if b < 0 or b >= bits:
+        return a - a
+    return a << b
+
+
+@njit(**_JIT)
+def shr_s(a, b, bits):
+    if b < 0 or b >= bits:
+        return a - a - 1 if a < 0 else a - a
+    return a >> b
+
+
+@njit(**_JIT)
+def shr_u(a, b, bits):
+    if b >= bits:
+        return a - a
+    return a >> b
+
+
+@njit(**_JIT)
+def ipow_s(a, b):
+    """Exact modulo 2^64 (the caller narrows); negative exponents: 0 except bases 1 and -1."""
+    if b < 0:
+        if a == 1:
+            return np.int64(1)
+        if a == -1:
+            return np.int64(1) if b % 2 == 0 else np.int64(-1)
+        return np.int64(0)
+    result = np.uint64(1)
+    base = i64_as_u64(np.int64(a))
+    e = np.uint64(b)
+    while e:
+        if e & np.uint64(1):
+            result = result * base
+        base = base * base
+        e = e >> np.uint64(1)
+    return u64_as_i64(result)
+
+
+@njit(**_JIT)
+def ipow_u(a, b):
+    result = np.uint64(1)
+    base = np.uint64(a)
+    e = np.uint64(b)
+    while e:
+        if e & np.uint64(1):
+            result = result * base
+        base = base * base
+        e = e >> np.uint64(1)
+    return result
+
+
+# --- T3 conversions ----------------------------------------------------------------------------
+
+@njit(**_JIT)
+def f2i(x, lo, hi):
+    """Float -> signed integer: truncate, saturate, NaN -> 0 (returns int64; the caller narrows)."""
+    if x != x:
+        return np.int64(0)
+    t = math.trunc(np.float64(x)) if math.isfinite(x) else np.float64(x)
+    if t <= np.float64(lo):
+        return np.int64(lo)
+    if t >= np.float64(hi):
+        return np.int64(hi)
+    return np.int64(t)
+
+
+@njit(**_JIT)
+def f2u(x, hi):
+    if x != x:
+        return np.uint64(0)
+    t = math.trunc(np.float64(x)) if math.isfinite(x) else np.float64(x)
+    if t <= 0.0:
+        return np.uint64(0)
+    if t >= np.float64(hi):
+        return np.uint64(hi)
+    return np.uint64(t)
+
+
+@njit(**_JIT)
+def f64_to_f32_rto(x):
+    """float64 -> float32 rounded to odd (so one more rounding to a narrower format is exact)."""
+    y = np.float32(x)
+    if not math.isfinite(x):
+        return y
+    if math.isinf(y):
+        y = np.float32(3.4028234663852886e38) if x > 0 else np.float32(-3.4028234663852886e38)
+    elif abs(np.float64(y)) > abs(x):
+        y = bits_f32(f32_bits(y) - np.uint32(1)) if y != 0 else y
+    if np.float64(y) != x:
+        y = bits_f32(f32_bits(y) | np.uint32(1))
+    return y
+
+
+@njit(**_JIT)
+def round_bf16(f):
+    """float32 -> nearest bfloat16 (RNE), as a float32; NaN -> canonical quiet NaN with its sign (ml_dtypes)."""
+    u = f32_bits(np.float32(f))
+    if f != f:
+        return bits_f32((u & np.uint32(0x80000000)) | np.uint32(0x7FC00000))
+    u = u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))
+    return bits_f32(u & np.uint32(0xFFFF0000))
+
+
+@njit(**_JIT)
+def bf16_bits(f):
+    return np.uint16(f32_bits(np.float32(f)) >> np.uint32(16))
+
+
+@njit(**_JIT)
+def bf16_value(h):
+    return bits_f32(np.uint32(h) << np.uint32(16))
+
+
+@njit(**_JIT)
+def f16_bits(f):
+    """float32 -> binary16 bits, RNE with subnormals; NaN keeps its top payload bits (as NumPy)."""
+    u = f32_bits(np.float32(f))
+    sign = np.uint16((u >> np.uint32(16)) & np.uint32(0x8000))
+    exp = (u >> np.uint32(23)) & np.uint32(0xFF)
+    man = u & np.uint32(0x7FFFFF)
+    if exp == np.uint32(0xFF):
+        if man == 0:
+            return sign | np.uint16(0x7C00)
+        payload = np.uint16(man >> np.uint32(13))
+        if payload == 0:
+            payload = np.uint16(1)
+        return sign | np.uint16(0x7C00) | payload
+    e = np.int64(exp) - 127 + 15
+    if e >= 31:
+        return sign | np.uint16(0x7C00)
+    if e <= 0:
+        if e < -10:
+            return sign
+        m = np.uint64(man | np.uint32(0x800000))
+        shift = np.uint64(14 - e)
+        half = np.uint64(1) << (shift - np.uint64(1))
+        rest = m & ((np.uint64(1) << shift) - np.uint64(1))
+        q = m >> shift
+        if rest > half or (rest == half and (q & np.uint64(1))):
+            q += np.uint64(1)
+        return sign | np.uint16(q)
+    q = np.uint32((np.uint32(e) << np.uint32(10)) | (man >> np.uint32(13)))
+    rest = man & np.uint32(0x1FFF)
+    if rest > np.uint32(0x1000) or (rest == np.uint32(0x1000) and (q & np.uint32(1))):
+        q += np.uint32(1)  # may carry into the exponent, up to infinity: still correct
+    return sign | np.uint16(q)
+
+
+@njit(**_JIT)
+def f16_value(h):
+    """binary16 bits -> float32, exactly (NaN payload shifted, not quieted, as NumPy)."""
+    h = np.uint32(h)
+    sign = (h & np.uint32(0x8000)) << np.uint32(16)
+    exp = (h >> np.uint32(10)) & np.uint32(0x1F)
+    man = h & np.uint32(0x3FF)
+    if exp == np.uint32(0x1F):
+        return bits_f32(sign | np.uint32(0x7F800000) | (man << np.uint32(13)))
+    if exp == 0:
+        v = np.float32(np.float64(man) * 5.960464477539063e-08)  # man * 2^-24, exact
+        return -v if sign else v
+    return bits_f32(sign | ((exp + np.uint32(112)) << np.uint32(23)) | (man << np.uint32(13)))
+
+
+@njit(**_JIT)
+def round_f16(f):
+    return f16_value(f16_bits(f))
+
+
+@njit(**_JIT)
+def f64_to_bf16(x):
+    return round_bf16(f64_to_f32_rto(x))
+
+
+@njit(**_JIT)
+def f64_to_f16(x):
+    return round_f16(f64_to_f32_rto(x))
+
+
+@njit(**_JIT)
+def i64_to_f64_rto(v):
+    """int64 -> float64 rounded to odd beyond 2^53 (exact below), for one later rounding."""
+    if -9007199254740992 <= v <= 9007199254740992:
+        return np.float64(v)
+    neg = v < 0
+    mag = np.uint64(-v) if neg else np.uint64(v)
+    shift = np.uint64(0)
+    while (mag >> shift) >= np.uint64(1 << 53):
+        shift += np.uint64(1)
+    q = mag >> shift
+    if mag & ((np.uint64(1) << shift) - np.uint64(1)):
+        q = q | np.uint64(1)
+    r = np.float64(q) * 2.0 ** np.float64(shift)
+    return -r if neg else r
+
+
+@njit(**_JIT)
+def u64_to_f64_rto(v):
+    if v <= np.uint64(9007199254740992):
+        return np.float64(v)
+    shift = np.uint64(0)
+    while (v >> shift) >= np.uint64(1 << 53):
+        shift += np.uint64(1)
+    q = v >> shift
+    if v & ((np.uint64(1) << shift) - np.uint64(1)):
+        q = q | np.uint64(1)
+    return np.float64(q) * 2.0 ** np.float64(shift)
+
+
+# --- T3/T4 floating helpers --------------------------------------------------------------------
+
+@njit(**_JIT)
+def fmax(a, b):
+    """IEEE 754-2019 maximum: NaN if either is NaN (the first NaN), -0 < +0."""
+    if a != a:
+        return a
+    if b != b:
+        return b
+    if a == b:
+        return b if math.copysign(1.0, a) < 0 else a
+    return a if a > b else b
+
+
+@njit(**_JIT)
+def fmin(a, b):
+    if a != a:
+        return a
+    if b != b:
+        return b
+    if a == b:
+        return a if math.copysign(1.0, a) < 0 else b
+    return a if a < b else b
+
+
+@njit(**_JIT)
+def neg32(x):
+    return bits_f32(f32_bits(x) ^ np.uint32(0x80000000))
+
+
+@njit(**_JIT)
+def abs32(x):
+    return bits_f32(f32_bits(x) & np.uint32(0x7FFFFFFF))
+
+
+@njit(**_JIT)
+def neg64(x):
+    return bits_f64(f64_bits(x) ^ np.uint64(0x8000000000000000))
+
+
+@njit(**_JIT)
+def abs64(x):
+    return bits_f64(f64_bits(x) & np.uint64(0x7FFFFFFFFFFFFFFF))
+
+
+@njit(**_JIT)
+def ftz(x, tiny):
+    if x != 0 and abs(x) < tiny:
+        return x * 0  # zero of the same sign
+    return x
+
+
+@njit(**_JIT)
+def lgamma(x):
+    if x != x:
+        return x
+    if math.isinf(x):
+        return math.inf
+    if x <= 0 and x == math.floor(x):
+        return math.inf
+    return math.lgamma(x)
+
+
+@njit(**_JIT)
+def sigmoid(x):
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)
+
+
+@njit(**_JIT)
+def rsqrt(x):
+    return 1.0 / math.sqrt(x)
+
+
+@njit(**_JIT)
+def i0(x):
+    """Modified Bessel I0 in float64: power series below 15, asymptotic expansion above."""
+    if x != x:
+        return x
+    ax = abs(x)
+    if math.isinf(ax):
+        return math.inf
+    if ax <= 15.0:
+        q = 0.25 * ax * ax
+        term = 1.0
+        total = 1.0
+        k = 1.0
+        while term > 1e-17 * total:
+            term *= q / (k * k)
+            total += term
+            k += 1.0
+        return total
+    inv = 1.0 / (8.0 * ax)
+    s = 1.0
+    term = 1.0
+    for k in range(1, 30):
+        c = (2.0 * k - 1.0) ** 2
+        term *= c * inv / k
+        s += term
+        if term < 1e-17 * s:
+            break
+    half = math.exp(0.5 * ax)
+    return half * (half / math.sqrt(2.0 * math.pi * ax)) * s
+
+
+@intrinsic
+def fma(typingctx, a, b, c):
+    """llvm.fma: a*b + c rounded once (hardware FMA or libm's correctly rounded fallback)."""
+    sig = a(a, b, c)
+
+    def codegen(context, builder, signature, args):
+        return builder.fma(*args)
+
+    return sig, codegen
+
+
+@njit(**_JIT)
+def fma_rto(a, b, c):
+    """a*b + c for operands of at most 24 significant bits, in float64 rounded to odd, so that
+    rounding the result once more (to f32/f16/bf16) is the single correct rounding."""
+    p = a * b  # exact: at most 48 significant bits
+    s = p + c
+    if not math.isfinite(s):
+        return s
+    bv = s - p
+    err = (p - (s - bv)) + (c - bv)
+    if err != 0.0:
+        u = f64_bits(s)
+        if (u & np.uint64(1)) == 0:
+            u = u + np.uint64(1) if (err > 0) == (s > 0) else u - np.uint64(1)
+        s = bits_f64(u)
+    return s
+
+
+@njit(**_JIT)
+def exp2(x):
+    return np.exp2(x)

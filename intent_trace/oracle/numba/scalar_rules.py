@@ -1,0 +1,216 @@
+"""Scalar expressions for every elementwise op, per dtype: one table keyed by OpDef.
+
+Each rule takes the operand dtype, the operand expressions (names of Numba locals) and the
+node, and returns one Python expression. The emitter uses the same table for scalar values and
+for each element of a fused tensor expression. f16/bf16 values are float32 numbers in the
+format's value set; results are rounded back with ``R.round_f16``/``R.round_bf16``.
+"""
+from __future__ import annotations
+
+from ... import types as T
+from ...graph import ops
+
+NARROW = ("f16", "bf16")
+NP_NAME = {"bool": "np.bool_", "i8": "np.int8", "i16": "np.int16", "i32": "np.int32", "i64": "np.int64",
+           "u8": "np.uint8", "u16": "np.uint16", "u32": "np.uint32", "u64": "np.uint64", "f16": "np.float32",
+           "bf16": "np.float32", "f32": "np.float32", "f64": "np.float64", "index": "np.int64"}
+
+
+def np_type(d: T.DType) -> str:
+    """The Numba scalar type holding values of ``d`` (f16/bf16 live in float32)."""
+    return NP_NAME[d.name]
+
+
+def round_to(d: T.DType, expr: str) -> str:
+    """Round a float32 (or exact) expression to the value set of ``d``."""
+    if d.name == "f16":
+        return f"R.round_f16({expr})"
+    if d.name == "bf16":
+        return f"R.round_bf16({expr})"
+    return f"{np_type(d)}({expr})"
+
+
+def from_f64(d: T.DType, expr: str) -> str:
+    """Round a float64 expression once to ``d``."""
+    if d.name == "f16":
+        return f"R.f64_to_f16({expr})"
+    if d.name == "bf16":
+        return f"R.f64_to_bf16({expr})"
+    return f"{np_type(d)}({expr})"
+
+
+def _wrap_int(d: T.DType, expr: str) -> str:
+    return f"{np_type(d)}({expr})"
+
+
+_ARITH = {"add": "+", "sub": "-", "mul": "*"}
+
+
+def arith(node, d, a, b):
+    sym = _ARITH[node.op.name]
+    if d.is_float:
+        return round_to(d, f"{a} {sym} {b}") if d.name in NARROW else f"{a} {sym} {b}"
+    return _wrap_int(d, f"{a} {sym} {b}")
+
+
+def div(node, d, a, b):
+    if node.attr("flush_to_zero"):
+        tiny = _tiny(d)
+        return f"R.ftz({from_f64(d, f'np.float64(R.ftz({a}, {tiny})) / np.float64(R.ftz({b}, {tiny}))')}, {tiny})"
+    return from_f64(d, f"np.float64({a}) / np.float64({b})")
+
+
+def floordiv(node, d, a, b):
+    return _wrap_int(d, f"R.idiv_{'u' if d.kind == 'uint' else 's'}({a}, {b})")
+
+
+def mod(node, d, a, b):
+    return _wrap_int(d, f"R.imod_{'u' if d.kind == 'uint' else 's'}({a}, {b})")
+
+
+def pow_(node, d, a, b):
+    if d.is_float:
+        return from_f64(d, f"math.pow(np.float64({a}), np.float64({b}))")
+    return _wrap_int(d, f"R.ipow_{'u' if d.kind == 'uint' else 's'}({a}, {b})")
+
+
+def minmax(node, d, a, b):
+    is_max = node.op.name == "maximum"
+    if d.is_float:
+        return f"R.{'fmax' if is_max else 'fmin'}({a}, {b})"
+    return f"{'max' if is_max else 'min'}({a}, {b})"
+
+
+_BIT = {"and_": "&", "or_": "|", "xor": "^"}
+
+
+def bitwise(node, d, a, b):
+    sym = _BIT[node.op.name]
+    if d.is_bool:
+        return f"({a} {sym} {b})"
+    return _wrap_int(d, f"{a} {sym} {b}")
+
+
+def shift(node, d, a, b):
+    if node.op.name == "shl":
+        return _wrap_int(d, f"R.shl({a}, {b}, {d.bits})")
+    return _wrap_int(d, f"R.shr_{'u' if d.kind == 'uint' else 's'}({a}, {b}, {d.bits})")
+
+
+_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+
+
+def compare(node, d, a, b):
+    return f"({a} {_CMP[node.op.name]} {b})"
+
+
+_MATH_F64 = {"exp": "math.exp", "log": "math.log", "log1p": "math.log1p", "lgamma": "R.lgamma", "sin": "math.sin",
+             "asin": "math.asin", "cos": "math.cos", "erf": "math.erf", "erfc": "math.erfc", "i0": "R.i0",
+             "rsqrt": "R.rsqrt", "sqrt": "math.sqrt", "sigmoid": "R.sigmoid", "exp2": "R.exp2", "tanh": "math.tanh"}
+
+
+def _tiny(d: T.DType) -> str:
+    return {"f32": "np.float32(1.1754943508222875e-38)", "f64": "2.2250738585072014e-308"}[d.name]
+
+
+def unary_math(node, d, x):
+    name = node.op.name
+    if name == "floor":
+        return f"np.floor({x})" if d.name not in NARROW else f"np.float32(np.floor({x}))"
+    if name == "abs":
+        if d.is_float:
+            return f"R.abs64({x})" if d.name == "f64" else f"R.abs32({x})"
+        return _wrap_int(d, f"abs({x})")
+    fn = _MATH_F64[name]
+    if node.attr("flush_to_zero"):
+        tiny = _tiny(d)
+        return f"R.ftz({from_f64(d, f'{fn}(np.float64(R.ftz({x}, {tiny})))')}, {tiny})"
+    return from_f64(d, f"{fn}(np.float64({x}))")
+
+
+def neg(node, d, x):
+    if d.is_float:
+        return f"R.neg64({x})" if d.name == "f64" else f"R.neg32({x})"
+    return _wrap_int(d, f"-{x}")
+
+
+def invert(node, d, x):
+    return f"(not {x})" if d.is_bool else _wrap_int(d, f"~{x}")
+
+
+def select(node, d, p, a, b):
+    return f"({a} if {p} else {b})"
+
+
+def fma(node, d, a, b, c):
+    if d.name in ("f32", "f64"):
+        return f"R.fma({a}, {b}, {c})"
+    return from_f64(d, f"R.fma_rto(np.float64({a}), np.float64({b}), np.float64({c}))")
+
+
+# --- conversions ---------------------------------------------------------------------------------
+
+def cast_expr(src: T.DType, dst: T.DType, x: str) -> str:
+    if src is dst:
+        return x
+    if dst.is_bool:
+        return f"({x} != 0)"
+    if src.is_bool:
+        return f"{np_type(dst)}({x})"
+    if dst.is_float:
+        if src.is_float:
+            if dst.name in NARROW:
+                return round_to(dst, x) if src.name != "f64" else from_f64(dst, x)
+            return f"{np_type(dst)}({x})"
+        if dst.name in NARROW:
+            widen = "R.u64_to_f64_rto" if src.name == "u64" else "R.i64_to_f64_rto"
+            arg = f"np.uint64({x})" if src.name == "u64" else f"np.int64({x})"
+            return from_f64(dst, f"{widen}({arg})")
+        return f"{np_type(dst)}({x})"
+    if src.is_float:
+        if dst.name == "u64":
+            return f"np.uint64(R.f2u({x}, {dst.max}))"
+        return f"{np_type(dst)}(R.f2i({x}, {dst.min}, {dst.max}))"
+    return f"{np_type(dst)}({x})"  # integer -> integer wraps
+
+
+_BITS_OF = {  # (source dtype name) -> expression giving the unsigned bit pattern
+    "f32": "R.f32_bits({})", "f64": "R.f64_bits({})", "f16": "R.f16_bits({})", "bf16": "R.bf16_bits({})",
+    "i8": "R.i8_as_u8({})", "i16": "R.i16_as_u16({})", "i32": "R.i32_as_u32({})", "i64": "R.i64_as_u64({})",
+    "index": "R.i64_as_u64({})", "u8": "np.uint8({})", "u16": "np.uint16({})", "u32": "np.uint32({})",
+    "u64": "np.uint64({})",
+}
+_FROM_BITS = {
+    "f32": "R.bits_f32({})", "f64": "R.bits_f64({})", "f16": "R.f16_value({})", "bf16": "R.bf16_value({})",
+    "i8": "R.u8_as_i8({})", "i16": "R.u16_as_i16({})", "i32": "R.u32_as_i32({})", "i64": "R.u64_as_i64({})",
+    "index": "R.u64_as_i64({})", "u8": "np.uint8({})", "u16": "np.uint16({})", "u32": "np.uint32({})",
+    "u64": "np.uint64({})",
+}
+
+
+def bitcast_expr(src: T.DType, dst: T.DType, x: str) -> str:
+    if src is dst:
+        return x
+    return _FROM_BITS[dst.name].format(_BITS_OF[src.name].format(x))
+
+
+def cast(node, d, x):
+    return cast_expr(node.inputs[0].type.dtype, node.attr("dtype"), x)
+
+
+def bitcast(node, d, x):
+    return bitcast_expr(node.inputs[0].type.dtype, node.attr("dtype"), x)
+
+
+SCALAR_RULES: dict = {}
+for _name in ("add", "sub", "mul"):
+    SCALAR_RULES[ops.REGISTRY[_name]] = arith
+for _name, _fn in (("div", div), ("floordiv", floordiv), ("mod", mod), ("pow", pow_), ("maximum", minmax),
+                   ("minimum", minmax), ("and_", bitwise), ("or_", bitwise), ("xor", bitwise), ("shl", shift),
+                   ("shr", shift), ("neg", neg), ("invert", invert), ("select", select), ("fma", fma),
+                   ("cast", cast), ("bitcast", bitcast)):
+    SCALAR_RULES[ops.REGISTRY[_name]] = _fn
+for _name in ops.COMPARE:
+    SCALAR_RULES[ops.REGISTRY[_name]] = compare
+for _name in ops.UNARY_MATH:
+    SCALAR_RULES[ops.REGISTRY[_name]] = unary_math

@@ -1,0 +1,443 @@
+"""Numba rules for shapes, aggregates, domains, views and structured control."""
+from __future__ import annotations
+
+from ... import types as T
+from ...graph.provenance import Coord, IndexRelation, Ordinal
+from ...graph.values import Literal, Var
+from .emitter import ErrorSite, rule
+from .scalar_rules import np_type
+from .values import Aggregate, Array, Domain, Lazy, Scalar, View
+
+
+def _shape(em, t) -> tuple:
+    return tuple(em.extent(e) for e in t.shape)
+
+
+def _mul(a: str, b: str) -> str:
+    if a == "0" or b == "0":
+        return "0"
+    if a == "1":
+        return b
+    return a if b == "1" else f"{a} * {b}"
+
+
+def _add(a: str, b: str) -> str:
+    if a == "0":
+        return b
+    return a if b == "0" else f"{a} + {b}"
+
+
+# --- shapes -----------------------------------------------------------------------------------------
+
+@rule("broadcast")
+def _broadcast(em, node, args):
+    (x,) = args
+    out = node.outputs[0].type
+    shape = _shape(em, out)
+    if isinstance(x, Scalar):
+        return Lazy(shape, lambda idx: x.expr)
+    src = node.inputs[0].type.shape
+    offset = len(shape) - len(src)
+
+    def elem(idx):
+        mapped = [("0" if isinstance(e, int) and e == 1 and not (isinstance(t, int) and t == 1) else idx[k + offset])
+                  for k, (e, t) in enumerate(zip(src, out.shape[offset:]))]
+        return em.elem(x, mapped)
+
+    return Lazy(shape, elem)
+
+
+def _fresh_extents(em, node, operands):
+    t = node.attr("type")
+    for axis, value in zip(node.attr("extents"), operands):
+        n = em.assign(f"np.int64({value.expr})", "n")
+        em.check(f"{n} < 0", ErrorSite(ValueError, f"extent {{coord}} (axis {axis}) is negative"), n)
+        em.dim_names[t.shape[axis]] = n
+    return _shape(em, t)
+
+
+@rule("full")
+def _full(em, node, args):
+    shape = _fresh_extents(em, node, args[1:])
+    fill = args[0].expr
+    return Lazy(shape, lambda idx: fill)
+
+
+def _product(shape) -> str:
+    out = "1"
+    for s in shape:
+        out = _mul(out, s)
+    return out
+
+
+@rule("reshape")
+def _reshape(em, node, args):
+    x = args[0]
+    new = _fresh_extents(em, node, args[1:])
+    old = _shape(em, node.inputs[0].type)
+    if not all(s.isdigit() for s in old + new):
+        em.check(f"{_product(old)} != {_product(new)}",
+                 ErrorSite(ValueError, "reshape of {coord} elements into a shape of {extent} elements"),
+                 _product(old), _product(new))
+
+    def elem(idx):
+        flat = "0"
+        for i, n in zip(idx, new):
+            flat = _add(_mul(flat, n), i) if flat != "0" else i
+        f = em.assign(flat or "0", "f")
+        old_idx = []
+        for k in range(len(old) - 1, -1, -1):
+            if k == 0:
+                old_idx.append(f)
+            else:
+                old_idx.append(em.assign(f"{f} % {old[k]}", "j"))
+                f = em.assign(f"{f} // {old[k]}", "f")
+        return em.elem(x, list(reversed(old_idx)))
+
+    return Lazy(new, elem)
+
+
+@rule("transpose")
+def _transpose(em, node, args):
+    (x,) = args
+    perm = node.attr("perm")
+    shape = _shape(em, node.outputs[0].type)
+
+    def elem(idx):
+        old = [None] * len(perm)
+        for i, p in enumerate(perm):
+            old[p] = idx[i]
+        return em.elem(x, old)
+
+    return Lazy(shape, elem)
+
+
+@rule("slice")
+def _slice(em, node, args):
+    x, rest = args[0], iter(args[1:])
+    src = _shape(em, node.inputs[0].type)
+    offsets, shape = [], []
+    for axis, kind in enumerate(node.attr("axes")):
+        n = src[axis]
+        if kind == "all":
+            offsets.append(None)
+            shape.append(n)
+        elif kind == "range":
+            start, stop = next(rest).expr, next(rest).expr
+            em.check(f"{start} < 0 or {stop} < 0 or ({stop} > {n} and {stop} > {start})",
+                     ErrorSite(IndexError, f"slice [{{coord}}:{{extent}}] is outside axis {axis} of its tensor "
+                                           f"(no clamping)"), start, stop)
+            length = em.assign(f"max(0, {stop} - {start})", "n")
+            offsets.append(("range", start))
+            shape.append(length)
+        else:
+            p = next(rest).expr
+            em.check(f"{p} < 0 or {p} >= {n}", ErrorSite(IndexError, f"index {{coord}} is outside axis {axis} of "
+                                                                     f"extent {{extent}}"), p, n)
+            offsets.append(("point", p))
+
+    def elem(idx):
+        it = iter(idx)
+        mapped = []
+        for off in offsets:
+            if off is None:
+                mapped.append(next(it))
+            elif off[0] == "range":
+                mapped.append(_add(next(it), off[1]))
+            else:
+                mapped.append(off[1])
+        return em.elem(x, mapped)
+
+    return Lazy(tuple(shape), elem)
+
+
+@rule("join")
+def _join(em, node, args):
+    a, b = args
+    shape = _shape(em, node.outputs[0].type)
+
+    def elem(idx):
+        va, vb = em.elem(a, idx[:-1]), em.elem(b, idx[:-1])
+        return em.assign(f"{va} if {idx[-1]} == 0 else {vb}", "t")
+
+    return Lazy(shape, elem)
+
+
+@rule("tuple", "record")
+def _aggregate(em, node, args):
+    return Aggregate(tuple(args))
+
+
+@rule("get")
+def _get(em, node, args):
+    return args[0].items[node.attr("index")]
+
+
+@rule("field")
+def _field(em, node, args):
+    return args[0].items[node.inputs[0].type.names.index(node.attr("name"))]
+
+
+# --- domains --------------------------------------------------------------------------------------
+
+@rule("domain")
+def _domain(em, node, args):
+    b, e, s = (a.expr for a in args)
+    static_unit = isinstance(node.inputs[0], Literal) and node.inputs[0].value == 0 and \
+        isinstance(node.inputs[2], Literal) and node.inputs[2].value == 1
+    if static_unit:
+        start, step = "0", "1"
+    else:
+        start, step = em.assign(f"np.int64({b})", "s"), em.assign(f"np.int64({s})", "s")
+        if not isinstance(node.inputs[2], Literal):
+            em.check(f"{step} <= 0", ErrorSite(ValueError, "domain step must be positive, got {coord}"), step)
+    end = f"np.int64({e})"
+    length = em.assign(f"max(0, {end})" if static_unit else f"max(0, ({end} - {start} + {step} - 1) // {step})", "n")
+    ext = node.outputs[0].type.extent
+    if not isinstance(ext, int):
+        em.dim_names.setdefault(ext, length)
+    return Domain(start, step, length)
+
+
+@rule("subregion")
+def _subregion(em, node, args):
+    parent, b, e = args[0], args[1].expr, args[2].expr
+    em.check(f"{b} < 0 or {e} < 0", ErrorSite(IndexError, "subregion [{coord}:{extent}] has a negative bound"), b, e)
+    em.check(f"{e} > {b} and {e} > {parent.length}",
+             ErrorSite(IndexError, "subregion [{coord}:{extent}] ends past its parent's extent (subregions never "
+                                   "clamp)"), b, e)
+    start = em.assign(_add(parent.start, _mul(f"np.int64({b})", parent.step)), "s")
+    length = em.assign(f"max(0, np.int64({e}) - np.int64({b}))", "n")
+    ext = node.outputs[0].type.extent
+    if not isinstance(ext, int):
+        em.dim_names.setdefault(ext, length)
+    return Domain(start, parent.step, length)
+
+
+def _coordinate(d: Domain, i: str) -> str:
+    return _add(d.start, _mul(i, d.step))
+
+
+@rule("indices")
+def _indices(em, node, args):
+    (d,) = args
+    return Lazy((d.length,), lambda idx: f"({_coordinate(d, idx[0])})")
+
+
+@rule("dim")
+def _dim(em, node, args):
+    (x,) = args
+    axis = node.attr("axis")
+    if isinstance(x, Domain):
+        return Scalar(x.length)
+    return Scalar(em.assign(f"np.int64({x.shape[axis]})", "n"))
+
+
+# --- views ----------------------------------------------------------------------------------------
+
+def _decode(d: T.DType, expr: str) -> str:
+    if d.name == "f16":
+        return f"R.f16_value({expr})"
+    if d.name == "bf16":
+        return f"R.bf16_value({expr})"
+    return expr
+
+
+def _encode(d: T.DType, expr: str) -> str:
+    if d.name == "f16":
+        return f"R.f16_bits({expr})"
+    if d.name == "bf16":
+        return f"R.bf16_bits({expr})"
+    return expr
+
+
+def _safe_point(em, var, view_extent) -> bool:
+    """A point of a domain that starts at 0, steps by 1 and has exactly the view axis's extent."""
+    rel = getattr(var, "provenance", None)
+    if not isinstance(rel, IndexRelation) or rel.kind != "point" or not isinstance(rel.coord, Coord) \
+            or not isinstance(rel.member, Ordinal):
+        return False
+    d = em.env.get(rel.source)
+    return isinstance(d, Domain) and d.start == "0" and d.step == "1" and rel.source.type.extent is view_extent \
+        and not isinstance(view_extent, int)
+
+
+def _index_plan(em, node, view: View, entries):
+    """Hoisted bounds checks; returns (result shape, per-entry plan) for a read or write."""
+    kinds = node.attr("index")
+    view_t = node.inputs[0].type
+    operand_vars = [x for x in node.inputs[2 if node.op.name == "write" else 1:]]
+    ops_iter = iter(zip(entries, operand_vars))
+    shape, plan = [], []
+    for axis, kind in enumerate(kinds):
+        n = view.shape[axis]
+        site = ErrorSite(IndexError, f"{view.label}: coordinate {{coord}} on axis {axis} is outside its extent "
+                                     f"{{extent}}")
+        if kind == "all":
+            shape.append(n)
+            plan.append(("all", None))
+            continue
+        value, var = next(ops_iter)
+        if kind == "domain":
+            safe = value.start == "0" and value.step == "1" and var.type.extent is view_t.shape[axis] and \
+                not isinstance(var.type.extent, int)
+            if not safe:
+                last = _coordinate(value, f"({value.length} - 1)")
+                em.check(f"{value.length} > 0 and ({value.start} < 0 or {last} >= {n})", site,
+                         f"({value.start} if {value.start} < 0 else {last})", n)
+            shape.append(value.length)
+            plan.append(("domain", value))
+        elif kind == "point":
+            if not (isinstance(var, Literal) or _safe_point(em, var, view_t.shape[axis])):
+                em.check(f"{value.expr} < 0 or {value.expr} >= {n}", site, value.expr, n)
+            plan.append(("point", value.expr))
+        else:
+            shape.extend(value.shape)
+            plan.append(("tensor", (value, len(var.type.shape), site, n)))
+    return tuple(shape), plan
+
+
+def _coords(em, plan, idx) -> list:
+    k = 0
+    out = []
+    for kind, info in plan:
+        if kind == "all":
+            out.append(idx[k])
+            k += 1
+        elif kind == "domain":
+            out.append(_coordinate(info, idx[k]))
+            k += 1
+        elif kind == "point":
+            out.append(info)
+        else:
+            value, rank, site, n = info
+            c = em.assign(f"np.int64({em.elem(value, idx[k:k + rank])})", "c")
+            em.check(f"{c} < 0 or {c} >= {n}", site, c, n)
+            out.append(c)
+            k += rank
+    return out
+
+
+@rule("read")
+def _read(em, node, args):
+    view, entries = args[0], args[1:]
+    shape, plan = _index_plan(em, node, view, entries)
+    d = view.dtype
+    if not shape:
+        return Scalar(em.assign(_decode(d, f"{view.name}[{', '.join(_coords(em, plan, [])) or '()'}]")))
+
+    def elem(idx):
+        return em.assign(_decode(d, f"{view.name}[{', '.join(_coords(em, plan, idx))}]"), "t")
+
+    return Lazy(shape, elem)
+
+
+@rule("write")
+def _write(em, node, args):
+    view, value, entries = args[0], args[1], args[2:]
+    value_var = node.inputs[1]
+    if isinstance(value, Lazy) and node.inputs[0] in em.reads.get(value_var, ()):
+        value = em.materialize(value, value_var.type)  # the value reads the view it overwrites: snapshot first
+    shape, plan = _index_plan(em, node, view, entries)
+    has_tensor = any(k == "tensor" for k, _ in plan)
+    mask = None
+    if has_tensor and em.checks:
+        mask = em.assign(f"np.zeros({view.name}.shape, dtype=np.bool_)", "m")
+    with em.loop_nest(shape, parallel=not has_tensor) as idx:
+        v = em.elem(value, idx)
+        cs = ", ".join(_coords(em, plan, idx)) or "()"
+        if mask is not None:
+            em.check(f"{mask}[{cs}]", ErrorSite(RuntimeError, f"{view.label}: a unique store writes one element "
+                                                              f"twice (its index relation is not injective); use "
+                                                              f"scatter_reduce to combine collisions"))
+            em.line(f"{mask}[{cs}] = True")
+        em.line(f"{view.name}[{cs}] = {_encode(view.dtype, v)}")
+
+
+# --- control --------------------------------------------------------------------------------------
+
+def _point(em, d: Domain, p: str) -> Scalar:
+    return Scalar(em.assign(_coordinate(d, p) if d.start != "0" or d.step != "1" else p, "p"))
+
+
+@rule("parallel", "for")
+def _iterate(em, node, args):
+    (d,) = args
+    (region,) = node.regions
+    parallel = node.op.name == "parallel" and em.prange_depth == 0 and em.loop_depth == 0
+    p = em.fresh("o")
+    with em.block(f"for {p} in {'prange' if parallel else 'range'}({d.length}):"):
+        if parallel:
+            em.uses_prange = True
+            em.prange_depth += 1
+        em.loop_depth += 1
+        em.loop_stack.append(("for", [], None))
+        em.run_region(region, (_point(em, d, p),))
+        em.loop_stack.pop()
+        em.loop_depth -= 1
+        if parallel:
+            em.prange_depth -= 1
+
+
+@rule("loop")
+def _loop(em, node, args):
+    d, init = args
+    (t,) = node.attr("types")
+    (region,) = node.regions
+    names = em.carry_names(t)
+    em.assign_leaves(names, init, t)
+    p = em.fresh("o")
+    with em.block(f"for {p} in range({d.length}):"):
+        em.loop_depth += 1
+        em.loop_stack.append(("loop", names, t))
+        (new,) = em.run_region(region, (_point(em, d, p), em.rebuild(list(names), t)))
+        em.assign_leaves(names, new, t)
+        em.loop_stack.pop()
+        em.loop_depth -= 1
+    return em.rebuild(list(names), t)
+
+
+@rule("while")
+def _while(em, node, args):
+    (init,) = args
+    (t,) = node.attr("types")
+    cond, body = node.regions
+    names = em.carry_names(t)
+    em.assign_leaves(names, init, t)
+    with em.block("while True:"):
+        em.loop_depth += 1
+        (p,) = em.run_region(cond, (em.rebuild(list(names), t),))
+        stop = f"not {p.expr}" + (" or err[0] != 0" if em.checks else "")
+        with em.block(f"if {stop}:"):
+            em.line("break")
+        em.loop_stack.append(("while", names, t))
+        (new,) = em.run_region(body, (em.rebuild(list(names), t),))
+        em.assign_leaves(names, new, t)
+        em.loop_stack.pop()
+        em.loop_depth -= 1
+    return em.rebuild(list(names), t)
+
+
+@rule("if")
+def _if(em, node, args):
+    types = node.attr("types")
+    then_r, else_r = node.regions
+    names = em.carry_names(types[0]) if types else []
+    for header, region in ((f"if {args[0].expr}:", then_r), ("else:", else_r)):
+        with em.block(header):
+            results = em.run_region(region)
+            if types:
+                em.assign_leaves(names, results[0], types[0])
+    return em.rebuild(list(names), types[0]) if types else None
+
+
+@rule("break", "continue")
+def _exit(em, node, args):
+    kind, names, t = em.loop_stack[-1]
+    with em.block(f"if {args[0].expr}:"):
+        if len(args) > 1:
+            em.assign_leaves(names, args[1], t)
+        em.line(node.op.name)
+
+
+__all__ = ["Array", "Var", "np_type"]
