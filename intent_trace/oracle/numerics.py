@@ -135,9 +135,9 @@ def sign_bit_op(x: np.ndarray, op: str) -> np.ndarray:
     """neg/abs of floats as bit operations: exact for every value, NaN payloads included."""
     ubits = np.dtype(f"u{x.dtype.itemsize}")
     sign = np.array(1 << (x.dtype.itemsize * 8 - 1), dtype=ubits)
-    u = np.ascontiguousarray(x).view(ubits)
+    u = np.ascontiguousarray(x).view(ubits)  # (at least 1-d: reshape back below)
     out = (u ^ sign) if op == "neg" else (u & ~sign)
-    return out.astype(ubits).view(x.dtype)
+    return out.astype(ubits).view(x.dtype).reshape(x.shape)
 
 
 def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
@@ -150,8 +150,11 @@ def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     out = np.empty(a64.shape, dtype=np.float64)
     flat_out = out.reshape(-1)
     for k, (x, y, z, n) in enumerate(zip(a64.reshape(-1), b64.reshape(-1), c64.reshape(-1), naive.reshape(-1))):
-        if not (math.isfinite(x) and math.isfinite(y) and math.isfinite(z)):
-            flat_out[k] = n
+        if not (math.isfinite(x) and math.isfinite(y)):
+            flat_out[k] = n  # inf/NaN products: IEEE gives the same as the unfused expression
+            continue
+        if not math.isfinite(z):
+            flat_out[k] = z  # a finite exact product never cancels an infinity
             continue
         exact = Fraction(x) * Fraction(y) + Fraction(z)
         if exact == 0:
@@ -165,7 +168,7 @@ def _fraction_to_f64(q: Fraction) -> float:
     try:
         return float(q)  # correctly rounded (integer division)
     except OverflowError:
-        return math.copysign(math.inf, q)
+        return math.inf if q > 0 else -math.inf
 
 
 def _fraction_round_to_odd(q: Fraction) -> float:

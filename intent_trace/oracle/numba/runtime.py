@@ -447,3 +447,58 @@ def fma_rto(a, b, c):
 @njit(**_JIT)
 def exp2(x):
     return np.exp2(x)
+
+
+# Numba emits `nsw` (no signed wrap) on int64 arithmetic, so an overflowing int64 add is undefined
+# behaviour to LLVM (constant folding then gives nonsense). T2 wants wrap-around: 64-bit signed
+# arithmetic goes through uint64, whose operations wrap.
+
+@njit(**_JIT)
+def add_i64(a, b):
+    return u64_as_i64(i64_as_u64(a) + i64_as_u64(b))
+
+
+@njit(**_JIT)
+def sub_i64(a, b):
+    return u64_as_i64(i64_as_u64(a) - i64_as_u64(b))
+
+
+@njit(**_JIT)
+def mul_i64(a, b):
+    return u64_as_i64(i64_as_u64(a) * i64_as_u64(b))
+
+
+@njit(**_JIT)
+def neg_i64(a):
+    return u64_as_i64(np.uint64(0) - i64_as_u64(a))
+
+
+@njit(**_JIT)
+def shl_i64(a, b):
+    if b < 0 or b >= 64:
+        return np.int64(0)
+    return u64_as_i64(i64_as_u64(a) << np.uint64(b))
+
+
+@njit(**_JIT)
+def abs_i64(a):
+    return neg_i64(a) if a < 0 else a
+
+
+@njit(**_JIT)
+def idiv_i64(a, b):
+    if b == 0:
+        return np.int64(0)
+    if b == -1:
+        return neg_i64(a)
+    q = a // b
+    if a - q * b != 0 and ((a < 0) != (b < 0)):
+        q += 1
+    return q
+
+
+@njit(**_JIT)
+def imod_i64(a, b):
+    if b == 0 or b == -1:
+        return np.int64(0)
+    return a - idiv_i64(a, b) * b

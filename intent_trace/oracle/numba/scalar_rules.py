@@ -46,10 +46,16 @@ def _wrap_int(d: T.DType, expr: str) -> str:
 _ARITH = {"add": "+", "sub": "-", "mul": "*"}
 
 
+def _is_i64(d: T.DType) -> bool:
+    return d.kind == "int" and d.bits == 64
+
+
 def arith(node, d, a, b):
     sym = _ARITH[node.op.name]
     if d.is_float:
         return round_to(d, f"{a} {sym} {b}") if d.name in NARROW else f"{a} {sym} {b}"
+    if _is_i64(d):
+        return f"R.{node.op.name}_i64({a}, {b})"
     return _wrap_int(d, f"{a} {sym} {b}")
 
 
@@ -60,12 +66,16 @@ def div(node, d, a, b):
     return from_f64(d, f"np.float64({a}) / np.float64({b})")
 
 
+def _int_variant(d: T.DType) -> str:
+    return "u" if d.kind == "uint" else ("i64" if _is_i64(d) else "s")
+
+
 def floordiv(node, d, a, b):
-    return _wrap_int(d, f"R.idiv_{'u' if d.kind == 'uint' else 's'}({a}, {b})")
+    return _wrap_int(d, f"R.idiv_{_int_variant(d)}({a}, {b})")
 
 
 def mod(node, d, a, b):
-    return _wrap_int(d, f"R.imod_{'u' if d.kind == 'uint' else 's'}({a}, {b})")
+    return _wrap_int(d, f"R.imod_{_int_variant(d)}({a}, {b})")
 
 
 def pow_(node, d, a, b):
@@ -93,7 +103,7 @@ def bitwise(node, d, a, b):
 
 def shift(node, d, a, b):
     if node.op.name == "shl":
-        return _wrap_int(d, f"R.shl({a}, {b}, {d.bits})")
+        return f"R.shl_i64({a}, {b})" if _is_i64(d) else _wrap_int(d, f"R.shl({a}, {b}, {d.bits})")
     return _wrap_int(d, f"R.shr_{'u' if d.kind == 'uint' else 's'}({a}, {b}, {d.bits})")
 
 
@@ -120,7 +130,7 @@ def unary_math(node, d, x):
     if name == "abs":
         if d.is_float:
             return f"R.abs64({x})" if d.name == "f64" else f"R.abs32({x})"
-        return _wrap_int(d, f"abs({x})")
+        return f"R.abs_i64({x})" if _is_i64(d) else _wrap_int(d, f"abs({x})")
     fn = _MATH_F64[name]
     if node.attr("flush_to_zero"):
         tiny = _tiny(d)
@@ -131,6 +141,8 @@ def unary_math(node, d, x):
 def neg(node, d, x):
     if d.is_float:
         return f"R.neg64({x})" if d.name == "f64" else f"R.neg32({x})"
+    if _is_i64(d):
+        return f"R.neg_i64({x})"
     return _wrap_int(d, f"-{x}")
 
 
