@@ -24,10 +24,21 @@ _VALIDATE = os.environ.get("INTENT_TRACE_VALIDATE", "") not in ("", "0")
 
 
 def _annotations(fn) -> dict:
+    """Parameter annotations, evaluated when they are strings (``from __future__ import annotations``)
+    in the function's globals plus the values it closes over."""
+    closure = {}
+    if getattr(fn, "__closure__", None):
+        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
+            try:
+                closure[name] = cell.cell_contents
+            except ValueError:
+                pass
     try:
-        return inspect.get_annotations(fn, eval_str=True)
+        return inspect.get_annotations(fn, eval_str=True, locals=closure)
     except Exception as e:  # an annotation that does not evaluate
-        raise TypeError(f"kernel {fn.__name__}: its annotations do not evaluate: {e}") from e
+        raise TypeError(f"kernel {fn.__name__}: its annotations do not evaluate: {e}. With `from __future__ import "
+                        f"annotations` they are strings evaluated in the module's globals: define the dtypes and "
+                        f"shapes they name at module level") from e
 
 
 class Kernel:

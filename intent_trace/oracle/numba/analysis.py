@@ -31,10 +31,19 @@ def _writes(node) -> set:
     return out
 
 
+ELEMENTWISE = FUSING_CONSUMERS - {"broadcast", "reshape", "transpose", "slice", "join", "write", "read"}
+
+
 def fusible_values(graph: KernelGraph) -> tuple:
-    """(fused values, {value: views it reads transitively})."""
+    """(fused values, {value: views it reads}, {value: {(view, index operands, kinds) or (view, None)}}).
+
+    The third map says how each view is read: through elementwise ops only, at the index the read
+    used (aligned), or through a shape transform (None). A write may consume a fused value that
+    reads the destination only when every such read is aligned with the write's own index.
+    """
     fused: set = set()
     reads: dict = {}  # Var -> views it reads (transitively)
+    aligned: dict = {}  # Var -> set of (view, signature or None)
 
     def region(r: Region) -> None:
         position: dict = {}
@@ -49,8 +58,16 @@ def fusible_values(graph: KernelGraph) -> tuple:
                 if isinstance(x, Var):
                     uses.setdefault(x, []).append((i, node))
                     deps |= reads.get(x, set())
+            access = set()
+            if node.op.name == "read":
+                access.add((node.inputs[0], (node.attr("index"), tuple(node.inputs[1:]))))
+            for x in node.inputs:
+                if isinstance(x, Var):
+                    for view, sig in aligned.get(x, ()):
+                        access.add((view, sig if node.op.name in ELEMENTWISE else None))
             for v in node.outputs:
                 reads[v] = deps
+                aligned[v] = access
             for sub in node.regions:
                 region(sub)
                 for n in _walk(sub):
@@ -80,7 +97,7 @@ def fusible_values(graph: KernelGraph) -> tuple:
             fused.add(v)
 
     region(graph.body)
-    return fused, reads
+    return fused, reads, aligned
 
 
 def _walk(r: Region):

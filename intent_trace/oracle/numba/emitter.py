@@ -48,7 +48,7 @@ class NumbaEmitter(Interpreter):
         self.constants: dict = {}
         self.constant_lines: list = []
         self.dim_names: dict = {}
-        self.fused, self.reads = fusible_values(graph)
+        self.fused, self.reads, self.aligned = fusible_values(graph)
         self.error_sites: list = []
         self.prange_depth = 0
         self.loop_depth = 0

@@ -336,8 +336,12 @@ def _read(em, node, args):
 def _write(em, node, args):
     view, value, entries = args[0], args[1], args[2:]
     value_var = node.inputs[1]
-    if isinstance(value, Lazy) and node.inputs[0] in em.reads.get(value_var, ()):
-        value = em.materialize(value, value_var.type)  # the value reads the view it overwrites: snapshot first
+    dest = node.inputs[0]
+    if isinstance(value, Lazy) and dest in em.reads.get(value_var, ()):
+        own = (node.attr("index"), tuple(node.inputs[2:]))
+        if any(view is dest and sig != own for view, sig in em.aligned.get(value_var, ())):
+            # The value reads the view it overwrites at other elements: snapshot it first.
+            value = em.materialize(value, value_var.type)
     shape, plan = _index_plan(em, node, view, entries)
     has_tensor = any(k == "tensor" for k, _ in plan)
     mask = None

@@ -116,9 +116,9 @@ class CpuExecutable:
     def __call__(self, *args) -> None:
         values, dims = bind_arguments(self.graph, args)
         staged, call_args = [], []
-        for p, v in zip(self.graph.params, values):
+        for i, (p, v) in enumerate(zip(self.graph.params, values)):
             if p.kind == "view":
-                if p.type.access != "In" and (self.checks or _aliases(v, values)):
+                if p.type.access != "In" and (self.checks or _aliases(i, values)):
                     copy = np.array(v, copy=True)
                     staged.append((v, copy))
                     v = copy
@@ -139,8 +139,10 @@ class CpuExecutable:
         return f"<cpu executable {self.graph.name}>"
 
 
-def _aliases(v, values) -> bool:
-    return any(w is not v and isinstance(w, np.ndarray) and np.shares_memory(v, w) for w in values)
+def _aliases(i: int, values) -> bool:
+    """Whether argument ``i`` shares memory with another array argument (then outputs are staged)."""
+    v = values[i]
+    return any(j != i and isinstance(w, np.ndarray) and np.shares_memory(v, w) for j, w in enumerate(values))
 
 
 _EXECUTABLES: dict = {}

@@ -1,0 +1,144 @@
+"""The cpu target (Numba CPU oracle): generated source, caching, checks, staging, injection safety."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import intent_trace as intent
+from intent_trace import I
+
+
+@intent.kernel
+def axpy(x: I.In[I.f32, ("N",)], y: I.InOut[I.f32, ("N",)], a: I.f32):
+    d = I.domain(0, x.shape[0])
+    y[d] = x[d] * a + y[d]
+
+
+@intent.kernel
+def gather_rows(x: I.In[I.f32, ("N",)], idx: I.In[I.i32, ("K",)], out: I.Out[I.f32, ("K",)]):
+    k = I.domain(0, idx.shape[0])
+    for i in I.parallel(k):
+        out[i] = x[idx[i]]
+
+
+def test_cpu_source_is_a_numba_function_without_fastmath():
+    exe = intent.compile(axpy, target="cpu")
+    assert "@njit(" in exe.source and "def kernel(" in exe.source
+    assert "fastmath" not in exe.source
+
+
+def test_cpu_fuses_a_pointwise_chain_without_temporaries():
+    exe = intent.compile(axpy, target="cpu")
+    assert "np.empty" not in exe.source  # read -> mul -> add -> write is one loop, no array temporaries
+    assert "prange" in exe.source
+
+
+def test_cpu_axpy_matches_numpy():
+    x = np.arange(5, dtype=np.float32)
+    y = np.ones(5, dtype=np.float32)
+    want = (x * np.float32(3.0) + y).astype(np.float32)
+    intent.compile(axpy, target="cpu")(x, y, 3.0)
+    np.testing.assert_array_equal(y, want)
+
+
+def test_cpu_in_process_cache_returns_the_same_executable():
+    assert intent.compile(axpy, target="cpu") is intent.compile(axpy, target="cpu")
+    assert intent.compile(axpy, target="cpu", checks=False) is not intent.compile(axpy, target="cpu")
+
+
+def test_cpu_out_of_bounds_data_index_raises_index_error_and_keeps_outputs():
+    x = np.arange(4, dtype=np.float32)
+    idx = np.array([0, 9, 1], dtype=np.int32)
+    out = np.full(3, -1.0, dtype=np.float32)
+    with pytest.raises(IndexError, match=r"x: coordinate 9 on axis 0 is outside its extent 4"):
+        intent.compile(gather_rows, target="cpu")(x, idx, out)
+    np.testing.assert_array_equal(out, [-1.0, -1.0, -1.0])
+
+
+def test_cpu_checks_false_drops_the_bounds_checks_from_the_source():
+    checked = intent.compile(gather_rows, target="cpu").source
+    unchecked = intent.compile(gather_rows, target="cpu", checks=False).source
+    assert "err[0] =" in checked and "err[0] =" not in unchecked
+    x = np.arange(4, dtype=np.float32)
+    out = np.zeros(2, dtype=np.float32)
+    intent.compile(gather_rows, target="cpu", checks=False)(x, np.array([3, 0], np.int32), out)
+    np.testing.assert_array_equal(out, [3.0, 0.0])
+
+
+def test_cpu_checks_false_still_stages_when_an_in_view_aliases_an_output():
+    @intent.kernel
+    def shift(x: I.In[I.f32, ("N",)], y: I.Out[I.f32, ("N",)]):
+        d = I.domain(0, x.shape[0] - 1)
+        for i in I.parallel(d):
+            y[i + 1] = x[i]
+
+    buf = np.arange(5, dtype=np.float32)
+    intent.compile(shift, target="cpu", checks=False)(buf, buf)
+    np.testing.assert_array_equal(buf, [0, 0, 1, 2, 3])  # reads saw the caller's data, not partial writes
+
+
+def test_cpu_user_names_never_reach_generated_source():
+    @intent.kernel
+    def k(np: I.In[I.f32, ("err",)], R: I.Out[I.f32, ("err",)], math: I.f32, kernel: I.Constexpr[int] = 2):
+        d = I.domain(0, np.shape[0])
+        R[d] = np[d] * math + I.cast(kernel, I.f32)
+
+    exe = intent.compile(k, target="cpu")
+    x = np_module.arange(3, dtype=np_module.float32)
+    out = np_module.zeros(3, dtype=np_module.float32)
+    exe(x, out, 2.0)
+    np_module.testing.assert_array_equal(out, x * 2 + 2)
+    signature = next(line for line in exe.source.splitlines() if line.startswith("def kernel("))
+    assert signature == "def kernel(arg0, arg1, arg2, ext0, err):"
+
+
+np_module = np
+
+
+def test_cpu_extent_names_that_would_inject_code_are_rejected():
+    with pytest.raises(ValueError, match="identifier"):
+        I.In[I.f32, ("N); import os; os.system('true'); (",)]
+
+
+def test_cpu_record_field_names_that_would_inject_code_are_rejected(tmp_path):
+    marker = tmp_path / "pwned"
+
+    @intent.kernel
+    def k(x: I.In[I.f32, ("N",)], y: I.Out[I.f32, ("N",)]):
+        d = I.domain(0, x.shape[0])
+        r = I.record(**{f"a=open({str(marker)!r},'w')#": x[d]})
+        y[d] = r.a
+
+    with pytest.raises(intent.TraceError, match="identifier"):
+        intent.compile(k, target="cpu")
+    assert not marker.exists()
+
+
+def test_cpu_on_disk_cache_is_reused_by_a_new_process(tmp_path):
+    script = textwrap.dedent("""
+        import time, numpy as np
+        import intent_trace as intent
+        from intent_trace import I
+        from intent_trace.oracle.numba import target
+
+        @intent.kernel
+        def k(x: I.In[I.f32, ("N",)], y: I.Out[I.f32, ("N",)]):
+            d = I.domain(0, x.shape[0])
+            y[d] = I.exp(x[d]) * 2.0 + 1.0
+
+        exe = intent.compile(k, target="cpu")
+        x = np.ones(4, np.float32); y = np.zeros(4, np.float32)
+        exe(x, y)
+        fn = exe.function
+        print(len(fn.stats.cache_hits), len(fn.stats.cache_misses))
+    """)
+    env = dict(os.environ, INTENT_TRACE_CACHE_DIR=str(tmp_path))
+    first = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    second = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    assert first.stdout.split() == ["0", "1"]  # compiled once...
+    assert second.stdout.split() == ["1", "0"]  # ...and loaded from disk by the next process
