@@ -10,7 +10,7 @@ from numbers import Integral, Real
 import numpy as np
 
 from . import types as T
-from .floatbits import round_f64, round_int
+from .floatbits import round_f64, round_python_int
 from .graph.values import KernelGraph
 
 
@@ -31,10 +31,7 @@ def _scalar(name: str, dtype: T.DType, value):
     if not isinstance(value, (Real, np.integer, np.floating)):
         raise TypeError(f"scalar {name} is {dtype}; got {type(value).__name__} {value!r}")
     if isinstance(value, (Integral, np.integer)):
-        v = int(value)
-        if -2**63 <= v < 2**63:
-            return np.asarray(round_int(np.asarray(v, dtype=np.int64), dtype.np))
-        return np.asarray(round_f64(np.float64(float(v)), dtype.np))
+        return np.asarray(round_python_int(int(value), dtype.np))
     if isinstance(value, np.floating) and value.dtype == dtype.np:
         return np.asarray(value)
     return np.asarray(round_f64(np.float64(value), dtype.np))

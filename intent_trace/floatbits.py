@@ -7,6 +7,8 @@ rounds once, as the numerics chapter (T3) requires.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 _NARROW = ("f16", "bf16", "e4m3", "e2m1", "e8m0")
@@ -34,28 +36,48 @@ def round_f64(x, target: np.dtype) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
     if target == np.float64:
         return x.copy()
-    if target in (np.dtype(np.float32), np.dtype(np.float16)):
-        return x.astype(target)  # NumPy converts double -> float/half directly, RNE
-    return f64_to_f32_round_to_odd(x).astype(target)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if target in (np.dtype(np.float32), np.dtype(np.float16)):
+            return x.astype(target)  # NumPy converts double -> float/half directly, RNE
+        return f64_to_f32_round_to_odd(x).astype(target)
+
+
+def int_to_f64_round_to_odd(v: int) -> float:
+    """A Python int -> float64, exact below 2^53 and rounded to odd above (for one later rounding)."""
+    mag = abs(v)
+    if mag < 2**53:
+        return float(v)
+    if mag.bit_length() > 1024:
+        return math.copysign(math.inf, v)
+    shift = mag.bit_length() - 53
+    q = (mag >> shift) | int(mag & ((1 << shift) - 1) != 0)
+    return math.ldexp(float(q), shift) * (1 if v >= 0 else -1)
 
 
 def round_int(x, target: np.dtype) -> np.ndarray:
     """Integers -> float ``target``, RNE once (int64 -> float64 alone may already round)."""
     target = np.dtype(target)
     x = np.asarray(x)
-    if target in (np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.float16)) and x.dtype != np.uint64:
+    if target == np.dtype(np.float64) or \
+            (target in (np.dtype(np.float32), np.dtype(np.float16)) and x.dtype != np.uint64):
         return x.astype(target)  # C conversions, correctly rounded
     wide = x.astype(np.float64)
     big = np.abs(wide) >= 2.0**53
     if not np.any(big):
         return round_f64(wide, target)
-    # Round-to-odd to 53 bits in exact integer arithmetic, then round once more.
     flat = x.reshape(-1)
     out = wide.reshape(-1).copy()
     for k in np.flatnonzero(big.reshape(-1)):
-        v = int(flat[k])
-        mag = abs(v)
-        shift = mag.bit_length() - 53
-        q = (mag >> shift) | int(mag & ((1 << shift) - 1) != 0)
-        out[k] = float(q << shift) * (1 if v >= 0 else -1)
+        out[k] = int_to_f64_round_to_odd(int(flat[k]))
     return round_f64(out.reshape(x.shape), target)
+
+
+def round_python_int(v: int, target: np.dtype) -> np.ndarray:
+    """A Python int of any size -> float ``target``, RNE once."""
+    target = np.dtype(target)
+    if target == np.dtype(np.float64):
+        try:
+            return np.asarray(float(v))  # Python's int -> float is correctly rounded
+        except OverflowError:
+            return np.asarray(math.copysign(math.inf, v))
+    return round_f64(np.float64(int_to_f64_round_to_odd(v)), target)

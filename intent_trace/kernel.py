@@ -9,7 +9,7 @@ import types as pytypes
 import numpy as np
 
 from . import types as T
-from .errors import TraceError, TraceTypeError, TraceValueError
+from .errors import TraceTypeError, TraceValueError
 from .graph.validate import validate
 from .graph.values import KernelGraph, Param, SourceLoc, Var
 from .params import ConstexprSpec, Enum, ViewSpec
@@ -114,7 +114,7 @@ class Kernel:
         from .compiler import DEFAULT_TARGET, compile as compile_kernel
 
         if context.tracing():
-            raise TraceError(f"kernel {self.name} launched inside a traced kernel; call an @intent.fn helper "
+            raise TraceTypeError(f"kernel {self.name} launched inside a traced kernel; call an @intent.fn helper "
                              f"instead (a kernel never launches another)", where=context.current().where())
         target = target or DEFAULT_TARGET
         key = (target, self.bind_constexprs(constexprs))
@@ -166,7 +166,7 @@ def _trace_kernel(kernel: Kernel, constexprs: tuple) -> KernelGraph:
             raise TraceTypeError(f"kernel {kernel.name} returned a value; kernels return nothing and write their "
                                  f"results into Out/InOut views", where=repr(loc))
     if trace.scope is not trace.root:
-        raise TraceError(f"kernel {kernel.name}: a traced region was left open", where=repr(loc))
+        raise TraceValueError(f"kernel {kernel.name}: a traced region was left open", where=repr(loc))
     body = trace.root.close()
     graph = KernelGraph(kernel.name, tuple(params), tuple(extents), body, constexprs, loc)
     if _VALIDATE:
@@ -184,7 +184,18 @@ def _raise_pending(trace) -> None:
 
 
 _IMMUTABLE = (int, float, bool, str, bytes, complex, type(None), T.DType, Enum, frozenset, range, pytypes.ModuleType,
-              pytypes.FunctionType, pytypes.BuiltinFunctionType, type, np.generic)
+              pytypes.FunctionType, pytypes.BuiltinFunctionType, type, np.generic, type(Ellipsis), slice,
+              pytypes.MethodType)
+
+
+def _frozen_instance(value) -> bool:
+    """Instances of frozen attrs classes or frozen dataclasses (language objects such as I.In specs)."""
+    cls = type(value)
+    attrs_fields = getattr(cls, "__attrs_attrs__", None)
+    if attrs_fields is not None:
+        return cls.__setattr__ is not object.__setattr__
+    params = getattr(cls, "__dataclass_params__", None)
+    return bool(params is not None and params.frozen)
 
 
 def _check_capture(helper: str, name: str, value, trace) -> None:
@@ -196,11 +207,21 @@ def _check_capture(helper: str, name: str, value, trace) -> None:
         for v in value:
             _check_capture(helper, name, v, trace)
         return
-    if isinstance(value, (Helper, Kernel, functools.partial)) or isinstance(value, _IMMUTABLE):
+    if isinstance(value, (Helper, Kernel, functools.partial)) or isinstance(value, _IMMUTABLE) or \
+            _frozen_instance(value):
         return
     raise TraceValueError(f"helper {helper} captures `{name}` ({type(value).__name__}), which is mutable; only "
                           f"immutable constexpr values may be captured (pass it as a parameter or make it a tuple)",
                           where=trace.where())
+
+
+def _global_names(code) -> set:
+    """Names a code object (and the functions, lambdas and comprehensions nested in it) loads globally."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, pytypes.CodeType):
+            names |= _global_names(const)
+    return names
 
 
 class Helper:
@@ -213,22 +234,18 @@ class Helper:
         self.fn = fn
         self.name = getattr(fn, "__name__", "helper")
         self.signature = inspect.signature(fn)
+        self._global_names = None
 
     def __call__(self, *args, **kwargs):
         if not context.tracing():
-            raise TraceError(f"helper {self.name} can only be called while tracing a kernel")
+            raise TraceTypeError(f"helper {self.name} can only be called while tracing a kernel")
         trace = context.current()
         if self in trace.helper_fns:
             chain = " -> ".join(h.name for h in trace.helper_fns[trace.helper_fns.index(self):])
-            raise TraceError(f"recursive helper call ({chain} -> {self.name}); helpers cannot recurse", where=trace.where())
+            raise TraceValueError(f"recursive helper call ({chain} -> {self.name}); helpers cannot recurse", where=trace.where())
         code = getattr(self.fn, "__code__", None)
-        if code is not None and self.fn.__closure__:
-            for name, cell in zip(code.co_freevars, self.fn.__closure__):
-                try:
-                    value = cell.cell_contents
-                except ValueError:  # not yet bound
-                    continue
-                _check_capture(self.name, name, value, trace)
+        if code is not None:
+            self._check_captures(code, trace)
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as e:
@@ -241,6 +258,22 @@ class Helper:
         finally:
             trace.helpers.pop()
             trace.helper_fns.pop()
+
+    def _check_captures(self, code, trace) -> None:
+        """Lexical captures (closure cells and module globals the body names) must be immutable constexprs."""
+        if self.fn.__closure__:
+            for name, cell in zip(code.co_freevars, self.fn.__closure__):
+                try:
+                    value = cell.cell_contents
+                except ValueError:  # not yet bound
+                    continue
+                _check_capture(self.name, name, value, trace)
+        if self._global_names is None:
+            self._global_names = tuple(sorted(_global_names(code)))
+        module = self.fn.__globals__
+        for name in self._global_names:
+            if name in module:
+                _check_capture(self.name, name, module[name], trace)
 
     def __repr__(self) -> str:
         return f"<intent.fn {self.name}>"

@@ -111,19 +111,20 @@ def _dtype_named(name: str) -> "DType":
 class Dim:
     """A dynamic extent with identity.
 
-    ``name`` is the user's extent name for parameter extents; derived extents (a domain's
-    length, a runtime shape value) have no name and print through ``origin``, the KIR value
-    that defines them.
+    ``name`` is the user's extent name for parameter extents. Derived extents (a domain's length,
+    a runtime shape value) have no name: the printer names them through ``origin``, the KIR value
+    that defines them, and error messages use ``label``, which says where the extent came from.
     """
 
-    __slots__ = ("name", "origin")
+    __slots__ = ("name", "origin", "label")
 
-    def __init__(self, name: str | None = None, origin=None):
+    def __init__(self, name: str | None = None, origin=None, label: str | None = None):
         self.name = name
         self.origin = origin
+        self.label = label
 
     def __repr__(self) -> str:
-        return self.name or f"Dim@{id(self):x}"
+        return self.name or self.label or f"Dim@{id(self):x}"
 
 
 Extent = Union[int, Dim]

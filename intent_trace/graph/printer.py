@@ -6,6 +6,7 @@ the coordinate provenance of index values in ``⟨...⟩`` and the user's source
 """
 from __future__ import annotations
 
+import enum
 import html
 
 from .. import types as T
@@ -76,6 +77,14 @@ def _decl(namer: _Namer, var: Var) -> str:
     return text
 
 
+def _result_decl(namer: _Namer, var) -> str:
+    name = namer.define(var)
+    t = var.type
+    if isinstance(t, T.DomainType) and isinstance(t.extent, T.Dim) and t.extent.origin is var:
+        return f"{name}: domain[runtime]"  # its extent is |name| wherever it is used
+    return f"{name}: {t!r}"
+
+
 def _format_node(namer: _Namer, node, indent: str, lines: list) -> None:
     op = node.op
     args = [_operand(x) for x in node.inputs]
@@ -88,11 +97,11 @@ def _format_node(namer: _Namer, node, indent: str, lines: list) -> None:
         idx = ", ".join(":" if k == "all" else next(it) for k in kinds)
         body = f"read {view}[{idx}]" if op.name == "read" else f"write {view}[{idx}] = {value}"
     else:
-        shown = [(k, v) for k, v in node.attrs if k not in ("type", "types")]
+        shown = [(k, v) for k, v in node.attrs if k not in ("type", "types") and not (k == "extents" and not v)]
         body = op.name + (" " + ", ".join(args) if args else "")
         if shown:
             body += " {" + ", ".join(f"{k}={_attr_value(v)}" for k, v in shown) + "}"
-    outs = ", ".join(f"{namer.define(v)}: {v.type!r}" for v in node.outputs)
+    outs = ", ".join(_result_decl(namer, v) for v in node.outputs)
     line = f"{indent}{outs} = {body}" if outs else f"{indent}{body}"
     provenance = [v.provenance for v in node.outputs if v.provenance is not None]
     if provenance:
@@ -120,6 +129,12 @@ def _format_region(namer: _Namer, region: Region, indent: str, lines: list) -> N
         lines.append(f"{indent}yield " + ", ".join(_operand(r) for r in region.results))
 
 
+def _constexpr(v) -> str:
+    if isinstance(v, enum.Enum):
+        return f"{type(v).__name__}.{v.name}"
+    return repr(v)
+
+
 def format_graph(graph: KernelGraph) -> str:
     namer = _Namer(graph)
     _names.append(namer)
@@ -130,7 +145,7 @@ def format_graph(graph: KernelGraph) -> str:
         if graph.extents:
             lines.append("  extents " + ", ".join(e.hint for e in graph.extents) + ": index")
         if graph.constexprs:
-            lines.append("  constexprs " + ", ".join(f"{k}={v!r}" for k, v in graph.constexprs))
+            lines.append("  constexprs " + ", ".join(f"{k}={_constexpr(v)}" for k, v in graph.constexprs))
         lines.append("{")
         _format_region(namer, graph.body, "  ", lines)
         lines.append("}")

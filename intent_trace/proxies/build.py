@@ -13,7 +13,7 @@ from numbers import Integral, Real
 import numpy as np
 
 from .. import types as T
-from ..floatbits import round_f64, round_int
+from ..floatbits import round_f64, round_python_int
 from ..graph import ops
 from ..graph.provenance import AxisPos, BinExpr, Const, Ref, simplify_add, through_arith, through_axes
 from ..graph.values import Literal, Var
@@ -49,8 +49,7 @@ def make_literal(value, dtype: T.DType, role: str = "literal") -> Literal:
         return Literal(v, T.ScalarType(dtype))
     if dtype.is_float:
         if isinstance(value, (Integral, np.integer)):
-            stored = round_int(np.array(int(value)) if abs(int(value)) < 2**63 else np.array(float(value)),
-                               dtype.np)
+            stored = round_python_int(int(value), dtype.np)
         else:
             stored = round_f64(np.float64(value), dtype.np)
         if np.isinf(stored) and math.isfinite(float(value)):
@@ -323,7 +322,7 @@ def extent_operand(x, role: str):
         v = x._var
         if v.extent is not None:
             return v.extent, None
-        return T.Dim(origin=v), v
+        return current().value_dim(v), v
     fail(f"{role} must be an integer or a traced integer scalar (for example x.shape[0]), got "
          f"{getattr(x, 'type', type(x).__name__)!r}", "type")
 
@@ -530,9 +529,9 @@ def _check_static_range(start, stop, extent) -> None:
 def _range_extent(start, stop, extent):
     if start.__class__ is Literal and stop.__class__ is Literal:
         return max(0, stop.value - start.value)
-    if start.__class__ is Literal and start.value == 0 and stop.__class__ is Var and stop.extent is not None:
-        return stop.extent
-    return T.Dim()
+    if start.__class__ is Literal and start.value == 0 and stop.__class__ is Var:
+        return stop.extent if stop.extent is not None else current().value_dim(stop)
+    return T.Dim(label=f"the length of the slice at {current().location()}")
 
 
 # --- aggregates -----------------------------------------------------------------------------
@@ -552,8 +551,15 @@ def record(**fields):
         names.append(name)
         vars_.append(pack(value, f"record field {name!r}"))
     t = T.RecordType(tuple((n, v.type) for n, v in zip(names, vars_)))
-    (out,) = current().emit(ops.record, tuple(vars_), (("type", t),), types=(t,))
+    trace = current()
+    (out,) = trace.emit(ops.record, tuple(vars_), (("type", t),), types=(t,))
+    trace.aggregate_parts[out] = tuple(vars_)
     return RecordProxy(out)
+
+
+def _part_provenance(trace, aggregate: Var, i: int):
+    parts = trace.aggregate_parts.get(aggregate)
+    return parts[i].provenance if parts is not None else None
 
 
 def record_field(r: RecordProxy, name: str):
@@ -561,7 +567,9 @@ def record_field(r: RecordProxy, name: str):
     if name not in t.names:
         fail(f"record {t!r} has no field {name!r}; fields: {', '.join(t.names)}", "value")
     ft = t.field_type(name)
-    (out,) = current().emit(ops.field, (r._var,), (("name", name), ("type", ft)), types=(ft,))
+    trace = current()
+    rel = _part_provenance(trace, r._var, t.names.index(name))
+    (out,) = trace.emit(ops.field, (r._var,), (("name", name), ("type", ft)), types=(ft,), provenance=rel)
     return wrap(out)
 
 
@@ -572,7 +580,9 @@ def pack(value, role: str) -> Var:
     if isinstance(value, tuple):
         items = tuple(pack(v, f"{role} item {i}") for i, v in enumerate(value))
         t = T.TupleType(tuple(v.type for v in items))
-        (out,) = current().emit(ops.tuple, items, (("type", t),), types=(t,))
+        trace = current()
+        (out,) = trace.emit(ops.tuple, items, (("type", t),), types=(t,))
+        trace.aggregate_parts[out] = items
         return out
     if is_py_number(value):
         fail(f"{role} is a Python number and has no dtype; write I.cast({value!r}, I.f32) (or the dtype you mean)",
@@ -586,13 +596,10 @@ def unpack_tuple(var: Var) -> tuple:
     trace = current()
     out = []
     for i, t in enumerate(var.type.items):
-        (v,) = trace.emit(ops.get, (var,), (("index", i), ("type", t)), types=(t,))
+        rel = _part_provenance(trace, var, i)
+        (v,) = trace.emit(ops.get, (var,), (("index", i), ("type", t)), types=(t,), provenance=rel)
         out.append(wrap(v))
     return tuple(out)
-
-
-def value_schema(value) -> T.Type:
-    return pack(value, "value").type
 
 
 __all__ = ["binary", "unary", "elementwise", "select", "convert", "constant", "full", "reshape", "transpose", "join",

@@ -51,6 +51,8 @@ class Trace:
         self.helpers: list = []  # names of helpers being traced (innermost last)
         self.helper_fns: list = []
         self.dim_vars: dict = {}  # Dim -> the index Var holding its value (kernel extents)
+        self.value_dims: dict = {}  # index Var -> the Dim it gives when used as an extent (one per value)
+        self.aggregate_parts: dict = {}  # tuple/record Var -> its component Vars (provenance of selections)
         self.written_views: set = set()  # view Vars with a traced write (Out read-before-write check)
         self.pending_error = None  # set when Python `break` leaves a traced loop body
         self._loc_cache: dict = {}
@@ -87,7 +89,7 @@ class Trace:
 
     def close(self, scope: Scope, results=()) -> Region:
         if self.scope is not scope:
-            raise TraceError("internal: regions closed out of order", where=self.where())
+            raise TraceValueError("internal: regions closed out of order", where=self.where())
         for r in results:
             self.check_visible(r)
         self.scope = scope.parent
@@ -169,6 +171,18 @@ class Trace:
                 raise type(e)(e.bare_message, where=self.where()) from None
             raise
 
+    def value_dim(self, var: Var):
+        """The extent a runtime index value stands for: one Dim per value, so two shapes built from
+        the same value have provably equal extents."""
+        dim = self.value_dims.get(var)
+        if dim is None:
+            from ..types import Dim
+
+            label = f"the extent {var.hint}" if var.hint else f"the runtime extent used at {self.location()}"
+            dim = Dim(origin=var, label=label)
+            self.value_dims[var] = dim
+        return dim
+
     def where(self) -> str:
         loc = self.location()
         if loc is None:
@@ -184,7 +198,7 @@ _INFERRED: dict = {}
 
 def current() -> Trace:
     if not _current:
-        raise TraceError("intent_trace operations can only be used while tracing a kernel "
+        raise TraceTypeError("intent_trace operations can only be used while tracing a kernel "
                          "(inside an @intent.kernel function or an @intent.fn helper it calls)")
     return _current[-1]
 

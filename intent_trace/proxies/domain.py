@@ -62,10 +62,10 @@ def domain(begin, end=None, step=1) -> DomainProxy:
     sb, se, ss = _static(b), _static(e), _static(s)
     if sb is not None and se is not None and ss is not None:
         extent = len(range(sb, se, ss))
-    elif sb == 0 and ss == 1 and e.__class__ is Var and e.extent is not None:
-        extent = e.extent
+    elif sb == 0 and ss == 1 and e.__class__ is Var:
+        extent = e.extent if e.extent is not None else current().value_dim(e)
     else:
-        extent = T.Dim()
+        extent = T.Dim(label=f"the length of the domain at {current().location()}")
     t = T.DomainType(extent)
     (out,) = current().emit(ops.domain, (b, e, s), (("type", t),), types=(t,))
     if isinstance(extent, T.Dim) and extent.origin is None and extent.name is None:
@@ -90,10 +90,10 @@ def subregion(parent: DomainProxy, begin, end, step=None) -> DomainProxy:
         fail(f"subregion end {se} is past the parent's extent {pext} (subregions never clamp)", "value")
     if sb is not None and se is not None:
         extent = max(0, se - sb)
-    elif sb == 0 and e.__class__ is Var and e.extent is not None:
-        extent = e.extent
+    elif sb == 0 and e.__class__ is Var:
+        extent = e.extent if e.extent is not None else current().value_dim(e)
     else:
-        extent = T.Dim()
+        extent = T.Dim(label=f"the length of the subregion at {current().location()}")
     root, member = root_of(pvar)
     shifted = substitute(member, lambda x: simplify_add(AxisPos(0), _operand_expr(b)) if isinstance(x, AxisPos) else None)
     rel = IndexRelation("subregion", root, 0, shifted)

@@ -27,11 +27,12 @@ from .values import Aggregate, Array, Domain, Lazy, Scalar, View
 class ErrorSite:
     """What the executable needs to raise the right exception for an ``err`` code."""
 
-    __slots__ = ("exception", "message")
+    __slots__ = ("exception", "message", "note")
 
-    def __init__(self, exception: type, message: str):
+    def __init__(self, exception: type, message: str, note: str = ""):
         self.exception = exception
-        self.message = message  # may use {coord} and {extent}
+        self.message = message  # formats {0}, {1}, {2}: the values recorded with the error
+        self.note = note
 
 
 class NumbaEmitter(Interpreter):
@@ -54,6 +55,7 @@ class NumbaEmitter(Interpreter):
         self.loop_depth = 0
         self.uses_prange = False
         self.loop_stack: list = []  # (kind, carry leaf names) of enclosing KIR loops
+        self.node = None  # the node being emitted (error sites name its source line)
 
     # -- text ------------------------------------------------------------------------------------
     def fresh(self, prefix: str = "v") -> str:
@@ -99,22 +101,33 @@ class NumbaEmitter(Interpreter):
         return Scalar(self.constant(lit.value, lit.type.dtype))
 
     def extent(self, e) -> str:
-        return str(e) if isinstance(e, int) else self.dim_names[e]
+        if isinstance(e, int):
+            return str(e)
+        name = self.dim_names.get(e)
+        if name is None:
+            # An extent given by a runtime value: computed from that value wherever it is needed
+            # (the value is in scope wherever a type mentions the extent).
+            value = self.env.get(e.origin)
+            if not isinstance(value, Scalar):
+                raise KeyError(f"internal: extent {e!r} has no runtime value here")
+            name = f"max(0, np.int64({value.expr}))"
+        return name
 
     # -- errors ----------------------------------------------------------------------------------
-    def error_exit(self, site: ErrorSite, coord: str = "0", extent: str = "0") -> None:
+    def error_exit(self, site: ErrorSite, *values: str) -> None:
+        if self.node is not None and self.node.loc is not None:
+            site.note = f"in op `{self.node.op.name}` at {self.node.loc!r}"
         self.error_sites.append(site)
-        code = len(self.error_sites)
-        self.line(f"err[0] = {code}")
-        self.line(f"err[1] = np.int64({coord})")
-        self.line(f"err[2] = np.int64({extent})")
+        self.line(f"err[0] = {len(self.error_sites)}")
+        for k, v in enumerate(values[:3]):
+            self.line(f"err[{k + 1}] = np.int64({v})")
         self.line("continue" if self.prange_depth else "return")
 
-    def check(self, bad: str, site: ErrorSite, coord: str = "0", extent: str = "0") -> None:
+    def check(self, bad: str, site: ErrorSite, *values: str) -> None:
         if not self.checks:
             return
         with self.block(f"if {bad}:"):
-            self.error_exit(site, coord, extent)
+            self.error_exit(site, *values)
 
     # -- values ----------------------------------------------------------------------------------
     def elem(self, value, idx) -> str:
@@ -122,7 +135,7 @@ class NumbaEmitter(Interpreter):
         if isinstance(value, Scalar):
             return value.expr
         if isinstance(value, Array):
-            return f"{value.name}[{', '.join(idx)}]" if idx else f"{value.name}[()]"
+            return f"{value.name}[{', '.join(idx)}]"
         return value.elem(idx)
 
     @contextlib.contextmanager
@@ -150,13 +163,15 @@ class NumbaEmitter(Interpreter):
     def materialize(self, value, t: T.Type):
         if not isinstance(value, Lazy):
             return value
-        name = self.fresh("a")
         shape = value.shape
+        if not shape:  # rank 0: a scalar local (Numba's parfors mishandle 0-d arrays)
+            return Scalar(value.elem([]))
+        name = self.fresh("a")
         dims = "(" + "".join(f"{s}, " for s in shape) + ")"
         self.line(f"{name} = np.empty({dims}, dtype={np_type(t.dtype)})")
         with self.loop_nest(shape, parallel=True) as idx:
             v = value.elem(idx)
-            self.line(f"{name}[{', '.join(idx) if idx else '()'}] = {v}")
+            self.line(f"{name}[{', '.join(idx)}] = {v}")
         return Array(name, shape)
 
     def bind_dims(self, var: Var, value) -> None:
@@ -167,7 +182,11 @@ class NumbaEmitter(Interpreter):
                     self.dim_names[e] = s
 
     def run_node(self, node):
-        super().run_node(node)
+        outer, self.node = self.node, node
+        try:
+            super().run_node(node)
+        finally:
+            self.node = outer
         for v in node.outputs:
             value = self.env[v]
             if isinstance(value, Lazy) and v not in self.fused:
@@ -189,7 +208,7 @@ class NumbaEmitter(Interpreter):
             items = t.items if isinstance(t, T.TupleType) else [ft for _, ft in t.fields]
             return Aggregate(tuple(self.rebuild(names, it) for it in items))
         name = names.pop(0)
-        if isinstance(t, T.TensorType):
+        if isinstance(t, T.TensorType) and t.rank:
             return Array(name, tuple(f"{name}.shape[{k}]" for k in range(t.rank)))
         return Scalar(name)
 

@@ -158,7 +158,7 @@ def f2i(x, lo, hi):
     """Float -> signed integer: truncate, saturate, NaN -> 0 (returns int64; the caller narrows)."""
     if x != x:
         return np.int64(0)
-    t = math.trunc(np.float64(x)) if math.isfinite(x) else np.float64(x)
+    t = np.trunc(np.float64(x))
     if t <= np.float64(lo):
         return np.int64(lo)
     if t >= np.float64(hi):
@@ -170,7 +170,7 @@ def f2i(x, lo, hi):
 def f2u(x, hi):
     if x != x:
         return np.uint64(0)
-    t = math.trunc(np.float64(x)) if math.isfinite(x) else np.float64(x)
+    t = np.trunc(np.float64(x))
     if t <= 0.0:
         return np.uint64(0)
     if t >= np.float64(hi):

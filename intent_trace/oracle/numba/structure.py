@@ -13,18 +13,22 @@ def _shape(em, t) -> tuple:
     return tuple(em.extent(e) for e in t.shape)
 
 
+def _atom(x: str) -> str:
+    return x if x.replace("_", "").isalnum() or x.startswith("(") and x.endswith(")") else f"({x})"
+
+
 def _mul(a: str, b: str) -> str:
     if a == "0" or b == "0":
         return "0"
     if a == "1":
         return b
-    return a if b == "1" else f"{a} * {b}"
+    return a if b == "1" else f"{_atom(a)} * {_atom(b)}"
 
 
 def _add(a: str, b: str) -> str:
     if a == "0":
         return b
-    return a if b == "0" else f"{a} + {b}"
+    return a if b == "0" else f"({a} + {b})"
 
 
 # --- shapes -----------------------------------------------------------------------------------------
@@ -51,7 +55,7 @@ def _fresh_extents(em, node, operands):
     t = node.attr("type")
     for axis, value in zip(node.attr("extents"), operands):
         n = em.assign(f"np.int64({value.expr})", "n")
-        em.check(f"{n} < 0", ErrorSite(ValueError, f"extent {{coord}} (axis {axis}) is negative"), n)
+        em.check(f"{n} < 0", ErrorSite(ValueError, f"extent {{0}} (axis {axis}) is negative"), n)
         em.dim_names[t.shape[axis]] = n
     return _shape(em, t)
 
@@ -74,10 +78,11 @@ def _product(shape) -> str:
 def _reshape(em, node, args):
     x = args[0]
     new = _fresh_extents(em, node, args[1:])
-    old = _shape(em, node.inputs[0].type)
+    src = node.inputs[0].type
+    old = _shape(em, src) if isinstance(src, T.TensorType) else ()
     if not all(s.isdigit() for s in old + new):
         em.check(f"{_product(old)} != {_product(new)}",
-                 ErrorSite(ValueError, "reshape of {coord} elements into a shape of {extent} elements"),
+                 ErrorSite(ValueError, "reshape of {0} elements into a shape of {1} elements"),
                  _product(old), _product(new))
 
     def elem(idx):
@@ -125,15 +130,15 @@ def _slice(em, node, args):
         elif kind == "range":
             start, stop = next(rest).expr, next(rest).expr
             em.check(f"{start} < 0 or {stop} < 0 or ({stop} > {n} and {stop} > {start})",
-                     ErrorSite(IndexError, f"slice [{{coord}}:{{extent}}] is outside axis {axis} of its tensor "
+                     ErrorSite(IndexError, f"slice [{{0}}:{{1}}] is outside axis {axis} of its tensor "
                                            f"(no clamping)"), start, stop)
             length = em.assign(f"max(0, {stop} - {start})", "n")
             offsets.append(("range", start))
             shape.append(length)
         else:
             p = next(rest).expr
-            em.check(f"{p} < 0 or {p} >= {n}", ErrorSite(IndexError, f"index {{coord}} is outside axis {axis} of "
-                                                                     f"extent {{extent}}"), p, n)
+            em.check(f"{p} < 0 or {p} >= {n}", ErrorSite(IndexError, f"index {{0}} is outside axis {axis} of "
+                                                                     f"extent {{1}}"), p, n)
             offsets.append(("point", p))
 
     def elem(idx):
@@ -190,7 +195,7 @@ def _domain(em, node, args):
     else:
         start, step = em.assign(f"np.int64({b})", "s"), em.assign(f"np.int64({s})", "s")
         if not isinstance(node.inputs[2], Literal):
-            em.check(f"{step} <= 0", ErrorSite(ValueError, "domain step must be positive, got {coord}"), step)
+            em.check(f"{step} <= 0", ErrorSite(ValueError, "domain step must be positive, got {0}"), step)
     end = f"np.int64({e})"
     length = em.assign(f"max(0, {end})" if static_unit else f"max(0, ({end} - {start} + {step} - 1) // {step})", "n")
     ext = node.outputs[0].type.extent
@@ -202,10 +207,10 @@ def _domain(em, node, args):
 @rule("subregion")
 def _subregion(em, node, args):
     parent, b, e = args[0], args[1].expr, args[2].expr
-    em.check(f"{b} < 0 or {e} < 0", ErrorSite(IndexError, "subregion [{coord}:{extent}] has a negative bound"), b, e)
+    em.check(f"{b} < 0 or {e} < 0", ErrorSite(IndexError, "subregion [{0}:{1}] has a negative bound"), b, e)
     em.check(f"{e} > {b} and {e} > {parent.length}",
-             ErrorSite(IndexError, "subregion [{coord}:{extent}] ends past its parent's extent (subregions never "
-                                   "clamp)"), b, e)
+             ErrorSite(IndexError, "subregion [{0}:{1}] ends past its parent's extent {2} (subregions never "
+                                   "clamp)"), b, e, parent.length)
     start = em.assign(_add(parent.start, _mul(f"np.int64({b})", parent.step)), "s")
     length = em.assign(f"max(0, np.int64({e}) - np.int64({b}))", "n")
     ext = node.outputs[0].type.extent
@@ -271,8 +276,8 @@ def _index_plan(em, node, view: View, entries):
     shape, plan = [], []
     for axis, kind in enumerate(kinds):
         n = view.shape[axis]
-        site = ErrorSite(IndexError, f"{view.label}: coordinate {{coord}} on axis {axis} is outside its extent "
-                                     f"{{extent}}")
+        site = ErrorSite(IndexError, f"{view.label}: coordinate {{0}} on axis {axis} is outside its extent "
+                                     f"{{1}}")
         if kind == "all":
             shape.append(n)
             plan.append(("all", None))

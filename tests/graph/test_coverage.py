@@ -1,0 +1,204 @@
+"""Coverage of the op registry: every op has a generic rule and a printed form; every surface spelling
+builds the registered op it names."""
+
+import re
+
+import pytest
+
+import intent_trace as intent
+from intent_trace import I
+from intent_trace.graph import ops, surface
+from intent_trace.oracle.generic import RULES
+from intent_trace.proxies.values import ValueProxy
+
+
+# --- the registry and the generic rule table -------------------------------------------------------------
+
+def test_coverage_every_op_has_a_generic_rule():
+    missing = sorted(name for name, op in ops.REGISTRY.items() if op not in RULES)
+    assert not missing, f"ops without a generic rule: {missing}"
+
+
+def test_coverage_generic_rules_are_registered_ops():
+    stray = [op for op in RULES if ops.REGISTRY.get(op.name) is not op]
+    assert not stray
+
+
+def test_coverage_registry_names_match_op_names():
+    assert all(op.name == name for name, op in ops.REGISTRY.items())
+
+
+# --- surface spellings -------------------------------------------------------------------------------------
+
+def test_coverage_every_dunder_maps_to_a_registered_op():
+    for dunder, (opname, _) in surface.BINARY_DUNDERS.items():
+        assert opname in ops.REGISTRY, dunder
+        assert hasattr(ValueProxy, dunder), dunder
+    for dunder, opname in surface.UNARY_DUNDERS.items():
+        assert opname in ops.REGISTRY, dunder
+        assert hasattr(ValueProxy, dunder), dunder
+
+
+def test_coverage_every_shorthand_maps_to_a_registered_op_and_exists():
+    for name, opname in surface.SHORTHANDS.items():
+        assert opname in ops.REGISTRY, name
+        assert callable(getattr(I, name, None)), f"I.{name} is listed in the surface table but missing"
+
+
+def _dtype_for(opname: str):
+    cls = ops.REGISTRY[opname].dtypes
+    return I.i32 if cls in ("int", "int_or_bool") else I.f32
+
+
+def _emitted_by(build, dtype):
+    """Trace ``build(value, other)`` on scalars of ``dtype``; return the nodes it added."""
+
+    @intent.kernel
+    def k(x: I.In[dtype, ("N",)], y: I.In[dtype, ("N",)]):
+        build(x[0], y[0])
+
+    g = k.trace()
+    nodes = list(g.walk())
+    return nodes[2:], g  # skip the two reads
+
+
+@pytest.mark.parametrize("dunder", sorted(surface.BINARY_DUNDERS))
+def test_coverage_binary_dunder_builds_its_op(dunder):
+    opname, reflected = surface.BINARY_DUNDERS[dunder]
+    dtype = _dtype_for(opname)
+    literal = 2 if dtype is I.i32 else 2.0
+    nodes, _ = _emitted_by(lambda v, w: getattr(v, dunder)(literal if reflected else w), dtype)
+    assert [n.op.name for n in nodes] == [opname]
+    (node,) = nodes
+    if reflected:  # `2 - v` puts the literal first
+        assert type(node.inputs[0]).__name__ == "Literal" and node.inputs[0].value == literal
+        assert type(node.inputs[1]).__name__ == "Var"
+
+
+@pytest.mark.parametrize("dunder", sorted(surface.UNARY_DUNDERS))
+def test_coverage_unary_dunder_builds_its_op(dunder):
+    opname = surface.UNARY_DUNDERS[dunder]
+    dtype = I.i32 if opname == "invert" else I.f32
+    nodes, _ = _emitted_by(lambda v, w: getattr(v, dunder)(), dtype)
+    assert [n.op.name for n in nodes] == [opname]
+
+
+# Each value-level shorthand, applied to f32 scalars v, w (control and domain spellings are below).
+_VALUE_SHORTHANDS = {
+    "maximum": lambda v, w: I.maximum(v, w),
+    "minimum": lambda v, w: I.minimum(v, w),
+    "fdiv": lambda v, w: I.fdiv(v, w),
+    "fma": lambda v, w: I.fma(v, w, v),
+    "cast": lambda v, w: I.cast(v, I.f64),
+    "bitcast": lambda v, w: I.bitcast(v, I.i32),
+    "logical_not": lambda v, w: I.logical_not(I.bitcast(v, I.u32)),
+    **{name: (lambda name: lambda v, w: getattr(I, name)(v))(name)
+       for name in ("exp", "log", "log1p", "lgamma", "sin", "asin", "cos", "floor", "erf", "erfc", "i0", "rsqrt",
+                    "sqrt", "sigmoid", "abs", "exp2", "tanh")},
+}
+
+
+@pytest.mark.parametrize("name", sorted(_VALUE_SHORTHANDS))
+def test_coverage_value_shorthand_builds_its_op(name):
+    nodes, _ = _emitted_by(_VALUE_SHORTHANDS[name], I.f32)
+    assert nodes[-1].op.name == surface.SHORTHANDS[name]
+
+
+def test_coverage_structural_shorthands_build_their_ops():
+    g = _shapes.trace()
+    names = {n.op.name for n in g.walk()}
+    for name in ("select", "where", "reshape", "transpose", "full", "zeros", "join", "record", "domain", "indices"):
+        assert surface.SHORTHANDS[name] in names, name
+    g = _control.trace()
+    names = {n.op.name for n in g.walk()}
+    for name in ("parallel", "loop", "while_", "if_", "break_", "continue_"):
+        assert surface.SHORTHANDS[name] in names, name
+
+
+def test_coverage_every_shorthand_is_exercised_here():
+    structural = {"select", "where", "reshape", "transpose", "full", "zeros", "join", "record", "domain", "indices",
+                  "parallel", "loop", "while_", "if_", "break_", "continue_"}
+    assert set(surface.SHORTHANDS) == set(_VALUE_SHORTHANDS) | structural
+
+
+# --- every op prints ---------------------------------------------------------------------------------------------
+
+@intent.kernel
+def _arith(a: I.In[I.f32, ("N",)], b: I.In[I.i32, ("N",)], y: I.Out[I.f32, ("N",)], z: I.Out[I.i32, ("N",)],
+           w: I.Out[I.bool, ("N", 6)]):
+    d = I.domain(0, a.shape[0])
+    for i in I.parallel(d):
+        u, v = a[i], b[i]
+        f = (u + 1.0) - (u * 2.0) / (u ** 2.0)
+        f = I.maximum(f, u) + I.minimum(f, u) + I.fma(u, u, u) + (-u)
+        for name in ("exp", "log", "log1p", "lgamma", "sin", "asin", "cos", "floor", "erf", "erfc", "i0",
+                     "rsqrt", "sqrt", "sigmoid", "abs", "exp2", "tanh"):
+            f = f + getattr(I, name)(u)
+        y[i] = f + I.cast(I.cast(1.5, I.f64), I.f32) + I.bitcast(v, I.f32)
+        z[i] = (v // 3) % 5 + (v & 6) + (v | 1) + (v ^ 2) + (v << 1) + (v >> 1) + (~v)
+        w[i, 0] = u == 0.0
+        w[i, 1] = u != 0.0
+        w[i, 2] = u < 0.0
+        w[i, 3] = u <= 0.0
+        w[i, 4] = u > 0.0
+        w[i, 5] = I.select(u >= 0.0, ~(u > 1.0), u < 2.0)
+
+
+@intent.kernel
+def _shapes(x: I.In[I.f32, ("M", 6)], y: I.Out[I.f32, (6, "M")], p: I.Out[I.f32, ("M", 6, 2)],
+            c: I.Out[I.index, ("K",)], n: I.index):
+    v = x[:, :]
+    t = I.transpose(v + x[0, :])  # a rank broadcast
+    y[:, :] = I.reshape(I.reshape(t, (3, 2, x.shape[0])), (6, x.shape[0]))
+    p[:, :, :] = I.join(v, I.where(v > 0.0, v, I.zeros(x.shape, I.f32)))
+    dn = I.domain(0, n)
+    tail = dn[1:]  # an open end on a derived extent reads it with `dim`
+    idx = I.indices(tail)
+    r = I.record(first=idx[0], whole=idx)
+    c[I.domain(0, c.shape[0])[0:1]] = I.reshape(r.first, (1,))
+    q = I.full((2,), 2.0, I.f32)
+    y[0, 0] = q[1]
+
+
+@intent.kernel
+def _control(x: I.In[I.f32, ("N",)], y: I.InOut[I.f32, ("N",)], s: I.Out[I.f32, (2,)]):
+    d = I.domain(0, x.shape[0])
+    for i in d:
+        I.continue_(when=x[i] == 0.0)
+        I.break_(when=x[i] < 0.0)
+        y[i] = x[i]
+    for i in I.parallel(d):
+        y[i] = y[i] + 1.0
+    total, count = I.loop(d, (I.cast(0.0, I.f32), I.cast(0, I.i32)), lambda i, c: (c[0] + x[i], c[1] + 1))
+    halved = I.while_(lambda v: v > 1.0, lambda v: v * 0.5, total)
+    s[0] = I.if_(count > 0, lambda: halved, lambda: halved * 0.0)
+    s[1] = total
+
+
+_COVERAGE_KERNELS = (_arith, _shapes, _control)
+
+
+def _op_names(graph) -> set:
+    return {n.op.name for n in graph.walk()}
+
+
+def test_coverage_kernels_use_every_registered_op():
+    used = set().union(*(_op_names(k.trace()) for k in _COVERAGE_KERNELS))
+    assert set(ops.REGISTRY) - used == set(), "add a use of these ops to a coverage kernel"
+
+
+@pytest.mark.parametrize("opname", sorted(ops.REGISTRY))
+def test_coverage_every_op_prints(opname):
+    for k in _COVERAGE_KERNELS:
+        g = k.trace()
+        if opname in _op_names(g):
+            break
+    else:
+        pytest.fail(f"no coverage kernel uses {opname}")
+    text = str(g)
+    pattern = rf"^\s*(?:[^#]*?= )?{re.escape(opname)}(?:\s|$)"
+    assert re.search(pattern, text, re.MULTILINE), f"{opname} is not printed:\n{text}"
+    # Every node prints on its own line with the user's source location.
+    count = sum(1 for n in g.walk() if n.op.name == opname)
+    lines = [ln for ln in text.splitlines() if re.match(pattern, ln) and "# test_coverage.py:" in ln]
+    assert len(lines) >= count, f"{opname}: {count} nodes, {len(lines)} printed lines"
