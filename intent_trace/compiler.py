@@ -1,15 +1,20 @@
 """``intent.compile``: pick a target, trace, and build an executable.
 
-Targets register a builder here. A target name that DESIGN.md lists but this build does not
-provide yet raises ValueError saying so; a name nobody knows raises ValueError listing targets.
+Each target lives in its own module, imported the first time it is used (so a program that only
+runs on ``cpu`` never loads the reference interpreter, and the reverse). Importing a target module
+registers its builder. A target that DESIGN.md lists but this build does not provide yet raises
+ValueError saying so; a name nobody knows raises ValueError listing the targets.
 """
 from __future__ import annotations
 
+import importlib
 from typing import Callable
 
 PLANNED_TARGETS = ("generic", "cpu", "tilelang-c", "tilelang-cuda", "tilelang-metal")
+# target -> module that registers it on import
+_TARGET_MODULES = {"generic": "intent_trace.oracle.generic", "cpu": "intent_trace.oracle.numba"}
 _BUILDERS: dict[str, Callable] = {}
-DEFAULT_TARGET = "generic"
+DEFAULT_TARGET = "cpu"
 
 
 def register_target(name: str, builder: Callable) -> None:
@@ -19,29 +24,33 @@ def register_target(name: str, builder: Callable) -> None:
 
 def targets() -> tuple:
     """The targets this build can compile for."""
-    _load_targets()
-    return tuple(_BUILDERS)
+    return tuple(_TARGET_MODULES)
 
 
-def _load_targets() -> None:
-    if not _BUILDERS:
-        from .oracle import generic  # noqa: F401  (registers "generic")
-        from .oracle import numba  # noqa: F401  (registers "cpu")
+def builder_for(target: str) -> Callable:
+    builder = _BUILDERS.get(target)
+    if builder is None:
+        module = _TARGET_MODULES.get(target)
+        if module is None:
+            if target in PLANNED_TARGETS:
+                raise ValueError(f"target {target!r} is not available in this build yet; available: "
+                                 f"{', '.join(_TARGET_MODULES)}")
+            raise ValueError(f"unknown target {target!r}; targets: {', '.join(PLANNED_TARGETS)}")
+        importlib.import_module(module)
+        builder = _BUILDERS[target]
+    return builder
 
 
 def compile(kernel, target: str = DEFAULT_TARGET, **options):
-    """Trace ``kernel`` with the constexprs in ``options`` and build it for ``target``."""
+    """Trace ``kernel`` with the constexprs in ``options`` and build it for ``target``.
+
+    Options that are not constexprs of the kernel go to the target (``checks=False`` on ``cpu``).
+    """
     from .kernel import Kernel
 
     if not isinstance(kernel, Kernel):
         raise TypeError(f"intent.compile takes an @intent.kernel, got {kernel!r}")
-    _load_targets()
-    builder = _BUILDERS.get(target)
-    if builder is None:
-        if target in PLANNED_TARGETS:
-            raise ValueError(f"target {target!r} is not available in this build yet; available: "
-                             f"{', '.join(_BUILDERS)}")
-        raise ValueError(f"unknown target {target!r}; targets: {', '.join(PLANNED_TARGETS)}")
+    builder = builder_for(target)
     constexprs = {k: v for k, v in options.items() if k in kernel.constexpr_params}
     rest = {k: v for k, v in options.items() if k not in constexprs}
     return builder(kernel.trace(**constexprs), **rest)

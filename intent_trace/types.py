@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Union
 
 import attrs
-import ml_dtypes
 import numpy as np
 
 
@@ -85,23 +84,35 @@ e2m1 = DType("e2m1", "mx", 4)
 e4m3 = DType("e4m3", "mx", 8)
 e8m0 = DType("e8m0", "mx", 8)
 
-_NUMPY = {
-    "bool": np.dtype(np.bool_), "i8": np.dtype(np.int8), "i16": np.dtype(np.int16),
-    "i32": np.dtype(np.int32), "i64": np.dtype(np.int64), "u8": np.dtype(np.uint8),
-    "u16": np.dtype(np.uint16), "u32": np.dtype(np.uint32), "u64": np.dtype(np.uint64),
-    "f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16), "f32": np.dtype(np.float32),
-    "f64": np.dtype(np.float64), "index": np.dtype(np.int64),
-    "e2m1": np.dtype(ml_dtypes.float4_e2m1fn), "e4m3": np.dtype(ml_dtypes.float8_e4m3fn),
-    "e8m0": np.dtype(ml_dtypes.float8_e8m0fnu),
+_NUMPY_PLAIN = {
+    "bool": np.bool_, "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64, "u8": np.uint8,
+    "u16": np.uint16, "u32": np.uint32, "u64": np.uint64, "f16": np.float16, "f32": np.float32, "f64": np.float64,
+    "index": np.int64,
 }
+_ML_DTYPES = {"bf16": "bfloat16", "e2m1": "float4_e2m1fn", "e4m3": "float8_e4m3fn", "e8m0": "float8_e8m0fnu"}
+
+
+class _NumpyDtypes(dict):
+    """name -> NumPy dtype; ml_dtypes (bfloat16, float8, float4) is imported on first use."""
+
+    def __missing__(self, name: str) -> np.dtype:
+        if name in _NUMPY_PLAIN:
+            value = np.dtype(_NUMPY_PLAIN[name])
+        else:
+            import ml_dtypes
+
+            value = np.dtype(getattr(ml_dtypes, _ML_DTYPES[name]))
+        self[name] = value
+        return value
+
+
+_NUMPY = _NumpyDtypes()
 
 DTYPES: dict[str, DType] = {
     d.name: d for d in (bool_, i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64, index, e2m1, e4m3, e8m0)
 }
 ARITHMETIC_DTYPES = tuple(d for d in DTYPES.values() if d.kind != "mx")
 
-# Host arrays of these NumPy dtypes may be passed for a view of the given dtype.
-HOST_DTYPE_OF = {np.dtype(v): DTYPES[k] for k, v in _NUMPY.items() if k not in ("index",)}
 
 
 def _dtype_named(name: str) -> "DType":

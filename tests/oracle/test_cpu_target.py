@@ -142,3 +142,15 @@ def test_cpu_on_disk_cache_is_reused_by_a_new_process(tmp_path):
     second = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
     assert first.stdout.split() == ["0", "1"]  # compiled once...
     assert second.stdout.split() == ["1", "0"]  # ...and loaded from disk by the next process
+
+
+def test_cpu_large_calls_use_the_parallel_build_with_identical_results():
+    exe = intent.compile(axpy, target="cpu")
+    assert "def kernel_parallel(" in exe.source
+    n = 1 << 17
+    x = np.arange(n, dtype=np.float32)
+    y_small, y_large = np.ones(8, np.float32), np.ones(n, np.float32)
+    assert exe._pick([x, y_large]) is exe.module.kernel_parallel
+    assert exe._pick([x[:8], y_small]) is exe.module.kernel
+    exe(x, y_large, 0.5)
+    np.testing.assert_array_equal(y_large, x * np.float32(0.5) + np.float32(1))

@@ -1,0 +1,149 @@
+"""The CPU oracle against NumPy, measured side by side in one run. Prints one JSON line.
+
+- fused 4-op elementwise chain over 16M f32 (cpu: one parallel loop, no temporaries);
+- cold compile of a 20-op kernel (fresh on-disk cache), in-process cache hit, and a new process
+  loading the compiled kernel from the on-disk cache (against a process that imports Numba and
+  calls one function from Numba's own cache).
+
+The f32 row-sum with f64 accumulation needs `I.reduce` (structured operations) and is added
+with them.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+import numpy as np
+
+import intent_trace as intent
+from intent_trace import I
+
+
+@intent.kernel
+def chain4(x: I.In[I.f32, ("N",)], y: I.In[I.f32, ("N",)], out: I.Out[I.f32, ("N",)]):
+    d = I.domain(0, x.shape[0])
+    a = x[d]
+    out[d] = I.maximum(a * 1.5 + y[d], a) - 0.25
+
+
+def numpy_chain4(x, y, out):
+    t = x * np.float32(1.5)
+    t += y
+    np.maximum(t, x, out=t)
+    np.subtract(t, np.float32(0.25), out=out)
+
+
+def best(fn, repeat=7) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+KERNEL_20 = textwrap.dedent("""
+    import intent_trace as intent
+    from intent_trace import I
+
+    @intent.kernel
+    def k20(x: I.In[I.f32, ("N",)], y: I.In[I.f32, ("N",)], out: I.Out[I.f32, ("N",)], s: I.f32):
+        d = I.domain(0, x.shape[0])
+        v = x[d]
+        w = y[d]
+        for k in range(6):
+            v = I.maximum(v * s + w, v - 1.0) + 0.5
+        out[d] = v
+""")
+
+
+def new_process_load(cache: str) -> dict:
+    script = KERNEL_20 + textwrap.dedent("""
+        import time, numpy as np
+        t0 = time.perf_counter()
+        exe = intent.compile(k20, target="cpu")
+        x = np.ones(8, np.float32); out = np.zeros(8, np.float32)
+        exe(x, x, out, 2.0)
+        t1 = time.perf_counter()
+        print(t1 - t0, len(exe.function.stats.cache_hits))
+    """)
+    env = dict(os.environ, INTENT_TRACE_CACHE_DIR=cache)
+    subprocess.run([sys.executable, "-c", script], env=env, check=True, capture_output=True)  # warm the disk cache
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", script], env=env, check=True, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    load_s, hits = out.stdout.split()
+    # Numba's own cost in a new process: import it and call one function from its on-disk cache
+    # (this includes Numba's one-time initialisation of its typing and target registries).
+    baseline = textwrap.dedent("""
+        import numba, numpy as np
+        @numba.njit(cache=True)
+        def f(x):
+            return x + 1.0
+        f(np.ones(8, np.float32))
+    """)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "numba_baseline.py")
+        with open(path, "w") as fh:
+            fh.write(baseline)
+        subprocess.run([sys.executable, path], check=True)  # fill Numba's cache
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, path], check=True)
+        numba_baseline = time.perf_counter() - t0
+    return {"compile_and_first_call_s": float(load_s), "disk_cache_hits": int(hits), "process_wall_s": wall,
+            "numba_import_and_cached_call_process_s": numba_baseline}
+
+
+def main() -> None:
+    n = 16 * 1024 * 1024
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(n, dtype=np.float32)
+    y = rng.standard_normal(n, dtype=np.float32)
+    out_np = np.empty_like(x)
+    out_cpu = np.empty_like(x)
+    exe = intent.compile(chain4, target="cpu", checks=False)
+    exe(x, y, out_cpu)
+    numpy_chain4(x, y, out_np)
+    assert np.array_equal(out_np, out_cpu)
+    t_np = best(lambda: numpy_chain4(x, y, out_np))
+    t_cpu = best(lambda: exe(x, y, out_cpu))
+    checked = intent.compile(chain4, target="cpu")
+    t_checked = best(lambda: checked(x, y, out_cpu))
+
+    with tempfile.TemporaryDirectory() as cache:
+        os.environ["INTENT_TRACE_CACHE_DIR"] = cache
+        ns: dict = {}
+        exec(KERNEL_20, ns)
+        k20 = ns["k20"]
+        t0 = time.perf_counter()
+        exe20 = intent.compile(k20, target="cpu")
+        exe20(x[:8], y[:8], out_cpu[:8], 2.0)
+        cold = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        intent.compile(k20, target="cpu")(x[:8], y[:8], out_cpu[:8], 2.0)
+        hit = time.perf_counter() - t0
+        del os.environ["INTENT_TRACE_CACHE_DIR"]
+        disk = new_process_load(cache)
+
+    print(json.dumps({
+        "benchmark": "cpu_oracle",
+        "chain4_16M_f32": {"numpy_ms": round(t_np * 1e3, 2), "cpu_ms": round(t_cpu * 1e3, 2),
+                           "cpu_checked_ms": round(t_checked * 1e3, 2),
+                           "speedup_vs_numpy": round(t_np / t_cpu, 2),
+                           "checked_speedup_vs_numpy": round(t_np / t_checked, 2), "target_speedup": 2.0},
+        "cold_compile_20_op_s": round(cold, 3), "target_cold_compile_s": 1.0,
+        "in_process_cache_hit_ms": round(hit * 1e3, 3), "target_cache_hit_ms": 10.0,
+        "new_process_disk_cache": {k: round(v, 3) if isinstance(v, float) else v for k, v in disk.items()},
+        "new_process_overhead_over_numba_ms": round((disk["process_wall_s"]
+                                                     - disk["numba_import_and_cached_call_process_s"]) * 1e3, 1),
+        "target_overhead_ms": 50.0,
+    }))
+
+
+if __name__ == "__main__":
+    main()
