@@ -148,6 +148,7 @@ def _trace_kernel(kernel: Kernel, constexprs: tuple) -> KernelGraph:
                         ev = Var(T.ScalarType(T.index), extent=dims[e], hint=e)
                         trace.define(ev)
                         trace.dim_vars[dims[e]] = ev
+                        trace.extent_vars.add(ev)
                         extents.append(ev)
                     shape.append(dims[e])
                 else:

@@ -11,6 +11,7 @@ from .params import Constexpr, Enum, In, InOut, Out  # noqa: F401
 from .proxies import build as _b
 from .proxies import control as _control
 from .proxies import domain as _domain
+from .proxies import structured as _structured
 
 # dtypes (T1)
 bool = _T.bool_  # noqa: A001  (I.bool is the intent dtype)
@@ -30,6 +31,13 @@ loop = _control.loop
 while_ = _control.while_
 break_ = _control.break_
 continue_ = _control.continue_
+
+# structured operations (§7, §8)
+reduce = _structured.reduce
+arg_reduce = _structured.arg_reduce
+scan = _structured.scan
+cumsum = _structured.cumsum
+cummax = _structured.cummax
 
 # values
 select = _b.select

@@ -223,6 +223,16 @@ define("continue", "control", None, effects=_CTRL, infer=no_result,
        doc="operands pred, *next carry: end this iteration when pred holds")
 
 
+# Structured operations (spec §7, §8). The combine region is a pure helper: (lhs, rhs, *operands) -> acc.
+define("reduce", "structured", None, attrs=("axes", "types"), regions=1, infer=given_types,
+       doc="operands: source, identity, *combine operands; reduces `axes` of every source component with an "
+           "associative, commutative combine (re-association and re-ordering allowed)")
+define("scan", "structured", None, attrs=("axis", "inclusive", "reverse", "types"), regions=1, infer=given_types,
+       doc="operands: source, identity, *combine operands; prefix combine along `axis` in source order "
+           "(associative only: re-association allowed, re-ordering not); reverse prefixes run from the end, "
+           "still combining in source order (out[k] = x[k] + ... + x[n-1])")
+
+
 def __getattr__(name: str) -> OpDef:  # ops.add, ops.read, ...
     try:
         return REGISTRY[name]

@@ -34,6 +34,8 @@ SHORTHANDS = {
     "full": "full", "zeros": "full", "join": "join", "record": "record", "domain": "domain",
     "indices": "indices", "parallel": "parallel", "loop": "loop", "while_": "while", "if_": "if",
     "break_": "break", "continue_": "continue", "logical_not": "invert",
+    "reduce": "reduce", "reduce.sum": "reduce", "reduce.max": "reduce", "reduce.any": "reduce", "reduce.all": "reduce",
+    "arg_reduce.max": "reduce", "scan": "scan", "cumsum": "scan", "cummax": "scan",
     **{name: name for name in ("exp", "log", "log1p", "lgamma", "sin", "asin", "cos", "floor", "erf", "erfc",
                                "i0", "rsqrt", "sqrt", "sigmoid", "abs", "exp2", "tanh")},
 }

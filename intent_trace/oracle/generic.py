@@ -486,3 +486,6 @@ class GenericExecutable:
 
 
 register_target("generic", lambda graph, **options: GenericExecutable(graph, **options))
+
+
+from . import generic_structured  # noqa: E402,F401  (registers reduce and scan)

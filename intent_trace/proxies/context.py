@@ -20,9 +20,9 @@ _INTERNAL_CODE: dict = {}  # code object -> defined inside this package
 class Scope:
     """An open region being traced."""
 
-    __slots__ = ("kind", "nodes", "params", "parent", "active", "opened_at", "point_deps", "ordered")
+    __slots__ = ("kind", "nodes", "params", "parent", "active", "opened_at", "point_deps", "ordered", "isolated_by")
 
-    def __init__(self, kind: str, parent, opened_at, params=(), point=None):
+    def __init__(self, kind: str, parent, opened_at, params=(), point=None, isolated_by=None):
         self.kind = kind
         self.nodes: list = []
         self.params = tuple(params)
@@ -34,6 +34,9 @@ class Scope:
         if point is not None:
             self.point_deps = {point}
         self.ordered = kind in ("for", "loop", "while_body")
+        # The innermost pure-helper region (a combine, summarize, ...) this scope is part of: values
+        # from outside it are runtime captures, which must be explicit operands (spec §7).
+        self.isolated_by = isolated_by or (parent.isolated_by if parent is not None else None)
 
     def close(self, results=()) -> Region:
         self.active = False
@@ -51,6 +54,7 @@ class Trace:
         self.helpers: list = []  # names of helpers being traced (innermost last)
         self.helper_fns: list = []
         self.dim_vars: dict = {}  # Dim -> the index Var holding its value (kernel extents)
+        self.extent_vars: set = set()  # those Vars: kernel-wide values, visible in every region
         self.value_dims: dict = {}  # index Var -> the Dim it gives when used as an extent (one per value)
         self.aggregate_parts: dict = {}  # tuple/record Var -> its component Vars (provenance of selections)
         self.written_views: set = set()  # view Vars with a traced write (Out read-before-write check)
@@ -80,8 +84,10 @@ class Trace:
         return loc
 
     # -- scopes ----------------------------------------------------------------------------
-    def open(self, kind: str, params=(), point=None) -> Scope:
+    def open(self, kind: str, params=(), point=None, isolated: str | None = None) -> Scope:
         scope = Scope(kind, self.scope, self.location(), params, point)
+        if isolated is not None:
+            scope.isolated_by = (scope, isolated)
         for p in scope.params:
             self.defined_in[p] = scope
         self.scope = scope
@@ -131,11 +137,14 @@ class Trace:
         scope = self.scope
         defined = self.defined_in
         key = [op, attrs]
+        isolated = scope.isolated_by
         for x in inputs:
             if x.__class__ is Var:
                 s = defined.get(x)
                 if s is None or not s.active:
                     self.check_visible(x)
+                if isolated is not None and s.isolated_by is not isolated and x not in self.extent_vars:
+                    self._captured(x, isolated)
                 key.append(x.type)
             else:
                 key.append(x)  # Literals hash by value and type
@@ -162,6 +171,16 @@ class Trace:
 
             _raise_pending(self)
         return outputs
+
+    def _captured(self, x: Var, isolated) -> None:
+        scope, who = isolated
+        s = self.defined_in.get(x)
+        while s is not None and s is not scope:
+            s = s.parent
+        if s is None:
+            raise TraceValueError(f"{who} uses a runtime value from outside it; a pure helper's runtime captures must "
+                                  f"be explicit operands (pass it in operands=... / combine_operands=...)",
+                                  where=self.where())
 
     def _infer(self, op, inputs, attrs) -> tuple:
         try:

@@ -19,6 +19,13 @@ def test_coverage_every_op_has_a_generic_rule():
     assert not missing, f"ops without a generic rule: {missing}"
 
 
+def test_coverage_every_op_has_a_cpu_rule():
+    from intent_trace.oracle.numba.emitter import NumbaEmitter
+
+    missing = sorted(name for name, op in ops.REGISTRY.items() if op not in NumbaEmitter.rules)
+    assert not missing, f"ops without a cpu rule: {missing}"
+
+
 def test_coverage_generic_rules_are_registered_ops():
     stray = [op for op in RULES if ops.REGISTRY.get(op.name) is not op]
     assert not stray
@@ -39,10 +46,17 @@ def test_coverage_every_dunder_maps_to_a_registered_op():
         assert hasattr(ValueProxy, dunder), dunder
 
 
+def _resolve(name: str):
+    obj = I
+    for part in name.split("."):
+        obj = getattr(obj, part, None)
+    return obj
+
+
 def test_coverage_every_shorthand_maps_to_a_registered_op_and_exists():
     for name, opname in surface.SHORTHANDS.items():
         assert opname in ops.REGISTRY, name
-        assert callable(getattr(I, name, None)), f"I.{name} is listed in the surface table but missing"
+        assert callable(_resolve(name)), f"I.{name} is listed in the surface table but missing"
 
 
 def _dtype_for(opname: str):
@@ -115,10 +129,35 @@ def test_coverage_structural_shorthands_build_their_ops():
         assert surface.SHORTHANDS[name] in names, name
 
 
+# Each structured shorthand, applied to a f32[M, N] tensor v; the last node it adds must be its op.
+_STRUCTURED_SHORTHANDS = {
+    "reduce": lambda v: I.reduce(v, axis=0, identity=I.zeros((v.shape[1],), I.f32), combine=lambda a, b: a + b),
+    "reduce.sum": lambda v: I.reduce.sum(v, axis=1),
+    "reduce.max": lambda v: I.reduce.max(v, axis=(0, 1)),
+    "reduce.any": lambda v: I.reduce.any(v > 0.0, axis=0),
+    "reduce.all": lambda v: I.reduce.all(v > 0.0, axis=-1),
+    "arg_reduce.max": lambda v: I.arg_reduce.max(v, axis=1),
+    "scan": lambda v: I.scan(v, axis=1, identity=I.zeros((v.shape[0],), I.f32), combine=lambda a, b: a + b),
+    "cumsum": lambda v: I.cumsum(v, axis=0),
+    "cummax": lambda v: I.cummax(v, axis=1, reverse=True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_STRUCTURED_SHORTHANDS))
+def test_coverage_structured_shorthand_builds_its_op(name):
+    @intent.kernel
+    def k(x: I.In[I.f32, ("M", "N")]):
+        _STRUCTURED_SHORTHANDS[name](x[:, :])
+
+    nodes = [n for n in k.trace().body.nodes]
+    assert nodes[-1].op.name == surface.SHORTHANDS[name] or \
+        (name == "arg_reduce.max" and nodes[-3].op.name == "reduce")
+
+
 def test_coverage_every_shorthand_is_exercised_here():
     structural = {"select", "where", "reshape", "transpose", "full", "zeros", "join", "record", "domain", "indices",
                   "parallel", "loop", "while_", "if_", "break_", "continue_"}
-    assert set(surface.SHORTHANDS) == set(_VALUE_SHORTHANDS) | structural
+    assert set(surface.SHORTHANDS) == set(_VALUE_SHORTHANDS) | structural | set(_STRUCTURED_SHORTHANDS)
 
 
 # --- every op prints ---------------------------------------------------------------------------------------------
@@ -175,7 +214,14 @@ def _control(x: I.In[I.f32, ("N",)], y: I.InOut[I.f32, ("N",)], s: I.Out[I.f32, 
     s[1] = total
 
 
-_COVERAGE_KERNELS = (_arith, _shapes, _control)
+@intent.kernel
+def _structured(x: I.In[I.f32, ("M", "N")], s: I.Out[I.f32, ("M",)], c: I.Out[I.f32, ("M", "N")]):
+    v = x[:, :]
+    s[:] = I.reduce.sum(v, axis=1)
+    c[:, :] = I.cumsum(v, axis=1)
+
+
+_COVERAGE_KERNELS = (_arith, _shapes, _control, _structured)
 
 
 def _op_names(graph) -> set:

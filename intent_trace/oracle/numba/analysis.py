@@ -15,7 +15,7 @@ from ...graph.values import KernelGraph, Region, Var
 FUSING_CONSUMERS = frozenset({
     "add", "sub", "mul", "div", "floordiv", "mod", "pow", "maximum", "minimum", "and_", "or_", "xor", "shl", "shr",
     "eq", "ne", "lt", "le", "gt", "ge", "neg", "invert", "select", "fma", "cast", "bitcast", "broadcast",
-    "reshape", "transpose", "slice", "join", "write", "read",
+    "reshape", "transpose", "slice", "join", "write", "read", "reduce", "scan",
     "exp", "log", "log1p", "lgamma", "sin", "asin", "cos", "floor", "erf", "erfc", "i0", "rsqrt", "sqrt",
     "sigmoid", "abs", "exp2", "tanh",
 })
@@ -31,7 +31,8 @@ def _writes(node) -> set:
     return out
 
 
-ELEMENTWISE = FUSING_CONSUMERS - {"broadcast", "reshape", "transpose", "slice", "join", "write", "read"}
+ELEMENTWISE = FUSING_CONSUMERS - {"broadcast", "reshape", "transpose", "slice", "join", "write", "read", "reduce",
+                                  "scan"}
 
 
 def fusible_values(graph: KernelGraph) -> tuple:

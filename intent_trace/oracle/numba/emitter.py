@@ -56,6 +56,7 @@ class NumbaEmitter(Interpreter):
         self.uses_prange = False
         self.loop_stack: list = []  # (kind, carry leaf names) of enclosing KIR loops
         self.node = None  # the node being emitted (error sites name its source line)
+        self.pointwise = 0  # > 0 while a combine region is inlined per element (tensors stay lazy)
 
     # -- text ------------------------------------------------------------------------------------
     def fresh(self, prefix: str = "v") -> str:
@@ -189,7 +190,7 @@ class NumbaEmitter(Interpreter):
             self.node = outer
         for v in node.outputs:
             value = self.env[v]
-            if isinstance(value, Lazy) and v not in self.fused:
+            if isinstance(value, Lazy) and v not in self.fused and not self.pointwise:
                 value = self.materialize(value, v.type)
                 self.env[v] = value
             self.bind_dims(v, value)
@@ -257,3 +258,4 @@ def _constant(em, node, args):
 
 
 from . import structure  # noqa: E402,F401  (registers the structural and control rules)
+from . import structured  # noqa: E402,F401  (registers reduce and scan)

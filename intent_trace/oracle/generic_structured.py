@@ -1,0 +1,74 @@
+"""Generic rules for the structured operations: reduce and scan (spec §7, §8).
+
+Reduce folds the slices of the reduced axes in order (one valid association of an associative,
+commutative combine); scan folds prefixes in source order. Combines run on whole accumulator
+values, as the spec defines them, through the same interpreter walk as everything else.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import types as T
+from .generic import rule
+
+
+def leaves(value, t: T.Type) -> list:
+    if isinstance(t, T.TupleType):
+        return [x for v, it in zip(value, t.items) for x in leaves(v, it)]
+    if isinstance(t, T.RecordType):
+        return [x for v, (_, ft) in zip(value, t.fields) for x in leaves(v, ft)]
+    return [value]
+
+
+def rebuild(items: list, t: T.Type):
+    if isinstance(t, T.TupleType):
+        return tuple(rebuild(items, it) for it in t.items)
+    if isinstance(t, T.RecordType):
+        return tuple(rebuild(items, ft) for _, ft in t.fields)
+    return items.pop(0)
+
+
+def _slices(source, source_t: T.Type, axes: tuple):
+    """Source leaves with the reduced axes moved last and flattened: (arrays (kept..., K), K)."""
+    arrays = []
+    for leaf in leaves(source, source_t):
+        moved = np.moveaxis(leaf, axes, tuple(range(-len(axes), 0)))
+        kept = moved.shape[:moved.ndim - len(axes)]
+        arrays.append(moved.reshape(kept + (-1,)))
+    return arrays, (arrays[0].shape[-1] if arrays else 0)
+
+
+@rule("reduce")
+def _reduce(it, node, args):
+    source, acc, *operands = args
+    (acc_t,) = node.attr("types")
+    (region,) = node.regions
+    arrays, count = _slices(source, node.inputs[0].type, node.attr("axes"))
+    for k in range(count):
+        item = rebuild([np.asarray(a[..., k]) for a in arrays], acc_t)
+        (acc,) = it.run_region(region, (acc, item, *operands))
+    return acc
+
+
+@rule("scan")
+def _scan(it, node, args):
+    source, acc, *operands = args
+    source_t = node.inputs[0].type
+    acc_t = node.inputs[1].type
+    (region,) = node.regions
+    axis, inclusive, reverse = node.attr("axis"), node.attr("inclusive"), node.attr("reverse")
+    arrays, count = _slices(source, source_t, (axis,))
+    outs = [np.empty_like(a) for a in arrays]
+    order = range(count - 1, -1, -1) if reverse else range(count)
+    for k in order:
+        item = rebuild([np.asarray(a[..., k]) for a in arrays], acc_t)
+        if not inclusive:
+            for o, v in zip(outs, leaves(acc, acc_t)):
+                o[..., k] = v
+        pair = (item, acc) if reverse else (acc, item)  # combine in source order
+        (acc,) = it.run_region(region, (*pair, *operands))
+        if inclusive:
+            for o, v in zip(outs, leaves(acc, acc_t)):
+                o[..., k] = v
+    results = [np.moveaxis(o, -1, axis) for o in outs]
+    return rebuild(results, source_t)

@@ -1,0 +1,254 @@
+"""Numba rules for reduce and scan.
+
+When a combine is *pointwise* (only elementwise ops, constants, broadcasts and aggregate
+plumbing, with scalar captures and one kept shape for every accumulator component), it commutes
+with indexing: the emitter inlines it per output position as scalar code. Reductions then run
+with several partial accumulators over the innermost reduced axis (re-association and
+re-ordering are the author's contract, spec §7, and the independent chains let LLVM vectorise),
+and the output positions form a parallel loop. Any other combine is folded over whole
+accumulator arrays, exactly as the spec defines it.
+"""
+from __future__ import annotations
+
+from ... import types as T
+from .emitter import rule
+from .scalar_rules import np_type
+from .values import Aggregate, Array, Lazy, Scalar
+
+_POINTWISE_OPS = frozenset({
+    "add", "sub", "mul", "div", "floordiv", "mod", "pow", "maximum", "minimum", "and_", "or_", "xor", "shl", "shr",
+    "eq", "ne", "lt", "le", "gt", "ge", "neg", "invert", "select", "fma", "cast", "bitcast", "broadcast", "constant",
+    "tuple", "get", "record", "field", "full",
+    "exp", "log", "log1p", "lgamma", "sin", "asin", "cos", "floor", "erf", "erfc", "i0", "rsqrt", "sqrt", "sigmoid",
+    "abs", "exp2", "tanh",
+})
+PARTIALS = 8  # independent accumulators over the innermost reduced axis
+
+
+def _leaf_types(t: T.Type) -> list:
+    if isinstance(t, T.TupleType):
+        return [x for it in t.items for x in _leaf_types(it)]
+    if isinstance(t, T.RecordType):
+        return [x for _, ft in t.fields for x in _leaf_types(ft)]
+    return [t]
+
+
+def _leaf_values(value) -> list:
+    if isinstance(value, Aggregate):
+        return [x for it in value.items for x in _leaf_values(it)]
+    return [value]
+
+
+def _assemble(t: T.Type, leaves: list):
+    if isinstance(t, (T.TupleType, T.RecordType)):
+        items = t.items if isinstance(t, T.TupleType) else [ft for _, ft in t.fields]
+        return Aggregate(tuple(_assemble(it, leaves) for it in items))
+    return leaves.pop(0)
+
+
+def _pointwise(node) -> bool:
+    (region,) = node.regions
+    ok = all(n.op.name in _POINTWISE_OPS and not n.regions for n in region.nodes)
+    captures = node.inputs[2:]
+    shapes = {tuple(getattr(t, "shape", ())) for t in _leaf_types(node.inputs[1].type)}
+    return ok and len(shapes) == 1 and all(isinstance(c.type, T.ScalarType) for c in captures)
+
+
+def _scalar_param(t: T.Type, names: list):
+    """A region parameter whose every element is the scalar local of its leaf (tensors ignore the index)."""
+    if isinstance(t, (T.TupleType, T.RecordType)):
+        items = t.items if isinstance(t, T.TupleType) else [ft for _, ft in t.fields]
+        return Aggregate(tuple(_scalar_param(it, names) for it in items))
+    name = names.pop(0)
+    if isinstance(t, T.TensorType):
+        return Lazy(tuple("1" for _ in t.shape), lambda idx, name=name: name)
+    return Scalar(name)
+
+
+def _combine(em, node, acc_t: T.Type, lhs: list, rhs: list, captures: list, idx) -> list:
+    """Inline the combine region per element: scalar expressions of the result's leaves."""
+    (region,) = node.regions
+    em.pointwise += 1
+    try:
+        (result,) = em.run_region(region, (_scalar_param(acc_t, list(lhs)), _scalar_param(acc_t, list(rhs)),
+                                           *captures))
+        return [em.assign(em.elem(leaf, idx), "r") for leaf in _leaf_values(result)]
+    finally:
+        em.pointwise -= 1
+
+
+def _merge(pos_idx: list, red_idx: list, axes: tuple, rank: int) -> list:
+    pos, red = iter(pos_idx), iter(red_idx)
+    return [next(red) if k in axes else next(pos) for k in range(rank)]
+
+
+def _outputs(em, leaf_types: list, shape: tuple) -> list:
+    outs = []
+    for t in leaf_types:
+        if shape:
+            name = em.fresh("a")
+            em.line(f"{name} = np.empty(({''.join(s + ', ' for s in shape)}), dtype={np_type(t.dtype)})")
+            outs.append(name)
+        else:
+            outs.append(None)
+    return outs
+
+
+@rule("reduce")
+def _reduce(em, node, args):
+    source, identity, *captures = args
+    (acc_t,) = node.attr("types")
+    axes = node.attr("axes")
+    src_t = node.inputs[0].type
+    if not _pointwise(node):
+        return _fold(em, node, args)
+    src_leaves = _leaf_values(source)
+    acc_leaf_types = _leaf_types(acc_t)
+    rank = _leaf_types(src_t)[0].rank
+    src_shape = tuple(em.extent(e) for e in _leaf_types(src_t)[0].shape)
+    kept = tuple(s for k, s in enumerate(src_shape) if k not in axes)
+    red = [src_shape[a] for a in axes]
+    ident_leaves = _leaf_values(identity)
+    region_size = len(node.regions[0].nodes)
+    partials = PARTIALS if region_size <= 8 else 1
+    outs = _outputs(em, acc_leaf_types, kept)
+    results: list = []
+    with em.loop_nest(kept, parallel=True) as pos:
+        accs = [[em.assign(em.elem(v, pos), "c") for v in ident_leaves] for _ in range(partials)]
+        loops = 0
+        red_idx = []
+        for n in red[:-1]:
+            i = em.fresh("k")
+            em.line(f"for {i} in range({n}):")
+            em.depth += 1
+            loops += 1
+            red_idx.append(i)
+        last = red[-1]
+
+        def step(slot: int, k: str):
+            elems = [em.assign(em.elem(v, _merge(pos, red_idx + [k], axes, rank)), "x") for v in src_leaves]
+            new = _combine(em, node, acc_t, accs[slot], elems, captures, pos)
+            for name, value in zip(accs[slot], new):
+                em.line(f"{name} = {value}")
+
+        if partials > 1:
+            base = em.fresh("k")
+            bulk = em.assign(f"{last} - {last} % {partials}", "n")
+            with em.block(f"for {base} in range(0, {bulk}, {partials}):"):
+                for p in range(partials):
+                    step(p, f"{base} + {p}")
+            tail = em.fresh("k")
+            with em.block(f"for {tail} in range({bulk}, {last}):"):
+                step(0, tail)
+        else:
+            k = em.fresh("k")
+            with em.block(f"for {k} in range({last}):"):
+                step(0, k)
+        em.depth -= loops
+        while len(accs) > 1:  # combine the partial accumulators pairwise
+            merged = []
+            for a, b in zip(accs[::2], accs[1::2]):
+                new = _combine(em, node, acc_t, a, b, captures, pos)
+                for name, value in zip(a, new):
+                    em.line(f"{name} = {value}")
+                merged.append(a)
+            accs = merged
+        results = accs[0]
+        for out, value in zip(outs, results):
+            if out is not None:
+                em.line(f"{out}[{', '.join(pos)}] = {value}")
+    if kept:
+        leaves = [Array(o, kept) for o in outs]
+    else:
+        leaves = [Scalar(v) for v in results]
+    return _assemble(acc_t, leaves)
+
+
+@rule("scan")
+def _scan(em, node, args):
+    if not _pointwise(node):
+        return _fold(em, node, args)
+    source, identity, *captures = args
+    src_t = node.inputs[0].type
+    acc_t = node.inputs[1].type
+    axis, inclusive, reverse = node.attr("axis"), node.attr("inclusive"), node.attr("reverse")
+    src_leaf_types = _leaf_types(src_t)
+    rank = src_leaf_types[0].rank
+    src_shape = tuple(em.extent(e) for e in src_leaf_types[0].shape)
+    kept = tuple(s for k, s in enumerate(src_shape) if k != axis)
+    n = src_shape[axis]
+    outs = _outputs(em, src_leaf_types, src_shape)
+    with em.loop_nest(kept, parallel=True) as pos:
+        accs = [em.assign(em.elem(v, pos), "c") for v in _leaf_values(identity)]
+        j = em.fresh("k")
+        with em.block(f"for {j} in range({n}):"):
+            k = em.assign(f"{n} - 1 - {j}" if reverse else j, "k")
+            full = _merge(pos, [k], (axis,), rank)
+            elems = [em.assign(em.elem(v, full), "x") for v in _leaf_values(source)]
+            if not inclusive:
+                for out, a in zip(outs, accs):
+                    em.line(f"{out}[{', '.join(full)}] = {a}")
+            lhs, rhs = (elems, accs) if reverse else (accs, elems)
+            new = _combine(em, node, acc_t, lhs, rhs, captures, pos)
+            for name, value in zip(accs, new):
+                em.line(f"{name} = {value}")
+            if inclusive:
+                for out, a in zip(outs, accs):
+                    em.line(f"{out}[{', '.join(full)}] = {a}")
+    return _assemble(src_t, [Array(o, src_shape) for o in outs])
+
+
+def _fold(em, node, args):
+    """General combines: fold whole accumulator values over the reduced (or scanned) positions, in
+    source order, with the accumulator as a loop carry (any combine, including structured ones)."""
+    source, identity, *captures = args
+    is_scan = node.op.name == "scan"
+    src_t = node.inputs[0].type
+    acc_t = node.inputs[1].type
+    axes = (node.attr("axis"),) if is_scan else node.attr("axes")
+    reverse = is_scan and node.attr("reverse")
+    src_leaf_types = _leaf_types(src_t)
+    rank = src_leaf_types[0].rank
+    src_shape = tuple(em.extent(e) for e in src_leaf_types[0].shape)
+    src_leaves = [em.materialize(v, t) for v, t in zip(_leaf_values(source), src_leaf_types)]
+    captures = [em.materialize(c, v.type) if isinstance(c, Lazy) else c for c, v in zip(captures, node.inputs[2:])]
+    names = em.carry_names(acc_t)
+    em.assign_leaves(names, identity, acc_t)
+    outs = _outputs(em, src_leaf_types, src_shape) if is_scan else []
+    red_idx, opened = [], 0
+    for a in axes:
+        i = em.fresh("k")
+        em.line(f"for {i} in range({src_shape[a]}):")
+        em.depth += 1
+        opened += 1
+        red_idx.append(i if not reverse else em.assign(f"{src_shape[a]} - 1 - {i}", "k"))
+    em.loop_depth += 1
+
+    def item_leaf(v, t):
+        kept = tuple(em.extent(e) for k, e in enumerate(t.shape) if k not in axes)
+        if not kept:
+            return Scalar(em.assign(em.elem(v, _merge([], red_idx, axes, rank)), "x"))
+        return Lazy(kept, lambda idx, v=v: em.elem(v, _merge(idx, red_idx, axes, rank)))
+
+    item = _assemble(acc_t, [item_leaf(v, t) for v, t in zip(src_leaves, src_leaf_types)])
+
+    def store():
+        for out, leaf in zip(outs, em.leaves(em.rebuild(list(names), acc_t), acc_t)):
+            kept = tuple(s for k, s in enumerate(src_shape) if k not in axes)
+            with em.loop_nest(kept, parallel=False) as idx:
+                value = leaf if not kept else f"{leaf}[{', '.join(idx)}]"
+                em.line(f"{out}[{', '.join(_merge(idx, red_idx, axes, rank))}] = {value}")
+
+    if is_scan and not node.attr("inclusive"):
+        store()
+    (region,) = node.regions
+    pair = (item, em.rebuild(list(names), acc_t)) if reverse else (em.rebuild(list(names), acc_t), item)
+    (new,) = em.run_region(region, (*pair, *captures))
+    em.assign_leaves(names, new, acc_t)
+    if is_scan and node.attr("inclusive"):
+        store()
+    em.loop_depth -= 1
+    em.depth -= opened
+    if is_scan:
+        return _assemble(src_t, [Array(o, src_shape) for o in outs])
+    return em.rebuild(list(names), acc_t)
