@@ -252,13 +252,11 @@ class Helper:
         except TypeError as e:
             raise TraceTypeError(f"call of helper {self.name}: {e}", where=trace.where()) from None
         bound.apply_defaults()
-        trace.helpers.append(self.name)
-        trace.helper_fns.append(self)
+        trace.push_helper(self)
         try:
             return self.fn(*bound.args, **bound.kwargs)
         finally:
-            trace.helpers.pop()
-            trace.helper_fns.pop()
+            trace.pop_helper()
 
     def _check_captures(self, code, trace) -> None:
         """Lexical captures (closure cells and module globals the body names) must be immutable constexprs."""

@@ -201,12 +201,14 @@ def elementwise(opname: str, values, attrs: tuple = ()):
     provenance = None
     sym = _AFFINE.get(opname)
     if sym is not None:
-        if any(x.__class__ is Var and x.provenance is not None for x in inputs):
-            provenance = _affine_provenance(sym, inputs)
+        for x in inputs:
+            if x.__class__ is Var and x.provenance is not None:
+                provenance = _affine_provenance(sym, inputs)
+                break
     elif opname == "neg":
         provenance = through_arith(inputs[0].provenance, "neg", None, True)
     (out,) = current().emit(op, inputs, attrs, provenance=provenance)
-    return wrap(out)
+    return ScalarProxy(out) if out.type.__class__ is T.ScalarType else TensorProxy(out)
 
 
 def _affine_provenance(sym: str, inputs):

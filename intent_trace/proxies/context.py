@@ -52,6 +52,7 @@ class Trace:
         self.scope = self.root
         self.defined_in: dict = {}  # Var -> Scope
         self.helpers: list = []  # names of helpers being traced (innermost last)
+        self.helpers_key: tuple = ()  # tuple(helpers), kept in step by push_helper/pop_helper
         self.helper_fns: list = []
         self.dim_vars: dict = {}  # Dim -> the index Var holding its value (kernel extents)
         self.extent_vars: set = set()  # those Vars: kernel-wide values, visible in every region
@@ -76,12 +77,22 @@ class Trace:
         if f is None:
             return None
         code = f.f_code
-        key = (code, f.f_lineno, len(self.helpers) and tuple(self.helpers))
+        key = (code, f.f_lineno, self.helpers_key)
         loc = self._loc_cache.get(key)
         if loc is None:
             loc = SourceLoc(code.co_filename, f.f_lineno, code.co_name, tuple(reversed(self.helpers)))
             self._loc_cache[key] = loc
         return loc
+
+    def push_helper(self, helper) -> None:
+        self.helpers.append(helper.name)
+        self.helper_fns.append(helper)
+        self.helpers_key = tuple(self.helpers)
+
+    def pop_helper(self) -> None:
+        self.helpers.pop()
+        self.helper_fns.pop()
+        self.helpers_key = tuple(self.helpers)
 
     # -- scopes ----------------------------------------------------------------------------
     def open(self, kind: str, params=(), point=None, isolated: str | None = None) -> Scope:

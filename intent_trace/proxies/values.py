@@ -66,17 +66,17 @@ class ValueProxy(Proxy):
 def _make_binary(opname: str, reflected: bool):
     if reflected:
         def method(self, other):
-            return _build.binary(opname, other, self)
+            return _build.elementwise(opname, (other, self))
     else:
         def method(self, other):
-            return _build.binary(opname, self, other)
+            return _build.elementwise(opname, (self, other))
     method.__name__ = opname
     return method
 
 
 def _make_unary(opname: str):
     def method(self):
-        return _build.unary(opname, self)
+        return _build.elementwise(opname, (self,))
     method.__name__ = opname
     return method
 
@@ -150,14 +150,6 @@ def wrap(var: Var):
 
 def var_of(x):
     return x._var if isinstance(x, Proxy) else None
-
-
-def _lazy_proxy(module, name):
-    def get(var):
-        from importlib import import_module
-
-        return getattr(import_module(module, __package__), name)(var)
-    return get
 
 
 _PROXY_OF = {ScalarType: ScalarProxy, TensorType: TensorProxy, RecordType: RecordProxy}
