@@ -34,3 +34,7 @@ class LoweringError(IntentTraceError):
 
 class VerifyError(IntentTraceError):
     """A verification run that could not produce trustworthy evidence."""
+
+
+class LawViolation(IntentTraceError, ValueError):
+    """A combine (or summarize/apply/emit) helper that breaks the algebraic law its operation relies on."""

@@ -39,6 +39,64 @@ scan = _structured.scan
 cumsum = _structured.cumsum
 cummax = _structured.cummax
 
+
+def region_fold(*, source, axis, summarize, combine, identity, operands=()):
+    """Spec §9.1: fold summaries of compiler-chosen contiguous slices (see intent_trace.proxies.region)."""
+    from .proxies import region as _region
+
+    return _region.region_fold(source=source, axis=axis, summarize=summarize, combine=combine, identity=identity,
+                               operands=operands)
+
+
+def region_scan(*, source, axis, combine, identity, summarize=None, initial_state=None, apply=None, emit=None,
+                operands=()):
+    """Spec §9.2: (outputs, final_state); element-wise without summarize/apply/emit (an ordinary scan)."""
+    from .proxies import region as _region
+
+    return _region.region_scan(source=source, axis=axis, combine=combine, identity=identity, summarize=summarize,
+                               initial_state=initial_state, apply=apply, emit=emit, operands=operands)
+
+# named multiplication (§10); implemented in intent_trace.proxies.contract
+
+
+def contract(lhs, rhs, *, reduce, batch=(), acc_dtype):
+    """Paired-axis multiply-add: ``reduce``/``batch`` are ((lhs_axis, rhs_axis), ...) pairs."""
+    from .proxies import contract as _c
+
+    return _c.contract(lhs, rhs, reduce=reduce, batch=batch, acc_dtype=acc_dtype)
+
+
+def dot(lhs, rhs, *, acc_dtype):
+    from .proxies import contract as _c
+
+    return _c.dot(lhs, rhs, acc_dtype=acc_dtype)
+
+
+def matvec(matrix, vector, *, acc_dtype, transpose=False):
+    from .proxies import contract as _c
+
+    return _c.matvec(matrix, vector, acc_dtype=acc_dtype, transpose=transpose)
+
+
+def vecmat(vector, matrix, *, acc_dtype, transpose=False):
+    from .proxies import contract as _c
+
+    return _c.vecmat(vector, matrix, acc_dtype=acc_dtype, transpose=transpose)
+
+
+def matmul(lhs, rhs, *, acc_dtype, transpose_lhs=False, transpose_rhs=False):
+    from .proxies import contract as _c
+
+    return _c.matmul(lhs, rhs, acc_dtype=acc_dtype, transpose_lhs=transpose_lhs, transpose_rhs=transpose_rhs)
+
+
+def outer(lhs, rhs):
+    """[M] x [N] -> [M, N]: a broadcast multiply (no reduction, no accumulator)."""
+    from .proxies import contract as _c
+
+    return _c.outer(lhs, rhs)
+
+
 # values
 select = _b.select
 where = _b.select

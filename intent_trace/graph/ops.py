@@ -224,13 +224,29 @@ define("continue", "control", None, effects=_CTRL, infer=no_result,
 
 
 # Structured operations (spec §7, §8). The combine region is a pure helper: (lhs, rhs, *operands) -> acc.
-define("reduce", "structured", None, attrs=("axes", "types"), regions=1, infer=given_types,
+define("reduce", "structured", None, attrs=("axes", "helper", "types"), regions=1, infer=given_types,
        doc="operands: source, identity, *combine operands; reduces `axes` of every source component with an "
            "associative, commutative combine (re-association and re-ordering allowed)")
-define("scan", "structured", None, attrs=("axis", "inclusive", "reverse", "types"), regions=1, infer=given_types,
+define("scan", "structured", None, attrs=("axis", "inclusive", "reverse", "helper", "types"), regions=1,
+       infer=given_types,
        doc="operands: source, identity, *combine operands; prefix combine along `axis` in source order "
            "(associative only: re-association allowed, re-ordering not); reverse prefixes run from the end, "
            "still combining in source order (out[k] = x[k] + ... + x[n-1])")
+
+
+# Region fold and region scan (spec §9). Regions: summarize(*slices, *operands) -> S, combine(S, S) -> S
+# (+ for region_scan: apply(S, state) -> state, emit(*slices, state, *operands) -> output slices). The slice
+# extent is a Dim of its own that no other value can observe.
+define("region_fold", "structured", None, attrs=("axis", "helpers", "types"), regions=2, infer=given_types,
+       doc="operands: source, identity, *operands; folds summaries of contiguous slices of `axis` in order")
+define("region_scan", "structured", None, attrs=("axis", "helpers", "types"), regions=4, infer=given_types,
+       doc="operands: source, identity, initial_state, *operands; returns (outputs, final state)")
+
+# Named multiplication (spec §10): one canonical paired-axis multiply-add.
+define("contract", "structured", 2, attrs=("reduce", "batch", "acc_dtype", "type"), infer=given_type,
+       doc="reduce/batch are ((lhs_axis, rhs_axis), ...) pairs; result axes: lhs axes not reduced (batch "
+           "representatives included) in lhs order, then rhs axes neither reduced nor batched, in rhs order; "
+           "operands converted to acc_dtype, products and sums in acc_dtype")
 
 
 def __getattr__(name: str) -> OpDef:  # ops.add, ops.read, ...

@@ -36,6 +36,8 @@ SHORTHANDS = {
     "break_": "break", "continue_": "continue", "logical_not": "invert",
     "reduce": "reduce", "reduce.sum": "reduce", "reduce.max": "reduce", "reduce.any": "reduce", "reduce.all": "reduce",
     "arg_reduce.max": "reduce", "scan": "scan", "cumsum": "scan", "cummax": "scan",
+    "contract": "contract", "dot": "contract", "matvec": "contract", "vecmat": "contract", "matmul": "contract",
+    "outer": "mul", "region_fold": "region_fold", "region_scan": "region_scan",
     **{name: name for name in ("exp", "log", "log1p", "lgamma", "sin", "asin", "cos", "floor", "erf", "erfc",
                                "i0", "rsqrt", "sqrt", "sigmoid", "abs", "exp2", "tanh")},
 }

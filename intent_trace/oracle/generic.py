@@ -41,9 +41,11 @@ class GenericInterpreter(Interpreter):
     target_name = "generic"
     rules: dict = {}
 
-    def __init__(self, graph: KernelGraph, values: list, dims: dict):
+    def __init__(self, graph: KernelGraph, values: list, dims: dict, rng=None, check_laws: bool = False):
         super().__init__()
         self.graph = graph
+        self.rng = rng if rng is not None else np.random.default_rng(0)  # region segmentations
+        self.check_laws = check_laws
         self.dims = dict(dims)
         self.views: dict = {}  # view Var -> (name, array the kernel reads/writes)
         self.parallel_writes: list = []  # stack of {view name: {flat index: point}} for conflict checks
@@ -461,13 +463,20 @@ def _exit(it, node, args):
 # --- the target ----------------------------------------------------------------------------------
 
 class GenericExecutable:
-    """``intent.compile(k, target="generic")``: runs the reference interpreter on NumPy arrays."""
+    """``intent.compile(k, target="generic")``: runs the reference interpreter on NumPy arrays.
+
+    ``seed`` seeds the random segmentation that every region fold/scan picks anew on each run (so
+    tests exercise the §9 laws); ``check_laws=True`` also re-evaluates every reduce, scan and region
+    combine under other associations and segmentations and raises :class:`LawViolation` naming the
+    helper, the law and a small counterexample when they disagree beyond the T5 bound."""
 
     target = "generic"
     source = None
 
-    def __init__(self, graph: KernelGraph):
+    def __init__(self, graph: KernelGraph, seed: int | None = 0, check_laws: bool = False):
         self.graph = graph
+        self.rng = np.random.default_rng(seed)
+        self.check_laws = bool(check_laws)
 
     def __call__(self, *args) -> None:
         values, dims = bind_arguments(self.graph, args)
@@ -477,7 +486,7 @@ class GenericExecutable:
                 copy = np.array(values[i], copy=True)
                 staged.append((values[i], copy))
                 values[i] = copy
-        GenericInterpreter(self.graph, values, dims).run_region(self.graph.body)
+        GenericInterpreter(self.graph, values, dims, self.rng, self.check_laws).run_region(self.graph.body)
         for caller, copy in staged:  # commit only after the whole run succeeded
             np.copyto(caller, copy)
 
@@ -489,3 +498,5 @@ register_target("generic", lambda graph, **options: GenericExecutable(graph, **o
 
 
 from . import generic_structured  # noqa: E402,F401  (registers reduce and scan)
+from . import generic_contract  # noqa: E402,F401  (registers contract)
+from . import generic_region  # noqa: E402,F401  (registers region_fold and region_scan)

@@ -44,9 +44,14 @@ def _reduce(it, node, args):
     (acc_t,) = node.attr("types")
     (region,) = node.regions
     arrays, count = _slices(source, node.inputs[0].type, node.attr("axes"))
-    for k in range(count):
-        item = rebuild([np.asarray(a[..., k]) for a in arrays], acc_t)
+    items = [rebuild([np.asarray(a[..., k]) for a in arrays], acc_t) for k in range(count)]
+    identity = acc
+    for item in items:
         (acc,) = it.run_region(region, (acc, item, *operands))
+    if it.check_laws:
+        from .laws import check_reduce
+
+        check_reduce(it, node, items, identity, operands, acc)
     return acc
 
 
@@ -60,6 +65,15 @@ def _scan(it, node, args):
     arrays, count = _slices(source, source_t, (axis,))
     outs = [np.empty_like(a) for a in arrays]
     order = range(count - 1, -1, -1) if reverse else range(count)
+    if it.check_laws and not reverse:
+        from .laws import check_scan
+
+        items = [rebuild([np.asarray(a[..., k]) for a in arrays], acc_t) for k in range(count)]
+        prefixes, p = [], acc
+        for item in items:
+            (p,) = it.run_region(region, (p, item, *operands))
+            prefixes.append(p)
+        check_scan(it, node, items, acc, operands, prefixes)
     for k in order:
         item = rebuild([np.asarray(a[..., k]) for a in arrays], acc_t)
         if not inclusive:

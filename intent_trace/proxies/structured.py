@@ -91,8 +91,11 @@ def _helper_name(fn) -> str:
     return getattr(fn, "name", None) or getattr(fn, "__name__", "combine")
 
 
-def trace_pure(fn, who: str, params: list, result_type: T.Type | None):
-    """Trace ``fn(*params)`` into an isolated region; returns (region, result Var)."""
+def trace_pure(fn, who: str, params: list, result_type: T.Type | None, arrange=None):
+    """Trace ``fn(*params)`` into an isolated region; returns (region, result Var).
+
+    ``arrange`` maps the list of wrapped parameters to the call's arguments (to interleave
+    constexpr operands, which stay Python values and never become parameters)."""
     from ..kernel import Helper
 
     if not callable(fn):
@@ -102,7 +105,8 @@ def trace_pure(fn, who: str, params: list, result_type: T.Type | None):
     trace = current()
     scope = trace.open("combine", params=tuple(params), isolated=f"{who} helper `{name}`")
     try:
-        result = helper(*(wrap(p) for p in params))
+        wrapped = [wrap(p) for p in params]
+        result = helper(*(arrange(wrapped) if arrange is not None else wrapped))
         if result is None:
             fail(f"{who} helper `{name}` returned nothing; it must return the accumulator", "type")
         out = pack(result, f"{who} helper `{name}` result")
@@ -153,7 +157,8 @@ def generic_reduce(value, *, axis, identity, combine, combine_operands=(), _who=
     operand_vars = _operands(combine_operands, _who)
     params = [Var(acc_type), Var(acc_type), *(Var(o.type) for o in operand_vars)]
     region, _ = trace_pure(combine, _who, params, acc_type)
-    (out,) = current().emit(ops.reduce, (source, ident, *operand_vars), (("axes", axes), ("types", (acc_type,))),
+    (out,) = current().emit(ops.reduce, (source, ident, *operand_vars),
+                            (("axes", axes), ("helper", _helper_name(combine)), ("types", (acc_type,))),
                             types=(acc_type,), regions=(region,))
     return wrap(out)
 
@@ -215,36 +220,25 @@ def _bool_reduce(value, axis, is_any: bool):
     return _builtin(value, axis, T.bool_, not is_any, (lambda a, b: a | b) if is_any else (lambda a, b: a & b), who)
 
 
+def _kept_extents(value, axes) -> tuple:
+    """The extents left after removing ``axes``, as ints or traced index values (``.shape`` keeps identity)."""
+    shape = value.shape
+    return tuple(e for k, e in enumerate(shape) if k not in axes)
+
+
 def _builtin(value, axis, acc: T.DType, identity_value, combine, who: str):
     axes = normalize_axes(axis, value.type.rank, who)
-    kept = tuple(e for k, e in enumerate(value.type.shape) if k not in axes)
-    identity = _full_like(kept, identity_value, acc)
+    identity = _full_like(_kept_extents(value, axes), identity_value, acc)
     combine.__name__ = who.split(".")[-1]
     return generic_reduce(value, axis=axes, identity=identity, combine=combine, _who=who)
 
 
-def _full_like(shape: tuple, fill, dtype: T.DType):
-    from .build import full, shape_values
+def _full_like(extents: tuple, fill, dtype: T.DType):
+    """A constant (no extents) or a tensor over ``extents`` (ints or traced extent values)."""
+    from .build import full
 
-    c = constant(fill, dtype) if not (dtype.is_bool) else constant(bool(fill), dtype)
-    if not shape:
-        return c
-    trace = current()
-    extents = []
-    for e in shape:
-        if isinstance(e, int):
-            extents.append(e)
-        else:
-            v = trace.dim_vars.get(e)
-            extents.append(wrap(v) if v is not None else _extent_value(e))
-    return full(tuple(extents), c, dtype)
-
-
-def _extent_value(e: T.Dim):
-    origin = e.origin
-    if isinstance(origin, Var) and isinstance(origin.type, T.ScalarType):
-        return wrap(origin)
-    fail(f"cannot build an identity over the extent {T.extent_str(e)} here", "value")
+    c = constant(fill, dtype) if not dtype.is_bool else constant(bool(fill), dtype)
+    return full(extents, c, dtype) if extents else c
 
 
 class _Reduce:
@@ -299,21 +293,15 @@ def arg_max(value, *, axis):
     t = value.type
     from .build import broadcast_to, reshape
 
-    positions = indices(domain(0, _extent_arg(t.shape[a])))
+    extent = value.shape[a]
+    positions = indices(domain(0, extent))
     shaped = [1] * t.rank
-    shaped[a] = _extent_arg(t.shape[a])
+    shaped[a] = extent
     positions = reshape(positions, tuple(shaped))
     positions = wrap(broadcast_to(positions._var, t.shape))
-    kept = tuple(e for k, e in enumerate(t.shape) if k != a)
+    kept = _kept_extents(value, (a,))
     identity = (_full_like(kept, _lowest(value.dtype), value.dtype), _full_like(kept, T.index.max, T.index))
     return generic_reduce((value, positions), axis=(a,), identity=identity, combine=_argmax_combine, _who=who)
-
-
-def _extent_arg(e):
-    if isinstance(e, int):
-        return e
-    v = current().dim_vars.get(e)
-    return wrap(v) if v is not None else _extent_value(e)
 
 
 class _ArgReduce:
@@ -351,16 +339,17 @@ def generic_scan(value, *, axis, identity, combine, inclusive=True, reverse=Fals
     region, _ = trace_pure(combine, _who, params, acc_type)
     result_type = source.type
     (out,) = current().emit(ops.scan, (source, ident, *operand_vars),
-                            (("axis", a), ("inclusive", inclusive), ("reverse", reverse), ("types", (result_type,))),
+                            (("axis", a), ("inclusive", inclusive), ("reverse", reverse),
+                             ("helper", _helper_name(combine)), ("types", (result_type,))),
                             types=(result_type,), regions=(region,))
     return wrap(out)
 
 
 def _builtin_scan(value, axis, inclusive, reverse, acc: T.DType, identity_value, combine, who: str):
     (a,) = normalize_axes(axis, value.type.rank, who, single=True)
-    kept = tuple(e for k, e in enumerate(value.type.shape) if k != a)
     combine.__name__ = who.split(".")[-1]
-    return generic_scan(value, axis=a, identity=_full_like(kept, identity_value, acc), combine=combine,
+    return generic_scan(value, axis=a, identity=_full_like(_kept_extents(value, (a,)), identity_value, acc),
+                        combine=combine,
                         inclusive=inclusive, reverse=reverse, _who=who)
 
 

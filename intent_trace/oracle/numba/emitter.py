@@ -259,3 +259,5 @@ def _constant(em, node, args):
 
 from . import structure  # noqa: E402,F401  (registers the structural and control rules)
 from . import structured  # noqa: E402,F401  (registers reduce and scan)
+from . import contract  # noqa: E402,F401  (registers contract)
+from . import region  # noqa: E402,F401  (registers region_fold and region_scan)

@@ -1,0 +1,1 @@
+"""Numba rule for contract (spec §10, numerics T5)."""

@@ -1,0 +1,81 @@
+"""Numba rules for region_fold and region_scan (spec §9).
+
+The cpu target cuts the source into slices of ``SLICE`` members (the last one shorter): each slice
+is copied into arrays, summarised, and folded into a running summary (region fold), or emitted
+from the running state, which the slice's transition then advances (region scan: by the §9 laws
+this equals apply(combine(prefix, ...)) without forming prefixes).
+"""
+from __future__ import annotations
+
+import contextlib
+
+from .emitter import rule
+from .structured import _assemble, _leaf_types, _leaf_values, _outputs
+from .values import Array, Lazy
+
+SLICE = 256
+
+
+@contextlib.contextmanager
+def _slices(em, node, source):
+    """Loop over slices; yields the slice values (materialised) and the slice offset/extent names."""
+    axis = node.attr("axis")
+    src_t = node.inputs[0].type
+    leaf_types = _leaf_types(src_t)
+    shape = tuple(em.extent(e) for e in leaf_types[0].shape)
+    n = shape[axis]
+    slice_dim = node.regions[0].params[0].type.shape[axis]
+    start = em.fresh("s")
+    with em.block(f"for {start} in range(0, {n}, {SLICE}):"):
+        em.loop_depth += 1
+        length = em.assign(f"min({SLICE}, {n} - {start})", "n")
+        em.dim_names[slice_dim] = length
+        parts = []
+        for leaf, t in zip(_leaf_values(source), leaf_types):
+            lshape = tuple(length if k == axis else em.extent(e) for k, e in enumerate(t.shape))
+
+            def elem(idx, leaf=leaf):
+                return em.elem(leaf, [f"{i} + {start}" if k == axis else i for k, i in enumerate(idx)])
+
+            parts.append(em.materialize(Lazy(lshape, elem), t))
+        yield parts, start
+        em.loop_depth -= 1
+
+
+@rule("region_fold")
+def _region_fold(em, node, args):
+    source, identity, *operands = args
+    (summary_t,) = node.attr("types")
+    summarize, combine = node.regions
+    names = em.carry_names(summary_t)
+    em.assign_leaves(names, identity, summary_t)
+    with _slices(em, node, source) as (parts, _):
+        (s,) = em.run_region(summarize, (*parts, *operands))
+        (new,) = em.run_region(combine, (em.rebuild(list(names), summary_t), s))
+        em.assign_leaves(names, new, summary_t)
+    return em.rebuild(list(names), summary_t)
+
+
+@rule("region_scan")
+def _region_scan(em, node, args):
+    source, identity, initial, *operands = args
+    summarize, combine, apply, emit = node.regions
+    out_t, state_t = node.attr("types")
+    axis = node.attr("axis")
+    out_leaf_types = _leaf_types(out_t)
+    outs = [_outputs(em, [t], tuple(em.extent(e) for e in t.shape))[0] for t in out_leaf_types]
+    names = em.carry_names(state_t)
+    em.assign_leaves(names, initial, state_t)
+    with _slices(em, node, source) as (parts, start):
+        state = em.rebuild(list(names), state_t)
+        (piece,) = em.run_region(emit, (*parts, state, *operands))
+        for out, leaf, t in zip(outs, _leaf_values(piece), out_leaf_types):
+            leaf = em.materialize(leaf, t)
+            with em.loop_nest(leaf.shape, parallel=False) as idx:
+                dest = [f"{i} + {start}" if k == axis else i for k, i in enumerate(idx)]
+                em.line(f"{out}[{', '.join(dest)}] = {em.elem(leaf, idx)}")
+        (s,) = em.run_region(summarize, (*parts, *operands))
+        (new,) = em.run_region(apply, (s, em.rebuild(list(names), state_t)))
+        em.assign_leaves(names, new, state_t)
+    shapes = [tuple(em.extent(e) for e in t.shape) for t in out_leaf_types]
+    return _assemble(out_t, [Array(o, sh) for o, sh in zip(outs, shapes)]), em.rebuild(list(names), state_t)
