@@ -23,18 +23,22 @@ from .proxies.view import ViewProxy
 _VALIDATE = os.environ.get("INTENT_TRACE_VALIDATE", "") not in ("", "0")
 
 
+def closure_values(fn) -> dict:
+    """The values a function closes over, by name (cells not yet bound are left out)."""
+    values = {}
+    for name, cell in zip(fn.__code__.co_freevars, getattr(fn, "__closure__", None) or ()):
+        try:
+            values[name] = cell.cell_contents
+        except ValueError:
+            pass
+    return values
+
+
 def _annotations(fn) -> dict:
     """Parameter annotations, evaluated when they are strings (``from __future__ import annotations``)
     in the function's globals plus the values it closes over."""
-    closure = {}
-    if getattr(fn, "__closure__", None):
-        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
-            try:
-                closure[name] = cell.cell_contents
-            except ValueError:
-                pass
     try:
-        return inspect.get_annotations(fn, eval_str=True, locals=closure)
+        return inspect.get_annotations(fn, eval_str=True, locals=closure_values(fn))
     except Exception as e:  # an annotation that does not evaluate
         raise TypeError(f"kernel {fn.__name__}: its annotations do not evaluate: {e}. With `from __future__ import "
                         f"annotations` they are strings evaluated in the module's globals: define the dtypes and "
@@ -260,13 +264,8 @@ class Helper:
 
     def _check_captures(self, code, trace) -> None:
         """Lexical captures (closure cells and module globals the body names) must be immutable constexprs."""
-        if self.fn.__closure__:
-            for name, cell in zip(code.co_freevars, self.fn.__closure__):
-                try:
-                    value = cell.cell_contents
-                except ValueError:  # not yet bound
-                    continue
-                _check_capture(self.name, name, value, trace)
+        for name, value in closure_values(self.fn).items():
+            _check_capture(self.name, name, value, trace)
         if self._global_names is None:
             self._global_names = tuple(sorted(_global_names(code)))
         module = self.fn.__globals__

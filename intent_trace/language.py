@@ -97,6 +97,36 @@ def outer(lhs, rhs):
     return _c.outer(lhs, rhs)
 
 
+# indexed access (§13, §15); implemented in intent_trace.proxies.memory
+
+
+def gather(source, index, *, valid=None, fill=0):
+    """Pure gather from a tensor: ``index`` is an integer tensor (rank-1 source) or a tuple, one per axis."""
+    from .proxies import memory as _m
+
+    return _m.gather(source, index, valid=valid, fill=fill)
+
+
+def histogram(values, *, bins, valid=None, count_dtype):
+    from .proxies import memory as _m
+
+    return _m.histogram(values, bins=bins, valid=valid, count_dtype=count_dtype)
+
+
+def buffer(shape, dtype, *, init=None):
+    """A kernel-local logical buffer, indexed like a view (reads and writes in program order)."""
+    from .proxies import memory as _m
+
+    return _m.buffer(shape, dtype, init=init)
+
+
+def scatter_reduce(dest, index, values, *, combine):
+    """Combine ``values`` into ``dest`` at ``index``; combine is add/max/min/and/or/xor or a pure helper."""
+    from .proxies import memory as _m
+
+    return _m.scatter_reduce(dest, index, values, combine=combine)
+
+
 # values
 select = _b.select
 where = _b.select

@@ -164,36 +164,51 @@ class ScalarType(Type):
         return self.dtype.name
 
 
-@attrs.frozen(slots=True, repr=False, cache_hash=True)
-class TensorType(Type):
-    """A ranked tensor SSA value. Rank 0 is distinct from a scalar (spec §4)."""
+class _Shaped:
+    """rank and the ``(M, N)`` shape spelling shared by tensor, view and buffer types."""
 
-    dtype: DType
-    shape: tuple = attrs.field(converter=tuple)
+    __slots__ = ()
 
     @property
     def rank(self) -> int:
         return len(self.shape)
+
+    def shape_text(self) -> str:
+        return "(" + ", ".join(map(extent_str, self.shape)) + ("," if len(self.shape) == 1 else "") + ")"
+
+
+@attrs.frozen(slots=True, repr=False, cache_hash=True)
+class TensorType(_Shaped, Type):
+    """A ranked tensor SSA value. Rank 0 is distinct from a scalar (spec §4)."""
+
+    dtype: DType
+    shape: tuple = attrs.field(converter=tuple)
 
     def __repr__(self) -> str:
         return f"{self.dtype.name}[{', '.join(map(extent_str, self.shape))}]"
 
 
 @attrs.frozen(slots=True, repr=False, cache_hash=True)
-class ViewType(Type):
+class ViewType(_Shaped, Type):
     """An external view: a kernel parameter backed by caller memory."""
 
     access: str  # "In" | "Out" | "InOut"
     dtype: DType
     shape: tuple = attrs.field(converter=tuple)
 
-    @property
-    def rank(self) -> int:
-        return len(self.shape)
+    def __repr__(self) -> str:
+        return f"{self.access}[{self.dtype.name}, {self.shape_text()}]"
+
+
+@attrs.frozen(slots=True, repr=False, cache_hash=True)
+class BufferType(_Shaped, Type):
+    """A kernel-local logical buffer (spec §15): mutable state with a shape and dtype, no residency."""
+
+    dtype: DType
+    shape: tuple = attrs.field(converter=tuple)
 
     def __repr__(self) -> str:
-        inner = ", ".join(map(extent_str, self.shape)) + ("," if len(self.shape) == 1 else "")
-        return f"{self.access}[{self.dtype.name}, ({inner})]"
+        return f"Buffer[{self.dtype.name}, {self.shape_text()}]"
 
 
 @attrs.frozen(slots=True, repr=False, cache_hash=True)
@@ -254,6 +269,15 @@ def set_dim_namer(namer) -> object:
     global _derived_dim_namer
     previous, _derived_dim_namer = _derived_dim_namer, namer
     return previous
+
+
+def leaf_types(t: Type) -> list:
+    """The scalar/tensor components of a value type, tuples and records flattened in order."""
+    if isinstance(t, TupleType):
+        return [x for it in t.items for x in leaf_types(it)]
+    if isinstance(t, RecordType):
+        return [x for _, ft in t.fields for x in leaf_types(ft)]
+    return [t]
 
 
 def is_value_type(t: Type) -> bool:

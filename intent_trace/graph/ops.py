@@ -207,6 +207,25 @@ define("read", "memory", None, attrs=("index", "type"), effects=frozenset({"read
 define("write", "memory", None, attrs=("index",), effects=frozenset({"write"}), infer=no_result,
        doc="operands: view, value, then index operands")
 
+# Indexed access beyond views (spec §13, §15). Implemented in proxies/memory.py, oracle/generic_memory.py and
+# oracle/numba/memory.py.
+define("gather", "memory", None, attrs=("has_valid", "type"), infer=given_type,
+       doc="pure tensor gather: operands source tensor, one integer index tensor per source axis (all broadcast to "
+           "the result shape), [valid bool tensor], fill scalar; invalid lanes do not read and give fill")
+define("histogram", "structured", None, attrs=("bins", "has_valid", "type"), infer=given_type,
+       doc="operands: integer values, [valid bool]; counts of each bin in [0, bins) as a (bins,) tensor")
+define("buffer", "memory", None, attrs=("type",), effects=frozenset({"alloc"}), infer=given_type,
+       doc="a kernel-local logical buffer; operands: [init value broadcast to its shape]")
+define("load", "memory", None, attrs=("index", "type"), effects=frozenset({"read"}), infer=given_type,
+       doc="logical-buffer load: operands buffer, then index operands (as `read`)")
+define("store", "memory", None, attrs=("index",), effects=frozenset({"write"}), infer=no_result,
+       doc="logical-buffer store: operands buffer, value, then index operands (as `write`)")
+define("scatter_reduce", "memory", None, attrs=("combine", "type"), regions=1, effects=frozenset({"read", "write"}),
+       infer=no_result,
+       doc="operands: destination view or buffer, values, one integer index tensor per destination axis; "
+           "collisions and the existing element combine with the region (a builtin or a pure helper) in "
+           "unspecified order")
+
 # Structured control (spec §5, §6). Region parameters are listed in the printer.
 _CTRL = frozenset({"control"})
 define("parallel", "control", 1, regions=1, effects=_CTRL, infer=no_result, doc="unordered forall over a domain")

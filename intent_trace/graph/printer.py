@@ -88,14 +88,14 @@ def _result_decl(namer: _Namer, var) -> str:
 def _format_node(namer: _Namer, node, indent: str, lines: list) -> None:
     op = node.op
     args = [_operand(x) for x in node.inputs]
-    if op.name in ("read", "write"):
+    if op.name in ("read", "write", "load", "store"):
         kinds = node.attr("index")
         view, rest = args[0], args[1:]
-        if op.name == "write":
+        if op.name in ("write", "store"):
             value, rest = rest[0], rest[1:]
         it = iter(rest)
         idx = ", ".join(":" if k == "all" else next(it) for k in kinds)
-        body = f"read {view}[{idx}]" if op.name == "read" else f"write {view}[{idx}] = {value}"
+        body = f"{op.name} {view}[{idx}]" if op.name in ("read", "load") else f"{op.name} {view}[{idx}] = {value}"
     else:
         shown = [(k, v) for k, v in node.attrs if k not in ("type", "types") and not (k == "extents" and not v)]
         body = op.name + (" " + ", ".join(args) if args else "")

@@ -38,6 +38,7 @@ SHORTHANDS = {
     "arg_reduce.max": "reduce", "scan": "scan", "cumsum": "scan", "cummax": "scan",
     "contract": "contract", "dot": "contract", "matvec": "contract", "vecmat": "contract", "matmul": "contract",
     "outer": "mul", "region_fold": "region_fold", "region_scan": "region_scan",
+    "gather": "gather", "histogram": "histogram", "buffer": "buffer", "scatter_reduce": "scatter_reduce",
     **{name: name for name in ("exp", "log", "log1p", "lgamma", "sin", "asin", "cos", "floor", "erf", "erfc",
                                "i0", "rsqrt", "sqrt", "sigmoid", "abs", "exp2", "tanh")},
 }

@@ -291,7 +291,11 @@ def _domain(it, node, args):
     b, e, s = (int(a) for a in args)
     if s <= 0:
         raise ValueError(f"domain step must be positive, got {s}")
-    d = DomainValue(np.arange(b, e, s, dtype=np.int64) if e > b else np.zeros(0, np.int64))
+    return _bound(it, node, DomainValue(np.arange(b, e, s, dtype=np.int64) if e > b else np.zeros(0, np.int64)))
+
+
+def _bound(it, node, d: DomainValue) -> DomainValue:
+    """Record a domain's runtime member count as the value of its (dynamic) extent."""
     ext = node.attr("type").extent
     if not isinstance(ext, int):
         it.dims[ext] = len(d)
@@ -306,11 +310,7 @@ def _subregion(it, node, args):
         raise IndexError(f"subregion [{b}:{e}] has a negative bound")
     if e > b and e > n:
         raise IndexError(f"subregion [{b}:{e}] ends past its parent's extent {n} (subregions never clamp)")
-    d = DomainValue(parent.coords[b:e] if e > b else np.zeros(0, np.int64))
-    ext = node.attr("type").extent
-    if not isinstance(ext, int):
-        it.dims[ext] = len(d)
-    return d
+    return _bound(it, node, DomainValue(parent.coords[b:e] if e > b else np.zeros(0, np.int64)))
 
 
 @rule("indices")
@@ -500,3 +500,4 @@ register_target("generic", lambda graph, **options: GenericExecutable(graph, **o
 from . import generic_structured  # noqa: E402,F401  (registers reduce and scan)
 from . import generic_contract  # noqa: E402,F401  (registers contract)
 from . import generic_region  # noqa: E402,F401  (registers region_fold and region_scan)
+from . import generic_memory  # noqa: E402,F401  (registers gather, histogram, buffers, scatter_reduce)

@@ -21,12 +21,7 @@ from .values import Proxy, RecordProxy, ValueProxy, wrap
 # --- schemas ------------------------------------------------------------------------------------
 
 
-def _components(t: T.Type) -> list:
-    if isinstance(t, T.TupleType):
-        return [c for it in t.items for c in _components(it)]
-    if isinstance(t, T.RecordType):
-        return [c for _, ft in t.fields for c in _components(ft)]
-    return [t]
+_components = T.leaf_types
 
 
 def _map_leaves(t: T.Type, fn):

@@ -22,8 +22,9 @@ FUSING_CONSUMERS = frozenset({
 
 
 def _writes(node) -> set:
+    """The views and buffers a node (or anything in its regions) writes: operand 0 of writing ops."""
     out = set()
-    if node.op.name == "write":
+    if "write" in node.op.effects:
         out.add(node.inputs[0])
     for r in node.regions:
         for n in r.nodes:
@@ -53,14 +54,14 @@ def fusible_values(graph: KernelGraph) -> tuple:
             for v in node.outputs:
                 position[v] = i
             deps = set()
-            if node.op.name == "read":
+            if "read" in node.op.effects:
                 deps.add(node.inputs[0])
             for x in node.inputs:
                 if isinstance(x, Var):
                     uses.setdefault(x, []).append((i, node))
                     deps |= reads.get(x, set())
             access = set()
-            if node.op.name == "read":
+            if node.op.name in ("read", "load"):
                 access.add((node.inputs[0], (node.attr("index"), tuple(node.inputs[1:]))))
             for x in node.inputs:
                 if isinstance(x, Var):

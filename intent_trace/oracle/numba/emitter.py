@@ -214,15 +214,7 @@ class NumbaEmitter(Interpreter):
         return Scalar(name)
 
     def carry_names(self, t: T.Type) -> list:
-        count = len(self.leaves_of_type(t))
-        return [self.fresh("c") for _ in range(count)]
-
-    def leaves_of_type(self, t: T.Type) -> list:
-        if isinstance(t, T.TupleType):
-            return [x for it in t.items for x in self.leaves_of_type(it)]
-        if isinstance(t, T.RecordType):
-            return [x for _, ft in t.fields for x in self.leaves_of_type(ft)]
-        return [t]
+        return [self.fresh("c") for _ in T.leaf_types(t)]
 
     def assign_leaves(self, names: list, value, t: T.Type) -> None:
         for name, leaf in zip(names, self.leaves(value, t)):
@@ -261,3 +253,4 @@ from . import structure  # noqa: E402,F401  (registers the structural and contro
 from . import structured  # noqa: E402,F401  (registers reduce and scan)
 from . import contract  # noqa: E402,F401  (registers contract)
 from . import region  # noqa: E402,F401  (registers region_fold and region_scan)
+from . import memory  # noqa: E402,F401  (registers gather, histogram, buffers, scatter_reduce)

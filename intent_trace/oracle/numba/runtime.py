@@ -64,26 +64,6 @@ i64_as_u64 = _typed(_reinterpret(types.uint64), _I64)
 # --- T2 integers -------------------------------------------------------------------------------
 
 @njit(**_JIT)
-def idiv_s(a, b):
-    """Truncating signed division; x // 0 = 0; INT_MIN // -1 wraps to INT_MIN (after the caller's cast)."""
-    if b == 0:
-        return a - a
-    if b == -1:
-        return -a
-    q = a // b
-    if (a - q * b) != 0 and ((a < 0) != (b < 0)):
-        q += 1
-    return q
-
-
-@njit(**_JIT)
-def imod_s(a, b):
-    if b == 0 or b == -1:
-        return a - a
-    return a - idiv_s(a, b) * b
-
-
-@njit(**_JIT)
 def idiv_u(a, b):
     if b == 0:
         return a - a
@@ -486,11 +466,12 @@ def abs_i64(a):
 
 
 @njit(**_JIT)
-def idiv_i64(a, b):
+def idiv_s(a, b):
+    """Truncating signed division (any width; the caller narrows); x // 0 = 0; INT_MIN // -1 wraps to INT_MIN."""
     if b == 0:
-        return np.int64(0)
+        return a - a
     if b == -1:
-        return neg_i64(a)
+        return neg_i64(np.int64(a))
     q = a // b
     if a - q * b != 0 and ((a < 0) != (b < 0)):
         q += 1
@@ -498,7 +479,8 @@ def idiv_i64(a, b):
 
 
 @njit(**_JIT)
-def imod_i64(a, b):
+def imod_s(a, b):
+    """Remainder with the dividend's sign (any signed width); x % 0 = 0."""
     if b == 0 or b == -1:
-        return np.int64(0)
-    return a - idiv_i64(a, b) * b
+        return a - a
+    return a - idiv_s(a, b) * b

@@ -67,7 +67,7 @@ def div(node, d, a, b):
 
 
 def _int_variant(d: T.DType) -> str:
-    return "u" if d.kind == "uint" else ("i64" if _is_i64(d) else "s")
+    return "u" if d.kind == "uint" else "s"
 
 
 def floordiv(node, d, a, b):

@@ -25,12 +25,7 @@ _POINTWISE_OPS = frozenset({
 PARTIALS = 8  # independent accumulators over the innermost reduced axis
 
 
-def _leaf_types(t: T.Type) -> list:
-    if isinstance(t, T.TupleType):
-        return [x for it in t.items for x in _leaf_types(it)]
-    if isinstance(t, T.RecordType):
-        return [x for _, ft in t.fields for x in _leaf_types(ft)]
-    return [t]
+_leaf_types = T.leaf_types
 
 
 def _leaf_values(value) -> list:
