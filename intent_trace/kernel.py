@@ -205,6 +205,15 @@ def _frozen_instance(value) -> bool:
 
 def _check_capture(helper: str, name: str, value, trace) -> None:
     if isinstance(value, Proxy):
+        isolated = trace.scope.isolated_by
+        if isolated is not None and isinstance(getattr(value._var, "type", None), (T.ViewType, T.BufferType)):
+            raise TraceValueError(f"{isolated[1]} must be pure, but it reads the view `{name}` it closes over; pure "
+                                  f"helpers may not read or write views: read the values outside and pass them as "
+                                  f"operands", where=trace.where())
+        if isolated is not None:
+            raise TraceValueError(f"{isolated[1]} captures the runtime value `{name}` from an enclosing scope; a pure "
+                                  f"helper's runtime captures must be explicit operands: pass `{name}` in "
+                                  f"combine_operands=... (operands=... for region operations)", where=trace.where())
         raise TraceValueError(f"helper {helper} captures the runtime value `{name}` from an enclosing scope; runtime "
                               f"values must be explicit parameters: add `{name}` to its parameters and pass it",
                               where=trace.where())

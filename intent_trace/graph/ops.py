@@ -115,10 +115,14 @@ def elementwise(result: str = "same"):
 
 
 def select_rule(op, inputs, attrs):
-    pred, a, b = (x.type for x in inputs)
+    pred = inputs[0].type
     if _check_dtype("select", "any", pred) is not T.bool_:
         raise TraceTypeError(f"select needs a bool predicate, got {pred.dtype}")
-    t = _same_types("select", [a, b])
+    a, b = inputs[1:]
+    if a.type.dtype is not b.type.dtype:
+        raise TraceTypeError(f"select values must have one dtype, got {a.type.dtype} and {b.type.dtype}")
+    values = [x.type for x in (a, b) if x.__class__ is not Literal]  # Literals are splat constants
+    t = _same_types("select", values) if values else a.type
     if T.shape_of(pred) != T.shape_of(t) and not T.same_shape(T.shape_of(pred), T.shape_of(t)):
         raise TraceValueError(f"select predicate shape {pred!r} differs from value shape {t!r}")
     return (t,)

@@ -34,7 +34,8 @@ def _slices(source, source_t: T.Type, axes: tuple):
     for leaf in leaves(source, source_t):
         moved = np.moveaxis(leaf, axes, tuple(range(-len(axes), 0)))
         kept = moved.shape[:moved.ndim - len(axes)]
-        arrays.append(moved.reshape(kept + (-1,)))
+        count = int(np.prod(moved.shape[moved.ndim - len(axes):], dtype=np.int64))
+        arrays.append(moved.reshape(kept + (count,)))  # explicit count: -1 is ambiguous for empty arrays
     return arrays, (arrays[0].shape[-1] if arrays else 0)
 
 

@@ -189,8 +189,14 @@ class Trace:
         while s is not None and s is not scope:
             s = s.parent
         if s is None:
+            from ..types import BufferType, ViewType
+
+            if isinstance(x.type, (ViewType, BufferType)):
+                raise TraceValueError(f"{who} must be pure, but it accesses the view `{x.hint or 'buffer'}`; pure "
+                                      f"helpers may not read or write views: read the values outside and pass them "
+                                      f"as operands", where=self.where())
             raise TraceValueError(f"{who} uses a runtime value from outside it; a pure helper's runtime captures must "
-                                  f"be explicit operands (pass it in operands=... / combine_operands=...)",
+                                  f"be explicit operands (pass it in combine_operands=... / operands=...)",
                                   where=self.where())
 
     def _infer(self, op, inputs, attrs) -> tuple:
