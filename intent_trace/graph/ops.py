@@ -214,8 +214,9 @@ define("write", "memory", None, attrs=("index",), effects=frozenset({"write"}), 
 # Indexed access beyond views (spec §13, §15). Implemented in proxies/memory.py, oracle/generic_memory.py and
 # oracle/numba/memory.py.
 define("gather", "memory", None, attrs=("has_valid", "type"), infer=given_type,
-       doc="pure tensor gather: operands source tensor, one integer index tensor per source axis (all broadcast to "
-           "the result shape), [valid bool tensor], fill scalar; invalid lanes do not read and give fill")
+       doc="pure tensor gather: operands source tensor, one integer index per source axis (all broadcast to the "
+           "result shape), [valid bool], fill (a scalar or a tensor broadcastable to the result); invalid lanes do "
+           "not read and give fill")
 define("histogram", "structured", None, attrs=("bins", "has_valid", "type"), infer=given_type,
        doc="operands: integer values, [valid bool]; counts of each bin in [0, bins) as a (bins,) tensor")
 define("buffer", "memory", None, attrs=("type",), effects=frozenset({"alloc"}), infer=given_type,
@@ -225,6 +226,7 @@ define("load", "memory", None, attrs=("index", "type"), effects=frozenset({"read
 define("store", "memory", None, attrs=("index",), effects=frozenset({"write"}), infer=no_result,
        doc="logical-buffer store: operands buffer, value, then index operands (as `write`)")
 define("scatter_reduce", "memory", None, attrs=("combine", "type"), regions=1, effects=frozenset({"read", "write"}),
+       # `type`: the tensor type of the scattered values (the index shape)
        infer=no_result,
        doc="operands: destination view or buffer, values, one integer index tensor per destination axis; "
            "collisions and the existing element combine with the region (a builtin or a pure helper) in "

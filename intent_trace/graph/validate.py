@@ -59,6 +59,8 @@ def _region(graph, region: Region, visible: set, loops: list, written: set) -> N
                 written.add(view)
             elif view.type.access == "Out" and view not in written:
                 _fail(node, "reads an Out view before any write to it")
+        if op.name in ("load", "store") and not isinstance(node.inputs[0].type, T.BufferType):
+            _fail(node, "the first operand must be a logical buffer")
         if op.name in ("break", "continue"):
             if not loops or loops[-1] not in _ORDERED:
                 _fail(node, "is not inside an ordered loop")

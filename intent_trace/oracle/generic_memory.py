@@ -1,1 +1,164 @@
-"""Indexed access beyond views: gather, histogram, logical buffers, scatter_reduce (spec §13, §15)."""
+"""Indexed access beyond views: gather, histogram, logical buffers, scatter_reduce (spec §13, §15).
+
+Generic rules, slow and obvious:
+
+- ``gather`` reads only the valid lanes (after checking their coordinates) and fills the rest;
+- ``histogram`` counts the active values in int64 and wraps the counts to the count dtype;
+- a ``buffer`` is a NumPy array in the environment; ``load``/``store`` are the view ``read``/``write``
+  rules (same index relation, bounds checks and unique-store check);
+- ``scatter_reduce`` checks every coordinate first, then combines the values in a random order (the
+  order of collisions is unspecified, so the reference does not pick a convenient one), one element
+  at a time through the combine region, or, when the region is pointwise, in rounds that each
+  combine at most one value into every destination element.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .generic import DomainValue, _read, _write, rule
+
+
+def _coordinates(name: str, index: list, extents: tuple) -> list:
+    """Integer coordinate arrays (int64), after checking each against its axis extent (T9)."""
+    out = []
+    for axis, (c, n) in enumerate(zip(index, extents)):
+        c = np.asarray(c)
+        bad = (c < 0) | (c >= n)
+        if np.any(bad):
+            raise IndexError(f"{name}: coordinate {int(c[bad].reshape(-1)[0])} on axis {axis} is outside its extent "
+                             f"{n}")
+        out.append(c.astype(np.int64))
+    return out
+
+
+# --- gather --------------------------------------------------------------------------------------
+
+@rule("gather")
+def _gather(it, node, args):
+    source = args[0]
+    rank = source.ndim
+    index, rest = args[1:1 + rank], args[1 + rank:]
+    valid = rest[0] if node.attr("has_valid") else None
+    fill = rest[-1]
+    shape = np.broadcast_shapes(*(np.shape(i) for i in index))
+    out = np.array(np.broadcast_to(np.asarray(fill, dtype=source.dtype), shape))
+    active = np.ones(shape, bool) if valid is None else np.broadcast_to(valid, shape)
+    coords = _coordinates("I.gather source", [np.broadcast_to(i, shape)[active] for i in index], source.shape)
+    out[active] = source[tuple(coords)]
+    return out
+
+
+# --- histogram -----------------------------------------------------------------------------------
+
+@rule("histogram")
+def _histogram(it, node, args):
+    values = np.asarray(args[0])
+    bins = node.attr("bins")
+    active = values if not node.attr("has_valid") else values[np.broadcast_to(args[1], values.shape)]
+    active = active.reshape(-1)
+    bad = (active < 0) | (active >= bins)
+    if np.any(bad):
+        raise ValueError(f"I.histogram: value {int(active[bad][0])} is outside the bins [0, {bins}); fold range "
+                         f"conditions into valid to ignore such values")
+    counts = np.zeros(bins, np.int64)
+    np.add.at(counts, active.astype(np.int64), 1)
+    return counts.astype(node.attr("type").dtype.np)  # wraps modulo 2^bits (T2)
+
+
+# --- logical buffers -----------------------------------------------------------------------------
+
+def _state(it) -> dict:
+    """Per-run buffer bookkeeping: labels (for messages) and the parallel depth of each allocation."""
+    state = it.__dict__.get("_buffers")
+    if state is None:
+        state = it.__dict__["_buffers"] = {"labels": {}, "depth": {}}
+    return state
+
+
+def _extent(it, e) -> int:
+    if isinstance(e, int):
+        return e
+    origin = e.origin
+    if origin is not None and origin in it.env:  # an extent given by a runtime value (or a domain's length)
+        value = it.env[origin]
+        n = len(value) if isinstance(value, DomainValue) else int(value)
+        it.dims[e] = max(n, 0)
+        return n
+    return it.dims[e]
+
+
+@rule("buffer")
+def _buffer(it, node, args):
+    t = node.attr("type")
+    var = node.outputs[0]
+    state = _state(it)
+    label = state["labels"].get(var)
+    if label is None:
+        base = label = f"buffer@{node.loc!r}"
+        taken = set(state["labels"].values())
+        k = 1
+        while label in taken:
+            k += 1
+            label = f"{base}#{k}"
+        state["labels"][var] = label
+    shape = tuple(_extent(it, e) for e in t.shape)
+    for axis, n in enumerate(shape):
+        if n < 0:
+            raise ValueError(f"{label}: extent {n} (axis {axis}) is negative")
+    it.views[var] = label
+    state["depth"][var] = len(it.parallel_writes)
+    dtype = t.dtype.np
+    if args:
+        return np.array(np.broadcast_to(np.asarray(args[0], dtype=dtype), shape))
+    # No init: the contents are unspecified until stored; NaN makes a stray read of a float buffer visible.
+    return np.full(shape, np.nan if t.dtype.is_float else 0, dtype=dtype)
+
+
+rule("load")(_read)
+
+
+@rule("store")
+def _store(it, node, args):
+    # A buffer allocated inside the innermost parallel body belongs to one point: its stores never conflict.
+    if len(it.parallel_writes) > _state(it)["depth"].get(node.inputs[0], 0):
+        return _write(it, node, args)
+    saved, it.parallel_writes = it.parallel_writes, []
+    try:
+        return _write(it, node, args)
+    finally:
+        it.parallel_writes = saved
+
+
+# --- scatter_reduce -------------------------------------------------------------------------------
+
+_POINTWISE_FAMILIES = ("binary", "compare", "unary", "ternary", "convert")
+
+
+def _pointwise(region) -> bool:
+    return all(n.op.family in _POINTWISE_FAMILIES and not n.regions for n in region.nodes)
+
+
+@rule("scatter_reduce")
+def _scatter_reduce(it, node, args):
+    dest, values, *index = args
+    (region,) = node.regions
+    name = it.views[node.inputs[0]]
+    shape = np.broadcast_shapes(np.shape(values), *(np.shape(i) for i in index))
+    coords = _coordinates(name, [np.broadcast_to(i, shape).reshape(-1) for i in index], dest.shape)
+    incoming = np.broadcast_to(values, shape).reshape(-1)
+    order = it.rng.permutation(incoming.size)  # collisions combine in unspecified order
+    if not _pointwise(region):
+        for lane in order:
+            at = tuple(int(c[lane]) for c in coords)
+            (dest[at],) = it.run_region(region, (np.asarray(dest[at]), np.asarray(incoming[lane])))
+        return
+    flat = np.ravel_multi_index(coords, dest.shape) if dest.ndim else np.zeros(incoming.size, np.int64)
+    remaining = order
+    while remaining.size:
+        _, first = np.unique(flat[remaining], return_index=True)  # one lane per destination element
+        lanes = remaining[first]
+        at = tuple(c[lanes] for c in coords)
+        (combined,) = it.run_region(region, (np.asarray(dest[at]), np.asarray(incoming[lanes])))
+        dest[at] = combined
+        remaining = np.delete(remaining, first)
+

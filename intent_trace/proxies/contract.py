@@ -39,7 +39,8 @@ def _numeric_pair(a, b, who: str, roles: tuple) -> T.DType:
     da, db = a.type.dtype, b.type.dtype
     for d, role in ((da, roles[0]), (db, roles[1])):
         if not d.is_numeric:
-            hint = "I.cast it to a numeric dtype first" if d.is_bool else "it is a microscaling format (scaled_contract)"
+            hint = "I.cast it to a numeric dtype first" if d.is_bool else \
+                "it is a microscaling format (see scaled_contract)"
             fail(f"{who}: {role} has dtype {d}, which has no multiplication here; {hint}", "type")
     if da is not db:
         fail(f"{who}: {roles[0]} is {da} and {roles[1]} is {db}; the operands need one dtype (the accumulator is "

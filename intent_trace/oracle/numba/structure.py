@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ... import types as T
 from ...graph.provenance import Coord, IndexRelation, Ordinal
-from ...graph.values import Literal, Var
+from ...graph.values import Literal, Var, walk_region
 from .emitter import ErrorSite, rule
 from .scalar_rules import np_type
 from .values import Aggregate, Array, Domain, Lazy, Scalar, View
@@ -271,7 +271,7 @@ def _index_plan(em, node, view: View, entries):
     """Hoisted bounds checks; returns (result shape, per-entry plan) for a read or write."""
     kinds = node.attr("index")
     view_t = node.inputs[0].type
-    operand_vars = [x for x in node.inputs[2 if node.op.name == "write" else 1:]]
+    operand_vars = [x for x in node.inputs[2 if node.op.name in ("write", "store") else 1:]]
     ops_iter = iter(zip(entries, operand_vars))
     shape, plan = [], []
     for axis, kind in enumerate(kinds):
@@ -293,7 +293,8 @@ def _index_plan(em, node, view: View, entries):
             shape.append(value.length)
             plan.append(("domain", value))
         elif kind == "point":
-            if not (isinstance(var, Literal) or _safe_point(em, var, view_t.shape[axis])):
+            static = isinstance(var, Literal) and isinstance(view_t.shape[axis], int)  # the tracer checked it
+            if not (static or _safe_point(em, var, view_t.shape[axis])):
                 em.check(f"{value.expr} < 0 or {value.expr} >= {n}", site, value.expr, n)
             plan.append(("point", value.expr))
         else:
@@ -369,11 +370,19 @@ def _point(em, d: Domain, p: str) -> Scalar:
     return Scalar(em.assign(_coordinate(d, p) if d.start != "0" or d.step != "1" else p, "p"))
 
 
+def _updates_shared_state(region) -> bool:
+    """A scatter_reduce into a destination the region does not allocate (threads would race on it)."""
+    nodes = list(walk_region(region))
+    local = {v for n in nodes for v in n.outputs}
+    return any(n.op.name == "scatter_reduce" and n.inputs[0] not in local for n in nodes)
+
+
 @rule("parallel", "for")
 def _iterate(em, node, args):
     (d,) = args
     (region,) = node.regions
-    parallel = node.op.name == "parallel" and em.prange_depth == 0 and em.loop_depth == 0
+    parallel = node.op.name == "parallel" and em.prange_depth == 0 and em.loop_depth == 0 and \
+        not _updates_shared_state(region)
     p = em.fresh("o")
     with em.block(f"for {p} in {'prange' if parallel else 'range'}({d.length}):"):
         if parallel:

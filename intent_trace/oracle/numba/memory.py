@@ -1,0 +1,152 @@
+"""Indexed access beyond views: gather, histogram, logical buffers, scatter_reduce (spec §13, §15).
+
+Numba rules:
+
+- ``gather`` is a fused element expression: per result element, the index elements become int64
+  coordinates, valid lanes are bounds-checked and read, invalid lanes take the fill (and read nothing);
+- ``histogram`` counts active values into an int64 array in one serial pass (an active value outside
+  ``[0, bins)`` is a ``ValueError`` with checks on), then converts the counts to the count dtype (T2 wrap);
+- a ``buffer`` is a local array (``np.empty``/``np.full``, or filled from its init); f16/bf16 elements
+  are held as float32 values, so loads and stores need no bit conversion. ``load``/``store`` are the view
+  ``read``/``write`` rules on that array; a buffer allocated in a loop body is allocated per iteration;
+- ``scatter_reduce`` is a serial loop over the index shape that inlines the combine region per
+  element. A ``parallel`` body that scatters into a destination it does not allocate runs serially
+  (``structure._iterate``): its read-modify-write combines would race across threads.
+"""
+from __future__ import annotations
+
+import contextlib
+
+
+from ... import types as T
+from .emitter import ErrorSite, rule
+from .scalar_rules import NARROW, cast_expr, np_type
+from .structure import _decode, _encode, _read, _write
+from .structured import _combine
+from .values import Array, Lazy, Scalar, View
+
+
+def _dims(shape) -> str:
+    return "(" + "".join(f"{s}, " for s in shape) + ")"
+
+
+# --- gather --------------------------------------------------------------------------------------
+
+@rule("gather")
+def _gather(em, node, args):
+    src_t = node.inputs[0].type
+    source = em.materialize(args[0], src_t)  # read at arbitrary coordinates: an array
+    rank = src_t.rank
+    index, rest = args[1:1 + rank], args[1 + rank:]
+    valid = rest[0] if node.attr("has_valid") else None
+    fill = rest[-1]
+    extents = [f"{source.name}.shape[{k}]" for k in range(rank)]
+    shape = tuple(em.extent(e) for e in node.attr("type").shape)
+
+    def elem(idx):
+        ok = em.elem(valid, idx) if valid is not None else None
+        coords = []
+        for axis, (ix, n) in enumerate(zip(index, extents)):
+            c = em.assign(f"np.int64({em.elem(ix, idx)})", "c")
+            bad = f"{c} < 0 or {c} >= {n}"
+            em.check(bad if ok is None else f"{ok} and ({bad})",
+                     ErrorSite(IndexError, f"I.gather source: coordinate {{0}} on axis {axis} is outside its extent "
+                                           f"{{1}}"), c, n)
+            coords.append(c)
+        read = f"{source.name}[{', '.join(coords)}]"
+        if ok is None:
+            return em.assign(read, "t")
+        f = em.elem(fill, idx)
+        return em.assign(f"{read} if {ok} else {f}", "t")
+
+    return Lazy(shape, elem)
+
+
+# --- histogram -----------------------------------------------------------------------------------
+
+@rule("histogram")
+def _histogram(em, node, args):
+    values = args[0]
+    valid = args[1] if node.attr("has_valid") else None
+    bins = node.attr("bins")
+    count = node.attr("type").dtype
+    vshape = tuple(em.extent(e) for e in node.inputs[0].type.shape)
+    counts = em.fresh("a")
+    em.line(f"{counts} = np.zeros(({bins},), dtype=np.int64)")
+    site = ErrorSite(ValueError, f"I.histogram: value {{0}} is outside the bins [0, {bins}); fold range conditions "
+                                 f"into valid to ignore such values")
+    with em.loop_nest(vshape, parallel=False) as idx:
+        with em.block(f"if {em.elem(valid, idx)}:") if valid is not None else contextlib.nullcontext():
+            x = em.assign(f"np.int64({em.elem(values, idx)})", "x")
+            em.check(f"{x} < 0 or {x} >= {bins}", site, x)
+            em.line(f"{counts}[{x}] += 1")
+    if count.kind == "int" and count.bits == 64:
+        return Array(counts, (str(bins),))
+    return Lazy((str(bins),), lambda idx: em.assign(cast_expr(T.i64, count, f"{counts}[{idx[0]}]"), "t"))
+
+
+# --- logical buffers -----------------------------------------------------------------------------
+
+def _buffer_extent(em, e, label: str, axis: int) -> str:
+    if isinstance(e, int):
+        return str(e)
+    origin = em.env.get(e.origin) if e.origin is not None else None
+    if isinstance(origin, Scalar):  # an extent given by a runtime value: negative is an error
+        n = em.assign(f"np.int64({origin.expr})", "n")
+        em.check(f"{n} < 0", ErrorSite(ValueError, f"{label}: extent {{0}} (axis {axis}) is negative"), n)
+        return n
+    return em.extent(e)
+
+
+@rule("buffer")
+def _buffer(em, node, args):
+    t = node.attr("type")
+    label = f"buffer@{node.loc!r}"
+    shape = tuple(_buffer_extent(em, e, label, k) for k, e in enumerate(t.shape))
+    name = em.fresh("b")
+    dtype = np_type(t.dtype)
+    init = args[0] if args else None
+    if init is None:
+        em.line(f"{name} = np.empty({_dims(shape)}, dtype={dtype})")
+    elif isinstance(init, Scalar):
+        em.line(f"{name} = np.full({_dims(shape)}, {init.expr}, dtype={dtype})")
+    else:
+        em.line(f"{name} = np.empty({_dims(shape)}, dtype={dtype})")
+        with em.loop_nest(shape, parallel=True) as idx:
+            em.line(f"{name}[{', '.join(idx)}] = {em.elem(init, idx)}")
+    held = T.f32 if t.dtype.name in NARROW else t.dtype  # f16/bf16 elements are float32 values here
+    return View(name, tuple(f"{name}.shape[{k}]" for k in range(t.rank)), held, label)
+
+
+rule("load")(_read)
+
+
+rule("store")(_write)
+
+
+# --- scatter_reduce -------------------------------------------------------------------------------
+
+@rule("scatter_reduce")
+def _scatter_reduce(em, node, args):
+    dest, *operands = args
+    dvar = node.inputs[0]
+    # Values and indices are read while the destination changes: a fused operand that reads the
+    # destination must be snapshot first.
+    values, *index = (em.materialize(v, x.type) if isinstance(v, Lazy) and dvar in em.reads.get(x, ()) else v
+                      for v, x in zip(operands, node.inputs[1:]))
+    elem_t = T.ScalarType(node.inputs[1].type.dtype)
+    shape = tuple(em.extent(e) for e in node.attr("type").shape)
+    with em.loop_nest(shape, parallel=False) as idx:
+        coords = []
+        for axis, ix in enumerate(index):
+            n = dest.shape[axis]
+            c = em.assign(f"np.int64({em.elem(ix, idx)})", "c")
+            em.check(f"{c} < 0 or {c} >= {n}",
+                     ErrorSite(IndexError, f"{dest.label}: coordinate {{0}} on axis {axis} is outside its extent "
+                                           f"{{1}}"), c, n)
+            coords.append(c)
+        at = f"{dest.name}[{', '.join(coords)}]"
+        old = em.assign(_decode(dest.dtype, at), "x")
+        new = em.assign(em.elem(values, idx), "x")
+        (combined,) = _combine(em, node, elem_t, [old], [new], [], idx)
+        em.line(f"{at} = {_encode(dest.dtype, combined)}")
