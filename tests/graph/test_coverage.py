@@ -140,6 +140,12 @@ _STRUCTURED_SHORTHANDS = {
     "scan": lambda v: I.scan(v, axis=1, identity=I.zeros((v.shape[0],), I.f32), combine=lambda a, b: a + b),
     "cumsum": lambda v: I.cumsum(v, axis=0),
     "cummax": lambda v: I.cummax(v, axis=1, reverse=True),
+    "contract": lambda v: I.contract(v, v, reduce=((1, 1),), acc_dtype=I.f32),
+    "dot": lambda v: I.dot(v[0, :], v[1, :], acc_dtype=I.f32),
+    "matvec": lambda v: I.matvec(v, v[0, :], acc_dtype=I.f32),
+    "vecmat": lambda v: I.vecmat(v[:, 0], v, acc_dtype=I.f32),
+    "matmul": lambda v: I.matmul(v, v, acc_dtype=I.f32, transpose_rhs=True),
+    "outer": lambda v: I.outer(v[0, :], v[:, 0]),
 }
 
 
@@ -157,7 +163,16 @@ def test_coverage_structured_shorthand_builds_its_op(name):
 def test_coverage_every_shorthand_is_exercised_here():
     structural = {"select", "where", "reshape", "transpose", "full", "zeros", "join", "record", "domain", "indices",
                   "parallel", "loop", "while_", "if_", "break_", "continue_"}
-    assert set(surface.SHORTHANDS) == set(_VALUE_SHORTHANDS) | structural | set(_STRUCTURED_SHORTHANDS)
+    regions_and_memory = {"region_fold", "region_scan", "gather", "histogram", "buffer", "scatter_reduce"}
+    assert set(surface.SHORTHANDS) == set(_VALUE_SHORTHANDS) | structural | set(_STRUCTURED_SHORTHANDS) | \
+        regions_and_memory
+
+
+@pytest.mark.parametrize("name,kernel", [("region_fold", "_regions"), ("region_scan", "_regions"),
+                                         ("gather", "_memory"), ("histogram", "_memory"), ("buffer", "_memory"),
+                                         ("scatter_reduce", "_memory")])
+def test_coverage_region_and_memory_shorthands_build_their_ops(name, kernel):
+    assert surface.SHORTHANDS[name] in _op_names(globals()[kernel].trace())
 
 
 # --- every op prints ---------------------------------------------------------------------------------------------
@@ -215,13 +230,37 @@ def _control(x: I.In[I.f32, ("N",)], y: I.InOut[I.f32, ("N",)], s: I.Out[I.f32, 
 
 
 @intent.kernel
-def _structured(x: I.In[I.f32, ("M", "N")], s: I.Out[I.f32, ("M",)], c: I.Out[I.f32, ("M", "N")]):
+def _structured(x: I.In[I.f32, ("M", "N")], s: I.Out[I.f32, ("M",)], c: I.Out[I.f32, ("M", "N")],
+                g: I.Out[I.f32, ("M", "M")]):
     v = x[:, :]
     s[:] = I.reduce.sum(v, axis=1)
     c[:, :] = I.cumsum(v, axis=1)
+    g[:, :] = I.contract(v, v, reduce=((1, 1),), acc_dtype=I.f32)
 
 
-_COVERAGE_KERNELS = (_arith, _shapes, _control, _structured)
+@intent.kernel
+def _regions(x: I.In[I.f32, ("N",)], total: I.Out[I.f32, (1,)], prefix: I.Out[I.f32, ("N",)]):
+    d = I.domain(0, x.shape[0])
+    total[0] = I.region_fold(source=x[d], axis=0, summarize=lambda s: I.reduce.sum(s, axis=0),
+                             combine=lambda a, b: a + b, identity=I.cast(0.0, I.f32))
+    outs, _ = I.region_scan(source=x[d], axis=0, summarize=lambda s: I.reduce.sum(s, axis=0),
+                            combine=lambda a, b: a + b, identity=I.cast(0.0, I.f32), initial_state=I.cast(0.0, I.f32),
+                            apply=lambda t, s: s + t, emit=lambda s, state: I.cumsum(s, axis=0) + state)
+    prefix[d] = outs
+
+
+@intent.kernel
+def _memory(x: I.In[I.f32, ("N",)], idx: I.In[I.i32, ("K",)], h: I.Out[I.u32, (4,)], y: I.InOut[I.f32, ("N",)]):
+    k = I.domain(0, idx.shape[0])
+    i = idx[k]
+    g = I.gather(x[:], i, valid=i >= 0, fill=0.0)
+    h[:] = I.histogram(i, bins=4, valid=(i >= 0) & (i < 4), count_dtype=I.u32)
+    b = I.buffer((idx.shape[0],), I.f32)
+    b[k] = g
+    I.scatter_reduce(y, i, b[k], combine="add")
+
+
+_COVERAGE_KERNELS = (_arith, _shapes, _control, _structured, _regions, _memory)
 
 
 def _op_names(graph) -> set:

@@ -1,12 +1,13 @@
 """Numba rule for contract (spec §10, numerics T5).
 
-f32/f64 accumulators (the matmul family's common case) go to BLAS: both operands are converted
-to the accumulator (exactly or RNE, T3) while being packed by explicit copy loops into contiguous
-arrays ``[B, M, K]`` and ``[B, K, N]`` (B, M, K, N: products of the batch, free and reduced extents),
-``np.dot`` multiplies each batch (Numba calls BLAS gemm, in the accumulator dtype: no TF32, no
-reduced precision, and any BLAS summation order is within T5's gamma_n bound), and the ``[B, M, N]``
-result is reshaped (or, when batch axes are not leading in the result, copied) into the result's
-axis order.
+f32/f64 accumulators (the matmul family's common case) go to BLAS. Each operand is brought into a
+contiguous acc-dtype array arranged ``[B, M, K]`` (lhs) or ``[B, K, N]`` (rhs), B, M, K and N being
+the products of the batch, free and reduced extents: by explicit copy loops that also convert to the
+accumulator (exactly or RNE, T3), or without a copy when the operand already is such an array, in
+that order or with its two matrix axes swapped (BLAS takes the transpose). ``np.dot`` then multiplies
+each batch (Numba calls BLAS gemm in the accumulator dtype: no TF32, no reduced precision, and any
+BLAS summation order is within T5's gamma_n bound), and the ``[B, M, N]`` result is reshaped (or,
+when batch axes are not leading in the result, copied) into the result's axis order.
 
 Integer accumulators wrap modulo 2^bits, and f16/bf16 accumulators are computed in float32 and
 rounded once per output; both are loop nests with one scalar accumulator per output element.

@@ -23,6 +23,11 @@ from ...graph.values import KernelGraph
 from .emitter import NumbaEmitter
 from .values import Scalar, View
 
+# Numba's OpenMP workers spin for a while after each parallel loop; on a small machine they take the cores
+# from the BLAS threads that contract calls (and from the next call's work). Wait passively instead, unless
+# the user chose a policy (libgomp reads it when Numba first starts its thread pool, after this import).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 _SOURCE_VERSION = "1"
 # Numba caches a generated kernel with the runtime helpers compiled into it and does not track
 # them, so the runtime's source digest is part of every generated module (and of its file name).
