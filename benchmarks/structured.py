@@ -1,11 +1,14 @@
 """The CPU oracle's structured operations against NumPy, measured side by side in one run. Prints one JSON line.
 
 Each entry is a function decorated with ``@entry`` that returns ``(name, measurements)``; add an entry
-by writing one more such function (softmax, cumsum and flash attention are planned).
+by writing one more such function.
 
 - matmul_1024_f32: ``I.matmul`` of two 1024x1024 f32 matrices with an f32 accumulator, against NumPy's
   BLAS (``np.matmul``); cpu packs the operands and calls BLAS gemm from the generated Numba code.
   Target: at least 0.8x NumPy's speed.
+- softmax_4096x1024_f32: a row softmax (max, exp, sum, divide) against the same in NumPy.
+- cumsum_16M_f32: ``I.cumsum`` (f32 accumulator) against ``np.cumsum``.
+- flash_attention_1024x1024x64: examples/flash_attention.py against a NumPy softmax(QK^T)V.
 """
 from __future__ import annotations
 
@@ -79,6 +82,78 @@ def matmul_1024_f32():
     assert np.all(np.abs(c_cpu - exact) <= bound)
     t_np, t_cpu = side_by_side(lambda: np.matmul(a, b, out=c_np), lambda: exe(a, b, c_cpu))
     return "matmul_1024_f32", {**comparison(t_np, t_cpu, 0.8), "gflops_cpu": round(2 * n ** 3 / t_cpu / 1e9, 1)}
+
+
+@intent.kernel
+def softmax_rows(x: I.In[I.f32, ("M", "N")], y: I.Out[I.f32, ("M", "N")]):
+    v = x[:, :]
+    m = I.reduce.max(v, axis=1)
+    e = I.exp(v - I.reshape(m, (v.shape[0], 1)))
+    y[:, :] = e / I.reshape(I.reduce.sum(e, axis=1), (v.shape[0], 1))
+
+
+def numpy_softmax(x, out):
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    np.divide(e, e.sum(axis=1, keepdims=True), out=out)
+
+
+@entry
+def softmax_4096x1024_f32():
+    x = np.random.default_rng(1).standard_normal((4096, 1024), dtype=np.float32)
+    y_np, y_cpu = np.empty_like(x), np.empty_like(x)
+    exe = intent.compile(softmax_rows, target="cpu")
+    exe(x, y_cpu)
+    numpy_softmax(x, y_np)
+    assert np.allclose(y_cpu, y_np, rtol=1e-5, atol=1e-7)
+    t_np, t_cpu = side_by_side(lambda: numpy_softmax(x, y_np), lambda: exe(x, y_cpu), rounds=3, pause=0.1)
+    return "softmax_4096x1024_f32", comparison(t_np, t_cpu, None)
+
+
+@intent.kernel
+def cumsum_1d(x: I.In[I.f32, ("N",)], y: I.Out[I.f32, ("N",)]):
+    d = I.domain(0, x.shape[0])
+    y[d] = I.cumsum(x[d], axis=0)
+
+
+@entry
+def cumsum_16M_f32():
+    x = np.random.default_rng(2).standard_normal(16 * 1024 * 1024, dtype=np.float32)
+    y_np, y_cpu = np.empty_like(x), np.empty_like(x)
+    exe = intent.compile(cumsum_1d, target="cpu")
+    exe(x, y_cpu)
+    np.cumsum(x, out=y_np)
+    assert np.array_equal(y_cpu, y_np)  # both sequential f32 prefix sums
+    t_np, t_cpu = side_by_side(lambda: np.cumsum(x, out=y_np), lambda: exe(x, y_cpu), rounds=3, pause=0.1)
+    return "cumsum_16M_f32", comparison(t_np, t_cpu, None)
+
+
+@entry
+def flash_attention_1024x1024x64():
+    import importlib.util
+    import math
+    import pathlib
+
+    path = pathlib.Path(__file__).parent.parent / "examples" / "flash_attention.py"
+    spec = importlib.util.spec_from_file_location("flash_attention_example", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    L = S = 1024
+    D = 64
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal(shape).astype(np.float32) for shape in ((L, D), (S, D), (S, D)))
+    scale = 1.0 / math.sqrt(D)
+    out = np.empty((L, D), np.float32)
+    exe = intent.compile(example.attention, target="cpu")
+    exe(q, k, v, out, scale)
+    assert np.max(np.abs(out - example.reference(q, k, v, scale))) < 1e-4
+
+    def numpy_attention():
+        s = (q @ k.T) * np.float32(scale)
+        p = np.exp(s - s.max(axis=1, keepdims=True))
+        return (p / p.sum(axis=1, keepdims=True)) @ v
+
+    t_np, t_cpu = side_by_side(numpy_attention, lambda: exe(q, k, v, out, scale), rounds=3, pause=0.1)
+    return "flash_attention_1024x1024x64", comparison(t_np, t_cpu, None)
 
 
 def main() -> None:

@@ -33,6 +33,9 @@ def _writes(node) -> set:
     return out
 
 
+# Values recomputed per consumer rather than materialised when used more than once.
+REMATERIALIZED = frozenset({"read", "broadcast", "full", "indices"})
+
 ELEMENTWISE = FUSING_CONSUMERS - {"broadcast", "reshape", "transpose", "slice", "join", "write", "read", "reduce",
                                   "scan", "gather", "histogram", "scatter_reduce", "store", "contract"}
 
@@ -51,9 +54,11 @@ def fusible_values(graph: KernelGraph) -> tuple:
     def region(r: Region) -> None:
         position: dict = {}
         uses: dict = {}
+        producer: dict = {}
         for i, node in enumerate(r.nodes):
             for v in node.outputs:
                 position[v] = i
+                producer[v] = node.op.name
             deps = set()
             if "read" in node.op.effects:
                 deps.add(node.inputs[0])
@@ -87,6 +92,17 @@ def fusible_values(graph: KernelGraph) -> tuple:
             if not isinstance(v.type, T.TensorType):
                 continue
             u = uses.get(v, [])
+            if len(u) > 1 and producer[v] in REMATERIALIZED and all(j is not None for j, _ in u) and \
+                    all(c.op.name in FUSING_CONSUMERS for _, c in u):
+                # A cheap value (a view read, a broadcast, a constant) is recomputed by each consumer
+                # instead of copied into an array, if nothing writes what it reads before its last use.
+                last = max(j for j, _ in u)
+                between = set()
+                for n in r.nodes[i + 1:last]:
+                    between |= _writes(n)
+                if not between & reads.get(v, set()):
+                    fused.add(v)
+                continue
             if len(u) != 1 or u[0][0] is None:
                 continue
             j, consumer = u[0]

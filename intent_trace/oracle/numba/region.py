@@ -27,7 +27,7 @@ def _slices(em, node, source):
     slice_dim = node.regions[0].params[0].type.shape[axis]
     start = em.fresh("s")
     with em.block(f"for {start} in range(0, {n}, {SLICE}):"):
-        em.loop_depth += 1
+        # Slices are few and large: loop nests inside them may still run in parallel (no loop_depth).
         length = em.assign(f"min({SLICE}, {n} - {start})", "n")
         em.dim_names[slice_dim] = length
         parts = []
@@ -39,7 +39,6 @@ def _slices(em, node, source):
 
             parts.append(em.materialize(Lazy(lshape, elem), t))
         yield parts, start
-        em.loop_depth -= 1
 
 
 @rule("region_fold")
