@@ -127,6 +127,30 @@ def scatter_reduce(dest, index, values, *, combine):
     return _m.scatter_reduce(dest, index, values, combine=combine)
 
 
+# RNG (§17) and atomics (§16): namespaces implemented in intent_trace.proxies.random / .atomic
+
+
+class _LazyNamespace:
+    """``I.random`` / ``I.atomic``: attribute access forwards to the implementing module."""
+
+    def __init__(self, module: str, name: str):
+        self._module, self._name = module, name
+
+    def __getattr__(self, attr):
+        import importlib
+
+        module = importlib.import_module(self._module)
+        if attr.startswith("_") or attr not in getattr(module, "__all__", ()):
+            raise AttributeError(f"I.{self._name} has no {attr!r}")
+        return getattr(module, attr)
+
+    def __repr__(self) -> str:
+        return f"I.{self._name}"
+
+
+random = _LazyNamespace("intent_trace.proxies.random", "random")
+atomic = _LazyNamespace("intent_trace.proxies.atomic", "atomic")
+
 # values
 select = _b.select
 where = _b.select

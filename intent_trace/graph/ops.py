@@ -232,6 +232,25 @@ define("scatter_reduce", "memory", None, attrs=("combine", "type"), regions=1, e
            "collisions and the existing element combine with the region (a builtin or a pure helper) in "
            "unspecified order")
 
+# RNG (spec §17, numerics T8). Implemented in proxies/random.py, oracle/generic_random.py, oracle/numba/random.py.
+define("random_bits", "random", 2, attrs=("type",), infer=given_type,
+       doc="Philox4x32-10 bits: operands u64 seed scalar, non-negative integer counter (scalar or tensor); "
+           "word counter % 4 of block counter // 4; pure and independent of execution order")
+
+# Atomics (spec §16, numerics T9). The address is a view element: operands view, then index operands (as `read`).
+# Implemented in proxies/atomic.py, oracle/generic_atomic.py, oracle/numba/atomic.py.
+_ATOMIC_RW = frozenset({"read", "write"})
+define("atomic_load", "atomic", None, attrs=("index", "order", "type"), effects=frozenset({"read"}),
+       infer=given_type, doc="operands: view, index operands; order relaxed|acquire")
+define("atomic_store", "atomic", None, attrs=("index", "order"), effects=frozenset({"write"}), infer=no_result,
+       doc="operands: view, value, index operands; order relaxed|release")
+define("atomic_rmw", "atomic", None, attrs=("index", "kind", "order", "type"), effects=_ATOMIC_RW,
+       infer=given_type, doc="operands: view, value, index operands; kind exchange|add|max|min|and|or|xor; "
+                             "returns the old value")
+define("atomic_compare_exchange", "atomic", None, attrs=("index", "order", "failure_order", "type"),
+       effects=_ATOMIC_RW, infer=given_type,
+       doc="operands: view, expected, desired, index operands; returns record {old_value, success}")
+
 # Structured control (spec §5, §6). Region parameters are listed in the printer.
 _CTRL = frozenset({"control"})
 define("parallel", "control", 1, regions=1, effects=_CTRL, infer=no_result, doc="unordered forall over a domain")

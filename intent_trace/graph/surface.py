@@ -39,6 +39,10 @@ SHORTHANDS = {
     "contract": "contract", "dot": "contract", "matvec": "contract", "vecmat": "contract", "matmul": "contract",
     "outer": "mul", "region_fold": "region_fold", "region_scan": "region_scan",
     "gather": "gather", "histogram": "histogram", "buffer": "buffer", "scatter_reduce": "scatter_reduce",
+    "random.bits": "random_bits", "random.uniform": "random_bits",
+    "atomic.load": "atomic_load", "atomic.store": "atomic_store", "atomic.add": "atomic_rmw",
+    "atomic.exchange": "atomic_rmw", "atomic.max": "atomic_rmw", "atomic.min": "atomic_rmw", "atomic.and_": "atomic_rmw",
+    "atomic.or_": "atomic_rmw", "atomic.xor": "atomic_rmw", "atomic.compare_exchange": "atomic_compare_exchange",
     **{name: name for name in ("exp", "log", "log1p", "lgamma", "sin", "asin", "cos", "floor", "erf", "erfc",
                                "i0", "rsqrt", "sqrt", "sigmoid", "abs", "exp2", "tanh")},
 }

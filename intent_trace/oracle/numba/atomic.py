@@ -1,0 +1,1 @@
+"""Atomic operations on view elements (spec §16, numerics T9)."""
