@@ -209,7 +209,10 @@ define("dim", "domain", 1, attrs=("axis", "type"), infer=given_type,
 define("read", "memory", None, attrs=("index", "type"), effects=frozenset({"read"}), infer=given_type,
        doc="operands: view, then one index operand per non-'all' axis entry")
 define("write", "memory", None, attrs=("index",), effects=frozenset({"write"}), infer=no_result,
-       doc="operands: view, value, then index operands")
+       doc="operands: view, value, then index operands (domains, points, whole axes)")
+define("unique_store", "memory", None, attrs=("index",), effects=frozenset({"write"}), infer=no_result,
+       doc="arbitrary-index unique store: a view write with data-derived integer tensor indices; the destination "
+           "relation must be injective (generic and cpu check it at run time)")
 
 # Indexed access beyond views (spec §13, §15). Implemented in proxies/memory.py, oracle/generic_memory.py and
 # oracle/numba/memory.py.

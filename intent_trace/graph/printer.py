@@ -88,10 +88,10 @@ def _result_decl(namer: _Namer, var) -> str:
 def _format_node(namer: _Namer, node, indent: str, lines: list) -> None:
     op = node.op
     args = [_operand(x) for x in node.inputs]
-    if op.name in ("read", "write", "load", "store"):
+    if op.name in ("read", "write", "load", "store", "unique_store"):
         kinds = node.attr("index")
         view, rest = args[0], args[1:]
-        if op.name in ("write", "store"):
+        if op.name in ("write", "store", "unique_store"):
             value, rest = rest[0], rest[1:]
         it = iter(rest)
         idx = ", ".join(":" if k == "all" else next(it) for k in kinds)

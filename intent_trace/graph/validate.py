@@ -49,11 +49,11 @@ def _region(graph, region: Region, visible: set, loops: list, written: set) -> N
         inferred = op.infer(op, node.inputs, dict(node.attrs))
         if tuple(inferred) != tuple(v.type for v in node.outputs):
             _fail(node, f"result types {[v.type for v in node.outputs]} differ from its type rule's {list(inferred)}")
-        if op.name in ("read", "write"):
+        if op.name in ("read", "write", "unique_store"):
             view = node.inputs[0]
             if not isinstance(view.type, T.ViewType):
                 _fail(node, "the first operand must be a view")
-            if op.name == "write":
+            if op.name != "read":
                 if view.type.access == "In":
                     _fail(node, "writes an In view")
                 written.add(view)

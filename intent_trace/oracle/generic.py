@@ -366,7 +366,7 @@ def _read(it, node, args):
     return np.array(array[idx]) if idx else np.array(array)
 
 
-@rule("write")
+@rule("write", "unique_store")
 def _write(it, node, args):
     array, value = args[0], args[1]
     view_var = node.inputs[0]

@@ -68,7 +68,8 @@ class ViewProxy(Proxy):
         if trace.scope.point_deps is not None and not _depends_on_point(trace.scope.point_deps, operands):
             fail(f"every point of the enclosing parallel domain writes the same elements of {self.name}; index the "
                  f"write with the point (or use an ordered loop)", "value")
-        trace.emit(ops.write, (self._var, v, *operands), (("index", kinds),), types=())
+        op = ops.unique_store if "tensor" in kinds else ops.write  # spec §15 keeps the two canonical ops apart
+        trace.emit(op, (self._var, v, *operands), (("index", kinds),), types=())
         trace.written_views.add(self._var)
 
     def __iter__(self):

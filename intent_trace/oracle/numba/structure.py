@@ -271,7 +271,7 @@ def _index_plan(em, node, view: View, entries):
     """Hoisted bounds checks; returns (result shape, per-entry plan) for a read or write."""
     kinds = node.attr("index")
     view_t = node.inputs[0].type
-    operand_vars = [x for x in node.inputs[2 if node.op.name in ("write", "store") else 1:]]
+    operand_vars = [x for x in node.inputs[2 if node.op.name in ("write", "store", "unique_store") else 1:]]
     ops_iter = iter(zip(entries, operand_vars))
     shape, plan = [], []
     for axis, kind in enumerate(kinds):
@@ -338,7 +338,7 @@ def _read(em, node, args):
     return Lazy(shape, elem)
 
 
-@rule("write")
+@rule("write", "unique_store")
 def _write(em, node, args):
     view, value, entries = args[0], args[1], args[2:]
     value_var = node.inputs[1]
