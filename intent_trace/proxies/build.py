@@ -6,9 +6,8 @@ the node exists, so errors point at the user's line.
 """
 from __future__ import annotations
 
-import keyword
 import math
-from numbers import Integral, Real
+from numbers import Integral
 
 import numpy as np
 
@@ -18,7 +17,7 @@ from ..graph import ops
 from ..graph.provenance import AxisPos, BinExpr, Const, Ref, simplify_add, through_arith, through_axes
 from ..graph.values import Literal, Var
 from .context import current, fail
-from .values import Proxy, RecordProxy, ScalarProxy, TensorProxy, ValueProxy, wrap
+from .values import Proxy, ScalarProxy, TensorProxy, ValueProxy, wrap
 
 _PY_NUMBER = (bool, int, float, np.bool_, np.integer, np.floating)
 _AFFINE = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//", "mod": "%"}
@@ -536,73 +535,5 @@ def _range_extent(start, stop, extent):
     return T.Dim(label=f"the length of the slice at {current().location()}")
 
 
-# --- aggregates -----------------------------------------------------------------------------
-
-def check_field_name(name: str) -> None:
-    if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_"):
-        fail(f"record field name {name!r} must be a Python identifier that is not a keyword and does not "
-             f"start with '_'", "value")
-
-
-def record(**fields):
-    if not fields:
-        fail("I.record needs at least one field", "value")
-    names, vars_ = [], []
-    for name, value in fields.items():
-        check_field_name(name)
-        names.append(name)
-        vars_.append(pack(value, f"record field {name!r}"))
-    t = T.RecordType(tuple((n, v.type) for n, v in zip(names, vars_)))
-    trace = current()
-    (out,) = trace.emit(ops.record, tuple(vars_), (("type", t),), types=(t,))
-    trace.aggregate_parts[out] = tuple(vars_)
-    return RecordProxy(out)
-
-
-def _part_provenance(trace, aggregate: Var, i: int):
-    parts = trace.aggregate_parts.get(aggregate)
-    return parts[i].provenance if parts is not None else None
-
-
-def record_field(r: RecordProxy, name: str):
-    t = r._var.type
-    if name not in t.names:
-        fail(f"record {t!r} has no field {name!r}; fields: {', '.join(t.names)}", "value")
-    ft = t.field_type(name)
-    trace = current()
-    rel = _part_provenance(trace, r._var, t.names.index(name))
-    (out,) = trace.emit(ops.field, (r._var,), (("name", name), ("type", ft)), types=(ft,), provenance=rel)
-    return wrap(out)
-
-
-def pack(value, role: str) -> Var:
-    """A user value as one Var (tuples become tuple values)."""
-    if isinstance(value, (ValueProxy, RecordProxy)):
-        return value._var
-    if isinstance(value, tuple):
-        items = tuple(pack(v, f"{role} item {i}") for i, v in enumerate(value))
-        t = T.TupleType(tuple(v.type for v in items))
-        trace = current()
-        (out,) = trace.emit(ops.tuple, items, (("type", t),), types=(t,))
-        trace.aggregate_parts[out] = items
-        return out
-    if is_py_number(value):
-        fail(f"{role} is a Python number and has no dtype; write I.cast({value!r}, I.f32) (or the dtype you mean)",
-             "type")
-    if isinstance(value, list):
-        fail(f"{role} is a list; use a tuple", "type")
-    fail(f"{role} must be a scalar, tensor, tuple or record, got {type(value).__name__}", "type")
-
-
-def unpack_tuple(var: Var) -> tuple:
-    trace = current()
-    out = []
-    for i, t in enumerate(var.type.items):
-        rel = _part_provenance(trace, var, i)
-        (v,) = trace.emit(ops.get, (var,), (("index", i), ("type", t)), types=(t,), provenance=rel)
-        out.append(wrap(v))
-    return tuple(out)
-
-
-__all__ = ["binary", "unary", "elementwise", "select", "convert", "constant", "full", "reshape", "transpose", "join",
-           "record", "pack", "wrap", "make_literal", "broadcast_to", "broadcast_shapes", "Real", "TensorProxy"]
+# Aggregates live in .aggregates; re-exported here for the builders that import them from this module.
+from .aggregates import check_field_name, pack, record, record_field, unpack_tuple  # noqa: E402,F401

@@ -11,7 +11,7 @@ import os
 import sys
 
 from ..errors import TraceError, TraceTypeError, TraceValueError
-from ..graph.values import Literal, Node, Region, SourceLoc, Var
+from ..graph.values import Node, Region, SourceLoc, Var
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _INTERNAL_CODE: dict = {}  # code object -> defined inside this package
@@ -264,4 +264,3 @@ def fail(message: str, kind: str = "value"):
     raise cls(message, where=where)
 
 
-__all__ = ["Trace", "Scope", "current", "tracing", "active_trace", "fail", "Literal"]

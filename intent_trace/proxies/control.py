@@ -14,7 +14,7 @@ from ..graph.values import Var
 from .build import pack
 from .context import current, fail
 from .domain import as_domain, point_var
-from .values import Proxy, ScalarProxy, ValueProxy, wrap
+from .values import ScalarProxy, ValueProxy, wrap
 
 _LOOP_SCOPES = ("for", "loop", "while_body")
 
@@ -209,4 +209,3 @@ def continue_(when=True, carry=None):
     _exit("continue", when, carry)
 
 
-__all__ = ["if_", "loop", "while_", "break_", "continue_", "Proxy"]

@@ -11,12 +11,12 @@ import numpy as np
 
 from .. import types as T
 from ..graph import ops
-from ..graph.values import Var, walk_region
-from .build import constant, convert, is_py_number, pack, unpack_tuple
+from ..graph.values import Var
+from .build import constant, convert, is_py_number, pack
 from .context import current, fail
 from .control import _schema_mismatch
 from .domain import domain, indices
-from .values import Proxy, RecordProxy, ValueProxy, wrap
+from .values import RecordProxy, ValueProxy, wrap
 
 # --- schemas ------------------------------------------------------------------------------------
 
@@ -310,9 +310,6 @@ class _ArgReduce:
 
 reduce = _Reduce()
 arg_reduce = _ArgReduce()
-
-__all__ = ["reduce", "arg_reduce", "generic_reduce", "trace_pure", "normalize_axes", "default_sum_dtype", "Proxy",
-           "unpack_tuple", "walk_region"]
 
 
 # --- scan ------------------------------------------------------------------------------------------

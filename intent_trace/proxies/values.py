@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from ..graph import surface
 from ..graph.values import Var
-from ..types import DomainType, RecordType, ScalarType, TensorType, TupleType, ViewType
-from .context import current, fail
+from ..types import RecordType, ScalarType, TensorType, TupleType
+from .context import fail
 
 
 class Proxy:
@@ -161,5 +161,3 @@ def register_proxy(type_cls, proxy_cls) -> None:
 
 from . import build as _build  # noqa: E402  (build uses the classes above)
 
-__all__ = ["Proxy", "ValueProxy", "ScalarProxy", "TensorProxy", "RecordProxy", "wrap", "var_of", "register_proxy",
-           "current", "DomainType", "ViewType"]

@@ -3,10 +3,9 @@ from __future__ import annotations
 
 from ... import types as T
 from ...graph.provenance import Coord, IndexRelation, Ordinal
-from ...graph.values import Literal, Var, walk_region
+from ...graph.values import Literal, walk_region
 from .emitter import ErrorSite, rule
-from .scalar_rules import np_type
-from .values import Aggregate, Array, Domain, Lazy, Scalar, View
+from .values import Aggregate, Domain, Lazy, Scalar, View
 
 
 def _shape(em, t) -> tuple:
@@ -457,5 +456,3 @@ def _exit(em, node, args):
             em.assign_leaves(names, args[1], t)
         em.line(node.op.name)
 
-
-__all__ = ["Array", "Var", "np_type"]
