@@ -163,14 +163,16 @@ def test_coverage_structured_shorthand_builds_its_op(name):
 def test_coverage_every_shorthand_is_exercised_here():
     structural = {"select", "where", "reshape", "transpose", "full", "zeros", "join", "record", "domain", "indices",
                   "parallel", "loop", "while_", "if_", "break_", "continue_"}
-    regions_and_memory = {"region_fold", "region_scan", "gather", "histogram", "buffer", "scatter_reduce"}
+    regions_and_memory = {"region_fold", "region_scan", "gather", "histogram", "buffer", "scatter_reduce",
+                          "random.bits", "random.uniform"}
     assert set(surface.SHORTHANDS) == set(_VALUE_SHORTHANDS) | structural | set(_STRUCTURED_SHORTHANDS) | \
         regions_and_memory
 
 
 @pytest.mark.parametrize("name,kernel", [("region_fold", "_regions"), ("region_scan", "_regions"),
                                          ("gather", "_memory"), ("histogram", "_memory"), ("buffer", "_memory"),
-                                         ("scatter_reduce", "_memory")])
+                                         ("scatter_reduce", "_memory"), ("random.bits", "_random"),
+                                         ("random.uniform", "_random")])
 def test_coverage_region_and_memory_shorthands_build_their_ops(name, kernel):
     assert surface.SHORTHANDS[name] in _op_names(globals()[kernel].trace())
 
@@ -257,10 +259,18 @@ def _memory(x: I.In[I.f32, ("N",)], idx: I.In[I.i32, ("K",)], h: I.Out[I.u32, (4
     h[:] = I.histogram(i, bins=4, valid=(i >= 0) & (i < 4), count_dtype=I.u32)
     b = I.buffer((idx.shape[0],), I.f32)
     b[k] = g
+    y[i] = b[k]  # a data-indexed write: unique_store
     I.scatter_reduce(y, i, b[k], combine="add")
 
 
-_COVERAGE_KERNELS = (_arith, _shapes, _control, _structured, _regions, _memory)
+@intent.kernel
+def _random(y: I.Out[I.u32, ("N",)], u: I.Out[I.f32, ("N",)], seed: I.u64):
+    d = I.domain(0, y.shape[0])
+    y[d] = I.random.bits(seed, I.indices(d))
+    u[d] = I.random.uniform(seed, I.indices(d), I.f32)
+
+
+_COVERAGE_KERNELS = (_arith, _shapes, _control, _structured, _regions, _memory, _random)
 
 
 def _op_names(graph) -> set:

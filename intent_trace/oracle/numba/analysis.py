@@ -16,7 +16,7 @@ FUSING_CONSUMERS = frozenset({
     "add", "sub", "mul", "div", "floordiv", "mod", "pow", "maximum", "minimum", "and_", "or_", "xor", "shl", "shr",
     "eq", "ne", "lt", "le", "gt", "ge", "neg", "invert", "select", "fma", "cast", "bitcast", "broadcast",
     "reshape", "transpose", "slice", "join", "write", "read", "reduce", "scan", "gather", "histogram",
-    "scatter_reduce", "store", "contract", "unique_store",
+    "scatter_reduce", "store", "contract", "unique_store", "random_bits",
     "exp", "log", "log1p", "lgamma", "sin", "asin", "cos", "floor", "erf", "erfc", "i0", "rsqrt", "sqrt",
     "sigmoid", "abs", "exp2", "tanh",
 })
