@@ -160,11 +160,14 @@ def test_coverage_structured_shorthand_builds_its_op(name):
         (name == "arg_reduce.max" and nodes[-3].op.name == "reduce")
 
 
+_ATOMIC_SHORTHANDS = ("load", "store", "add", "exchange", "max", "min", "and_", "or_", "xor", "compare_exchange")
+
+
 def test_coverage_every_shorthand_is_exercised_here():
     structural = {"select", "where", "reshape", "transpose", "full", "zeros", "join", "record", "domain", "indices",
                   "parallel", "loop", "while_", "if_", "break_", "continue_"}
     regions_and_memory = {"region_fold", "region_scan", "gather", "histogram", "buffer", "scatter_reduce",
-                          "random.bits", "random.uniform"}
+                          "random.bits", "random.uniform"} | {f"atomic.{name}" for name in _ATOMIC_SHORTHANDS}
     assert set(surface.SHORTHANDS) == set(_VALUE_SHORTHANDS) | structural | set(_STRUCTURED_SHORTHANDS) | \
         regions_and_memory
 
@@ -172,7 +175,8 @@ def test_coverage_every_shorthand_is_exercised_here():
 @pytest.mark.parametrize("name,kernel", [("region_fold", "_regions"), ("region_scan", "_regions"),
                                          ("gather", "_memory"), ("histogram", "_memory"), ("buffer", "_memory"),
                                          ("scatter_reduce", "_memory"), ("random.bits", "_random"),
-                                         ("random.uniform", "_random")])
+                                         ("random.uniform", "_random"),
+                                         *((f"atomic.{name}", "_atomics") for name in _ATOMIC_SHORTHANDS)])
 def test_coverage_region_and_memory_shorthands_build_their_ops(name, kernel):
     assert surface.SHORTHANDS[name] in _op_names(globals()[kernel].trace())
 
@@ -270,7 +274,20 @@ def _random(y: I.Out[I.u32, ("N",)], u: I.Out[I.f32, ("N",)], seed: I.u64):
     u[d] = I.random.uniform(seed, I.indices(d), I.f32)
 
 
-_COVERAGE_KERNELS = (_arith, _shapes, _control, _structured, _regions, _memory, _random)
+@intent.kernel
+def _atomics(idx: I.In[I.i32, ("N",)], c: I.InOut[I.i32, (4,)], f: I.InOut[I.f32, (4,)], y: I.Out[I.i32, ("N",)]):
+    for i in I.parallel(I.domain(0, idx.shape[0])):
+        a = I.atomic.load(c[0], order="acquire")
+        I.atomic.store(c[1], a, order="release")
+        b = I.atomic.add(c[idx[i]], 1, order="relaxed") + I.atomic.exchange(c[2], 5, order="acq_rel")
+        b = b + I.atomic.max(c[3], 2, order="acquire") + I.atomic.min(c[3], 9, order="release")
+        b = b + I.atomic.and_(c[2], 7, order="relaxed") + I.atomic.or_(c[2], 1, order="relaxed")
+        b = b + I.atomic.xor(c[2], 3, order="relaxed") + I.cast(I.atomic.add(f[0], 1.0, order="relaxed"), I.i32)
+        r = I.atomic.compare_exchange(c[0], 0, b, order="acq_rel")
+        y[i] = I.select(r.success, r.old_value, b)
+
+
+_COVERAGE_KERNELS = (_arith, _shapes, _control, _structured, _regions, _memory, _random, _atomics)
 
 
 def _op_names(graph) -> set:

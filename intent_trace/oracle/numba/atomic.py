@@ -15,16 +15,14 @@ and the extent; outputs are staged).
 """
 from __future__ import annotations
 
-import hashlib
-
 from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
 from ...graph import ops
-from . import runtime as R
 from .emitter import rule
+from .lazy import lazy_module
 from .scalar_rules import np_type
 from .structure import _coords, _index_plan
 from .values import Aggregate, Scalar
@@ -33,11 +31,10 @@ LLVM_ORDER = {"relaxed": "monotonic", "acquire": "acquire", "release": "release"
 _RW_ORDERS = ("relaxed", "acquire", "release", "acq_rel")
 _INT_OP = {"exchange": "xchg", "add": "add", "and": "and", "or": "or", "xor": "xor"}
 
-# The generated module imports this one; the digest (of this file) changes the module's source, and so its
-# name in the on-disk cache, whenever these helpers change (Numba does not track them in its own cache).
-with open(__file__, "rb") as _f:
-    DIGEST = hashlib.sha256(_f.read()).hexdigest()[:16]
-IMPORT_LINE = f"import intent_trace.oracle.numba.atomic as A  # atomic helpers {DIGEST}"
+# Generated modules name these helpers ``A.<name>``; like the runtime ``R``, the module is imported lazily:
+# Numba resolves the names only when it compiles, and a kernel loaded from its cache never does.
+IMPORT_LINE = "A = lazy_module('intent_trace.oracle.numba.atomic')"
+R = lazy_module("intent_trace.oracle.numba.runtime")  # resolved when a helper below is first compiled
 
 
 # --- LLVM intrinsics ----------------------------------------------------------------------------------
@@ -110,7 +107,7 @@ def _int_rmw(kind: str, order: str):
         def codegen(context, builder, signature, args):
             ptr = _pointer(context, builder, ary, args[0], idx, args[1])
             v = context.cast(builder, args[2], value, ary.dtype)
-            op = _INT_OP.get(kind) or kind  # max/min: signed or unsigned
+            op = _INT_OP.get(kind) or (kind if ary.dtype.signed else f"u{kind}")  # max/min: signed or unsigned
             return builder.atomic_rmw(op, ptr, v, LLVM_ORDER[order])
 
         return sig, codegen
@@ -146,7 +143,17 @@ def _f32_add(a, b):
     return a + b  # one RNE f32 addition, as the elementwise `+` of f32 values
 
 
-_F32_COMBINE = {"add": _f32_add, "max": R.fmax, "min": R.fmin}
+@njit(nogil=True, error_model="numpy")
+def _f32_max(a, b):
+    return R.fmax(a, b)  # IEEE maximum, as I.maximum
+
+
+@njit(nogil=True, error_model="numpy")
+def _f32_min(a, b):
+    return R.fmin(a, b)
+
+
+_F32_COMBINE = {"add": _f32_add, "max": _f32_max, "min": _f32_min}
 
 
 def _f32_rmw(kind: str, order: str):
