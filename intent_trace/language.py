@@ -149,6 +149,53 @@ class _LazyNamespace:
 
 
 random = _LazyNamespace("intent_trace.proxies.random", "random")
+sparse = _LazyNamespace("intent_trace.proxies.sparse_formats", "sparse")  # two_of_four(), one_of_two()
+quant = _LazyNamespace("intent_trace.proxies.quant_formats", "quant")  # q4_k, q8_k
+
+
+def scaled_matmul(lhs, lhs_scale, rhs, rhs_scale, *, lhs_format, rhs_format, group_size, acc_dtype):
+    """Spec §11: the closed positional schema [M,G,C], [M,G], [G,C,N], [N,G] with one group size."""
+    from .proxies import scaled as _s
+
+    return _s.scaled_matmul(lhs, lhs_scale, rhs, rhs_scale, lhs_format=lhs_format, rhs_format=rhs_format,
+                            group_size=group_size, acc_dtype=acc_dtype)
+
+
+def scaled_contract(lhs, lhs_scale, rhs, rhs_scale, *, lhs_format, rhs_format, lhs_group_size, rhs_group_size,
+                    reduce, batch=(), acc_dtype):
+    from .proxies import scaled as _s
+
+    return _s.scaled_contract(lhs, lhs_scale, rhs, rhs_scale, lhs_format=lhs_format, rhs_format=rhs_format,
+                              lhs_group_size=lhs_group_size, rhs_group_size=rhs_group_size, reduce=reduce,
+                              batch=batch, acc_dtype=acc_dtype)
+
+
+def sparse_contract(compressed, metadata, dense_rhs, *, format, reduce, batch=(), acc_dtype):  # noqa: A002
+    """Spec §12: a structured-sparse lhs (closed format schema) against a dense rhs."""
+    from .proxies import scaled as _s
+
+    return _s.sparse_contract(compressed, metadata, dense_rhs, format=format, reduce=reduce, batch=batch,
+                              acc_dtype=acc_dtype)
+
+
+def sparse_matmul(compressed, metadata, rhs, *, format, acc_dtype):  # noqa: A002
+    from .proxies import scaled as _s
+
+    return _s.sparse_matmul(compressed, metadata, rhs, format=format, acc_dtype=acc_dtype)
+
+
+def quantize(values, *, format):  # noqa: A002
+    """quantization.md Q2: f32[..., K] -> the format's record."""
+    from .proxies import quant as _q
+
+    return _q.quantize(values, format=format)
+
+
+def quantized_dot(lhs, rhs, *, lhs_format, rhs_format, acc_dtype):
+    """quantization.md Q3."""
+    from .proxies import quant as _q
+
+    return _q.quantized_dot(lhs, rhs, lhs_format=lhs_format, rhs_format=rhs_format, acc_dtype=acc_dtype)
 atomic = _LazyNamespace("intent_trace.proxies.atomic", "atomic")
 
 # values

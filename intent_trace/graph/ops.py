@@ -214,6 +214,22 @@ define("unique_store", "memory", None, attrs=("index",), effects=frozenset({"wri
        doc="arbitrary-index unique store: a view write with data-derived integer tensor indices; the destination "
            "relation must be injective (generic and cpu check it at run time)")
 
+# Scaled and sparse contract (spec §11, §12; numerics T6, T7): proxies/scaled.py, oracle/generic_scaled.py,
+# oracle/numba/scaled.py. Quantized computation (spec §11.1, quantization.md): proxies/quant.py,
+# oracle/generic_quant.py, oracle/numba/quant.py.
+define("scaled_contract", "structured", 4, attrs=("lhs_format", "rhs_format", "group_size", "acc_dtype", "type"),
+       infer=given_type,
+       doc="operands: lhs codes u8[M, G, C_lhs], lhs e8m0 scale codes u8[M, G], rhs codes u8[G, C_rhs, N], rhs "
+           "e8m0 scale codes u8[N, G]; reduce ((1, 0), (2, 1)); result acc_dtype[M, N]")
+define("sparse_contract", "structured", 3, attrs=("format", "reduce", "batch", "acc_dtype", "type"),
+       infer=given_type,
+       doc="operands: compressed lhs, logical metadata (same shape), dense rhs; the lhs compression axis is its "
+           "first reduce axis; otherwise as contract")
+define("quantize", "structured", 1, attrs=("format", "type"), infer=given_type,
+       doc="f32[..., K] -> the format's record of logical fields (quantization.md Q1, Q2)")
+define("quantized_dot", "structured", 2, attrs=("lhs_format", "rhs_format", "acc_dtype", "type"), infer=given_type,
+       doc="dot of two quantized records over the blocks axis; leading axes broadcast (quantization.md Q3)")
+
 # Indexed access beyond views (spec §13, §15). Implemented in proxies/memory.py, oracle/generic_memory.py and
 # oracle/numba/memory.py.
 define("gather", "memory", None, attrs=("has_valid", "type"), infer=given_type,

@@ -40,6 +40,8 @@ SHORTHANDS = {
     "outer": "mul", "region_fold": "region_fold", "region_scan": "region_scan",
     "gather": "gather", "histogram": "histogram", "buffer": "buffer", "scatter_reduce": "scatter_reduce",
     "random.bits": "random_bits", "random.uniform": "random_bits",
+    "scaled_matmul": "scaled_contract", "scaled_contract": "scaled_contract", "sparse_contract": "sparse_contract",
+    "sparse_matmul": "sparse_contract", "quantize": "quantize", "quantized_dot": "quantized_dot",
     "atomic.load": "atomic_load", "atomic.store": "atomic_store", "atomic.add": "atomic_rmw",
     "atomic.exchange": "atomic_rmw", "atomic.max": "atomic_rmw", "atomic.min": "atomic_rmw", "atomic.and_": "atomic_rmw",
     "atomic.or_": "atomic_rmw", "atomic.xor": "atomic_rmw", "atomic.compare_exchange": "atomic_compare_exchange",

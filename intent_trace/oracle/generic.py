@@ -503,3 +503,5 @@ from . import generic_region  # noqa: E402,F401  (registers region_fold and regi
 from . import generic_memory  # noqa: E402,F401  (registers gather, histogram, buffers, scatter_reduce)
 from . import generic_random  # noqa: E402,F401  (registers random_bits)
 from . import generic_atomic  # noqa: E402,F401  (registers the atomic ops)
+from . import generic_scaled  # noqa: E402,F401  (registers scaled_contract and sparse_contract)
+from . import generic_quant  # noqa: E402,F401  (registers quantize and quantized_dot)

@@ -168,15 +168,19 @@ def test_coverage_every_shorthand_is_exercised_here():
                   "parallel", "loop", "while_", "if_", "break_", "continue_"}
     regions_and_memory = {"region_fold", "region_scan", "gather", "histogram", "buffer", "scatter_reduce",
                           "random.bits", "random.uniform"} | {f"atomic.{name}" for name in _ATOMIC_SHORTHANDS}
+    quantized = {"quantize", "quantized_dot"}
+    scaled_and_sparse = {"scaled_matmul", "scaled_contract", "sparse_matmul", "sparse_contract"}
     assert set(surface.SHORTHANDS) == set(_VALUE_SHORTHANDS) | structural | set(_STRUCTURED_SHORTHANDS) | \
-        regions_and_memory
+        regions_and_memory | quantized | scaled_and_sparse
 
 
 @pytest.mark.parametrize("name,kernel", [("region_fold", "_regions"), ("region_scan", "_regions"),
                                          ("gather", "_memory"), ("histogram", "_memory"), ("buffer", "_memory"),
                                          ("scatter_reduce", "_memory"), ("random.bits", "_random"),
                                          ("random.uniform", "_random"),
-                                         *((f"atomic.{name}", "_atomics") for name in _ATOMIC_SHORTHANDS)])
+                                         *((f"atomic.{name}", "_atomics") for name in _ATOMIC_SHORTHANDS),
+                                         ("scaled_matmul", "_scaled_sparse"), ("scaled_contract", "_scaled_sparse"),
+                                         ("sparse_matmul", "_scaled_sparse"), ("sparse_contract", "_scaled_sparse")])
 def test_coverage_region_and_memory_shorthands_build_their_ops(name, kernel):
     assert surface.SHORTHANDS[name] in _op_names(globals()[kernel].trace())
 
@@ -287,7 +291,35 @@ def _atomics(idx: I.In[I.i32, ("N",)], c: I.InOut[I.i32, (4,)], f: I.InOut[I.f32
         y[i] = I.select(r.success, r.old_value, b)
 
 
-_COVERAGE_KERNELS = (_arith, _shapes, _control, _structured, _regions, _memory, _random, _atomics)
+@intent.kernel
+def _quant(x: I.In[I.f32, (2, 512)], y: I.In[I.f32, (512,)], o: I.Out[I.f32, (2,)]):
+    a = I.quantize(x[:, :], format=I.quant.q4_k)
+    b = I.quantize(y[:], format=I.quant.q8_k)
+    o[:] = I.quantized_dot(a, b, lhs_format=I.quant.q4_k, rhs_format=I.quant.q8_k, acc_dtype=I.f32)
+
+
+def test_coverage_quantized_shorthands_build_their_ops():
+    names = [n.op.name for n in _quant.trace().body.nodes]
+    assert surface.SHORTHANDS["quantize"] in names and surface.SHORTHANDS["quantized_dot"] in names
+
+
+@intent.kernel
+def _scaled_sparse(a: I.In[I.u8, ("M", "G", 16)], sa: I.In[I.u8, ("M", "G")], b: I.In[I.u8, ("G", 32, "N")],
+                   sb: I.In[I.u8, ("N", "G")], x: I.In[I.f32, ("M", 4)], meta: I.In[I.i32, ("M", 4)],
+                   w: I.In[I.f32, (8, "N")], c: I.Out[I.f32, ("M", "N")], d: I.Out[I.f32, ("M", "N")],
+                   e: I.Out[I.f32, ("M", "N")], f: I.Out[I.f32, ("M", "N")]):
+    c[:, :] = I.scaled_matmul(a[:, :, :], sa[:, :], b[:, :, :], sb[:, :], lhs_format=I.e2m1, rhs_format=I.e4m3,
+                              group_size=32, acc_dtype=I.f32)
+    d[:, :] = I.scaled_contract(a[:, :, :], sa[:, :], b[:, :, :], sb[:, :], lhs_format=I.e2m1, rhs_format=I.e4m3,
+                                lhs_group_size=32, rhs_group_size=32, reduce=((1, 0), (2, 1)), batch=(),
+                                acc_dtype=I.f32)
+    e[:, :] = I.sparse_matmul(x[:, :], meta[:, :], w[:, :], format=I.sparse.two_of_four(), acc_dtype=I.f32)
+    f[:, :] = I.sparse_contract(x[:, :], meta[:, :], w[:, :], format=I.sparse.two_of_four(), reduce=((1, 0),),
+                                batch=(), acc_dtype=I.f32)
+
+
+_COVERAGE_KERNELS = (_arith, _shapes, _control, _structured, _regions, _memory, _random, _atomics, _quant,
+                     _scaled_sparse)
 
 
 def _op_names(graph) -> set:

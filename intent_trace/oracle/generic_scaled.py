@@ -1,0 +1,87 @@
+"""Generic rules for scaled and sparse contract (spec §11, §12; numerics T6, T7).
+
+scaled_contract: both operands are decoded with ml_dtypes in float64 (element code times 2^(s - 127), a NaN
+scale making its whole group NaN; exact in float64), converted to the accumulator (f32/f64: the decoded
+values are exact there unless they overflow or underflow), and multiplied and summed as ``[M, K] x [K, N]``
+in the accumulator (products of decoded values are exact; the sum is within T5's gamma_n bound).
+
+sparse_contract: the metadata is checked first (positions inside the group, strictly increasing within a
+group; ValueError before any output exists), the compressed operand is scattered into its dense logical
+form, and the rest is contract's rule.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _format_mx as MX
+from . import numerics as N
+from .generic import rule
+from .generic_contract import subscripts
+
+
+def _finish(spec: str, lhs: np.ndarray, rhs: np.ndarray, acc) -> np.ndarray:
+    """contract's arithmetic on operands already converted to ``acc``."""
+    with N._errstate():
+        if acc.is_float:
+            work = lhs.dtype if acc.name in ("f32", "f64") else np.dtype(np.float32)
+            result = N.finish(np.einsum(spec, lhs.astype(work), rhs.astype(work)), acc.np)
+        else:
+            wide = np.einsum(spec, lhs.astype(np.uint64), rhs.astype(np.uint64))
+            result = np.asarray(wide).astype(acc.np)
+    return np.asarray(result, dtype=acc.np)
+
+
+def decode_lhs(codes, scales, fmt) -> np.ndarray:
+    """u8[M, G, C] codes, u8[M, G] scales -> float64[M, G * group]."""
+    v = MX.decode_elements(np.asarray(codes), fmt, axis=2) * MX.decode_scales(scales)[:, :, None]
+    return v.reshape(v.shape[0], v.shape[1] * v.shape[2])
+
+
+def decode_rhs(codes, scales, fmt) -> np.ndarray:
+    """u8[G, C, N] codes, u8[N, G] scales -> float64[G * group, N]."""
+    v = MX.decode_elements(np.asarray(codes), fmt, axis=1) * MX.decode_scales(scales).T[:, None, :]
+    return v.reshape(v.shape[0] * v.shape[1], v.shape[2])
+
+
+@rule("scaled_contract")
+def _scaled_contract(it, node, args):
+    acc = node.attr("acc_dtype")
+    lhs = decode_lhs(args[0], args[1], node.attr("lhs_format"))
+    rhs = decode_rhs(args[2], args[3], node.attr("rhs_format"))
+    with N._errstate():
+        lhs, rhs = lhs.astype(acc.np), rhs.astype(acc.np)
+    return _finish("ab,bc->ac", lhs, rhs, acc)
+
+
+def check_metadata(meta: np.ndarray, axis: int, fmt) -> np.ndarray:
+    """Metadata as int64 [..., groups, keep] with the compression axis last; ValueError when ill-formed."""
+    m = np.moveaxis(np.asarray(meta), axis, -1).astype(np.int64)
+    m = m.reshape(m.shape[:-1] + (m.shape[-1] // fmt.keep, fmt.keep))
+    bad = (m < 0) | (m >= fmt.group)
+    if bad.any():
+        pos = int(m[bad][0])
+        raise ValueError(f"sparse contract {fmt!r}: metadata position {pos} is outside 0..{fmt.group - 1}")
+    if fmt.keep > 1 and (np.diff(m, axis=-1) <= 0).any():
+        raise ValueError(f"sparse contract {fmt!r}: metadata positions within a group must be strictly increasing")
+    return m
+
+
+def densify(compressed: np.ndarray, meta: np.ndarray, axis: int, fmt) -> np.ndarray:
+    """The logical dense lhs: compressed values scattered to their metadata positions, zeros elsewhere."""
+    m = check_metadata(meta, axis, fmt)
+    c = np.moveaxis(np.asarray(compressed), axis, -1)
+    c = c.reshape(m.shape)
+    groups = m.shape[-2]
+    dense = np.zeros(m.shape[:-2] + (groups, fmt.group), dtype=c.dtype)
+    np.put_along_axis(dense, m, c, axis=-1)
+    dense = dense.reshape(m.shape[:-2] + (groups * fmt.group,))
+    return np.moveaxis(dense, -1, axis)
+
+
+@rule("sparse_contract")
+def _sparse_contract(it, node, args):
+    acc = node.attr("acc_dtype")
+    reduce, batch = node.attr("reduce"), node.attr("batch")
+    dense = densify(args[0], args[1], reduce[0][0], node.attr("format"))
+    lhs, rhs = N.cast(dense, acc), N.cast(np.asarray(args[2]), acc)
+    return _finish(subscripts(lhs.ndim, rhs.ndim, reduce, batch), lhs, rhs, acc)

@@ -1,0 +1,151 @@
+"""cpu rules for scaled and sparse contract (spec §11, §12; numerics T6, T7).
+
+scaled_contract: a loop nest decodes each operand into a contiguous accumulator-dtype matrix, lhs
+``[M, G * group]`` and rhs ``[G * group, N]`` (element value times 2^(s - 127) in float64, exact; then
+one conversion to f32/f64, exact unless it overflows or underflows; a NaN scale makes its group NaN). The
+code and scale tables are decoded by ml_dtypes when the kernel is generated and embedded as constants.
+``np.dot`` (BLAS gemm in the accumulator dtype) then forms the exact products and sums them within T5's
+bound, as contract does.
+
+sparse_contract: a sequential loop checks the metadata first (positions inside the group, strictly
+increasing within a group: ValueError through the error slot, before any output is written), a loop nest
+scatters the compressed values into a zero-filled dense lhs in their source dtype, and contract's rule
+multiplies it with the rhs.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ... import _format_mx as MX
+from ... import types as T
+from .contract import _blas, _loops, _tuple
+from .emitter import ErrorSite, rule
+from .scalar_rules import NARROW, np_type
+from .values import Array
+
+
+def _extent(em, e, fallback) -> str:
+    try:
+        return em.extent(e)
+    except KeyError:
+        return fallback
+
+
+def _shape(em, var, value) -> tuple:
+    return tuple(_extent(em, e, s) for e, s in zip(var.type.shape, value.shape))
+
+
+def _table(em, key: str, values: np.ndarray) -> str:
+    """A module-level float64 array constant."""
+    name = em.constants.get(("table", key))
+    if name is None:
+        name = f"K{len(em.constants)}"
+        em.constants[("table", key)] = name
+        items = ", ".join(f"float.fromhex({float(v).hex()!r})" if v == v else "float('nan')" for v in values)
+        em.constant_lines.append(f"{name} = np.array([{items}], dtype=np.float64)")
+    return name
+
+
+def _decode(em, dst: str, fmt, codes, scales, carrier_shape, code_idx, scale_idx, dst_idx, acc) -> None:
+    """dst[dst_idx(k)] = acc(table[code] * scale) for every carrier position (two codes per e2m1 byte)."""
+    tl = _table(em, fmt.name, MX.code_table(fmt))
+    ts = _table(em, "e8m0", MX.scale_table())
+    cast = np_type(acc)
+    with em.loop_nest(carrier_shape, parallel=True) as idx:
+        code = em.assign(f"np.int64({em.elem(codes, code_idx(idx))})", "x")
+        s = em.assign(f"{ts}[np.int64({em.elem(scales, scale_idx(idx))})]", "x")
+        if fmt.name == "e4m3":
+            em.line(f"{dst}[{dst_idx(idx, 0, 1)}] = {cast}({tl}[{code}] * {s})")
+        else:
+            em.line(f"{dst}[{dst_idx(idx, 0, 2)}] = {cast}({tl}[{code} & 15] * {s})")
+            em.line(f"{dst}[{dst_idx(idx, 1, 2)}] = {cast}({tl}[{code} >> 4] * {s})")
+
+
+@rule("scaled_contract")
+def _scaled_contract(em, node, args):
+    a, sa, b, sb = args
+    acc = node.attr("acc_dtype")
+    gs = node.attr("group_size")
+    fl, fr = node.attr("lhs_format"), node.attr("rhs_format")
+    m, g, cl = _shape(em, node.inputs[0], a)
+    _, cr, n = _shape(em, node.inputs[2], b)
+    k = em.assign(f"{g} * {gs}", "n")
+    dtype = np_type(acc)
+    lhs = em.assign(f"np.empty(({m}, {k}), dtype={dtype})", "a")
+    rhs = em.assign(f"np.empty(({k}, {n}), dtype={dtype})", "a")
+    _decode(em, lhs, fl, a, sa, (m, g, cl), lambda i: i, lambda i: i[:2],
+            lambda i, o, w: f"{i[0]}, {i[1]} * {gs} + {w} * {i[2]} + {o}", acc)
+    _decode(em, rhs, fr, b, sb, (g, cr, n), lambda i: i, lambda i: [i[2], i[0]],
+            lambda i, o, w: f"{i[0]} * {gs} + {w} * {i[1]} + {o}, {i[2]}", acc)
+    out = em.assign(f"np.zeros(({m}, {n}), dtype={dtype}) if {k} == 0 else np.empty(({m}, {n}), dtype={dtype})", "a")
+    with em.block(f"if {k} > 0 and {m} > 0 and {n} > 0:"):
+        em.line(f"np.dot({lhs}, {rhs}, {out})")
+    return Array(out, (m, n))
+
+
+# --- sparse contract -----------------------------------------------------------------------------------------
+
+class _Var:
+    __slots__ = ("type",)
+
+    def __init__(self, t):
+        self.type = t
+
+
+class _Node:
+    """contract's view of a sparse_contract node: the dense lhs in place of (compressed, metadata)."""
+
+    def __init__(self, node, lhs_var):
+        self._node = node
+        self.op, self.loc = node.op, node.loc
+        self.inputs = (lhs_var, node.inputs[2])
+        self.outputs = node.outputs
+
+    def attr(self, name):
+        return self._node.attr(name)
+
+
+@rule("sparse_contract")
+def _sparse_contract(em, node, args):
+    comp, meta, rhs = args
+    fmt = node.attr("format")
+    acc = node.attr("acc_dtype")
+    reduce = node.attr("reduce")
+    ca, rb = reduce[0]
+    ct = node.inputs[0].type
+    src = ct.dtype
+    cshape = _shape(em, node.inputs[0], comp)
+    meta = em.materialize(meta, node.inputs[1].type)
+    k = node.inputs[2].type.shape[rb]  # static (checked by the surface)
+    group, keep = fmt.group, fmt.keep
+    # 1. metadata check, sequential, before anything is written.
+    site_range = ErrorSite(ValueError, f"I.sparse_contract {fmt!r}: metadata position {{0}} is outside "
+                                       f"0..{group - 1}")
+    site_order = ErrorSite(ValueError, f"I.sparse_contract {fmt!r}: metadata positions {{0}} then {{1}} within "
+                                       f"one group are not strictly increasing")
+    with em.loop_nest(cshape, parallel=False) as idx:
+        x = em.assign(f"np.int64({em.elem(meta, idx)})", "x")
+        em.check(f"{x} < 0 or {x} >= {group}", site_range, x)
+        if keep > 1:
+            with em.block(f"if {idx[ca]} % {keep} != 0:"):
+                prev_idx = list(idx)
+                prev_idx[ca] = f"{idx[ca]} - 1"
+                p = em.assign(f"np.int64({em.elem(meta, prev_idx)})", "x")
+                em.check(f"{x} <= {p}", site_order, p, x)
+    # 2. the dense lhs in the source dtype (zeros where nothing is kept).
+    dshape = list(cshape)
+    dshape[ca] = str(k)
+    dense = em.assign(f"np.zeros({_tuple(dshape)}, dtype={np_type(src)})", "a")
+    with em.loop_nest(cshape, parallel=True) as idx:
+        x = em.assign(f"np.int64({em.elem(meta, idx)})", "x")
+        with em.block(f"if {x} >= 0 and {x} < {group}:"):  # in bounds even with checks off
+            didx = list(idx)
+            didx[ca] = f"({idx[ca]} // {keep}) * {group} + {x}"
+            em.line(f"{dense}[{', '.join(didx)}] = {em.elem(comp, idx)}")
+    dtype_shape = list(ct.shape)
+    dtype_shape[ca] = k
+    shim = _Node(node, _Var(T.TensorType(src, tuple(dtype_shape))))
+    value = Array(dense, tuple(dshape))
+    if acc.is_float and acc.name not in NARROW:
+        return _blas(em, shim, [value, rhs], acc)
+    return _loops(em, shim, [value, rhs], acc)
