@@ -154,3 +154,24 @@ def test_cpu_large_calls_use_the_parallel_build_with_identical_results():
     assert exe._pick([x[:8], y_small]) is exe.module.kernel
     exe(x, y_large, 0.5)
     np.testing.assert_array_equal(y_large, x * np.float32(0.5) + np.float32(1))
+
+
+@intent.kernel
+def shifted_and_transposed(x: I.In[I.f32, ("N",)], z: I.Out[I.f32, ("M",)], a: I.In[I.f32, ("R", "C")],
+                           b: I.Out[I.f32, ("C", "R")]):
+    for i in I.parallel(I.domain(0, z.shape[0])):
+        z[i] = x[i + 1]  # a parallel point in signed index arithmetic
+    b[:, :] = I.transpose(a[:, :]) + 1.0  # a parallel loop nest whose index is permuted
+
+
+def test_cpu_parallel_build_indexes_with_signed_arithmetic():
+    n = 1 << 16
+    x = np.arange(n + 1, dtype=np.float32)
+    z = np.zeros(n, np.float32)
+    a = np.arange(64 * 48, dtype=np.float32).reshape(64, 48)
+    b = np.zeros((48, 64), np.float32)
+    exe = intent.compile(shifted_and_transposed, target="cpu")
+    assert exe._pick([x, z, a, b]) is exe.module.kernel_parallel
+    exe(x, z, a, b)
+    np.testing.assert_array_equal(z, x[1:])
+    np.testing.assert_array_equal(b, a.T + 1)

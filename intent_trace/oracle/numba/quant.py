@@ -248,8 +248,8 @@ def _quantized_dot(em, node, args):
             out_shape.append(ea or eb)
     out = em.assign(f"np.empty({_dims(out_shape)}, dtype=np.float32)", "a") if rank else None
     with em.loop_nest(tuple(out_shape), parallel=True) as idx:
-        li = [f"min({idx[k + rank - la]}, {lhs[0].name}.shape[{k}] - 1)" for k in range(la)]
-        ri = [f"min({idx[k + rank - lb]}, {rhs[0].name}.shape[{k}] - 1)" for k in range(lb)]
+        li = [f"min(np.int64({idx[k + rank - la]}), {lhs[0].name}.shape[{k}] - 1)" for k in range(la)]
+        ri = [f"min(np.int64({idx[k + rank - lb]}), {rhs[0].name}.shape[{k}] - 1)" for k in range(lb)]
         li = [em.assign(e, "j") for e in li]
         ri = [em.assign(e, "j") for e in ri]
 

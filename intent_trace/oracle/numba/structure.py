@@ -385,6 +385,8 @@ def _iterate(em, node, args):
     p = em.fresh("o")
     with em.block(f"for {p} in {'prange' if parallel else 'range'}({d.length}):"):
         if parallel:
+            em.line(f"{p} = np.int64({p})")  # a prange index may be typed unsigned (see emitter.loop_nest)
+        if parallel:
             em.uses_prange = True
             em.prange_depth += 1
         em.loop_depth += 1
