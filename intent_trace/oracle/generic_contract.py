@@ -40,7 +40,12 @@ def subscripts(lhs_rank: int, rhs_rank: int, reduce: tuple, batch: tuple) -> str
 def _contract(it, node, args):
     acc = node.attr("acc_dtype")
     lhs, rhs = (N.cast(np.asarray(x), acc) for x in args)
-    spec = subscripts(lhs.ndim, rhs.ndim, node.attr("reduce"), node.attr("batch"))
+    return contract_arithmetic(subscripts(lhs.ndim, rhs.ndim, node.attr("reduce"), node.attr("batch")), lhs, rhs, acc)
+
+
+def contract_arithmetic(spec: str, lhs: np.ndarray, rhs: np.ndarray, acc) -> np.ndarray:
+    """Products and sums in ``acc`` (f16/bf16 accumulate in f32 and round once: within T5) of operands
+    already converted to it; integers wrap modulo 2^bits."""
     with N._errstate():
         if acc.is_float:
             work = lhs.dtype if acc.name in ("f32", "f64") else np.dtype(np.float32)

@@ -16,19 +16,12 @@ import numpy as np
 from .. import _format_mx as MX
 from . import numerics as N
 from .generic import rule
-from .generic_contract import subscripts
+from .generic_contract import contract_arithmetic, subscripts
 
 
 def _finish(spec: str, lhs: np.ndarray, rhs: np.ndarray, acc) -> np.ndarray:
     """contract's arithmetic on operands already converted to ``acc``."""
-    with N._errstate():
-        if acc.is_float:
-            work = lhs.dtype if acc.name in ("f32", "f64") else np.dtype(np.float32)
-            result = N.finish(np.einsum(spec, lhs.astype(work), rhs.astype(work)), acc.np)
-        else:
-            wide = np.einsum(spec, lhs.astype(np.uint64), rhs.astype(np.uint64))
-            result = np.asarray(wide).astype(acc.np)
-    return np.asarray(result, dtype=acc.np)
+    return contract_arithmetic(spec, lhs, rhs, acc)
 
 
 def decode_lhs(codes, scales, fmt) -> np.ndarray:

@@ -18,11 +18,11 @@ from .. import types as T
 from ..graph import ops
 from ..graph.values import Var
 from .build import (as_dtype, binary, broadcast_shapes, broadcast_to, constant, extent_operand, is_py_number,
-                    make_literal, shape_values)
+                    make_literal)
 from .context import current, fail
 from .structured import trace_pure
 from .values import Proxy, ScalarProxy, TensorProxy, ValueProxy, register_proxy
-from .view import ViewProxy, _depends_on_point, _index
+from .view import IndexedProxy, ViewProxy, _depends_on_point, _index
 
 # --- shared operand handling ---------------------------------------------------------------------
 
@@ -157,26 +157,10 @@ def histogram(values, *, bins, valid=None, count_dtype):
 
 # --- logical buffers ------------------------------------------------------------------------------
 
-class BufferProxy(Proxy):
+class BufferProxy(IndexedProxy):
     """A kernel-local logical buffer: ``b[...]`` loads, ``b[...] = v`` stores (view index spellings)."""
 
-    __slots__ = ("name",)
-
-    def __init__(self, var, name: str):
-        super().__init__(var)
-        self.name = name
-
-    @property
-    def shape(self) -> tuple:
-        return shape_values(self._var, self._var.type.shape)
-
-    @property
-    def dtype(self):
-        return self._var.type.dtype
-
-    @property
-    def rank(self) -> int:
-        return self._var.type.rank
+    __slots__ = ()
 
     def __getitem__(self, key):
         t = self._var.type

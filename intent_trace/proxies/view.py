@@ -16,7 +16,9 @@ from .domain import DomainProxy
 from .values import Proxy, ScalarProxy, TensorProxy, ValueProxy, register_proxy
 
 
-class ViewProxy(Proxy):
+class IndexedProxy(Proxy):
+    """Shared by views and logical buffers: a named, shaped thing indexed with view spellings."""
+
     __slots__ = ("name",)
 
     def __init__(self, var, name: str):
@@ -34,6 +36,10 @@ class ViewProxy(Proxy):
     @property
     def rank(self) -> int:
         return self._var.type.rank
+
+
+class ViewProxy(IndexedProxy):
+    __slots__ = ()
 
     def __getitem__(self, key):
         t = self._var.type
