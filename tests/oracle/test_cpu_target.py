@@ -175,3 +175,21 @@ def test_cpu_parallel_build_indexes_with_signed_arithmetic():
     exe(x, z, a, b)
     np.testing.assert_array_equal(z, x[1:])
     np.testing.assert_array_equal(b, a.T + 1)
+
+
+@intent.kernel
+def chunked_prefix(x: I.In[I.f64, ("N",)], y: I.Out[I.f64, ("N",)]):
+    d = I.domain(0, x.shape[0])
+    outs, _ = I.region_scan(source=x[d], axis=0, summarize=lambda s: I.reduce.sum(s, axis=0),
+                            combine=lambda a, b: a + b, identity=I.cast(0.0, I.f64), initial_state=I.cast(0.0, I.f64),
+                            apply=lambda t, s: s + t, emit=lambda s, state: I.cumsum(s, axis=0) + state)
+    y[d] = outs
+
+
+def test_cpu_parallel_build_offsets_region_slices_with_signed_arithmetic():
+    x = np.random.default_rng(0).standard_normal(1 << 16)
+    y = np.zeros_like(x)
+    exe = intent.compile(chunked_prefix, target="cpu")
+    assert exe._pick([x, y]) is exe.module.kernel_parallel
+    exe(x, y)
+    np.testing.assert_allclose(y, np.cumsum(x), rtol=0, atol=1e-9)

@@ -145,16 +145,11 @@ class NumbaEmitter(Interpreter):
         opened = 0
         use_prange = parallel and bool(shape) and self.prange_depth == 0 and self.loop_depth == 0
         for k, (i, n) in enumerate(zip(idx, shape)):
-            if k == 0 and use_prange:
-                # Numba's parfors may type a prange index as unsigned; mixed with int64 arithmetic that
-                # would promote to float, so the index is made an int64 first.
-                raw = self.fresh("u")
-                self.line(f"for {raw} in prange({n}):")
-                self.depth += 1
-                self.line(f"{i} = np.int64({raw})")
-            else:
-                self.line(f"for {i} in range({n}):")
-                self.depth += 1
+            # A prange index may be typed unsigned by Numba's parfors: index arithmetic converts its
+            # operands to int64 where it combines them (structure._add/_mul), never here, because a
+            # converted copy of the index stops Numba from vectorising the loop.
+            self.line(f"for {i} in {'prange' if k == 0 and use_prange else 'range'}({n}):")
+            self.depth += 1
             opened += 1
         if use_prange:
             self.uses_prange = True

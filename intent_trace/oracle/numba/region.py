@@ -35,7 +35,7 @@ def _slices(em, node, source):
             lshape = tuple(length if k == axis else em.extent(e) for k, e in enumerate(t.shape))
 
             def elem(idx, leaf=leaf):
-                return em.elem(leaf, [f"{i} + {start}" if k == axis else i for k, i in enumerate(idx)])
+                return em.elem(leaf, [f"np.int64({i}) + {start}" if k == axis else i for k, i in enumerate(idx)])
 
             parts.append(em.materialize(Lazy(lshape, elem), t))
         yield parts, start
@@ -71,7 +71,7 @@ def _region_scan(em, node, args):
         for out, leaf, t in zip(outs, _leaf_values(piece), out_leaf_types):
             leaf = em.materialize(leaf, t)
             with em.loop_nest(leaf.shape, parallel=False) as idx:
-                dest = [f"{i} + {start}" if k == axis else i for k, i in enumerate(idx)]
+                dest = [f"np.int64({i}) + {start}" if k == axis else i for k, i in enumerate(idx)]
                 em.line(f"{out}[{', '.join(dest)}] = {em.elem(leaf, idx)}")
         (s,) = em.run_region(summarize, (*parts, *operands))
         (new,) = em.run_region(apply, (s, em.rebuild(list(names), state_t)))

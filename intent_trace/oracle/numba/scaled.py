@@ -74,9 +74,9 @@ def _scaled_contract(em, node, args):
     lhs = em.assign(f"np.empty(({m}, {k}), dtype={dtype})", "a")
     rhs = em.assign(f"np.empty(({k}, {n}), dtype={dtype})", "a")
     _decode(em, lhs, fl, a, sa, (m, g, cl), lambda i: i, lambda i: i[:2],
-            lambda i, o, w: f"{i[0]}, {i[1]} * {gs} + {w} * {i[2]} + {o}", acc)
+            lambda i, o, w: f"{i[0]}, np.int64({i[1]}) * {gs} + {w} * np.int64({i[2]}) + {o}", acc)
     _decode(em, rhs, fr, b, sb, (g, cr, n), lambda i: i, lambda i: [i[2], i[0]],
-            lambda i, o, w: f"{i[0]} * {gs} + {w} * {i[1]} + {o}, {i[2]}", acc)
+            lambda i, o, w: f"np.int64({i[0]}) * {gs} + {w} * np.int64({i[1]}) + {o}, {i[2]}", acc)
     out = em.assign(f"np.zeros(({m}, {n}), dtype={dtype}) if {k} == 0 else np.empty(({m}, {n}), dtype={dtype})", "a")
     with em.block(f"if {k} > 0 and {m} > 0 and {n} > 0:"):
         em.line(f"np.dot({lhs}, {rhs}, {out})")
@@ -140,7 +140,7 @@ def _sparse_contract(em, node, args):
         x = em.assign(f"np.int64({em.elem(meta, idx)})", "x")
         with em.block(f"if {x} >= 0 and {x} < {group}:"):  # in bounds even with checks off
             didx = list(idx)
-            didx[ca] = f"({idx[ca]} // {keep}) * {group} + {x}"
+            didx[ca] = f"(np.int64({idx[ca]}) // {keep}) * {group} + {x}"  # a prange index may be unsigned
             em.line(f"{dense}[{', '.join(didx)}] = {em.elem(comp, idx)}")
     dtype_shape = list(ct.shape)
     dtype_shape[ca] = k

@@ -16,18 +16,23 @@ def _atom(x: str) -> str:
     return x if x.replace("_", "").isalnum() or x.startswith("(") and x.endswith(")") else f"({x})"
 
 
+def _int(x: str) -> str:
+    """An index operand as int64: a prange index may be typed unsigned, and uint64 with int64 is float64."""
+    return x if x.isdigit() else f"np.int64({x})"
+
+
 def _mul(a: str, b: str) -> str:
     if a == "0" or b == "0":
         return "0"
     if a == "1":
         return b
-    return a if b == "1" else f"{_atom(a)} * {_atom(b)}"
+    return a if b == "1" else f"{_int(_atom(a))} * {_int(_atom(b))}"
 
 
 def _add(a: str, b: str) -> str:
     if a == "0":
         return b
-    return a if b == "0" else f"({a} + {b})"
+    return a if b == "0" else f"({_int(a)} + {_int(b)})"
 
 
 # --- shapes -----------------------------------------------------------------------------------------
@@ -384,8 +389,6 @@ def _iterate(em, node, args):
         not _updates_shared_state(region)
     p = em.fresh("o")
     with em.block(f"for {p} in {'prange' if parallel else 'range'}({d.length}):"):
-        if parallel:
-            em.line(f"{p} = np.int64({p})")  # a prange index may be typed unsigned (see emitter.loop_nest)
         if parallel:
             em.uses_prange = True
             em.prange_depth += 1
