@@ -21,7 +21,8 @@ from ...graph.interpreter import Interpreter
 from ...graph.values import KernelGraph, Literal, Var
 from .analysis import fusible_values
 from .scalar_rules import SCALAR_RULES, np_type
-from .values import Aggregate, Array, Domain, Lazy, Scalar, View
+from .values import Aggregate, Array, Lazy, Scalar
+from .writer import SourceWriter
 
 
 class ErrorSite:
@@ -35,17 +36,15 @@ class ErrorSite:
         self.note = note
 
 
-class NumbaEmitter(Interpreter):
+class NumbaEmitter(SourceWriter, Interpreter):
     target_name = "cpu"
     rules: dict = {}
 
     def __init__(self, graph: KernelGraph, checks: bool = True):
-        super().__init__()
+        Interpreter.__init__(self)
+        SourceWriter.__init__(self)
         self.graph = graph
         self.checks = checks
-        self.lines: list = []
-        self.depth = 1
-        self.counter = 0
         self.constants: dict = {}
         self.constant_lines: list = []
         self.dim_names: dict = {}
@@ -58,29 +57,7 @@ class NumbaEmitter(Interpreter):
         self.node = None  # the node being emitted (error sites name its source line)
         self.pointwise = 0  # > 0 while a combine region is inlined per element (tensors stay lazy)
 
-    # -- text ------------------------------------------------------------------------------------
-    def fresh(self, prefix: str = "v") -> str:
-        self.counter += 1
-        return f"{prefix}{self.counter}"
-
-    def line(self, text: str) -> None:
-        self.lines.append("    " * self.depth + text)
-
-    def assign(self, expr: str, prefix: str = "v") -> str:
-        name = self.fresh(prefix)
-        self.line(f"{name} = {expr}")
-        return name
-
-    @contextlib.contextmanager
-    def block(self, header: str):
-        self.line(header)
-        self.depth += 1
-        start = len(self.lines)
-        yield
-        if len(self.lines) == start:
-            self.line("pass")
-        self.depth -= 1
-
+    # -- text (fresh, line, assign, block come from SourceWriter) --------------------------------
     def constant(self, value, dtype: T.DType) -> str:
         """A module-level constant holding ``value`` exactly in ``dtype``'s Numba type."""
         if dtype.is_bool:

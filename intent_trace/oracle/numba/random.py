@@ -14,11 +14,11 @@ seam for the Random123 known-answer vectors (counters with non-zero high words i
 """
 from __future__ import annotations
 
-import contextlib
 
 from ... import types as T
 from .emitter import ErrorSite, rule
 from .values import Lazy, Scalar
+from .writer import SourceWriter
 
 ROUNDS = 10
 M0, M1 = 0xD2511F53, 0xCD9E8D57  # multipliers of c0 and c2
@@ -79,33 +79,12 @@ def _random_bits(em, node, args):
 
 # --- the standalone block function (test seam) ----------------------------------------------------
 
-class _Writer:
-    """The emitter's statement interface, writing one function body."""
+class _Writer(SourceWriter):
+    """The emitter's statement interface with its own integer constants, for the standalone block."""
 
     def __init__(self):
-        self.lines: list = []
-        self.depth = 1
-        self.counter = 0
+        super().__init__()
         self.constants: dict = {}
-
-    def fresh(self, prefix: str = "v") -> str:
-        self.counter += 1
-        return f"{prefix}{self.counter}"
-
-    def line(self, text: str) -> None:
-        self.lines.append("    " * self.depth + text)
-
-    def assign(self, expr: str, prefix: str = "v") -> str:
-        name = self.fresh(prefix)
-        self.line(f"{name} = {expr}")
-        return name
-
-    @contextlib.contextmanager
-    def block(self, header: str):
-        self.line(header)
-        self.depth += 1
-        yield
-        self.depth -= 1
 
     def const(self, value: int) -> str:
         name = f"K{value:x}"
