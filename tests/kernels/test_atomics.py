@@ -7,7 +7,6 @@ order rules (every illegal order, the derived CAS failure order, no ``scope=``),
 the place of the indexing (no ``read`` left behind), the errors for anything that is not an element
 reference, out-of-range coordinates (IndexError, caller arrays unchanged) and the cpu parallel build.
 """
-import re
 
 import numpy as np
 import pytest

@@ -13,6 +13,7 @@ import pytest
 
 import intent_trace as intent
 from intent_trace import I
+from float_reference import FMT, max_finite, round_fraction
 
 FLOATS = [I.f16, I.bf16, I.f32, I.f64]
 SIGNED = [I.i8, I.i16, I.i32, I.i64, I.index]
@@ -24,7 +25,6 @@ NP = {I.f16: np.float16, I.bf16: ml_dtypes.bfloat16, I.f32: np.float32, I.f64: n
 WIDTH = {I.f16: 16, I.bf16: 16, I.f32: 32, I.f64: 64, I.i8: 8, I.i16: 16, I.i32: 32, I.i64: 64, I.index: 64,
          I.u8: 8, I.u16: 16, I.u32: 32, I.u64: 64}
 UINT = {16: np.uint16, 32: np.uint32, 64: np.uint64}
-FMT = {I.f16: (11, -14, 15), I.bf16: (8, -126, 127), I.f32: (24, -126, 127), I.f64: (53, -1022, 1023)}
 
 
 def ids(dtypes):
@@ -37,33 +37,6 @@ def lo(dt) -> int:
 
 def hi(dt) -> int:
     return (1 << (WIDTH[dt] - 1)) - 1 if dt in SIGNED else (1 << WIDTH[dt]) - 1
-
-
-def pow2(k: int) -> Fraction:
-    return Fraction(2) ** k
-
-
-def round_fraction(q: Fraction, dt) -> float:
-    """``q`` rounded once, to nearest-even, into float format ``dt``; overflow gives inf."""
-    p, emin, emax = FMT[dt]
-    if q == 0:
-        return 0.0
-    neg = q < 0
-    q = -q if neg else q
-    e = q.numerator.bit_length() - q.denominator.bit_length()
-    if pow2(e) > q:
-        e -= 1
-    elif pow2(e + 1) <= q:
-        e += 1
-    quantum = max(e, emin) - (p - 1)
-    r = round(q / pow2(quantum)) * pow2(quantum)
-    f = math.inf if r >= pow2(emax + 1) else float(r)
-    return -f if neg else f
-
-
-def max_finite(dt) -> float:
-    p, _, emax = FMT[dt]
-    return float((2 - pow2(1 - p)) * pow2(emax))
 
 
 def float_arr(values, dt) -> np.ndarray:

@@ -14,13 +14,13 @@ import scipy.special as sc
 
 import intent_trace as intent
 from intent_trace import I
+from float_reference import FMT
 
 NARROW = [I.f16, I.bf16]
 FLOATS = [I.f16, I.bf16, I.f32, I.f64]
 NP = {I.f16: np.float16, I.bf16: ml_dtypes.bfloat16, I.f32: np.float32, I.f64: np.float64}
 UINT = {I.f16: np.uint16, I.bf16: np.uint16, I.f32: np.uint32, I.f64: np.uint64}
 WIDTH = {I.f16: 16, I.bf16: 16, I.f32: 32, I.f64: 64}
-FMT = {I.f16: (11, -14, 15), I.bf16: (8, -126, 127), I.f32: (24, -126, 127), I.f64: (53, -1022, 1023)}
 
 FUNCS = ["exp", "log", "log1p", "lgamma", "sin", "asin", "cos", "floor", "erf", "erfc", "i0", "rsqrt", "sqrt",
          "sigmoid", "abs", "exp2", "tanh"]

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 import intent_trace as intent
 from intent_trace import I
+from float_reference import FMT, round_fraction
 
 FLOATS = [I.f16, I.bf16, I.f32, I.f64]
 SIGNED = [I.i8, I.i16, I.i32, I.i64]
@@ -28,7 +29,6 @@ NP = {I.f16: np.float16, I.bf16: ml_dtypes.bfloat16, I.f32: np.float32, I.f64: n
       I.i8: np.int8, I.i16: np.int16, I.i32: np.int32, I.i64: np.int64,
       I.u8: np.uint8, I.u16: np.uint16, I.u32: np.uint32, I.u64: np.uint64}
 BITS = {I.i8: 8, I.i16: 16, I.i32: 32, I.i64: 64, I.u8: 8, I.u16: 16, I.u32: 32, I.u64: 64}
-FMT = {I.f16: (11, -14, 15), I.bf16: (8, -126, 127), I.f32: (24, -126, 127), I.f64: (53, -1022, 1023)}
 UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 NAMES = ("A", "B", "C")
 
@@ -52,23 +52,6 @@ def round_vec(x, dt) -> np.ndarray:
         r = np.where(np.isfinite(x), r, x)
         r = np.where(np.abs(r) >= 2.0 ** (emax + 1), np.copysign(np.inf, x), r)
     return r.astype(np.float32).astype(NP[dt]) if dt is I.bf16 else r.astype(NP[dt])
-
-
-def round_fraction(q: Fraction, dt) -> float:
-    p, emin, emax = FMT[dt]
-    if q == 0:
-        return 0.0
-    neg = q < 0
-    q = -q if neg else q
-    e = q.numerator.bit_length() - q.denominator.bit_length()
-    if Fraction(2) ** e > q:
-        e -= 1
-    elif Fraction(2) ** (e + 1) <= q:
-        e += 1
-    quantum = Fraction(2) ** (max(e, emin) - (p - 1))
-    r = round(q / quantum) * quantum
-    f = math.inf if r >= Fraction(2) ** (emax + 1) else float(r)
-    return -f if neg else f
 
 
 def fma_model(a: float, b: float, c: float, dt) -> float:

@@ -13,39 +13,17 @@ import pytest
 
 import intent_trace as intent
 from intent_trace import I
+from float_reference import FMT, max_finite, pow2, round_fraction
 
 FLOATS = [I.f16, I.bf16, I.f32, I.f64]
 NP = {I.f16: np.float16, I.bf16: ml_dtypes.bfloat16, I.f32: np.float32, I.f64: np.float64}
 UINT = {I.f16: np.uint16, I.bf16: np.uint16, I.f32: np.uint32, I.f64: np.uint64}
 WIDTH = {I.f16: 16, I.bf16: 16, I.f32: 32, I.f64: 64}
 # (precision p including the hidden bit, minimum normal exponent, maximum exponent)
-FMT = {I.f16: (11, -14, 15), I.bf16: (8, -126, 127), I.f32: (24, -126, 127), I.f64: (53, -1022, 1023)}
 
 
 def ids(dtypes):
     return [str(d) for d in dtypes]
-
-
-def pow2(k: int) -> Fraction:
-    return Fraction(2) ** k
-
-
-def round_fraction(q: Fraction, dt) -> float:
-    """The exact rational ``q`` rounded once, to nearest-even, into format ``dt`` (as a Python float)."""
-    p, emin, emax = FMT[dt]
-    if q == 0:
-        return 0.0
-    neg = q < 0
-    q = -q if neg else q
-    e = q.numerator.bit_length() - q.denominator.bit_length()
-    if pow2(e) > q:
-        e -= 1
-    elif pow2(e + 1) <= q:
-        e += 1
-    quantum = max(e, emin) - (p - 1)
-    r = round(q / pow2(quantum)) * pow2(quantum)  # Fraction.__round__ rounds half to even
-    f = math.inf if r >= pow2(emax + 1) else float(r)
-    return -f if neg else f
 
 
 def min_subnormal(dt) -> float:
@@ -55,11 +33,6 @@ def min_subnormal(dt) -> float:
 
 def min_normal(dt) -> float:
     return 2.0 ** FMT[dt][1]
-
-
-def max_finite(dt) -> float:
-    p, _, emax = FMT[dt]
-    return float((2 - pow2(1 - p)) * pow2(emax))
 
 
 def arr(values, dt) -> np.ndarray:

@@ -1,0 +1,38 @@
+"""Exact float references for the numerics tests: formats as (precision, emin, emax) and rounding of an
+exact rational once, to nearest-even (Fraction arithmetic, independent of NumPy and of the library)."""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from intent_trace import I
+
+FMT = {I.f16: (11, -14, 15), I.bf16: (8, -126, 127), I.f32: (24, -126, 127), I.f64: (53, -1022, 1023)}
+
+
+def pow2(k: int) -> Fraction:
+    return Fraction(2) ** k
+
+
+def round_fraction(q: Fraction, dt) -> float:
+    """The exact rational ``q`` rounded once, to nearest-even, into format ``dt`` (as a Python float);
+    overflow gives inf."""
+    p, emin, emax = FMT[dt]
+    if q == 0:
+        return 0.0
+    neg = q < 0
+    q = -q if neg else q
+    e = q.numerator.bit_length() - q.denominator.bit_length()
+    if pow2(e) > q:
+        e -= 1
+    elif pow2(e + 1) <= q:
+        e += 1
+    quantum = max(e, emin) - (p - 1)
+    r = round(q / pow2(quantum)) * pow2(quantum)  # Fraction.__round__ rounds half to even
+    f = math.inf if r >= pow2(emax + 1) else float(r)
+    return -f if neg else f
+
+
+def max_finite(dt) -> float:
+    p, _, emax = FMT[dt]
+    return float((2 - pow2(1 - p)) * pow2(emax))
