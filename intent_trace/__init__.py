@@ -8,6 +8,18 @@ from .errors import IntentTraceError, LoweringError, TraceError, VerifyError
 from .kernel import Helper, Kernel, fn, kernel
 
 
+def verify(k: Kernel, target: str, *args, tolerance=None, **constexprs):
+    """Run ``k`` on ``target`` and on the cpu oracle with the same encoded inputs and compare every output.
+
+    Returns a ``KernelVerification`` (``.passed``, per-output comparisons); the caller's arrays are not
+    modified. Outputs are compared bit for bit unless ``tolerance`` (an ``intent_trace.oracle.Tolerance``)
+    is given.
+    """
+    from .oracle.verification.kernels import verify as _verify
+
+    return _verify(k, target, *args, tolerance=tolerance, **constexprs)
+
+
 def trace(k: Kernel, **constexprs):
     """The KIR graph of ``k`` for these constexprs (same as ``k.trace(**constexprs)``)."""
     if not isinstance(k, Kernel):
@@ -15,5 +27,5 @@ def trace(k: Kernel, **constexprs):
     return k.trace(**constexprs)
 
 
-__all__ = ["kernel", "fn", "compile", "trace", "targets", "I", "TraceError", "IntentTraceError", "LoweringError",
-           "VerifyError", "Kernel", "Helper"]
+__all__ = ["kernel", "fn", "compile", "trace", "verify", "targets", "I", "TraceError", "IntentTraceError",
+           "LoweringError", "VerifyError", "Kernel", "Helper"]

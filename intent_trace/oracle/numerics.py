@@ -150,6 +150,9 @@ def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     out = np.empty(a64.shape, dtype=np.float64)
     flat_out = out.reshape(-1)
     for k, (x, y, z, n) in enumerate(zip(a64.reshape(-1), b64.reshape(-1), c64.reshape(-1), naive.reshape(-1))):
+        if math.isnan(z) and not (math.isnan(x) or math.isnan(y)):
+            flat_out[k] = z  # fma(0, inf, qNaN) keeps c's payload (IEEE 754-2019 §7.2(c), §6.2.3), as hardware FMA does
+            continue
         if not (math.isfinite(x) and math.isfinite(y)):
             flat_out[k] = n  # inf/NaN products: IEEE gives the same as the unfused expression
             continue

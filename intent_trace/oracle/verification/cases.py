@@ -1,0 +1,295 @@
+"""Verification cases: the encoded inputs, shapes and acceptance policy of every required witness.
+
+A case is data (an immutable :class:`Case`); running it is ``execute``. Every input comes from an
+encoded payload, so the oracle and the target decode the same words (the comparison boundary), and
+every seed is derived from the case's identity, so evidence is deterministic run to run.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+
+import attrs
+import numpy as np
+
+from .catalogue import MATMUL, POINTWISE, REDUCE, SCAN, Operation
+from .payloads import (EncodedBoolPayload, EncodedFloat32Payload, EncodedInputs, EncodedInt32Payload,
+                       adversarial_float32_payload, analytic_cases, arbitrary_float32_payload,
+                       exact_structural_payload, wide_exponent_float32_payload)
+from .records import PlanKey, Subject, VerificationClass as VC
+
+F32_UNIT_ROUNDOFF = 2.0 ** -24
+_INT_EDGES = (0, 1, -1, 2, -2, 7, 31, 32, 33, 64, -32, 12345, -98765, 2**31 - 1, -2**31, -2**31 + 1)
+_SIGNED_ZERO_F32 = (0.0, -0.0, 1.0, -1.0, 2.0 ** -149, -2.0 ** -149, math.inf, -math.inf)
+
+
+@attrs.frozen
+class Case:
+    case_id: str
+    verification_class: VC
+    inputs: EncodedInputs
+    shapes: tuple  # effective operand shapes, in operand order
+    output_shapes: tuple
+    output_dtypes: tuple
+    contraction_length: int | None = None
+    seed: int | None = None
+    expected: tuple | None = None  # analytic cases: the independent expected values of the first output
+    gamma_terms: int | None = None  # numerical classes: K of the gamma-K envelope (before stage adjustments)
+    sum_absolute_terms: float | None = None  # numerical classes: max over outputs of sum |exact terms|
+
+    def to_json(self) -> dict:
+        return {"case_id": self.case_id, "class": self.verification_class.value,
+                "shapes": [list(s) for s in self.shapes], "output_shapes": [list(s) for s in self.output_shapes],
+                "output_dtypes": list(self.output_dtypes), "contraction_length": self.contraction_length,
+                "seed": self.seed}
+
+
+def case_seed(*parts) -> int:
+    """A deterministic 32-bit seed from a case's identity (never from time or process state)."""
+    return int.from_bytes(hashlib.sha256("/".join(map(str, parts)).encode()).digest()[:4], "little")
+
+
+# --- payload builders -----------------------------------------------------------------------
+
+def _f32(values) -> EncodedFloat32Payload:
+    return EncodedFloat32Payload.from_bits(np.asarray(values, np.float32).reshape(-1).view(np.uint32).tolist())
+
+
+def _random(dtype: str, seed: int, count: int, operation: str = "", role: str = ""):
+    if dtype == "f32":
+        return arbitrary_float32_payload(seed, count)
+    rng = np.random.Generator(np.random.PCG64(seed))
+    if dtype == "bool":
+        return EncodedBoolPayload.from_values(bool(b) for b in rng.integers(0, 2, count))
+    if operation in ("shl", "shr") and role == "rhs":
+        return EncodedInt32Payload.from_values(rng.integers(0, 40, count).tolist())
+    if operation == "pow" and role == "rhs":
+        return EncodedInt32Payload.from_values(rng.integers(-2, 13, count).tolist())
+    return EncodedInt32Payload.from_values(rng.integers(-2**31, 2**31, count).tolist())
+
+
+def _edges(dtype: str) -> list:
+    if dtype == "f32":
+        return list(adversarial_float32_payload().bits)
+    if dtype == "bool":
+        return [0, 1]
+    return [v & 0xFFFFFFFF for v in _INT_EDGES]
+
+
+def _payload_of_words(dtype: str, words):
+    cls = {"f32": EncodedFloat32Payload, "i32": EncodedInt32Payload, "bool": EncodedBoolPayload}[dtype]
+    return cls.from_bits([int(w) for w in words])
+
+
+def _is_nan_word(dtype: str, word: int) -> bool:
+    return dtype == "f32" and (word & 0x7FFFFFFF) > 0x7F800000
+
+
+def _all_combinations(dtypes, pools) -> tuple:
+    """Every combination of one value per operand (the cross product), as one payload per operand.
+
+    Combinations with two or more NaN operands are left out: IEEE 754 (§6.2.3) lets the result carry
+    either payload, so no exact witness can be built from them.
+    """
+    combos = [c for c in itertools.product(*pools) if sum(_is_nan_word(d, w) for d, w in zip(dtypes, c)) < 2]
+    return tuple(_payload_of_words(d, [c[i] for c in combos]) for i, d in enumerate(dtypes))
+
+
+def _sum_abs_bound(terms: np.ndarray, axis: int) -> tuple:
+    """(max over fibres of sum |t|, fibre length), computed in float64 and inflated past its own rounding."""
+    k = terms.shape[axis]
+    total = float(np.max(np.sum(np.abs(terms.astype(np.float64)), axis=axis), initial=0.0))
+    return total * (1.0 + 2.0 * (k + 1) * 2.0 ** -53), k
+
+
+# --- operation cases --------------------------------------------------------------------------
+
+def operation_cases(op: Operation, plan: PlanKey, classes: tuple) -> list:
+    build = {POINTWISE: _pointwise_cases, REDUCE: _fibre_cases, SCAN: _fibre_cases, MATMUL: _matmul_cases}[op.kind]
+    cases = []
+    for cls in classes:
+        cases.extend(build(op, plan, cls))
+    return cases
+
+
+def _pointwise_cases(op: Operation, plan: PlanKey, cls: VC) -> list:
+    dtypes = plan.operand_dtypes
+    base = f"{plan.plan_id}/{cls.value}"
+    if cls is VC.BIT_EXACT:
+        n, seed = 4099, case_seed(base)
+        operands = tuple(_random(d, seed + i, n, plan.operation, role)
+                         for i, (d, role) in enumerate(zip(dtypes, plan.operand_roles)))
+    elif cls is VC.SIGNED_ZERO:
+        seed = None
+        pools = [[_f32([v]).bits[0] for v in _SIGNED_ZERO_F32] if d == "f32" else _edges(d) for d in dtypes]
+        operands = _all_combinations(dtypes, pools)
+    elif cls is VC.SPECIAL_VALUES:
+        seed = None
+        operands = _all_combinations(dtypes, [_edges(d) for d in dtypes])
+    else:
+        raise ValueError(f"{plan.plan_id}: class {cls.value} does not apply to a pointwise plan")
+    n = len(operands[0])
+    return [Case(f"{base}/0", cls, EncodedInputs.of(*operands), ((n,),) * len(dtypes), ((n,),),
+                 (plan.output_dtype,), None, seed)]
+
+
+def _fibre_shapes(cls: VC) -> list:
+    return {VC.STRUCTURAL: [(8, 64), (3, 1), (2, 1000)], VC.NUMERICAL: [(16, 257)], VC.WIDE_EXPONENT: [(4, 1000)],
+            VC.BIT_EXACT: [(16, 257)], VC.SIGNED_ZERO: [(4, 4)], VC.SPECIAL_VALUES: [(0, 0)],
+            VC.ANALYTIC: []}[cls]
+
+
+def _signed_zero_rows(k: int) -> np.ndarray:
+    return np.array([[-0.0] * k, [0.0, -0.0] * (k // 2), [1.5, -1.5] * (k // 2), [-0.0, -1.0, 1.0, -0.0][:k]],
+                    np.float32)
+
+
+def _fibre_cases(op: Operation, plan: PlanKey, cls: VC) -> list:
+    dtype = plan.operand_dtypes[0]
+    base = f"{plan.plan_id}/{cls.value}"
+    out_shape = (lambda r, k: (r, k)) if op.kind == SCAN else (lambda r, k: (r,))
+    cases = []
+    if cls is VC.ANALYTIC:
+        for a in analytic_cases():
+            if a.operation == plan.operation:
+                x = _f32(a.inputs[0])
+                k = len(x)
+                cases.append(Case(f"{base}/{a.case_id}", cls, EncodedInputs.of(x), ((1, k),), (out_shape(1, k),),
+                                  (plan.output_dtype,), k, None, tuple(a.expected)))
+        return cases
+    if cls is VC.SPECIAL_VALUES:
+        rows = _edge_fibres(dtype)
+        k = len(rows[0])
+        x = _payload_of_words(dtype, np.concatenate(rows))
+        return [Case(f"{base}/0", cls, EncodedInputs.of(x), ((k, k),), (out_shape(k, k),), (plan.output_dtype,), k)]
+    for i, (r, k) in enumerate(_fibre_shapes(cls)):
+        seed = case_seed(base, i)
+        terms = None
+        if cls is VC.STRUCTURAL:
+            x = exact_structural_payload(seed, k, product=False, rows=r).lhs
+        elif cls is VC.NUMERICAL:
+            x = arbitrary_float32_payload(seed, r * k)
+        elif cls is VC.WIDE_EXPONENT:
+            x = wide_exponent_float32_payload(seed, r * k)
+        elif cls is VC.SIGNED_ZERO:
+            x, seed = _f32(_signed_zero_rows(k)), None
+        else:  # BIT_EXACT
+            x = _random(dtype, seed, r * k)
+        if cls in (VC.NUMERICAL, VC.WIDE_EXPONENT):
+            terms = _sum_abs_bound(x.as_array().reshape(r, k), axis=1)
+        cases.append(Case(f"{base}/{i}", cls, EncodedInputs.of(x), ((r, k),), (out_shape(r, k),),
+                          (plan.output_dtype,), k, seed, None,
+                          None if terms is None else terms[1], None if terms is None else terms[0]))
+    return cases
+
+
+def _edge_fibres(dtype: str) -> list:
+    """Fibres holding every edge value at every position, with at most one NaN encoding per fibre (which
+    of several NaN payloads a reduction returns depends on its association, so it is not exact)."""
+    edges = _edges(dtype)
+    plain = [w for w in edges if not _is_nan_word(dtype, w)]
+    nans = [w for w in edges if _is_nan_word(dtype, w)] or [plain[0]]
+    rows = []
+    for i in range(len(plain) + 1):
+        row = list(np.roll(plain, i))
+        row.insert(i % (len(plain) + 1), nans[i % len(nans)] if i < len(plain) else plain[i % len(plain)])
+        rows.append(np.asarray(row, np.uint32))
+    return rows
+
+
+def _matmul_shapes(cls: VC) -> list:
+    return {VC.STRUCTURAL: [(8, 64, 8), (1, 1, 1), (3, 700, 3)], VC.NUMERICAL: [(16, 129, 16)],
+            VC.WIDE_EXPONENT: [(8, 64, 8)], VC.BIT_EXACT: [(9, 33, 7)], VC.SIGNED_ZERO: [(2, 3, 2)],
+            VC.SPECIAL_VALUES: [(0, 0, 0)], VC.ANALYTIC: []}[cls]
+
+
+def _matmul_cases(op: Operation, plan: PlanKey, cls: VC) -> list:
+    dtype = plan.operand_dtypes[0]
+    base = f"{plan.plan_id}/{cls.value}"
+    if cls is VC.ANALYTIC:
+        cases = []
+        for a in analytic_cases():
+            if a.operation == "matmul":
+                n = math.isqrt(len(a.inputs[0]))
+                cases.append(Case(f"{base}/{a.case_id}", cls, EncodedInputs.of(_f32(a.inputs[0]), _f32(a.inputs[1])),
+                                  ((n, n), (n, n)), ((n, n),), (plan.output_dtype,), n, None, tuple(a.expected)))
+        return cases
+    if cls is VC.SPECIAL_VALUES:
+        rows = _edge_fibres(dtype)
+        k = len(rows[0])
+        a = _payload_of_words(dtype, np.concatenate(rows[:3]))
+        ones = _f32([1.0]).bits[0] if dtype == "f32" else 1  # the other side plain, so one NaN meets no other
+        b = _payload_of_words(dtype, [ones, *([rows[-1][0]] * (k - 1))] * 2)
+        return [Case(f"{base}/0", cls, EncodedInputs.of(a, b), ((3, k), (k, 2)), ((3, 2),), (plan.output_dtype,), k)]
+    cases = []
+    for i, (m, k, n) in enumerate(_matmul_shapes(cls)):
+        seed = case_seed(base, i)
+        if cls is VC.STRUCTURAL:
+            # rows=m fibres of length k for lhs; rhs holds m*k values: a (k, m) matrix, so n = m here
+            p = exact_structural_payload(seed, k, product=True, rows=m)
+            a, b, n = p.lhs, p.rhs, m
+        elif cls is VC.SIGNED_ZERO:
+            a = _f32([[-0.0, -0.0, -0.0], [0.0, -0.0, 0.0]])
+            b = _f32([[1.0, -0.0], [2.0, 0.0], [0.5, -1.0]])
+            seed = None
+        elif cls in (VC.NUMERICAL, VC.BIT_EXACT) and dtype == "f32":
+            a, b = arbitrary_float32_payload(seed, m * k), arbitrary_float32_payload(seed + 1, k * n)
+        elif cls is VC.WIDE_EXPONENT:
+            a, b = wide_exponent_float32_payload(seed, m * k), wide_exponent_float32_payload(seed + 1, k * n)
+        else:
+            a, b = _random(dtype, seed, m * k), _random(dtype, seed + 1, k * n)
+        terms = None
+        if cls in (VC.NUMERICAL, VC.WIDE_EXPONENT):
+            products = a.as_array().astype(np.float64).reshape(m, k, 1) * b.as_array().astype(np.float64).reshape(1, k, n)
+            terms = _sum_abs_bound(products, axis=1)
+        cases.append(Case(f"{base}/{i}", cls, EncodedInputs.of(a, b), ((m, k), (k, n)), ((m, n),),
+                          (plan.output_dtype,), k, seed, None,
+                          None if terms is None else terms[1], None if terms is None else terms[0]))
+    return cases
+
+
+# --- subject cases ------------------------------------------------------------------------------
+
+# subject -> (operand shapes, output shapes). Dtypes come from the witness kernel's annotations.
+SUBJECT_SHAPES = {
+    "copy": (((37,),), ((37,),)), "transpose": (((5, 7),), ((7, 5),)), "broadcast": (((7,), (5, 7)), ((5, 7),)),
+    "strided-read": (((9,),), ((9,),)), "tensor-slice": (((3, 7),), ((3,),)), "reshape": (((4, 6),), ((6, 4),)), "join": (((5,), (5,)), ((5, 2),)),
+    "gather": (((11,), (13,)), ((13,),)), "subregion-write": (((10,),), ((10,),)), "fill": (((3, 4),), ((3, 4),)),
+    "multi-output": (((4, 9),), ((4,), (4,))), "carried-loop": (((17,),), ((1,),)),
+    "while-loop": (((23,),), ((2,),)), "branch": (((8,),), ((8,),)), "forall": (((12,),), ((12,),)),
+    "staging-buffer": (((15,),), ((15,),)), "hierarchical-contraction": (((2, 3, 4), (2, 4, 5)), ((2, 3, 5),)),
+}
+
+
+def subject_case(subject: Subject, kernel) -> Case:
+    in_shapes, out_shapes = SUBJECT_SHAPES[subject.name]
+    specs = list(kernel.specs.values())
+    ins = [s for s in specs if s.access == "In"]
+    outs = [s for s in specs if s.access == "Out"]
+    seed = case_seed("subject", subject.name)
+    operands = tuple(_random(s.dtype.name, seed + i, int(np.prod(shape)))
+                     for i, (s, shape) in enumerate(zip(ins, in_shapes)))
+    return Case(f"subject/{subject.name}/{VC.BIT_EXACT.value}/0", VC.BIT_EXACT, EncodedInputs.of(*operands),
+                in_shapes, out_shapes, tuple(s.dtype.name for s in outs), None, seed)
+
+
+# --- execution ------------------------------------------------------------------------------------
+
+def execute(executable, case: Case, arrays: tuple) -> tuple:
+    """Run one case on decoded ``arrays``; outputs start as NaN/sentinel-filled so unwritten elements show."""
+    inputs = [a.reshape(shape) for a, shape in zip(arrays, case.shapes)]
+    outputs = [_sentinel(shape, dtype) for shape, dtype in zip(case.output_shapes, case.output_dtypes)]
+    executable(*inputs, *outputs)
+    sync = getattr(executable, "synchronize", None)
+    if sync is not None:  # queued target work completes before anything is decoded or compared
+        sync()
+    return tuple(o.reshape(-1) for o in outputs)
+
+
+def _sentinel(shape, dtype: str) -> np.ndarray:
+    if dtype == "f32":
+        return np.full(shape, np.uint32(0x7FBADBAD), np.uint32).view(np.float32)  # a signalling-NaN pattern
+    if dtype == "bool":
+        return np.zeros(shape, np.bool_)
+    return np.full(shape, -0x5A5A5A5B, np.int32)

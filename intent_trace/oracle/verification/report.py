@@ -1,0 +1,123 @@
+"""``verify_backend``: one schema-v3 report binding both stages, certificates and receipts; atomic JSONL.
+
+The report is built completely in memory first; only then, if the caller named a destination, is
+it written to a temporary file beside that path and renamed over it, so a failure (an I/O error,
+an interrupted run) leaves any earlier report intact and no temporary file behind.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+
+import attrs
+
+from .evidence import OracleStageResult, Outcome, StageReport, canonical_json
+from .profiles import ORACLE_PROFILE_ID, catalogue_for, verification_profile
+from .records import VerificationProfile, VerificationStage
+from .stages import require_runtime, run_oracle_stage, run_target_stage
+
+SCHEMA_VERSION = 3
+FAILING = (Outcome.FAILED, Outcome.ERROR, Outcome.BLOCKED)
+
+
+@attrs.frozen
+class VerificationReport:
+    schema_version: int
+    target_profile: VerificationProfile
+    oracle_profile: VerificationProfile
+    classifications: tuple
+    subject_classifications: tuple
+    oracle: OracleStageResult
+    target: StageReport
+
+    @property
+    def certificates(self) -> tuple:
+        return self.oracle.certificates
+
+    @property
+    def receipts(self) -> tuple:
+        return self.oracle.report.receipts + self.target.receipts
+
+    @property
+    def evidence(self) -> tuple:
+        return self.oracle.report.evidence + self.target.evidence
+
+    @property
+    def passed(self) -> bool:
+        """No failed, errored or blocked evidence in either stage (deferred plans are explicit, not failures)."""
+        return not any(e.outcome in FAILING for e in self.evidence)
+
+    def summary(self, stage: VerificationStage = VerificationStage.TARGET) -> dict:
+        """operation (or ``subject:name``) -> {outcome: count} for one stage, in catalogue order."""
+        report = self.oracle.report if stage is VerificationStage.ORACLE else self.target
+        table: dict = {}
+        for e in report.evidence:
+            name = e.plan.operation if e.plan is not None else f"subject:{e.subject.name}"
+            row = table.setdefault(name, {o.value: 0 for o in Outcome})
+            row[e.outcome.value] += 1
+        return table
+
+    def lines(self):
+        """The canonical JSONL records: a header, classifications, evidence, certificates, receipts."""
+        yield {"record": "report", "schema_version": self.schema_version,
+               "target_profile": self.target_profile.to_json(), "oracle_profile": self.oracle_profile.to_json(),
+               "oracle_counts": self.oracle.report.counts(), "target_counts": self.target.counts(),
+               "passed": self.passed}
+        for c in self.classifications:
+            yield {"record": "classification", **c.to_json()}
+        for s in self.subject_classifications:
+            yield {"record": "subject_classification", **s.to_json()}
+        for e in self.evidence:
+            yield {"record": "evidence", **e.to_json()}
+        for cert in self.certificates:
+            yield {"record": "certificate", **cert.to_json()}
+        for r in self.receipts:
+            yield {"record": "receipt", **r.to_json()}
+
+    def to_jsonl(self) -> str:
+        return "".join(canonical_json(line) + "\n" for line in self.lines())
+
+
+def _check_output(output):
+    if output is None or isinstance(output, (str, os.PathLike)):
+        return output
+    raise TypeError(f"output must be a str or path-like destination, or None; got {type(output).__name__}")
+
+
+def write_atomically(path, text: str) -> None:
+    """Replace ``path`` with ``text`` (UTF-8) or leave it untouched: temp file in the same directory, then rename."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".intent-trace-report-", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(text.encode("utf-8"))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def verify_backend(target, *, output=None) -> VerificationReport:
+    """Run Stage One on cpu-compiled, then Stage Two on the ``target`` profile; return (and optionally write) the report."""
+    if not isinstance(target, str):
+        raise TypeError(f"verify_backend takes a str target profile_id, got {type(target).__name__}")
+    _check_output(output)
+    profile = verification_profile(target)  # unknown: ValueError before anything runs or is written
+    if not profile.serves(VerificationStage.TARGET):
+        raise ValueError(f"profile {target} is not registered as a target")
+    cat = catalogue_for(profile)
+    require_runtime(profile)
+    oracle_profile = verification_profile(ORACLE_PROFILE_ID)
+    oracle = run_oracle_stage(oracle_profile)
+    target_report = run_target_stage(profile, oracle)
+    report = VerificationReport(SCHEMA_VERSION, profile, oracle_profile, cat.classifications, cat.subjects, oracle,
+                                target_report)
+    if output is not None:
+        write_atomically(output, report.to_jsonl())
+    return report

@@ -1,0 +1,359 @@
+"""Stage One (Generic certifies the CPU oracle) and Stage Two (the CPU oracle validates a target).
+
+Both stages walk the validated catalogue, run one case at a time and keep going after a
+recoverable error (RuntimeError, ValueError, or a LoweringError while preparing), so one broken
+witness never hides another. Certificates are issued only from complete, passing evidence, and
+Stage Two trusts a certificate only after rebuilding it from the evidence it names.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import hashlib
+import importlib
+
+import numpy as np
+
+from ... import compiler
+from ...errors import LoweringError
+from .cases import F32_UNIT_ROUNDOFF, Case, execute, operation_cases, subject_case
+from .catalogue import f64_authority
+from .comparison import compare_exact, compare_float32, exact_policy, stage_one_two_path_policy, \
+    stage_two_float32_policy
+from .evidence import (CompilationReceipt, Evidence, OracleCertificate, OracleStageResult, Outcome, StageReport,
+                       evidence_digest)
+from .profiles import ORACLE_PROFILE_ID, _resolve, catalogue_for, operation, verification_profile
+from .records import VerificationClass as VC, VerificationStage
+from .witnesses import operation_kernel, subject_kernels
+
+RECOVERABLE = (RuntimeError, ValueError, LoweringError, IndexError)  # IndexError: a run-time bounds check
+REFERENCE_TARGET = "generic"
+
+# Non-public test seam: ``{VerificationStage: fn(case, outputs) -> outputs}`` applied to the candidate's
+# results (the CPU oracle's in Stage One, the target's in Stage Two). Only tests set it, to plant a wrong
+# result or a recoverable error; no API takes it.
+_result_alterations: dict = {}
+
+_progress = contextvars.ContextVar("intent_trace_verification_progress", default=None)
+
+
+@contextlib.contextmanager
+def reporting_progress(callback):
+    """Within the block, stages call ``callback(stage_value, done, total, label)`` after each obligation."""
+    token = _progress.set(callback)
+    try:
+        yield
+    finally:
+        _progress.reset(token)
+
+
+def _tick(stage, done: int, total: int, label: str) -> None:
+    callback = _progress.get()
+    if callback is not None:
+        callback(stage.value, done, total, label)
+
+
+# --- running one case -------------------------------------------------------------------------
+
+class _Runner:
+    """Compiles witness kernels for one profile (once per kernel) and records a receipt per specialisation."""
+
+    def __init__(self, profile_id: str, target: str):
+        self.profile_id, self.target = profile_id, target
+        self._executables: dict = {}
+        self.receipts: dict = {}
+
+    def executable(self, kernel):
+        exe = self._executables.get(kernel)
+        if exe is None:
+            exe = self._executables[kernel] = compiler.compile(kernel, target=self.target)
+        return exe
+
+    def run(self, kernel, logical, plan, case: Case, arrays) -> tuple:
+        exe = self.executable(kernel)
+        outputs = execute(exe, case, arrays)
+        return outputs, self._receipt(exe, logical, plan, case, arrays)
+
+    def _receipt(self, exe, logical, plan, case: Case, arrays) -> str:
+        spec = tuple((str(a.dtype), tuple(s)) for a, s in zip(arrays, case.shapes))
+        graph_digest = hashlib.sha256(str(exe.graph).encode()).hexdigest()
+        source = getattr(exe, "source", None)
+        source_digest = None if source is None else hashlib.sha256(str(source).encode()).hexdigest()
+        kernel_id = logical.kernel_id if logical is not None else f"subject.{case.case_id.split('/')[1]}"
+        key = (kernel_id, graph_digest, spec)
+        receipt_id = hashlib.sha256(repr((self.profile_id, self.target) + key).encode()).hexdigest()[:20]
+        if receipt_id not in self.receipts:
+            self.receipts[receipt_id] = CompilationReceipt(
+                receipt_id, self.profile_id, self.target, kernel_id, "v1" if logical is None else logical.variant,
+                None if plan is None else plan.plan_id, spec, graph_digest, source_digest, _provider_version(self.target))
+        return receipt_id
+
+
+def _provider_version(target: str) -> str:
+    module = {"cpu": "numba", "generic": "numpy"}.get(target, "tilelang")
+    return f"{module} {importlib.import_module(module).__version__}"
+
+
+def _merge(comparisons):
+    from .comparison import Comparison, Deviations
+
+    if len(comparisons) == 1:
+        return comparisons[0]
+    devs = [c.deviations for c in comparisons]
+
+    def worst(field):
+        values = [getattr(d, field) for d in devs]
+        return None if any(v is None for v in values) else max(values)
+
+    return Comparison(Deviations(worst("absolute"), worst("relative"), worst("ulps")),
+                      sum(c.mismatches for c in comparisons), sum(c.signed_zero_mismatches for c in comparisons),
+                      sum(c.nan_payload_mismatches for c in comparisons))
+
+
+def compare_outputs(expected: tuple, actual: tuple, dtypes: tuple):
+    comparisons = []
+    for e, a, d in zip(expected, actual, dtypes):
+        if d == "f32":
+            comparisons.append(compare_float32(e, a))
+        else:
+            comparisons.append(compare_exact(_words(e), _words(a)))
+    return _merge(comparisons)
+
+
+def _words(a: np.ndarray) -> list:
+    a = np.ascontiguousarray(a)
+    if a.dtype == np.bool_:
+        return a.astype(np.uint32).tolist()
+    return a.view(np.dtype(f"u{a.dtype.itemsize}")).astype(np.uint64).tolist()
+
+
+def _policy(case: Case, plan, stage: VerificationStage):
+    if case.verification_class.exact:
+        return exact_policy()
+    terms = case.gamma_terms
+    if stage is VerificationStage.ORACLE:
+        # a float64 accumulator rounded once to the f32 output: one more term at f32's unit roundoff
+        extra = 1 if plan.accumulation_dtype == "f64" and plan.output_dtype == "f32" else 0
+        return stage_one_two_path_policy(F32_UNIT_ROUNDOFF, terms + extra, case.sum_absolute_terms)
+    # single path: the target's K terms, plus two for the reference's own f64 sum and its rounding to f32
+    return stage_two_float32_policy(terms + 2, case.sum_absolute_terms)
+
+
+def _evidence(stage, profile_id, logical, plan, subject, case: Case, outcome, reason="", **kw) -> Evidence:
+    hashes = case.inputs.input_hashes
+    return Evidence(stage, profile_id, logical, plan, subject, case.verification_class, case.case_id, outcome,
+                    reason, hashes, hashes, case.shapes, case.output_shapes, case.contraction_length, case.seed, **kw)
+
+
+def _error_text(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}"
+
+
+def _run_case(stage, profile_id, logical, plan, subject, case, subject_kernel, reference, candidate,
+              reference_kernel, candidate_kernel, alteration=None, reference_plan=None) -> Evidence:
+    """Run ``case`` on the reference and the candidate and compare; any recoverable error becomes evidence."""
+    policy = None
+    try:
+        policy = _policy(case, plan, stage) if plan is not None else exact_policy()
+        ref_out, _ = reference.run(reference_kernel, logical, reference_plan or plan, case, case.inputs.oracle_arrays())
+        out, receipt = candidate.run(candidate_kernel, logical, plan, case, case.inputs.target_arrays())
+        if alteration is not None:
+            out = alteration(case, out)
+    except RECOVERABLE as e:
+        return _evidence(stage, profile_id, logical, plan, subject, case, Outcome.ERROR, _error_text(e), policy=policy,
+                         reference_plan=reference_plan)
+    if case.expected is not None:  # analytic: both paths against the independent expectation
+        expected = (np.asarray(case.expected, np.float32),)
+        comparison = compare_outputs(expected, out, case.output_dtypes)
+        ref_ok = compare_outputs(expected, ref_out, case.output_dtypes).mismatches == 0
+        ok = policy.accepts(comparison) and ref_ok
+        reason = "" if ref_ok else f"the reference ({reference.target}) disagrees with the analytic expectation"
+    else:
+        comparison = compare_outputs(ref_out, out, case.output_dtypes)
+        ok, reason = policy.accepts(comparison), ""
+    if not ok and not reason:
+        reason = f"{comparison.mismatches} mismatching elements outside {policy.policy_id}"
+    return _evidence(stage, profile_id, logical, plan, subject, case, Outcome.PASSED if ok else Outcome.FAILED, reason,
+                     policy=policy, comparison=comparison, reference_plan=reference_plan, receipt_id=receipt,
+                     synchronized=True)
+
+
+def _deferred(stage, profile_id, classification) -> Evidence:
+    return Evidence(stage, profile_id, classification.kernel, classification.plan, None, None,
+                    f"{classification.plan.plan_id}/deferred", Outcome.DEFERRED, classification.reason)
+
+
+def _unprepared(stage, profile_id, logical, plan, subject, cls, error) -> Evidence:
+    name = plan.plan_id if plan is not None else f"subject/{subject.name}"
+    return Evidence(stage, profile_id, logical, plan, subject, cls, f"{name}/{cls.value}/prepare", Outcome.ERROR,
+                    _error_text(error))
+
+
+# --- Stage One ------------------------------------------------------------------------------------
+
+def run_oracle_stage(profile) -> OracleStageResult:
+    """Compare the CPU oracle with Generic for every active plan, class and subject; certify what passed."""
+    profile = _resolve(profile)
+    if not profile.serves(VerificationStage.ORACLE):
+        raise ValueError(f"profile {profile.profile_id} is not registered for the oracle stage")
+    cat = catalogue_for(profile)  # completeness raises before anything runs
+    stage = VerificationStage.ORACLE
+    reference, oracle = _Runner(profile.profile_id, REFERENCE_TARGET), _Runner(profile.profile_id, profile.target)
+    evidence = []
+    total = len(cat.classifications) + len(cat.subjects)
+    for i, c in enumerate(cat.classifications):
+        if not c.active:
+            evidence.append(_deferred(stage, profile.profile_id, c))
+        else:
+            evidence.extend(_plan_evidence(stage, profile.profile_id, c, reference, oracle, None,
+                                           _result_alterations.get(stage)))
+        _tick(stage, i + 1, total, c.plan.plan_id)
+    for i, s in enumerate(cat.subjects):
+        evidence.extend(_subject_evidence(stage, profile.profile_id, s.subject, reference, oracle,
+                                          _result_alterations.get(stage)))
+        _tick(stage, len(cat.classifications) + i + 1, total, f"subject {s.subject.name}")
+    evidence = tuple(evidence)
+    certificates = tuple(_certify(profile.profile_id, cat, evidence))
+    receipts = tuple(oracle.receipts.values())
+    return OracleStageResult(StageReport(profile.profile_id, stage, evidence, receipts), certificates)
+
+
+def _plan_evidence(stage, profile_id, c, reference, candidate, reference_plan, alteration) -> list:
+    op = operation(c.plan.operation)
+    kernel = operation_kernel(op, c.plan)
+    ref_kernel = kernel if reference_plan is None else operation_kernel(op, reference_plan)
+    out = []
+    for cls in c.classes:
+        try:
+            cases = operation_cases(op, c.plan, (cls,))
+            if not cases:
+                raise ValueError(f"no witness of class {cls.value} for {c.plan.plan_id}")
+        except RECOVERABLE as e:
+            out.append(_unprepared(stage, profile_id, c.kernel, c.plan, None, cls, e))
+            continue
+        for case in cases:
+            out.append(_run_case(stage, profile_id, c.kernel, c.plan, None, case, None, reference, candidate,
+                                 ref_kernel, kernel, alteration, reference_plan))
+    return out
+
+
+def _subject_evidence(stage, profile_id, subject, reference, candidate, alteration) -> list:
+    try:
+        kernel = subject_kernels()[subject.name]
+        case = subject_case(subject, kernel)
+    except RECOVERABLE as e:
+        return [_unprepared(stage, profile_id, None, None, subject, VC.BIT_EXACT, e)]
+    return [_run_case(stage, profile_id, None, None, subject, case, kernel, reference, candidate, kernel, kernel,
+                      alteration)]
+
+
+def _certify(profile_id, cat, evidence):
+    by_obligation: dict = {}
+    for e in evidence:
+        by_obligation.setdefault(e.obligation, []).append(e)
+    for c in cat.classifications:
+        if c.active:
+            cert = _certificate_from(profile_id, (c.kernel, c.plan), c.classes, by_obligation.get((c.kernel, c.plan)))
+            if cert is not None:
+                yield cert
+    for s in cat.subjects:
+        cert = _certificate_from(profile_id, s.subject, s.classes, by_obligation.get(s.subject))
+        if cert is not None:
+            yield cert
+
+
+def _certificate_from(profile_id, obligation, classes, records):
+    """A certificate only for complete passing coverage: every class attempted, every attempt passed."""
+    if not records or any(r.outcome is not Outcome.PASSED for r in records):
+        return None
+    if {r.verification_class for r in records} != set(classes):
+        return None
+    if isinstance(obligation, tuple):
+        kernel, plan = obligation
+        return OracleCertificate(profile_id, kernel, None, plan.operation, plan, tuple(classes), evidence_digest(records))
+    return OracleCertificate(profile_id, None, obligation, f"subject:{obligation.name}", None, tuple(classes),
+                             evidence_digest(records))
+
+
+# --- Stage Two ------------------------------------------------------------------------------------
+
+def reconstruct_authority(oracle_result: OracleStageResult) -> dict:
+    """Certificates that rebuild exactly from the result's own evidence, keyed by obligation (plan or subject).
+
+    A certificate whose digest, classes or coverage does not follow from that evidence is forged or
+    stale and grants nothing.
+    """
+    oracle_cat = catalogue_for(ORACLE_PROFILE_ID)
+    by_obligation: dict = {}
+    for e in oracle_result.report.evidence:
+        by_obligation.setdefault(e.obligation, []).append(e)
+    classes = {(c.kernel, c.plan): c.classes for c in oracle_cat.classifications if c.active}
+    classes.update({s.subject: s.classes for s in oracle_cat.subjects})
+    authority = {}
+    for cert in oracle_result.certificates:
+        obligation = cert.obligation
+        rebuilt = _certificate_from(ORACLE_PROFILE_ID, obligation, classes.get(obligation, ()),
+                                    by_obligation.get(obligation))
+        if rebuilt is not None and rebuilt == cert:
+            authority[cert.plan if cert.plan is not None else cert.subject] = cert
+    return authority
+
+
+def require_runtime(profile) -> None:
+    """Raise the actionable RuntimeError when the profile's provider or runtime is missing."""
+    available = compiler.targets()
+    if profile.target not in available:
+        raise RuntimeError(f"verification profile {profile.profile_id} needs the {profile.target!r} target, which this "
+                           f"build does not provide yet (available targets: {', '.join(available)}); its plans are "
+                           f"classified, but nothing can execute on it")
+    check = getattr(compiler.builder_for(profile.target), "require_runtime", None)
+    if check is not None:
+        check()
+
+
+def run_target_stage(profile, oracle_result) -> StageReport:
+    """Verify every active target plan and subject against the CPU oracle, behind rebuilt certificates."""
+    profile = _resolve(profile)
+    if not profile.serves(VerificationStage.TARGET):
+        raise ValueError(f"profile {profile.profile_id} is not registered for the target stage")
+    if not isinstance(oracle_result, OracleStageResult):
+        raise TypeError(f"run_target_stage needs the OracleStageResult of run_oracle_stage, got "
+                        f"{type(oracle_result).__name__}")
+    if oracle_result.report.profile_id != ORACLE_PROFILE_ID or oracle_result.report.stage is not VerificationStage.ORACLE:
+        raise ValueError(f"the oracle result must come from the {ORACLE_PROFILE_ID} oracle stage")
+    cat = catalogue_for(profile)
+    require_runtime(profile)
+    authority = reconstruct_authority(oracle_result)
+    stage = VerificationStage.TARGET
+    oracle = _Runner(ORACLE_PROFILE_ID, verification_profile(ORACLE_PROFILE_ID).target)
+    target = _Runner(profile.profile_id, profile.target)
+    evidence = []
+    total = len(cat.classifications) + len(cat.subjects)
+    for i, c in enumerate(cat.classifications):
+        _tick(stage, i, total, c.plan.plan_id)
+        if not c.active:
+            evidence.append(_deferred(stage, profile.profile_id, c))
+            continue
+        reference_plan = f64_authority(c.plan) or c.plan
+        cert = authority.get(reference_plan)
+        missing = () if cert is None else tuple(cls for cls in c.classes if cls not in cert.classes)
+        if cert is None or missing:
+            why = (f"no valid cpu-compiled certificate for {reference_plan.plan_id}" if cert is None else
+                   f"the certificate of {reference_plan.plan_id} lacks {', '.join(m.value for m in missing)}")
+            evidence.extend(Evidence(stage, profile.profile_id, c.kernel, c.plan, None, cls,
+                                     f"{c.plan.plan_id}/{cls.value}/blocked", Outcome.BLOCKED, why,
+                                     reference_plan=reference_plan) for cls in c.classes)
+            continue
+        evidence.extend(_plan_evidence(stage, profile.profile_id, c, oracle, target, reference_plan,
+                                       _result_alterations.get(stage)))
+    for i, s in enumerate(cat.subjects):
+        _tick(stage, len(cat.classifications) + i, total, f"subject {s.subject.name}")
+        if s.subject not in authority:
+            evidence.append(Evidence(stage, profile.profile_id, None, None, s.subject, VC.BIT_EXACT,
+                                     f"subject/{s.subject.name}/blocked", Outcome.BLOCKED,
+                                     f"no valid cpu-compiled certificate for subject {s.subject.name}"))
+            continue
+        evidence.extend(_subject_evidence(stage, profile.profile_id, s.subject, oracle, target,
+                                          _result_alterations.get(stage)))
+    _tick(stage, total, total, "done")
+    return StageReport(profile.profile_id, stage, tuple(evidence), tuple(target.receipts.values()))
