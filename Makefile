@@ -1,12 +1,16 @@
 # The two commands of the README. Both create .venv with pip when it is missing.
 PY      := .venv/bin/python
 STAMP   := .venv/.installed
+TORCH_CPU ?= 2.13.0
 
 .PHONY: demo test clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv .venv
 	$(PY) -m pip install -q --upgrade pip
+	# tilelang needs torch; the CPU build of 2.13.0 is this machine's local wheel (a plain
+	# "torch" would resolve to a multi-GB CUDA build). An installed torch is kept.
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "torch==$(TORCH_CPU)"
 	$(PY) -m pip install -q -e ".[test]"
 	touch $(STAMP)
 
