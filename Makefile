@@ -16,6 +16,7 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(PY) examples/quickstart.py
+	.venv/bin/intent-trace verify cpu-compiled
 
 test: $(STAMP)
 	$(PY) -m pytest

@@ -205,7 +205,11 @@ def _graph_ops(graph) -> set:
 
 
 def lowering_table(target: str):
-    """The target's rule table keyed by OpDef, or None when the target is not built in this install."""
+    """The target's rule table keyed by OpDef, or None when this build does not provide the target."""
+    from ... import compiler
+
+    if target not in compiler.targets():
+        return None
     module, path = _LOWERING_TABLES[target]
     try:
         obj = importlib.import_module(module)
