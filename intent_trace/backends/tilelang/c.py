@@ -1,0 +1,498 @@
+"""The ``tilelang-c`` target's choices: TileLang's C target, one serial program, C helper bodies.
+
+Everything target-specific about ``tilelang-c`` is here; the lowering (:mod:`.emitter`) is shared.
+
+- Launch: one tile program (``T.Kernel(1)``) whose loops are ``T.serial``: the C target is
+  single-threaded and lowers ``T.Parallel`` to serial loops anyway.
+- Compiler flags: TileLang compiles the generated C++ with ``g++/clang++ -std=c++17 -fPIC -shared``
+  and no optimisation level; ``tilelang.compile(compile_flags=...)`` appends ours (LibraryGenerator
+  splits and de-duplicates them). ``-ffp-contract=off`` forbids FMA contraction (T3: ``a*b + c``
+  rounds twice), ``-fno-fast-math`` keeps IEEE semantics, ``-fwrapv`` makes signed index arithmetic
+  wrap instead of being undefined, and ``-fno-strict-aliasing`` keeps TVM's pointer-cast
+  ``reinterpret`` well defined.
+- Helpers: every KIR value operation is a call of a small helper (:mod:`.scalar_rules` names
+  them); this module writes their C++ bodies, which the kernel receives through
+  ``T.Kernel(prelude=...)``. TVM declares each ``T.call_extern`` callee ``extern "C"`` itself, so the
+  definitions are ``extern "C" inline``. Helpers keep the numerics out of reach of TVM's
+  simplifier, which treats float arithmetic algebraically (it folds ``x - x`` to 0 and
+  ``x + 0.0`` to ``x``) and integer arithmetic as if it never overflowed.
+"""
+from __future__ import annotations
+
+import re
+
+from ... import types as T
+
+NAME = "tilelang-c"
+TILELANG_TARGET = "c"
+EXECUTION_BACKEND = "cython"
+LANGUAGE = "tilelang.cpu.language"
+COMPILE_FLAGS = ("-O2", "-ffp-contract=off", "-fno-fast-math", "-fwrapv", "-fno-strict-aliasing")
+
+
+def launch(prelude: str | None) -> str:
+    """The header of the kernel body: one serial tile program."""
+    return f"with T.Kernel(1, prelude={prelude}) as _:" if prelude else "with T.Kernel(1) as _:"
+
+
+def require_runtime() -> None:
+    try:
+        import tilelang  # noqa: F401
+        from tilelang.contrib.cc import get_cplus_compiler
+    except Exception as e:
+        raise RuntimeError(f"target {NAME} needs the tilelang package (0.1.15), which failed to import: {e}") from e
+    if get_cplus_compiler() is None:
+        raise RuntimeError(f"target {NAME} needs a C++ compiler (g++, clang++ or c++ on PATH, or $CXX) to build "
+                           f"TileLang's C output; none was found")
+
+
+# --- dtypes --------------------------------------------------------------------------------------------
+
+C_TYPE = {"bool": "bool", "i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t", "index": "int64_t",
+          "u8": "uint8_t", "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t", "f32": "float", "f64": "double",
+          "f16": "float", "bf16": "float"}  # f16/bf16 values are floats holding the format's values (T3, T4)
+_LIMITS = {"i8": ("INT8_MIN", "INT8_MAX"), "i16": ("INT16_MIN", "INT16_MAX"), "i32": ("INT32_MIN", "INT32_MAX"),
+           "i64": ("INT64_MIN", "INT64_MAX"), "index": ("INT64_MIN", "INT64_MAX"), "u8": ("0", "UINT8_MAX"),
+           "u16": ("0", "UINT16_MAX"), "u32": ("0", "UINT32_MAX"), "u64": ("0", "UINT64_MAX")}
+
+
+def supports(d: T.DType) -> bool:
+    """Whether values of ``d`` can live in this target's kernels."""
+    return d.name in C_TYPE
+
+
+# TileLang's C-target wrapper has no uint32 (and keeps bool buffers as int8): such views and scalars travel as
+# the TIR dtype of the same width given here and are converted where they are loaded, stored or bound.
+_VIEW_STORAGE = {"bool": "uint8", "u32": "int32", "f16": "uint16", "bf16": "uint16"}
+_SCALAR_STORAGE = {"u32": "int32"}
+
+
+def view_storage(d: T.DType) -> str | None:
+    """The TIR dtype of a view's buffer when it differs from the value dtype."""
+    return _VIEW_STORAGE.get(d.name)
+
+
+def scalar_storage(d: T.DType) -> str | None:
+    """The TIR dtype of a runtime scalar parameter when it differs from the value dtype."""
+    return _SCALAR_STORAGE.get(d.name)
+
+
+def _c(d: T.DType) -> str:
+    return C_TYPE[d.name]
+
+
+def _u(d: T.DType) -> str:
+    """The unsigned type integer arithmetic wraps in (never promoted to int)."""
+    return "uint64_t" if d.bits == 64 else "uint32_t"
+
+
+def _f32(d: T.DType) -> bool:
+    """Values held in a C float: f32, and f16/bf16 (whose results are rounded to their format)."""
+    return d.name in ("f32", "f16", "bf16")
+
+
+def _narrow(d: T.DType) -> bool:
+    return d.name in ("f16", "bf16")
+
+
+def _rf(d: T.DType) -> str:
+    """float -> the nearest value of ``d`` (RNE), as a float."""
+    return f"itb_r{d.name}"
+
+
+def _df(d: T.DType) -> str:
+    """double -> the nearest value of ``d`` (RNE, one rounding), as a float."""
+    return f"itb_d{d.name}"
+
+
+# --- helper bodies -------------------------------------------------------------------------------------
+# Each renderer takes the helper's dtypes and returns the body of a function whose parameters are a, b, c.
+
+def _arith(sym):
+    def body(d):
+        if _narrow(d):  # computed in f32 and rounded once more, as generic does (innocuous: f32 has >= 2p + 2 bits)
+            return f"return {_rf(d)}(a {sym} b);"
+        if d.is_float:
+            return f"return a {sym} b;"
+        return f"return ({_c(d)})(({_u(d)})a {sym} ({_u(d)})b);"
+    return body
+
+
+def _div(d):
+    if _narrow(d):
+        return f"return {_rf(d)}(a / b);"
+    return "return a / b;" if d.is_float else None
+
+
+def _div_ftz(d):
+    if not d.is_float or _narrow(d):
+        return None
+    f = "itb_ftz32" if _f32(d) else "itb_ftz64"
+    return f"return {f}({f}(a) / {f}(b));"
+
+
+def _floordiv(d):
+    if not d.is_int:
+        return None
+    if d.kind == "uint":
+        return f"return b == 0 ? ({_c(d)})0 : ({_c(d)})(a / b);"
+    return (f"if (b == 0) return 0; if (b == -1) return ({_c(d)})(({_u(d)})0 - ({_u(d)})a); "
+            f"return ({_c(d)})(a / b);")
+
+
+def _mod(d):
+    if not d.is_int:
+        return None
+    if d.kind == "uint":
+        return f"return b == 0 ? ({_c(d)})0 : ({_c(d)})(a % b);"
+    return f"if (b == 0 || b == -1) return 0; return ({_c(d)})(a % b);"
+
+
+def _pow(d):
+    if _narrow(d):
+        return f"return {_df(d)}(pow((double)a, (double)b));"
+    if d.is_float:
+        return "return (float)pow((double)a, (double)b);" if _f32(d) else "return pow(a, b);"
+    if not d.is_int:
+        return None
+    u = _u(d)
+    neg = "if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0); " if d.kind == "int" else ""
+    return (f"{neg}{u} r = 1, x = ({u})a; uint64_t e = (uint64_t)b; "
+            f"while (e) {{ if (e & 1) r *= x; x *= x; e >>= 1; }} return ({_c(d)})r;")
+
+
+def _minmax(is_max):
+    def body(d):
+        if d.is_float:
+            bits = "itb_bits32" if _f32(d) else "itb_bits64"
+            shift = 31 if _f32(d) else 63
+            # IEEE 754-2019 maximum/minimum: a NaN operand wins (the first one); -0 < +0.
+            zero = "b : a" if is_max else "a : b"
+            cmp = ">" if is_max else "<"
+            return (f"if (a != a) return a; if (b != b) return b; "
+                    f"if (a == 0 && b == 0) return ({bits}(a) >> {shift}) ? {zero}; return a {cmp} b ? a : b;")
+        if not d.is_int:
+            return None
+        return f"return a {'>' if is_max else '<'} b ? a : b;"
+    return body
+
+
+def _bitwise(sym):
+    def body(d):
+        if d.is_bool:
+            return f"return a {sym} b;"
+        return f"return ({_c(d)})(a {sym} b);" if d.is_int else None
+    return body
+
+
+def _shl(d):
+    if not d.is_int:
+        return None
+    neg = "b < 0 || " if d.kind == "int" else ""
+    return f"if ({neg}b >= {d.bits}) return 0; return ({_c(d)})(({_u(d)})a << b);"
+
+
+def _shr(d):
+    if not d.is_int:
+        return None
+    if d.kind == "uint":
+        return f"if (b >= {d.bits}) return 0; return ({_c(d)})(a >> b);"
+    return f"if (b < 0 || b >= {d.bits}) return a < 0 ? ({_c(d)})-1 : ({_c(d)})0; return ({_c(d)})(a >> b);"
+
+
+def _compare(sym):
+    return lambda d: f"return a {sym} b;"
+
+
+def _neg(d):
+    if d.is_float:  # flips the sign bit, also of NaN
+        return "return itb_f32(itb_bits32(a) ^ 0x80000000u);" if _f32(d) else \
+            "return itb_f64(itb_bits64(a) ^ 0x8000000000000000ull);"
+    return f"return ({_c(d)})(({_u(d)})0 - ({_u(d)})a);" if d.is_int else None
+
+
+def _abs(d):
+    if d.is_float:
+        return "return itb_f32(itb_bits32(a) & 0x7fffffffu);" if _f32(d) else \
+            "return itb_f64(itb_bits64(a) & 0x7fffffffffffffffull);"
+    if d.kind == "uint":
+        return "return a;"
+    return f"return a < 0 ? ({_c(d)})(({_u(d)})0 - ({_u(d)})a) : a;" if d.is_int else None
+
+
+def _invert(d):
+    if d.is_bool:
+        return "return !a;"
+    return f"return ({_c(d)})~a;" if d.is_int else None
+
+
+def _floor(d):
+    if not d.is_float:
+        return None
+    # Exact in every format. A NaN comes back quiet (IEEE; glibc's floor returns a signaling NaN unchanged), and
+    # f16/bf16 NaNs as their conversion from float makes them (ml_dtypes' bfloat16 floor gives the canonical NaN).
+    body = f"a != a ? a + a : {'floorf' if _f32(d) else 'floor'}(a)"
+    return f"return {_rf(d)}({body});" if _narrow(d) else f"return {body};"
+
+
+def _sqrt(d):
+    if _narrow(d):
+        return f"return {_df(d)}(sqrt((double)a));"
+    if not d.is_float:
+        return None
+    return f"return a != a ? a + a : {'sqrtf' if _f32(d) else 'sqrt'}(a);"  # correctly rounded
+
+
+# Unary math: computed in double from the exact input and rounded once (T4: within 2 ulp; libm's double
+# functions are within 1 ulp, and the final rounding adds at most half an ulp of the result).
+_MATH = {"exp": "exp", "log": "log", "log1p": "log1p", "lgamma": "lgamma", "sin": "sin", "asin": "asin",
+         "cos": "cos", "erf": "erf", "erfc": "erfc", "exp2": "exp2", "tanh": "tanh", "i0": "itb_i0",
+         "rsqrt": "itb_rsqrt", "sigmoid": "itb_sigmoid"}
+
+
+def _math(fn, ftz=False):
+    def body(d):
+        if not d.is_float or (ftz and _narrow(d)):
+            return None
+        if _narrow(d):
+            return f"return {_df(d)}({fn}((double)a));"
+        if not ftz:
+            return f"return (float){fn}((double)a);" if _f32(d) else f"return {fn}(a);"
+        if _f32(d):
+            return f"return itb_ftz32((float){fn}((double)itb_ftz32(a)));"
+        return f"return itb_ftz64({fn}(itb_ftz64(a)));"
+    return body
+
+
+def _select(d):
+    return "return a ? b : c;"
+
+
+def _fma(d):
+    if not d.is_float:
+        return None
+    if _narrow(d):  # the exact result rounded to odd in double, then once to the format (as generic)
+        return f"return {_df(d)}(itb_fma_rto((double)a, (double)b, (double)c));"
+    return "return fmaf(a, b, c);" if _f32(d) else "return fma(a, b, c);"
+
+
+def _cast(src, dst):
+    if dst.is_bool:
+        return "return a != 0;"
+    if _narrow(dst) and not src.is_bool:
+        if src.name in ("i64", "index", "u64"):  # to double rounded to odd: the final rounding stays single
+            return f"return {_df(dst)}(itb_{'u' if src.name == 'u64' else 'i'}64_rto(a));"
+        return f"return {_df(dst)}((double)a);"
+    if src.is_float and dst.is_float:  # as generic converts (through double): a signaling NaN comes back quiet
+        if _c(src) == _c(dst):  # f16/bf16 -> f32: GCC would fold (float)(double)a to a, so quiet it by hand
+            return "return a != a ? itb_f32(itb_bits32(a) | 0x400000u) : a;"
+        if _narrow(src):  # -> f64: NumPy widens a half exactly, keeping a signaling NaN signaling
+            return ("if (a != a) { uint32_t u = itb_bits32(a); return itb_f64(((uint64_t)(u >> 31) << 63) | "
+                    "0x7ff0000000000000ull | ((uint64_t)(u & 0x7fffffu) << 29)); } return (double)a;")
+        return f"return ({_c(dst)})a;"
+    if src.is_bool or dst.is_float or (src.is_int and dst.is_int):
+        return f"return ({_c(dst)})a;"  # int -> int wraps (two's complement); int/float -> float rounds RNE
+    # float -> integer: truncate toward zero, saturate, NaN -> 0 (T3). (F)MIN is exact; (F)MAX may round up to
+    # 2^bits, which is why the upper test is >=.
+    lo, hi = _LIMITS[dst.name]
+    f = _c(src)
+    return (f"if (a != a) return 0; if (a <= ({f}){lo}) return {lo}; if (a >= ({f}){hi}) return {hi}; "
+            f"return ({_c(dst)})a;")
+
+
+def _bitcast(src, dst):
+    if _narrow(src) or _narrow(dst):
+        get = f"uint16_t u = itb_{src.name}_encode(a);" if _narrow(src) else "uint16_t u; memcpy(&u, &a, 2);"
+        put = f"return itb_{dst.name}_decode(u);" if _narrow(dst) else f"{_c(dst)} r; memcpy(&r, &u, 2); return r;"
+        return f"{get} {put}"
+    return f"{_c(dst)} r; memcpy(&r, &a, sizeof r); return r;"
+
+
+def _decode(d):
+    return f"return itb_{d.name}_decode(a);" if _narrow(d) else None
+
+
+def _encode(d):
+    return f"return itb_{d.name}_encode(a);" if _narrow(d) else None
+
+
+def _bits(d):
+    if _f32(d):  # f16/bf16 constants arrive as the bits of their float value
+        return "return itb_f32(a);"
+    if d.name == "f64":
+        return "return itb_f64(((uint64_t)a << 32) | b);"
+    if d.bits == 64 and d.is_int:
+        return f"return ({_c(d)})(((uint64_t)a << 32) | b);"
+    return None
+
+
+RENDER: dict = {
+    "add": _arith("+"), "sub": _arith("-"), "mul": _arith("*"), "div": _div, "div_ftz": _div_ftz,
+    "floordiv": _floordiv, "mod": _mod, "pow": _pow, "max": _minmax(True), "min": _minmax(False),
+    "and": _bitwise("&"), "or": _bitwise("|"), "xor": _bitwise("^"), "shl": _shl, "shr": _shr,
+    "eq": _compare("=="), "ne": _compare("!="), "lt": _compare("<"), "le": _compare("<="), "gt": _compare(">"),
+    "ge": _compare(">="), "neg": _neg, "abs": _abs, "invert": _invert,
+    "floor": _floor, "sqrt": _sqrt, "select": _select, "fma": _fma, "cast": _cast, "bitcast": _bitcast,
+    "bits": _bits, "decode": _decode, "encode": _encode,
+}
+for _name, _fn in _MATH.items():
+    RENDER[_name] = _math(_fn)
+    RENDER[_name + "_ftz"] = _math(_fn, ftz=True)
+RENDER["sqrt_ftz"] = _math("sqrt", ftz=True)
+RENDER["floor_ftz"] = _math("floor", ftz=True)
+
+
+# Cephes' Chebyshev coefficients for I0 (NumPy's i0, generic's reference, uses the same).
+_I0_A = (
+    "-4.41534164647933937950E-18", "3.33079451882223809783E-17", "-2.43127984654795469359E-16",
+    "1.71539128555513303061E-15", "-1.16853328779934516808E-14", "7.67618549860493561688E-14",
+    "-4.85644678311192946090E-13", "2.95505266312963983461E-12", "-1.72682629144155570723E-11",
+    "9.67580903537323691224E-11", "-5.18979560163526290666E-10", "2.65982372468238665035E-9",
+    "-1.30002500998624804212E-8", "6.04699502254191894932E-8", "-2.67079385394061173391E-7",
+    "1.11738753912010371815E-6", "-4.41673835845875056359E-6", "1.64484480707288970893E-5",
+    "-5.75419501008210370398E-5", "1.88502885095841655729E-4", "-5.76375574538582365885E-4",
+    "1.63947561694133579842E-3", "-4.32430999505057594430E-3", "1.05464603945949983183E-2",
+    "-2.37374148058994688156E-2", "4.93052842396707084878E-2", "-9.49010970480476444210E-2",
+    "1.71620901522208775349E-1", "-3.04682672343198398683E-1", "6.76795274409476084995E-1",
+)
+_I0_B = (
+    "-7.23318048787475395456E-18", "-4.83050448594418207126E-18", "4.46562142029675999901E-17",
+    "3.46122286769746109310E-17", "-2.82762398051658348494E-16", "-3.42548561967721913462E-16",
+    "1.77256013305652638360E-15", "3.81168066935262242075E-15", "-9.55484669882830764870E-15",
+    "-4.15056934728722208663E-14", "1.54008621752140982691E-14", "3.85277838274214270114E-13",
+    "7.18012445138366623367E-13", "-1.79417853150680611778E-12", "-1.32158118404477131188E-11",
+    "-3.14991652796324136454E-11", "1.18891471078464383424E-11", "4.94060238822496958910E-10",
+    "3.39623202570838634515E-9", "2.26666899049817806459E-8", "2.04891858946906374183E-7",
+    "2.89137052083475648297E-6", "6.88975834691682398426E-5", "3.36911647825569408990E-3",
+    "8.04490411014108831608E-1",
+)
+
+# Internal helpers the bodies call (static: TVM never declares them). Included when a body names them.
+BASE = {
+    "itb_bits32": "static inline uint32_t itb_bits32(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }",
+    "itb_f32": "static inline float itb_f32(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }",
+    "itb_bits64": "static inline uint64_t itb_bits64(double x) { uint64_t u; memcpy(&u, &x, 8); return u; }",
+    "itb_f64": "static inline double itb_f64(uint64_t u) { double x; memcpy(&x, &u, 8); return x; }",
+    "itb_ftz32": "static inline float itb_ftz32(float x) { return (x != 0 && fabsf(x) < 0x1p-126f) ? "
+                 "copysignf(0.0f, x) : x; }",
+    "itb_ftz64": "static inline double itb_ftz64(double x) { return (x != 0 && fabs(x) < 0x1p-1022) ? "
+                 "copysign(0.0, x) : x; }",
+    # --- f16/bf16: exact decoding, RNE encoding from double (one rounding), NaNs as NumPy/ml_dtypes convert them.
+    "itb_d2n": """static inline uint32_t itb_d2n(double x, int M, int W) {
+  /* finite or infinite x -> the bits of the binary format with M mantissa and W exponent bits, RNE */
+  uint64_t b = itb_bits64(x), ab = b & 0x7fffffffffffffffull;
+  uint32_t sign = (uint32_t)(b >> 63) << (M + W), inf = ((1u << W) - 1) << M;
+  int B = (1 << (W - 1)) - 1, e = (int)(ab >> 52) - 1023;
+  if (ab == 0) return sign;
+  if (e > B) return sign | inf;
+  uint64_t m = (ab & 0xfffffffffffffull) | ((ab >> 52) ? (1ull << 52) : 0);
+  int normal = e >= 1 - B, shift = normal ? 52 - M : 52 - M + (1 - B) - e;
+  if (shift >= 54) return sign;
+  uint64_t q = m >> shift, rem = m & ((1ull << shift) - 1), half = 1ull << (shift - 1);
+  if (rem > half || (rem == half && (q & 1))) q++;
+  if (normal) return sign | (((uint32_t)(e + B) << M) + (uint32_t)(q - (1ull << M)));
+  return sign | (uint32_t)q;
+}""",
+    "itb_f16_from_double": """static inline uint16_t itb_f16_from_double(double x) {
+  if (x != x) {
+    uint64_t b = itb_bits64(x);
+    uint16_t h = (uint16_t)(0x7c00u + ((b >> 42) & 0x3ffu));
+    return (uint16_t)(((b >> 48) & 0x8000u) | (h == 0x7c00u ? 0x7c01u : h));
+  }
+  return (uint16_t)itb_d2n(x, 10, 5);
+}""",
+    "itb_bf16_from_double": """static inline uint16_t itb_bf16_from_double(double x) {
+  if (x != x) return (uint16_t)(((itb_bits64(x) >> 48) & 0x8000u) | 0x7fc0u);
+  return (uint16_t)itb_d2n(x, 7, 8);
+}""",
+    "itb_f16_decode": """static inline float itb_f16_decode(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 0x1f) return itb_f32(sign | 0x7f800000u | (m << 13));
+  if (e == 0) { float v = (float)m * 0x1p-24f; return sign ? -v : v; }
+  return itb_f32(sign | ((e + 112u) << 23) | (m << 13));
+}""",
+    "itb_bf16_decode": "static inline float itb_bf16_decode(uint16_t h) { return itb_f32((uint32_t)h << 16); }",
+    "itb_f16_encode": """static inline uint16_t itb_f16_encode(float x) {
+  if (x != x) {
+    uint32_t b = itb_bits32(x);
+    uint16_t h = (uint16_t)(0x7c00u | ((b >> 13) & 0x3ffu));
+    return (uint16_t)(((b >> 16) & 0x8000u) | (h == 0x7c00u ? 0x7c01u : h));
+  }
+  return itb_f16_from_double((double)x);
+}""",
+    "itb_bf16_encode": """static inline uint16_t itb_bf16_encode(float x) {
+  return x != x ? (uint16_t)(itb_bits32(x) >> 16) : itb_bf16_from_double((double)x);
+}""",
+    "itb_df16": "static inline float itb_df16(double x) { return itb_f16_decode(itb_f16_from_double(x)); }",
+    "itb_dbf16": "static inline float itb_dbf16(double x) { return itb_bf16_decode(itb_bf16_from_double(x)); }",
+    "itb_rf16": "static inline float itb_rf16(float x) { return itb_df16((double)x); }",
+    "itb_rbf16": "static inline float itb_rbf16(float x) { return itb_dbf16((double)x); }",
+    "itb_u64_rto": """static inline double itb_u64_rto(uint64_t m) {
+  if (m < (1ull << 53)) return (double)m;
+  int shift = 11 - __builtin_clzll(m);
+  return ldexp((double)((m >> shift) | ((m & ((1ull << shift) - 1)) != 0)), shift);
+}""",
+    "itb_i64_rto": """static inline double itb_i64_rto(int64_t x) {
+  return x < 0 ? -itb_u64_rto(0ull - (uint64_t)x) : itb_u64_rto((uint64_t)x);
+}""",
+    "itb_fma_rto": """static inline double itb_fma_rto(double a, double b, double c) {
+  /* a*b + c for operands of at most 26 significant bits (a*b is exact): rounded to odd */
+  if (c != c && a == a && b == b) return c;
+  double p = a * b, s = p + c;
+  if (!(s - s == 0)) return s;
+  double bb = s - p, err = (p - (s - bb)) + (c - bb);
+  if (err == 0) return s;
+  if ((s > 0) != (err > 0)) s = nextafter(s, 0.0);
+  return itb_f64(itb_bits64(s) | 1u);
+}""",
+    "itb_rsqrt": "static inline double itb_rsqrt(double x) { return 1.0 / sqrt(x); }",
+    "itb_sigmoid": "static inline double itb_sigmoid(double x) { return x >= 0 ? 1.0 / (1.0 + exp(-x)) : "
+                   "exp(x) / (1.0 + exp(x)); }",
+    # Modified Bessel I0: Cephes' Chebyshev expansions, as NumPy's i0 (generic's reference) computes them.
+    "itb_chbevl": """static inline double itb_chbevl(double x, const double *v, int n) {
+  double b0 = v[0], b1 = 0.0, b2 = 0.0;
+  for (int i = 1; i < n; ++i) { b2 = b1; b1 = b0; b0 = x * b1 - b2 + v[i]; }
+  return 0.5 * (b0 - b2);
+}""",
+    "itb_i0": f"""static inline double itb_i0(double x) {{
+  static const double A[] = {{{", ".join(_I0_A)}}};
+  static const double B[] = {{{", ".join(_I0_B)}}};
+  if (x != x) return x;
+  double ax = fabs(x);
+  if (ax == INFINITY) return INFINITY;
+  if (ax <= 8.0) return exp(ax) * itb_chbevl(ax / 2.0 - 2, A, {len(_I0_A)});
+  return exp(ax) * itb_chbevl(32.0 / ax - 2.0, B, {len(_I0_B)}) / sqrt(ax);
+}}""",
+}
+
+_BASE_NAME = re.compile(r"\bitb_\w+")
+
+
+def helper_source(name: str, family: str, dtypes: tuple, ret: T.DType, args: tuple) -> str | None:
+    """The C++ definition of one helper, or None when this target cannot provide it."""
+    render = RENDER.get(family)
+    if render is None or not all(supports(d) for d in (*dtypes, ret, *args)):
+        return None
+    body = render(*dtypes)
+    if body is None:
+        return None
+    params = ", ".join(f"{_c(t)} {n}" for t, n in zip(args, "abc"))
+    return f'extern "C" inline {_c(ret)} {name}({params}) {{ {body} }}'
+
+
+def prelude(definitions: list) -> str:
+    """The C++ text placed before the kernel: the internal helpers the definitions use, then them."""
+    needed: list = []
+    visiting: set = set()
+
+    def need(text: str) -> None:
+        for base in _BASE_NAME.findall(text):
+            if base not in needed and base not in visiting:
+                visiting.add(base)
+                need(BASE[base])  # its own dependencies first
+                needed.append(base)
+
+    for d in definitions:
+        need(d)
+    return "\n".join(["#include <string.h>", "#include <math.h>", "#include <stdint.h>",
+                      *(BASE[n] for n in needed), *definitions]) + "\n"

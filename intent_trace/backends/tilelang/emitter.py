@@ -1,0 +1,365 @@
+"""KIR -> the text of one TileLang program (the code generator shared by every TileLang target).
+
+The emitter is an :class:`~intent_trace.graph.interpreter.Interpreter` whose values are TIR source
+fragments, as the cpu oracle's Numba emitter is. Scalars become TileLang locals bound once
+(``v17 = ...``); tensors stay *lazy*: a function that writes the statements computing one element
+at given index expressions, evaluated where the value is consumed (a view write, a reduction) and
+memoised per element within a block. A tensor that would be read after something overwrote what
+it reads is snapshotted into a local buffer when its shape is static; otherwise the graph is
+rejected with a :class:`LoweringError`. Loop carries and branch results are mutable locals
+(``T.alloc_var``); ``break``/``continue`` become TileLang's own.
+
+Nothing the user named reaches the text: parameters are ``p0, p1, ...``, extents ``d0, d1, ...``,
+values ``v17``, constants ``K3``. Value arithmetic is a call of a helper named by
+:mod:`.scalar_rules` whose body the target module writes (:mod:`.c`).
+
+Targets differ only in their module (launch line, language import, helper bodies, compiler flags);
+the rules here are the same for all of them.
+"""
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import ClassVar
+
+import attrs
+
+from ... import types as T
+from ...errors import LoweringError
+from ...graph import ops
+from ...graph.interpreter import Interpreter
+from ...graph.values import KernelGraph, Literal, Var
+from ...oracle.numba.analysis import fusible_values
+from ...oracle.numba.writer import SourceWriter
+from .scalar_rules import SCALAR_RULES, constant_expr, tir_dtype
+
+# --- values ------------------------------------------------------------------------------------------------
+
+@attrs.frozen(slots=True)
+class Scalar:
+    expr: str  # a local, a constant or a parameter name
+
+
+@attrs.frozen(slots=True, eq=False)
+class Lazy:
+    """A tensor computed element by element where it is consumed: ``elem(idx)`` writes the statements
+    for one element at the index expressions ``idx`` and returns its expression."""
+
+    shape: tuple  # extent expressions
+    elem: Callable
+
+
+@attrs.frozen(slots=True)
+class Array:
+    """A tensor held in a local buffer (a snapshot)."""
+
+    name: str
+    shape: tuple
+
+
+@attrs.frozen(slots=True)
+class Domain:
+    start: str  # int64 expressions; "0" and "1" for the common static unit domain
+    step: str
+    length: str
+
+
+@attrs.frozen(slots=True)
+class View:
+    name: str
+    shape: tuple
+    dtype: object
+    label: str  # the user's view name, for error messages only (never emitted)
+    rank0: bool = False  # a rank-0 view travels as a one-element buffer
+    storage: str | None = None  # the buffer's TIR dtype when the target stores the values as another one
+
+
+@attrs.frozen(slots=True)
+class Aggregate:
+    items: tuple
+
+
+def add(a: str, b: str) -> str:
+    if a == "0":
+        return b
+    return a if b == "0" else f"({a} + {b})"
+
+
+def mul(a: str, b: str) -> str:
+    if a == "0" or b == "0":
+        return "0"
+    if a == "1":
+        return b
+    return a if b == "1" else f"({a} * {b})"
+
+
+def as_index(expr: str) -> str:
+    """An int64 (KIR ``index``) expression."""
+    return f"T.int64({expr})" if expr.lstrip("-").isdigit() else f"T.Cast('int64', {expr})"
+
+
+class TileLangEmitter(SourceWriter, Interpreter):
+    rules: ClassVar[dict] = {}
+    rejected: ClassVar[dict] = {}  # OpDef -> why this lowering does not handle it (filled below)
+
+    def __init__(self, graph: KernelGraph, target):
+        Interpreter.__init__(self)
+        SourceWriter.__init__(self)
+        self.graph = graph
+        self.target = target  # the target module (.c): helper bodies, launch, flags
+        self.target_name = target.NAME
+        self.helpers: dict = {}  # helper name -> C++ definition
+        self.constants: dict = {}
+        self.constant_lines: list = []
+        self.dim_names: dict = {}
+        self.fused, self.reads, self.aligned = fusible_values(graph)
+        self.snapshots = snapshot_values(graph, self.fused, self.reads)
+        self.memo: list = [{}]  # per open block: (id(lazy), idx) -> (lazy, element expression)
+        self.loop_stack: list = []  # (kind, carry leaf names, carry type) of enclosing KIR loops
+        self.node = None
+
+    # -- errors ----------------------------------------------------------------------------------------
+    def reject(self, why: str, node=None) -> LoweringError:
+        node = node if node is not None else self.node
+        where = f" at {node.loc!r}" if node is not None and node.loc is not None else ""
+        op = f"op `{node.op.name}`{where}" if node is not None else f"kernel {self.graph.name}"
+        return LoweringError(f"target {self.target_name} cannot lower {op}: {why}")
+
+    def run_node(self, node):
+        outer, self.node = self.node, node
+        try:
+            if node.op not in self.rules:
+                raise self.reject(self.rejected.get(node.op, "no TileLang lowering for this op yet"))
+            super().run_node(node)
+        finally:
+            self.node = outer
+        for v in node.outputs:
+            value = self.env[v]
+            if v in self.snapshots and isinstance(value, Lazy):
+                value = self.materialize(value, v.type)
+                self.env[v] = value
+            self.bind_dims(v, value)
+
+    # -- text --------------------------------------------------------------------------------------------
+    def fresh(self, prefix: str = "v") -> str:
+        assert prefix not in ("p", "d", "K", "T"), "reserved: parameters p0.., extents d0.., constants K0.., T"
+        return SourceWriter.fresh(self, prefix)
+
+    @contextlib.contextmanager
+    def block(self, header: str):
+        self.memo.append({})
+        try:
+            with SourceWriter.block(self, header):
+                yield
+        finally:
+            self.memo.pop()
+
+    @contextlib.contextmanager
+    def loop_nest(self, shape):
+        idx = []
+        for n in shape:
+            i = self.fresh("i")
+            self.line(f"for {i} in T.serial({n}):")
+            self.depth += 1
+            self.memo.append({})
+            idx.append(i)
+        try:
+            yield idx
+        finally:
+            for _ in shape:
+                self.depth -= 1
+                self.memo.pop()
+
+    def helper(self, family: str, dtypes: tuple, ret: T.DType, args: tuple) -> str:
+        name = "it_" + "_".join((family, *(d.name for d in dtypes)))
+        if name not in self.helpers:
+            source = self.target.helper_source(name, family, dtypes, ret, args)
+            if source is None:
+                raise self.reject(f"{family} on {', '.join(d.name for d in dtypes)} is not supported on this target")
+            self.helpers[name] = source
+        return name
+
+    def tir(self, d: T.DType) -> str:
+        if not self.target.supports(d):
+            raise self.reject(f"dtype {d} is not supported on this target yet")
+        return tir_dtype(d)
+
+    def constant(self, value, dtype: T.DType) -> str:
+        self.tir(dtype)
+        text = constant_expr(self, value, dtype)
+        if not text.startswith("T.call_extern"):
+            return text  # an integer or bool immediate: exact, and only ever an operand of a helper call
+        key = (dtype, repr(value), str(value))
+        name = self.constants.get(key)
+        if name is None:
+            name = f"K{len(self.constants)}"
+            self.constants[key] = name
+            self.constant_lines.append(f"{name} = {text}")
+        return name
+
+    def literal(self, lit: Literal):
+        return Scalar(self.constant(lit.value, lit.type.dtype))
+
+    def extent(self, e) -> str:
+        if isinstance(e, int):
+            return str(e)
+        name = self.dim_names.get(e)
+        if name is None:
+            value = self.env.get(e.origin)
+            if not isinstance(value, Scalar):
+                raise self.reject(f"internal: extent {e!r} has no runtime value here")
+            name = self.assign(f"T.max(T.int64(0), {as_index(value.expr)})", "n")
+            self.dim_names[e] = name
+        return name
+
+    def shape(self, t) -> tuple:
+        return tuple(self.extent(e) for e in t.shape)
+
+    # -- values ------------------------------------------------------------------------------------------
+    def elem(self, value, idx) -> str:
+        """One element of a scalar or tensor value at index expressions ``idx``."""
+        if isinstance(value, Scalar):
+            return value.expr
+        if isinstance(value, Array):
+            return f"{value.name}[{', '.join(idx) or '0'}]"
+        key = (id(value), tuple(idx))
+        for scope in reversed(self.memo):
+            hit = scope.get(key)
+            if hit is not None and hit[0] is value:
+                return hit[1]
+        out = value.elem(list(idx))
+        self.memo[-1][key] = (value, out)
+        return out
+
+    def materialize(self, value, t: T.Type):
+        """A snapshot of a lazy tensor in a local buffer (static shapes only)."""
+        if not isinstance(value, Lazy):
+            return value
+        if not all(s.isdigit() for s in value.shape):
+            raise self.reject("a tensor value is read after a write to a view it depends on, and its shape is "
+                              "dynamic: this target cannot snapshot it yet")
+        name = self.fresh("a")
+        dims = ", ".join(value.shape) or "1"
+        self.line(f"{name} = T.alloc_local(({dims},), {self.tir(t.dtype)!r})")
+        with self.loop_nest(value.shape) as idx:
+            self.line(f"{name}[{', '.join(idx) or '0'}] = {self.elem(value, idx)}")
+        return Array(name, value.shape)
+
+    def bind_dims(self, var: Var, value) -> None:
+        t = var.type
+        if isinstance(t, T.TensorType) and isinstance(value, (Array, Lazy)):
+            for e, s in zip(t.shape, value.shape):
+                if not isinstance(e, int) and e not in self.dim_names:
+                    self.dim_names[e] = s
+
+    # -- carries and branch results --------------------------------------------------------------------
+    def leaves(self, value, t: T.Type) -> list:
+        if isinstance(t, (T.TupleType, T.RecordType)):
+            items = t.items if isinstance(t, T.TupleType) else [ft for _, ft in t.fields]
+            return [x for v, it in zip(value.items, items) for x in self.leaves(v, it)]
+        if isinstance(t, T.TensorType):
+            raise self.reject("tensor-valued loop carries and branch results are not lowered yet")
+        return [value.expr]
+
+    def mutable(self, t: T.Type, init=None) -> list:
+        """One mutable local per leaf of ``t`` (initialised from ``init``'s leaves when given)."""
+        types = T.leaf_types(t)
+        inits = self.leaves(init, t) if init is not None else [None] * len(types)
+        names = []
+        for lt, v in zip(types, inits):
+            if isinstance(lt, T.TensorType):
+                raise self.reject("tensor-valued loop carries and branch results are not lowered yet")
+            name = self.fresh("c")
+            init_text = f", init={v}" if v is not None else ""
+            self.line(f"{name} = T.alloc_var({self.tir(lt.dtype)!r}{init_text})")
+            names.append(name)
+        return names
+
+    def current(self, names: list, t: T.Type):
+        """The present values of mutable locals ``names`` as an immutable value of type ``t``."""
+        names = list(names)
+
+        def build(t):
+            if isinstance(t, (T.TupleType, T.RecordType)):
+                items = t.items if isinstance(t, T.TupleType) else [ft for _, ft in t.fields]
+                return Aggregate(tuple(build(it) for it in items))
+            return Scalar(self.assign(names.pop(0)))
+
+        return build(t)
+
+    def store(self, names: list, value, t: T.Type) -> None:
+        for name, leaf in zip(names, self.leaves(value, t)):
+            self.line(f"{name} = {leaf}")
+
+
+def snapshot_values(graph: KernelGraph, fused: set, reads: dict) -> set:
+    """Tensor values that would be evaluated after a write to a view they read: evaluated lazily at
+    each use, they would see the write, so they are snapshotted where they are defined."""
+    out: set = set()
+
+    def writes(node) -> set:
+        w = {node.inputs[0]} if "write" in node.op.effects else set()
+        for r in node.regions:
+            for n in r.nodes:
+                w |= writes(n)
+        return w
+
+    def uses_in(node, v) -> bool:
+        return any(x is v for x in node.inputs) or any(x is v for r in node.regions for x in r.results) or \
+            any(uses_in(n, v) for r in node.regions for n in r.nodes)
+
+    def region(r) -> None:
+        for i, node in enumerate(r.nodes):
+            for sub in node.regions:
+                region(sub)
+            for v in node.outputs:
+                if not isinstance(v.type, T.TensorType) or not reads.get(v):
+                    continue
+                seen: set = set()
+                for j in range(i + 1, len(r.nodes)):
+                    consumer = r.nodes[j]
+                    if uses_in(consumer, v) and (seen | (writes(consumer) if consumer.regions else set())) & reads[v]:
+                        out.add(v)
+                        break
+                    seen |= writes(consumer)
+
+    region(graph.body)
+    return out
+
+
+def rule(*names):
+    def register(fn):
+        for n in names:
+            TileLangEmitter.rules[ops.REGISTRY[n]] = fn
+        return fn
+    return register
+
+
+@rule(*(op.name for op in SCALAR_RULES))
+def _elementwise(em: TileLangEmitter, node, args):
+    scalar_rule = SCALAR_RULES[node.op]
+    d = node.inputs[-1].type.dtype
+    em.tir(d)
+    out_t = node.outputs[0].type
+    if isinstance(out_t, T.ScalarType):
+        return Scalar(em.assign(scalar_rule(em, node, d, *(a.expr for a in args))))
+
+    def elem(idx):
+        return em.assign(scalar_rule(em, node, d, *(em.elem(a, idx) for a in args)), "t")
+
+    return Lazy(em.shape(out_t), elem)
+
+
+@rule("constant")
+def _constant(em, node, args):
+    return Scalar(em.constant(node.attr("value"), node.attr("type").dtype))
+
+
+from . import (
+    structure,  # noqa: F401  (registers shapes, domains, views and control)
+    structured,  # noqa: F401  (registers reduce and contract)
+)
+
+for _op in ops.REGISTRY.values():
+    if _op not in TileLangEmitter.rules:
+        TileLangEmitter.rejected[_op] = "no TileLang lowering for this op yet"
