@@ -268,6 +268,24 @@ def test_loop_tuple_carry(run):
     np.testing.assert_array_equal(c, [4])
 
 
+def test_loop_carry_permutation_swaps_simultaneously(run):
+    """Rotated carries: each new leaf reads the old ones, never one already updated."""
+    @intent.kernel
+    def k(x: I.In[I.i32, ("N",)], y: I.Out[I.i32, (3,)]):
+        a, b, c = I.loop(I.domain(0, x.shape[0]), (x[0], x[1], x[2]), lambda i, t: (t[2], t[0], t[0] + t[1]))
+        y[0] = a
+        y[1] = b
+        y[2] = c
+
+    x = np.array([1, 2, 3, 0, 0], np.int32)
+    state = [1, 2, 3]
+    for _ in range(5):
+        state = [state[2], state[0], state[0] + state[1]]
+    y = np.zeros(3, np.int32)
+    run(k, x, y)
+    np.testing.assert_array_equal(y, state)
+
+
 def test_loop_record_carry(run):
     @intent.kernel
     def k(x: I.In[I.f32, ("N",)], y: I.Out[I.f32, (2,)]):

@@ -196,9 +196,13 @@ class NumbaEmitter(SourceWriter, Interpreter):
         return [self.fresh("c") for _ in T.leaf_types(t)]
 
     def assign_leaves(self, names: list, value, t: T.Type) -> None:
-        for name, leaf in zip(names, self.leaves(value, t)):
-            if name != leaf:
-                self.line(f"{name} = {leaf}")
+        pairs = [(name, leaf) for name, leaf in zip(names, self.leaves(value, t)) if name != leaf]
+        if len(pairs) > 1 and any(leaf in names for _, leaf in pairs):
+            # a permutation of carries (c0, c1 = c1, c0): assign them all at once
+            self.line(f"{', '.join(n for n, _ in pairs)} = {', '.join(leaf for _, leaf in pairs)}")
+            return
+        for name, leaf in pairs:
+            self.line(f"{name} = {leaf}")
 
 
 def rule(*names):
