@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(PY) examples/quickstart.py
-	.venv/bin/intent-trace verify cpu-compiled
+	.venv/bin/intent-trace verify c-tilelang
 
 test: $(STAMP)
 	$(PY) -m pytest

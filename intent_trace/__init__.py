@@ -3,7 +3,7 @@
 Public API: ``kernel``, ``fn``, ``compile``, ``trace``, ``verify``, ``I``, ``TraceError``.
 """
 from . import language as I  # noqa: E741
-from .compiler import compile, targets
+from .compiler import compile, runnable_targets, targets
 from .errors import IntentTraceError, LoweringError, TraceError, VerifyError
 from .kernel import Helper, Kernel, fn, kernel
 
@@ -27,5 +27,5 @@ def trace(k: Kernel, **constexprs):
     return k.trace(**constexprs)
 
 
-__all__ = ["kernel", "fn", "compile", "trace", "verify", "targets", "I", "TraceError", "IntentTraceError",
+__all__ = ["kernel", "fn", "compile", "trace", "verify", "targets", "runnable_targets", "I", "TraceError", "IntentTraceError",
            "LoweringError", "VerifyError", "Kernel", "Helper"]

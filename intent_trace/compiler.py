@@ -12,7 +12,10 @@ from typing import Callable
 
 PLANNED_TARGETS = ("generic", "cpu", "tilelang-c", "tilelang-cuda", "tilelang-metal")
 # target -> module that registers it on import
-_TARGET_MODULES = {"generic": "intent_trace.oracle.generic", "cpu": "intent_trace.oracle.numba"}
+_TARGET_MODULES = {"generic": "intent_trace.oracle.generic", "cpu": "intent_trace.oracle.numba",
+                   "tilelang-c": "intent_trace.backends.tilelang.registration",
+                   "tilelang-cuda": "intent_trace.backends.tilelang.registration",
+                   "tilelang-metal": "intent_trace.backends.tilelang.registration"}
 _BUILDERS: dict[str, Callable] = {}
 DEFAULT_TARGET = "cpu"
 
@@ -25,6 +28,22 @@ def register_target(name: str, builder: Callable) -> None:
 def targets() -> tuple:
     """The targets this build can compile for."""
     return tuple(_TARGET_MODULES)
+
+
+def unavailable_reason(target: str) -> str | None:
+    """Why ``target`` cannot run on this machine (its runtime check's message), or None when it can."""
+    check = getattr(builder_for(target), "require_runtime", None)
+    if check is not None:
+        try:
+            check()
+        except RuntimeError as e:
+            return str(e)
+    return None
+
+
+def runnable_targets() -> tuple:
+    """The targets this build provides whose runtime this machine has (no GPU: no tilelang-cuda)."""
+    return tuple(t for t in targets() if unavailable_reason(t) is None)
 
 
 def builder_for(target: str) -> Callable:

@@ -19,7 +19,13 @@ Everything target-specific about ``tilelang-c`` is here; the lowering (:mod:`.em
 """
 from __future__ import annotations
 
+import functools
+import hashlib
+import math
+import os
 import re
+import subprocess
+import tempfile
 
 from ... import types as T
 
@@ -33,6 +39,58 @@ COMPILE_FLAGS = ("-O2", "-ffp-contract=off", "-fno-fast-math", "-fwrapv", "-fno-
 def launch(prelude: str | None) -> str:
     """The header of the kernel body: one serial tile program."""
     return f"with T.Kernel(1, prelude={prelude}) as _:" if prelude else "with T.Kernel(1) as _:"
+
+
+def compile_flags() -> list:
+    """COMPILE_FLAGS plus a precompiled TileLang runtime header when one can be built here.
+
+    TileLang's C output includes ``tl_templates/cpp/common.h`` (with ``half.hpp``), which costs about
+    0.6 s of the ~1 s g++ spends per kernel. We precompile it once per machine, compiler and flags
+    (``-include`` of a one-line header whose ``.gch`` sits beside it); g++ falls back to the plain
+    header if the PCH does not match, so this only ever saves time.
+    """
+    return [*COMPILE_FLAGS, *_pch_flags()]
+
+
+@functools.lru_cache(maxsize=None)
+def _pch_flags() -> tuple:
+    try:
+        import tilelang
+        from tilelang.contrib.cc import get_cplus_compiler
+
+        cxx = get_cplus_compiler()
+        if cxx is None:
+            return ()
+        src = os.path.join(os.path.dirname(tilelang.__file__), "src")
+        version = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=True).stdout
+        key = hashlib.sha256("\0".join([cxx, version, src, tilelang.__version__, *COMPILE_FLAGS]).encode()).hexdigest()
+        root = os.environ.get("INTENT_TRACE_CACHE_DIR") or os.path.join(
+            os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "intent_trace")
+        directory = os.path.join(root, f"tilelang-pch-{key[:16]}")
+        header = os.path.join(directory, "it_tl_common.h")
+        if not os.path.exists(header + ".gch"):
+            os.makedirs(directory, exist_ok=True)
+            tmp = tempfile.mkdtemp(dir=directory)
+            with open(os.path.join(tmp, "it_tl_common.h"), "w") as f:
+                f.write("#include <tl_templates/cpp/common.h>\n")
+            subprocess.run([cxx, "-std=c++17", "-fPIC", f"-I{src}", *COMPILE_FLAGS, "-x", "c++-header",
+                            os.path.join(tmp, "it_tl_common.h"), "-o", os.path.join(tmp, "it_tl_common.h.gch")],
+                           capture_output=True, check=True, timeout=120)
+            os.replace(os.path.join(tmp, "it_tl_common.h"), header)
+            os.replace(os.path.join(tmp, "it_tl_common.h.gch"), header + ".gch")
+            os.rmdir(tmp)
+        return ("-include", header)
+    except Exception:  # no PCH: the plain header works, only slower
+        return ()
+
+
+def to_device(tensor):
+    """Where the kernel's arguments live: host memory (torch tensors that share the staged arrays)."""
+    return tensor
+
+
+def synchronize() -> None:
+    """A C-target call returns when its work is done."""
 
 
 def require_runtime() -> None:
@@ -496,3 +554,243 @@ def prelude(definitions: list) -> str:
         need(d)
     return "\n".join(["#include <string.h>", "#include <math.h>", "#include <stdint.h>",
                       *(BASE[n] for n in needed), *definitions]) + "\n"
+
+
+# === Atomics, RNG, microscaling decoding and k-quant blocks (atomic.py, random.py, scaled.py, quant.py) =======
+# Helpers with pointer operands (an element's address, a block's buffers) are written by ``extern_source``: its
+# ``args`` are DTypes (a value of that dtype) or TIR storage dtype names (a pointer to elements stored as that).
+
+_TIR_C = {"bool": "bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
+          "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t", "float32": "float",
+          "float64": "double"}
+
+
+def _atomic_body(op: str, d: T.DType, combine: str | None) -> str:
+    # tilelang-c runs one serial program (one thread): a plain read, modify and write of the element, in program
+    # order, is a correct implementation of every memory order (relaxed, acquire, release, acq_rel). The element is
+    # accessed through a pointer to its value type (u32 views are stored as int32: same width, wrap-around).
+    c = _c(d)
+    q = f"{c}* q = ({c}*)p;"
+    if op == "load":
+        return f"{q} return *q;"
+    if op == "store":
+        return f"{q} *q = a; return 0;"
+    if op == "cas":
+        return f"{q} {c} old = *q; if (old == a) *q = b; return old;"
+    new = "a" if op == "exchange" else f"{combine}(old, a)"
+    return f"{q} {c} old = *q; *q = {new}; return old;"
+
+
+def extern_source(name: str, family: str, dtypes: tuple, ret: T.DType, args: tuple, combine: str | None = None):
+    """The C++ definition of a helper with pointer operands, or None when this target cannot provide it.
+
+    Families: ``atomic_<op>_<order...>`` (op load, store, exchange, add, max, min, and, or, xor, cas; ``combine``
+    names the elementwise helper giving the new value from (old, a)), ``quantize_q8_k`` / ``quantize_q4_k`` (one
+    256-element super-block) and ``philox4x32_10`` (the Random123 block function on six words in place)."""
+    atomic = family.startswith("atomic_")
+    names = ("p", "a", "b") if atomic else tuple(f"p{k}" for k in range(len(args)))
+    if any(not isinstance(a, str) and not supports(a) for a in args):
+        return None
+    params = [f"{_TIR_C[a]}* {n}" if isinstance(a, str) else f"{_c(a)} {n}" for a, n in zip(args, names)]
+    if atomic:
+        (d,) = dtypes
+        if not (d.is_int or d.name == "f32"):
+            return None
+        body = _atomic_body(family.split("_")[1], d, combine)
+    elif family in ("quantize_q8_k", "quantize_q4_k", "philox4x32_10"):
+        body = f"return itb_{family}({', '.join(names)});"
+    else:
+        return None
+    return f'extern "C" inline {_c(ret)} {name}({", ".join(params)}) {{ {body} }}'
+
+
+def _random_bits(d):
+    # T8: word counter % 4 of Philox4x32-10((lo32(block), hi32(block), 0, 0), (lo32(seed), hi32(seed))).
+    return ("uint64_t k = b >> 2; return itb_philox_word((uint32_t)k, (uint32_t)(k >> 32), 0u, 0u, "
+            "(uint32_t)a, (uint32_t)(a >> 32), (int)(b & 3u));")
+
+
+def _mx(fmt: str):
+    def body(d):
+        if d.name not in ("f32", "f64"):
+            return None
+        # a: the carrier byte, b: the element's position in its group (e2m1: its parity picks the nibble), c: the
+        # e8m0 scale code. The product is exact in double (T6); one conversion to the accumulator.
+        code = "(a >> (4 * (b & 1))) & 15" if fmt == "e2m1" else "a"
+        return f"return ({_c(d)})(itb_mx_{fmt}[{code}] * itb_mx_e8m0[c]);"
+    return body
+
+
+RENDER["random_bits"] = _random_bits
+RENDER["mx_e2m1"] = _mx("e2m1")
+RENDER["mx_e4m3"] = _mx("e4m3")
+
+
+def _double_table(name: str, values) -> str:
+    items = ", ".join(("-NAN" if math.copysign(1.0, v) < 0 else "NAN") if v != v else float(v).hex() for v in values)
+    return f"static const double {name}[{len(values)}] = {{{items}}};"
+
+
+def _mx_tables() -> None:
+    from ... import _format_mx as MX  # noqa: PLC0415  (decoded by ml_dtypes: T6 forbids hand-written tables)
+
+    BASE["itb_mx_e2m1"] = _double_table("itb_mx_e2m1", MX.code_table("e2m1"))
+    BASE["itb_mx_e4m3"] = _double_table("itb_mx_e4m3", MX.code_table("e4m3"))
+    BASE["itb_mx_e8m0"] = _double_table("itb_mx_e8m0", MX.scale_table())
+
+
+BASE["itb_philox_word"] = """static inline uint32_t itb_philox_word(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3,
+                                      uint32_t k0, uint32_t k1, int w) {
+  /* Philox4x32-10 (Random123, T8): the key is bumped before rounds 2..10; returns output word w */
+  for (int r = 0; r < 10; ++r) {
+    if (r) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }
+    uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
+    uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+    c1 = (uint32_t)p1; c3 = (uint32_t)p0; c0 = n0; c2 = n2;
+  }
+  return w == 0 ? c0 : w == 1 ? c1 : w == 2 ? c2 : c3;
+}"""
+BASE["itb_philox4x32_10"] = """static inline int32_t itb_philox4x32_10(int64_t* w) {
+  /* w[0..3] counter words, w[4..5] key words -> w[0..3] the block's output words (the known-answer test seam) */
+  uint32_t c[4];
+  for (int i = 0; i < 4; ++i)
+    c[i] = itb_philox_word((uint32_t)w[0], (uint32_t)w[1], (uint32_t)w[2], (uint32_t)w[3], (uint32_t)w[4],
+                           (uint32_t)w[5], i);
+  for (int i = 0; i < 4; ++i) w[i] = c[i];
+  return 0;
+}"""
+_mx_tables()
+
+# k-quant super-blocks (quantization.md Q2): generic's NumPy float32 transcription of ggml's reference code, one f32
+# operation per step in the same order (built with -ffp-contract=off, so nothing is fused), hence bit-identical.
+BASE["itb_nearest_int"] = """static inline int32_t itb_nearest_int(float f) {
+  /* ggml's nearest_int (RNE for |f| <= 2^22); NaN and out-of-range values give INT32_MIN, as NumPy's cast on x86 */
+  float r = (f + 12582912.0f) - 12582912.0f;
+  return (r >= -2147483648.0f && r < 2147483648.0f) ? (int32_t)r : INT32_MIN;
+}"""
+BASE["itb_clamp15"] = """static inline float itb_clamp15(int32_t v) { return (float)(v < 0 ? 0 : v > 15 ? 15 : v); }"""
+BASE["itb_quantize_q8_k"] = """static inline int32_t itb_quantize_q8_k(float* x, float* d, int8_t* qs, int16_t* bsums) {
+  int where = 0; /* np.argmax of |x|: the first maximum, a NaN being the maximum */
+  for (int i = 1; i < 256 && fabsf(x[where]) == fabsf(x[where]); ++i)
+    if (fabsf(x[i]) > fabsf(x[where]) || fabsf(x[i]) != fabsf(x[i])) where = i;
+  float amax = fabsf(x[where]), mx = x[where];
+  int zero = amax == 0.0f;
+  float iscale = -127.0f / (zero ? 1.0f : mx);
+  for (int t = 0; t < 16; ++t) {
+    int32_t s = 0;
+    for (int l = 0; l < 16; ++l) {
+      int32_t q = itb_nearest_int(iscale * x[16 * t + l]);
+      int8_t v = zero ? (int8_t)0 : (int8_t)(q < 127 ? q : 127);
+      qs[16 * t + l] = v;
+      s += v;
+    }
+    bsums[t] = (int16_t)s;
+  }
+  *d = zero ? 0.0f : 1.0f / iscale;
+  return 0;
+}"""
+BASE["itb_qkx2"] = """static inline void itb_qkx2(const float* x, const float* w, float* scale_out, float* min_out) {
+  /* ggml make_qkx2_quants(32, nmax 15, rmin -1, rdelta 0.1, nstep 20, use_mad false) as generic computes it */
+  float mn = x[0], mx = x[0], sum_w = w[0], sum_x = sum_w * x[0];
+  for (int i = 1; i < 32; ++i) {
+    mn = x[i] < mn ? x[i] : mn;
+    mx = x[i] > mx ? x[i] : mx;
+    sum_w = sum_w + w[i];
+    sum_x = sum_x + w[i] * x[i];
+  }
+  mn = mn > 0.0f ? 0.0f : mn;
+  int flat = mx == mn;
+  float iscale = 15.0f / (flat ? 1.0f : mx - mn), scale = 1.0f / iscale, best = 0.0f, laux[32];
+  for (int i = 0; i < 32; ++i) {
+    float l = itb_clamp15(itb_nearest_int(iscale * (x[i] - mn)));
+    float diff = (scale * l + mn) - x[i];
+    diff = diff * diff;
+    best = best + w[i] * diff;
+  }
+  for (int step = 0; step <= 20; ++step) {
+    iscale = (-1.0f + 0.1f * (float)step + 15.0f) / (flat ? 1.0f : mx - mn);
+    float sum_l = 0.0f, sum_l2 = 0.0f, sum_xl = 0.0f;
+    for (int i = 0; i < 32; ++i) {
+      laux[i] = itb_clamp15(itb_nearest_int(iscale * (x[i] - mn)));
+      float wl = w[i] * laux[i];
+      sum_l = sum_l + wl;
+      sum_l2 = sum_l2 + wl * laux[i];
+      sum_xl = sum_xl + wl * x[i];
+    }
+    float D = sum_w * sum_l2 - sum_l * sum_l;
+    float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+    float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+    if (this_min > 0.0f) { this_min = 0.0f; this_scale = sum_xl / sum_l2; }
+    float mad = 0.0f;
+    for (int i = 0; i < 32; ++i) {
+      float diff = (this_scale * laux[i] + this_min) - x[i];
+      diff = diff * diff;
+      mad = mad + w[i] * diff;
+    }
+    if (D > 0.0f && mad < best && !flat) { best = mad; scale = this_scale; mn = this_min; }
+  }
+  *scale_out = flat ? 0.0f : scale;
+  *min_out = -mn;
+}"""
+BASE["itb_quantize_q4_k"] = """static inline int32_t itb_quantize_q4_k(float* x, float* d, float* dmin, uint8_t* scales,
+                                        uint8_t* mins, uint8_t* q) {
+  /* d and dmin are f16 values held in floats */
+  float sc[8], mi[8], w[32];
+  for (int j = 0; j < 8; ++j) {
+    const float* xs = x + 32 * j;
+    float sum_x2 = 0.0f;
+    for (int i = 0; i < 32; ++i) sum_x2 = sum_x2 + xs[i] * xs[i];
+    float av = sqrtf(sum_x2 / 32.0f);
+    for (int i = 0; i < 32; ++i) w[i] = av + fabsf(xs[i]);
+    itb_qkx2(xs, w, &sc[j], &mi[j]);
+  }
+  float max_scale = 0.0f, max_min = 0.0f;
+  for (int j = 0; j < 8; ++j) {
+    max_scale = sc[j] > max_scale ? sc[j] : max_scale;
+    max_min = mi[j] > max_min ? mi[j] : max_min;
+  }
+  float inv_scale = max_scale > 0.0f ? 63.0f / max_scale : 0.0f, inv_min = max_min > 0.0f ? 63.0f / max_min : 0.0f;
+  float dh = itb_f16_decode(itb_f16_from_double((double)(max_scale / 63.0f)));
+  float dmh = itb_f16_decode(itb_f16_from_double((double)(max_min / 63.0f)));
+  *d = dh;
+  *dmin = dmh;
+  for (int j = 0; j < 8; ++j) {
+    int32_t ls = itb_nearest_int(inv_scale * sc[j]), lm = itb_nearest_int(inv_min * mi[j]);
+    scales[j] = (uint8_t)((ls < 63 ? ls : 63) & 63);
+    mins[j] = (uint8_t)((lm < 63 ? lm : 63) & 63);
+    float dd = dh * (float)scales[j], dm = dmh * (float)mins[j];
+    for (int i = 0; i < 32; ++i) {
+      int32_t l = itb_nearest_int((x[32 * j + i] + dm) / (dd != 0.0f ? dd : 1.0f));
+      q[32 * j + i] = dd != 0.0f ? (uint8_t)(l < 0 ? 0 : l > 15 ? 15 : l) : (uint8_t)0;
+    }
+  }
+  return 0;
+}"""
+
+
+# === Workspaces (storage.py): heap buffers whose size is known only at run time ================================
+# The C target rejects stack allocations of dynamic size; such buffers come from these helpers (TVM declares each
+# callee from its call: a handle is ``void*``). A failed allocation returns null, which the kernel checks.
+
+_WORKSPACE = {
+    "itw_alloc": "#include <stdlib.h>\n"
+                 "extern \"C\" inline void* itw_alloc(int64_t n, int64_t size) {\n"
+                 "  if (n < 0 || (n > 0 && size > INT64_MAX / n)) return (void*)0;\n"
+                 "  return malloc(n > 0 ? (size_t)(n * size) : 1);\n"
+                 "}",
+    "itw_calloc": "#include <stdlib.h>\n"
+                  "extern \"C\" inline void* itw_calloc(int64_t n, int64_t size) {\n"
+                  "  return n < 0 ? (void*)0 : calloc(n > 0 ? (size_t)n : 1, (size_t)size);\n"
+                  "}",
+    "itw_free": "extern \"C\" inline int32_t itw_free(void* p) { free(p); return 0; }",
+    "itw_null": "extern \"C\" inline bool itw_null(void* p) { return p == 0; }",
+}
+
+
+def workspace_source(name: str) -> str | None:
+    """The C++ definition of a workspace helper (``itw_alloc``, ``itw_calloc``, ``itw_free``, ``itw_null``)."""
+    return _WORKSPACE.get(name)
+
+
+# A failed run-time check (storage.py) leaves the kernel at once: the C target's kernel returns int32.
+early_exit = "T.evaluate(T.ret(T.int32(0)))"

@@ -5,9 +5,10 @@ fragments, as the cpu oracle's Numba emitter is. Scalars become TileLang locals 
 (``v17 = ...``); tensors stay *lazy*: a function that writes the statements computing one element
 at given index expressions, evaluated where the value is consumed (a view write, a reduction) and
 memoised per element within a block. A tensor that would be read after something overwrote what
-it reads is snapshotted into a local buffer when its shape is static; otherwise the graph is
-rejected with a :class:`LoweringError`. Loop carries and branch results are mutable locals
-(``T.alloc_var``); ``break``/``continue`` become TileLang's own.
+it reads is snapshotted into a local buffer (:mod:`.storage`: the stack, or the heap when its size
+is known only at run time). Loop carries and branch results are mutable locals (``T.alloc_var``),
+tensor-valued ones buffers; ``break``/``continue`` become TileLang's own. Run-time checks record
+an error in a hidden parameter and return (:mod:`.storage`).
 
 Nothing the user named reaches the text: parameters are ``p0, p1, ...``, extents ``d0, d1, ...``,
 values ``v17``, constants ``K3``. Value arithmetic is a call of a helper named by
@@ -32,6 +33,7 @@ from ...graph.values import KernelGraph, Literal, Var
 from ...oracle.numba.analysis import fusible_values
 from ...oracle.numba.writer import SourceWriter
 from .scalar_rules import SCALAR_RULES, constant_expr, tir_dtype
+from .storage import StorageMixin
 
 # --- values ------------------------------------------------------------------------------------------------
 
@@ -98,13 +100,14 @@ def as_index(expr: str) -> str:
     return f"T.int64({expr})" if expr.lstrip("-").isdigit() else f"T.Cast('int64', {expr})"
 
 
-class TileLangEmitter(SourceWriter, Interpreter):
+class TileLangEmitter(StorageMixin, SourceWriter, Interpreter):
     rules: ClassVar[dict] = {}
     rejected: ClassVar[dict] = {}  # OpDef -> why this lowering does not handle it (filled below)
 
-    def __init__(self, graph: KernelGraph, target):
+    def __init__(self, graph: KernelGraph, target, checks: bool = True):
         Interpreter.__init__(self)
         SourceWriter.__init__(self)
+        self.init_storage(target, checks)  # buffers and run-time checks (.storage)
         self.graph = graph
         self.target = target  # the target module (.c): helper bodies, launch, flags
         self.target_name = target.NAME
@@ -115,7 +118,7 @@ class TileLangEmitter(SourceWriter, Interpreter):
         self.fused, self.reads, self.aligned = fusible_values(graph)
         self.snapshots = snapshot_values(graph, self.fused, self.reads)
         self.memo: list = [{}]  # per open block: (id(lazy), idx) -> (lazy, element expression)
-        self.loop_stack: list = []  # (kind, carry leaf names, carry type) of enclosing KIR loops
+        self.loop_stack: list = []  # (kind, carry leaf names, carry type, body depth) of enclosing KIR loops
         self.node = None
 
     # -- errors ----------------------------------------------------------------------------------------
@@ -151,11 +154,17 @@ class TileLangEmitter(SourceWriter, Interpreter):
         try:
             with SourceWriter.block(self, header):
                 yield
+                self.release(self.depth)  # heap buffers allocated in the block
         finally:
             self.memo.pop()
 
     @contextlib.contextmanager
     def loop_nest(self, shape):
+        nest = getattr(self, "flat_nest", None)
+        if nest is not None and tuple(shape) == nest.shape:
+            self.flat_nest = None  # the graph's one write nest: a grid of threads (cuda_kernels.FlatNest)
+            yield from self._flat_loop(nest)
+            return
         idx = []
         for n in shape:
             i = self.fresh("i")
@@ -167,8 +176,36 @@ class TileLangEmitter(SourceWriter, Interpreter):
             yield idx
         finally:
             for _ in shape:
+                self.release(self.depth)
                 self.depth -= 1
                 self.memo.pop()
+
+    def _flat_loop(self, nest):
+        """Each thread takes ``nest.vector`` elements, ``nest.threads`` apart (coalesced), of the flattened nest."""
+        tx, v, f = self.fresh("tx"), self.fresh("u"), self.fresh("f")
+        self.line(f"{tx} = T.get_thread_binding()")
+        self.line(f"for {v} in T.{'unroll' if nest.unroll else 'serial'}({nest.vector}):")
+        self.depth += 1
+        self.memo.append({})
+        self.line(f"{f} = (T.Cast('int64', bx) * {nest.vector} + {v}) * {nest.threads} + T.Cast('int64', {tx})")
+        self.line(f"if {f} < {nest.total}:")
+        self.depth += 1
+        idx, stride = [], "1"
+        if len(nest.shape) == 1:  # f < total is the coordinate itself (no 64-bit modulo per element)
+            idx, shape = [f], ()
+        else:
+            shape = nest.shape
+        for n in reversed(shape):
+            i = self.fresh("i")
+            self.line(f"{i} = ({f} // ({stride})) % {n}" if stride != "1" else f"{i} = {f} % {n}")
+            idx.append(i)
+            stride = n if stride == "1" else f"{stride} * {n}"
+        try:
+            yield list(reversed(idx))
+        finally:
+            self.release(self.depth)
+            self.depth -= 2
+            self.memo.pop()
 
     def helper(self, family: str, dtypes: tuple, ret: T.DType, args: tuple) -> str:
         name = "it_" + "_".join((family, *(d.name for d in dtypes)))
@@ -232,15 +269,10 @@ class TileLangEmitter(SourceWriter, Interpreter):
         return out
 
     def materialize(self, value, t: T.Type):
-        """A snapshot of a lazy tensor in a local buffer (static shapes only)."""
+        """A snapshot of a lazy tensor in a local buffer (.storage: on the stack or the heap)."""
         if not isinstance(value, Lazy):
             return value
-        if not all(s.isdigit() for s in value.shape):
-            raise self.reject("a tensor value is read after a write to a view it depends on, and its shape is "
-                              "dynamic: this target cannot snapshot it yet")
-        name = self.fresh("a")
-        dims = ", ".join(value.shape) or "1"
-        self.line(f"{name} = T.alloc_local(({dims},), {self.tir(t.dtype)!r})")
+        name = self.allocate(value.shape, self.tir(t.dtype))
         with self.loop_nest(value.shape) as idx:
             self.line(f"{name}[{', '.join(idx) or '0'}] = {self.elem(value, idx)}")
         return Array(name, value.shape)
@@ -253,43 +285,75 @@ class TileLangEmitter(SourceWriter, Interpreter):
                     self.dim_names[e] = s
 
     # -- carries and branch results --------------------------------------------------------------------
+    # A scalar leaf is a mutable local (``T.alloc_var``); a tensor leaf is a buffer of its shape (a Slot). A new
+    # loop carry may read the carries it replaces (``(c[1], c[0])``, ``c[::-1]``), so it goes through the slot's
+    # scratch buffer first; a branch result never reads its own (fresh) buffer and is written directly.
     def leaves(self, value, t: T.Type) -> list:
+        """The leaves of ``value``: the expression of each scalar leaf, the value of each tensor leaf."""
         if isinstance(t, (T.TupleType, T.RecordType)):
             items = t.items if isinstance(t, T.TupleType) else [ft for _, ft in t.fields]
             return [x for v, it in zip(value.items, items) for x in self.leaves(v, it)]
-        if isinstance(t, T.TensorType):
-            raise self.reject("tensor-valued loop carries and branch results are not lowered yet")
-        return [value.expr]
+        return [value] if isinstance(t, T.TensorType) else [value.expr]
 
-    def mutable(self, t: T.Type, init=None) -> list:
-        """One mutable local per leaf of ``t`` (initialised from ``init``'s leaves when given)."""
+    def mutable(self, t: T.Type, init=None, scratch: bool = True) -> list:
+        """One mutable local or Slot per leaf of ``t`` (initialised from ``init``'s leaves when given)."""
         types = T.leaf_types(t)
-        inits = self.leaves(init, t) if init is not None else [None] * len(types)
         names = []
-        for lt, v in zip(types, inits):
+        for lt in types:
             if isinstance(lt, T.TensorType):
-                raise self.reject("tensor-valued loop carries and branch results are not lowered yet")
+                shape, dtype = self.shape(lt), self.tir(lt.dtype)
+                names.append(Slot(Array(self.allocate(shape, dtype), shape),
+                                  self.allocate(shape, dtype) if scratch else None))
+                continue
             name = self.fresh("c")
-            init_text = f", init={v}" if v is not None else ""
-            self.line(f"{name} = T.alloc_var({self.tir(lt.dtype)!r}{init_text})")
+            self.line(f"{name} = T.alloc_var({self.tir(lt.dtype)!r})")
             names.append(name)
+        if init is not None:
+            self.store(names, init, t, direct=True)  # a fresh slot: the value cannot read it
         return names
 
     def current(self, names: list, t: T.Type):
-        """The present values of mutable locals ``names`` as an immutable value of type ``t``."""
+        """The present values of mutable locals ``names`` as an immutable value of type ``t`` (a tensor leaf is
+        its slot's buffer, which changes only where the carry is stored)."""
         names = list(names)
 
         def build(t):
             if isinstance(t, (T.TupleType, T.RecordType)):
                 items = t.items if isinstance(t, T.TupleType) else [ft for _, ft in t.fields]
                 return Aggregate(tuple(build(it) for it in items))
-            return Scalar(self.assign(names.pop(0)))
+            name = names.pop(0)
+            return name.array if isinstance(name, Slot) else Scalar(self.assign(name))
 
         return build(t)
 
-    def store(self, names: list, value, t: T.Type) -> None:
-        for name, leaf in zip(names, self.leaves(value, t)):
-            self.line(f"{name} = {leaf}")
+    def store(self, names: list, value, t: T.Type, direct: bool = False) -> None:
+        """Assign ``value`` to the carries ``names`` (through the scratch buffers unless ``direct``)."""
+        leaves = self.leaves(value, t)
+        buffers = {n.array.name for n in names if isinstance(n, Slot)}
+        copies = []
+        for name, leaf in zip(names, leaves):
+            if not isinstance(name, Slot):
+                self.line(f"{name} = {leaf}")
+            elif not (isinstance(leaf, Array) and leaf.name == name.array.name):
+                if not direct and name.scratch is not None and \
+                        not (isinstance(leaf, Array) and leaf.name not in buffers):
+                    self._copy(Array(name.scratch, name.array.shape), leaf)
+                    leaf = Array(name.scratch, name.array.shape)
+                copies.append((name.array, leaf))
+        for dest, leaf in copies:
+            self._copy(dest, leaf)
+
+    def _copy(self, dest: Array, value) -> None:
+        with self.loop_nest(dest.shape) as idx:
+            self.line(f"{dest.name}[{', '.join(idx) or '0'}] = {self.elem(value, idx)}")
+
+
+@attrs.frozen(slots=True)
+class Slot:
+    """The storage of a tensor-valued carry or branch result: its buffer and, for carries, a scratch buffer."""
+
+    array: Array
+    scratch: str | None
 
 
 def snapshot_values(graph: KernelGraph, fused: set, reads: dict) -> set:
@@ -357,8 +421,11 @@ def _constant(em, node, args):
 
 from . import (
     structure,  # noqa: F401  (registers shapes, domains, views and control)
-    structured,  # noqa: F401  (registers reduce and contract)
+    structured,  # noqa: F401  (registers reduce, scan and contract)
+    memory,  # noqa: F401  (registers gather, histogram, buffers, load/store, scatter_reduce)
+    region,  # noqa: F401  (registers region_fold and region_scan)
 )
+from . import atomic, quant, random, scaled, sparse  # noqa: E402, F401  (atomics, RNG, scaled, sparse, k-quants)
 
 for _op in ops.REGISTRY.values():
     if _op not in TileLangEmitter.rules:

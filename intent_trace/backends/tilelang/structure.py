@@ -1,12 +1,16 @@
 """TileLang rules for shapes, aggregates, domains, views and structured control.
 
-TileLang targets do not check at run time (T9): out-of-range coordinates, slices and subregions,
-negative extents and conflicting parallel writes are the author's responsibility, as on GPUs. A
-domain whose step is not positive is empty (generic raises ValueError for it).
+Run-time checks are cpu's (:mod:`.storage`): negative extents, reshape element counts, slices, domain
+steps, subregion bounds, view and buffer coordinates (``IndexError`` naming the view, the coordinate and
+the extent) and the injectivity of unique stores, each with cpu's message. Domain and point coordinates
+are checked once where the access is defined (a domain that starts at 0, steps by 1 and has the view
+axis's own extent needs no check); data-derived coordinates are checked per element. Without checks a
+domain whose step is not positive is empty. Conflicting parallel writes are not checked (generic does).
 """
 from __future__ import annotations
 
 from ... import types as T
+from ...graph.provenance import Coord, IndexRelation, Ordinal
 from ...graph.values import Literal
 from .emitter import Aggregate, Domain, Lazy, Scalar, View, add, as_index, mul, rule
 from .scalar_rules import call
@@ -35,8 +39,17 @@ def _broadcast(em, node, args):
 def _fresh_extents(em, node, operands) -> tuple:
     t = node.attr("type")
     for axis, value in zip(node.attr("extents"), operands):
-        em.dim_names[t.shape[axis]] = em.assign(f"T.max(T.int64(0), {as_index(value.expr)})", "n")
+        n = em.assign(as_index(value.expr), "n")
+        em.check(f"{n} < T.int64(0)", ValueError, f"extent {{0}} (axis {axis}) is negative", n)
+        em.dim_names[t.shape[axis]] = em.assign(f"T.max(T.int64(0), {n})", "n")
     return em.shape(t)
+
+
+def _product(shape) -> str:
+    out = "1"
+    for s in shape:
+        out = mul(out, as_index(s))
+    return as_index(out) if out == "1" else out
 
 
 @rule("full")
@@ -52,6 +65,10 @@ def _reshape(em, node, args):
     new = _fresh_extents(em, node, args[1:])
     src = node.inputs[0].type
     old = em.shape(src) if isinstance(src, T.TensorType) else ()
+    if not all(s.isdigit() for s in old + new):
+        before, after = em.assign(_product(old), "n"), em.assign(_product(new), "n")
+        em.check(f"{before} != {after}", ValueError, "reshape of {0} elements into a shape of {1} elements",
+                 before, after)
 
     def elem(idx):
         flat = "0"
@@ -94,11 +111,17 @@ def _slice(em, node, args):
             offsets.append(None)
             shape.append(src[axis])
         elif kind == "range":
-            start, stop = as_index(next(rest).expr), as_index(next(rest).expr)
-            offsets.append(("range", em.assign(start, "s")))
+            start, stop = em.assign(as_index(next(rest).expr), "s"), em.assign(as_index(next(rest).expr), "s")
+            em.check(f"{start} < T.int64(0) or {stop} < T.int64(0) or ({stop} > {as_index(src[axis])} and "
+                     f"{stop} > {start})", IndexError,
+                     f"slice [{{0}}:{{1}}] is outside axis {axis} of its tensor (no clamping)", start, stop)
+            offsets.append(("range", start))
             shape.append(em.assign(f"T.max(T.int64(0), {stop} - {start})", "n"))
         else:
-            offsets.append(("point", next(rest).expr))
+            p = em.assign(as_index(next(rest).expr), "j")
+            em.check(f"{p} < T.int64(0) or {p} >= {as_index(src[axis])}", IndexError,
+                     f"index {{0}} is outside axis {axis} of extent {{1}}", p, as_index(src[axis]))
+            offsets.append(("point", p))
 
     def elem(idx):
         it = iter(idx)
@@ -160,8 +183,10 @@ def _domain(em, node, args):
             length = em.assign(f"T.max(T.int64(0), {as_index(e)})", "n")
     else:
         start, step = em.assign(as_index(b), "s"), em.assign(as_index(s), "s")
+        if not isinstance(node.inputs[2], Literal):
+            em.check(f"{step} <= T.int64(0)", ValueError, "domain step must be positive, got {0}", step)
         end = as_index(e)
-        # A non-positive step makes the domain empty here (generic raises ValueError; TileLang targets do not check).
+        # Without checks, a non-positive step makes the domain empty.
         length = em.assign(f"T.if_then_else({step} > 0, T.max(T.int64(0), T.floordiv({end} - {start} + {step} - 1, "
                            f"{step})), T.int64(0))", "n")
     ext = node.outputs[0].type.extent
@@ -172,7 +197,11 @@ def _domain(em, node, args):
 
 @rule("subregion")
 def _subregion(em, node, args):
-    parent, b, e = args[0], as_index(args[1].expr), as_index(args[2].expr)
+    parent, b, e = args[0], em.assign(as_index(args[1].expr), "s"), em.assign(as_index(args[2].expr), "s")
+    em.check(f"{b} < T.int64(0) or {e} < T.int64(0)", IndexError, "subregion [{0}:{1}] has a negative bound", b, e)
+    em.check(f"{e} > {b} and {e} > {as_index(parent.length)}", IndexError,
+             "subregion [{0}:{1}] ends past its parent's extent {2} (subregions never clamp)", b, e,
+             as_index(parent.length))
     start = em.assign(as_index(add(parent.start, mul(b, parent.step))), "s")
     length = em.assign(f"T.max(T.int64(0), {e} - {b})", "n")
     ext = node.outputs[0].type.extent
@@ -214,25 +243,49 @@ def _encode(em, view: View, expr: str) -> str:
     return f"T.Cast({view.storage!r}, {expr})" if view.storage else expr
 
 
+def _safe_point(em, var, extent) -> bool:
+    """A point of a domain that starts at 0, steps by 1 and has exactly the (dynamic) view axis extent."""
+    rel = getattr(var, "provenance", None)
+    if not isinstance(rel, IndexRelation) or rel.kind != "point" or not isinstance(rel.coord, Coord) \
+            or not isinstance(rel.member, Ordinal):
+        return False
+    d = em.env.get(rel.source)
+    return isinstance(d, Domain) and d.start == "0" and d.step == "1" and rel.source.type.extent is extent \
+        and not isinstance(extent, int)
+
+
 def _index_plan(em, node, view: View, entries):
-    """(result shape, per-entry plan) of a read or write."""
+    """(result shape, per-entry plan) of a read or write, after the checks of its domain and point entries."""
+    view_t = node.inputs[0].type
+    first = 2 if node.op.name in ("write", "store", "unique_store") else 1
+    operands = iter(zip(entries, node.inputs[first:]))
     shape, plan = [], []
-    entries = iter(entries)
     for axis, kind in enumerate(node.attr("index")):
+        n = as_index(view.shape[axis]) if not view.rank0 else "T.int64(1)"
+        message = f"{view.label}: coordinate {{0}} on axis {axis} is outside its extent {{1}}"
         if kind == "all":
             shape.append(view.shape[axis])
             plan.append(("all", None))
             continue
-        value = next(entries)
+        value, var = next(operands)
+        extent = view_t.shape[axis]
         if kind == "domain":
+            if not (value.start == "0" and value.step == "1" and var.type.extent is extent
+                    and not isinstance(extent, int)):
+                first_c, last_c = as_index(value.start), as_index(coordinate(value, f"({value.length} - 1)"))
+                em.check(f"{value.length} > 0 and ({first_c} < T.int64(0) or {last_c} >= {n})", IndexError, message,
+                         f"T.if_then_else({first_c} < T.int64(0), {first_c}, {last_c})", n)
             shape.append(value.length)
             plan.append(("domain", value))
         elif kind == "point":
-            plan.append(("point", value.expr))
+            p = em.assign(as_index(value.expr), "j")
+            static = isinstance(var, Literal) and isinstance(extent, int)  # the tracer checked it
+            if not (static or _safe_point(em, var, extent)):
+                em.check(f"{p} < T.int64(0) or {p} >= {n}", IndexError, message, p, n)
+            plan.append(("point", p))
         else:
-            rank = len(value.shape)
             shape.extend(value.shape)
-            plan.append(("tensor", (value, rank)))
+            plan.append(("tensor", (value, len(var.type.shape), message, n)))
     return tuple(shape), plan
 
 
@@ -249,13 +302,15 @@ def _coords(em, view: View, plan, idx) -> str:
         elif kind == "point":
             out.append(info)
         else:
-            value, rank = info
-            out.append(em.elem(value, idx[k:k + rank]))
+            value, rank, message, n = info
+            c = em.assign(as_index(em.elem(value, idx[k:k + rank])), "j")
+            em.check(f"{c} < T.int64(0) or {c} >= {n}", IndexError, message, c, n)
+            out.append(c)
             k += rank
     return ", ".join(out) if not view.rank0 else "0"
 
 
-@rule("read")
+@rule("read", "load")
 def _read(em, node, args):
     view, entries = args[0], args[1:]
     shape, plan = _index_plan(em, node, view, entries)
@@ -268,7 +323,7 @@ def _read(em, node, args):
     return Lazy(shape, elem)
 
 
-@rule("write", "unique_store")
+@rule("write", "unique_store", "store")
 def _write(em, node, args):
     view, value, entries = args[0], args[1], args[2:]
     value_var, dest = node.inputs[1], node.inputs[0]
@@ -278,9 +333,19 @@ def _write(em, node, args):
             # The value reads the view it overwrites at other elements: snapshot it first.
             value = em.materialize(value, value_var.type)
     shape, plan = _index_plan(em, node, view, entries)
+    mask = None
+    if em.checks and any(kind == "tensor" for kind, _ in plan):
+        # Data-derived coordinates: the relation must be injective (a mask of the elements written so far).
+        mask = em.allocate(view.shape, "uint8", zero=True)
     with em.loop_nest(shape) as idx:
         v = em.elem(value, idx)
-        em.line(f"{view.name}[{_coords(em, view, plan, idx)}] = {_encode(em, view, v)}")
+        at = _coords(em, view, plan, idx)
+        if mask is not None:
+            em.check(f"{mask}[{at}] != T.uint8(0)", RuntimeError,
+                     f"{view.label}: a unique store writes one element twice (its index relation is not injective); "
+                     f"use scatter_reduce to combine collisions")
+            em.line(f"{mask}[{at}] = T.uint8(1)")
+        em.line(f"{view.name}[{at}] = {_encode(em, view, v)}")
 
 
 # --- control --------------------------------------------------------------------------------------------
@@ -296,7 +361,7 @@ def _iterate(em, node, args):
     (region,) = node.regions
     o = em.fresh("o")
     with em.block(f"for {o} in T.serial({d.length}):"):
-        em.loop_stack.append(("for", [], None))
+        em.loop_stack.append(("for", [], None, em.depth))
         em.run_region(region, (_point(em, d, o),))
         em.loop_stack.pop()
 
@@ -309,7 +374,7 @@ def _loop(em, node, args):
     names = em.mutable(t, init)
     o = em.fresh("o")
     with em.block(f"for {o} in T.serial({d.length}):"):
-        em.loop_stack.append(("loop", names, t))
+        em.loop_stack.append(("loop", names, t, em.depth))
         (new,) = em.run_region(region, (_point(em, d, o), em.current(names, t)))
         em.store(names, new, t)
         em.loop_stack.pop()
@@ -327,10 +392,12 @@ def _while(em, node, args):
     guard = em.fresh("g")
     em.line(f"{guard} = T.alloc_var('bool', init=T.bool(True))")
     with em.block(f"while {guard}:"):
+        depth = em.depth
         (p,) = em.run_region(cond, (em.current(names, t),))
         with em.block(f"if not {p.expr}:"):
+            em.free_from(depth)  # the heap buffers of the condition
             em.line("break")
-        em.loop_stack.append(("while", names, t))
+        em.loop_stack.append(("while", names, t, em.depth))
         (new,) = em.run_region(body, (em.current(names, t),))
         em.store(names, new, t)
         em.loop_stack.pop()
@@ -341,7 +408,7 @@ def _while(em, node, args):
 def _if(em, node, args):
     types = node.attr("types")
     then_r, else_r = node.regions
-    names = em.mutable(types[0]) if types else []
+    names = em.mutable(types[0], scratch=False) if types else []
     for header, region in ((f"if {args[0].expr}:", then_r), ("else:", else_r)):
         with em.block(header):
             results = em.run_region(region)
@@ -352,8 +419,9 @@ def _if(em, node, args):
 
 @rule("break", "continue")
 def _exit(em, node, args):
-    _, names, t = em.loop_stack[-1]
+    _, names, t, depth = em.loop_stack[-1]
     with em.block(f"if {args[0].expr}:"):
         if len(args) > 1:
             em.store(names, args[1], t)
+        em.free_from(depth)  # the heap buffers of this iteration
         em.line(node.op.name)

@@ -1,16 +1,19 @@
-"""TileLang rules for reduce and contract: serial loops around a mutable accumulator per output element.
+"""TileLang rules for reduce, scan and contract: serial loops around mutable accumulators.
 
-A reduce whose combine is *pointwise* (elementwise ops, constants, broadcasts and aggregate plumbing
-on one kept shape, with scalar captures) commutes with indexing, so it is inlined per output
-element as scalar code and folds the reduced positions in source order: exactly generic's fold.
-The result is lazy like every tensor (each output element is computed where it is consumed); a
-reduction to a scalar runs where it is defined. A contract forms each product in the accumulator
-dtype and adds it to the accumulator in index order, without fusing (T5).
+A reduce or scan whose combine is *pointwise* (elementwise ops, constants, broadcasts and aggregate
+plumbing on one accumulator shape, with captures that are scalars or tensors of that shape) commutes
+with indexing, so it is inlined per output position as scalar code and folds the reduced (scanned)
+positions in source order: exactly generic's fold. A reduce result is lazy like every tensor (each
+element computed where it is consumed; a reduction to a scalar runs where it is defined); a scan writes
+its prefixes into buffers (.storage). Any other combine (tuple or record accumulators of different shapes,
+helpers with control flow, tensor captures of other shapes) is folded over whole accumulator values,
+which are loop carries (tensor carries are buffers), exactly as the spec defines it. A contract forms
+each product in the accumulator dtype and adds it to the accumulator in index order, without fusing (T5).
 """
 from __future__ import annotations
 
 from ... import types as T
-from .emitter import Aggregate, Lazy, Scalar, rule
+from .emitter import Aggregate, Array, Lazy, Scalar, rule
 from .scalar_rules import call, cast_expr
 
 _POINTWISE_OPS = frozenset({
@@ -36,10 +39,12 @@ def _assemble(t: T.Type, leaves: list):
 
 
 def _pointwise(node) -> bool:
+    """Whether the combine can be inlined per accumulator element (see the module docstring)."""
     (region,) = node.regions
     ok = all(n.op.name in _POINTWISE_OPS and not n.regions for n in region.nodes)
     shapes = {tuple(getattr(t, "shape", ())) for t in T.leaf_types(node.inputs[1].type)}
-    return ok and len(shapes) == 1 and all(isinstance(c.type, T.ScalarType) for c in node.inputs[2:])
+    captures = [t for c in node.inputs[2:] for t in T.leaf_types(c.type)]
+    return ok and len(shapes) == 1 and all(isinstance(t, T.ScalarType) or tuple(t.shape) in shapes for t in captures)
 
 
 def _scalar_param(t: T.Type, names: list):
@@ -54,7 +59,8 @@ def _scalar_param(t: T.Type, names: list):
 
 
 def _combine(em, node, acc_t: T.Type, lhs: list, rhs: list, captures: list, pos) -> list:
-    """The combine region inlined for one element: the expressions of the result's leaves."""
+    """The combine region inlined for one element: the expressions of the result's leaves. Tensor captures
+    have the accumulator's shape and are read at ``pos``."""
     (region,) = node.regions
     (result,) = em.run_region(region, (_scalar_param(acc_t, list(lhs)), _scalar_param(acc_t, list(rhs)), *captures))
     return [em.assign(em.elem(leaf, pos), "r") for leaf in _leaf_values(result)]
@@ -83,7 +89,7 @@ def _lazy_leaves(em, shape: tuple, compute, types: list) -> list:
 @rule("reduce")
 def _reduce(em, node, args):
     if not _pointwise(node):
-        raise em.reject("a reduce whose combine is not elementwise (or captures tensors) is not lowered yet")
+        return _fold(em, node, args)
     source, identity, *captures = args
     (acc_t,) = node.attr("types")
     axes = node.attr("axes")
@@ -107,6 +113,88 @@ def _reduce(em, node, args):
     if not kept:
         return _assemble(acc_t, [Scalar(v) for v in compute([])])
     return _assemble(acc_t, _lazy_leaves(em, kept, compute, acc_types))
+
+
+@rule("scan")
+def _scan(em, node, args):
+    if not _pointwise(node):
+        return _fold(em, node, args)
+    source, identity, *captures = args
+    src_t, acc_t = node.inputs[0].type, node.inputs[1].type
+    axis, inclusive, reverse = node.attr("axis"), node.attr("inclusive"), node.attr("reverse")
+    src_types = T.leaf_types(src_t)
+    rank = src_types[0].rank
+    src_shape = em.shape(src_types[0])
+    kept = tuple(s for k, s in enumerate(src_shape) if k != axis)
+    n = src_shape[axis]
+    outs = [em.allocate(src_shape, em.tir(t.dtype)) for t in src_types]
+    with em.loop_nest(kept) as pos:
+        accs = _accumulators(em, T.leaf_types(acc_t), [em.elem(v, pos) for v in _leaf_values(identity)])
+        j = em.fresh("k")
+        with em.block(f"for {j} in T.serial({n}):"):
+            k = em.assign(f"{n} - 1 - {j}", "k") if reverse else j
+            full = _merge(pos, [k], (axis,), rank)
+            at = ", ".join(full)
+            items = [em.assign(em.elem(v, full), "x") for v in _leaf_values(source)]
+            current = [em.assign(a, "x") for a in accs]
+            if not inclusive:
+                for out, a in zip(outs, current):
+                    em.line(f"{out}[{at}] = {a}")
+            lhs, rhs = (items, current) if reverse else (current, items)  # combine in source order
+            new = _combine(em, node, acc_t, lhs, rhs, captures, pos)
+            for name, value in zip(accs, new):
+                em.line(f"{name} = {value}")
+            if inclusive:
+                for out, value in zip(outs, new):
+                    em.line(f"{out}[{at}] = {value}")
+    return _assemble(src_t, [Array(o, src_shape) for o in outs])
+
+
+def _fold(em, node, args):
+    """General combines: fold whole accumulator values over the reduced (scanned) positions in source order,
+    with the accumulator as a loop carry (tensor leaves are buffers), as the spec defines reduce and scan."""
+    source, identity, *captures = args
+    is_scan = node.op.name == "scan"
+    src_t, acc_t = node.inputs[0].type, node.inputs[1].type
+    axes = (node.attr("axis"),) if is_scan else node.attr("axes")
+    reverse = is_scan and node.attr("reverse")
+    src_types = T.leaf_types(src_t)
+    rank = src_types[0].rank
+    src_shape = em.shape(src_types[0])
+    # Captures are read at every step: a lazy one is computed once.
+    captures = [em.materialize(c, v.type) if isinstance(c, Lazy) else c for c, v in zip(captures, node.inputs[2:])]
+    names = em.mutable(acc_t, identity)
+    outs = [em.allocate(src_shape, em.tir(t.dtype)) for t in src_types] if is_scan else []
+    red = [src_shape[a] for a in axes]
+    with em.loop_nest(red) as ridx:
+        if reverse:
+            ridx = [em.assign(f"{red[0]} - 1 - {ridx[0]}", "k")]
+
+        def item_leaf(v, t):
+            kept = tuple(s for k, s in enumerate(em.shape(t)) if k not in axes)
+            if not kept:
+                return Scalar(em.assign(em.elem(v, _merge([], ridx, axes, rank)), "x"))
+            return Lazy(kept, lambda idx, v=v: em.elem(v, _merge(idx, ridx, axes, rank)))
+
+        item = _assemble(acc_t, [item_leaf(v, t) for v, t in zip(_leaf_values(source), src_types)])
+
+        def store():
+            for out, leaf in zip(outs, _leaf_values(em.current(names, acc_t))):
+                kept = tuple(s for k, s in enumerate(src_shape) if k not in axes)
+                with em.loop_nest(kept) as idx:
+                    em.line(f"{out}[{', '.join(_merge(idx, ridx, axes, rank))}] = {em.elem(leaf, idx)}")
+
+        if is_scan and not node.attr("inclusive"):
+            store()
+        acc = em.current(names, acc_t)
+        pair = (item, acc) if reverse else (acc, item)  # combine in source order
+        (new,) = em.run_region(node.regions[0], (*pair, *captures))
+        em.store(names, new, acc_t)
+        if is_scan and node.attr("inclusive"):
+            store()
+    if is_scan:
+        return _assemble(src_t, [Array(o, src_shape) for o in outs])
+    return em.current(names, acc_t)
 
 
 @rule("contract")

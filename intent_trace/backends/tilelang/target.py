@@ -22,9 +22,9 @@ import numpy as np
 from ...arguments import bind_arguments
 from ...errors import LoweringError
 from ...graph.values import KernelGraph
-from . import c
+from . import c, cuda, metal
 
-TARGETS = {c.NAME: c}
+TARGETS = {c.NAME: c, cuda.NAME: cuda, metal.NAME: metal}
 
 
 def _target_module(target: str):
@@ -41,12 +41,21 @@ def require_runtime(target: str = "tilelang-c") -> None:
 
 # --- the program text ------------------------------------------------------------------------------------
 
-def generate(graph: KernelGraph, target: str = "tilelang-c") -> str:
+def generate(graph: KernelGraph, target: str = "tilelang-c", checks: bool = True) -> str:
     """The TileLang program for ``graph`` (Python source defining ``kernel``, a ``T.prim_func``)."""
+    return generate_program(graph, target, checks)[0]
+
+
+def generate_program(graph: KernelGraph, target: str = "tilelang-c", checks: bool = True) -> tuple:
+    """(the TileLang program for ``graph``, the error sites of its run-time checks (:mod:`.storage`))."""
     from .emitter import Scalar, TileLangEmitter, View
+    from .storage import ERROR_PARAM
 
     module = _target_module(target)
-    em = TileLangEmitter(graph, module)
+    em = TileLangEmitter(graph, module, checks)
+    plan = getattr(module, "flat_nest", None)
+    nest = plan(graph) if plan is not None else None
+    em.flat_nest = nest  # the one write nest becomes a grid of threads (cuda_kernels.FlatNest)
     dims = []
     for k, ev in enumerate(graph.extents):
         name = f"d{k}"
@@ -70,6 +79,9 @@ def generate(graph: KernelGraph, target: str = "tilelang-c") -> str:
             em.env[p.var] = Scalar(f"T.Cast({em.tir(t.dtype)!r}, {name})" if storage else name)
     em.depth = 2
     em.run_region(graph.body)
+    em.release(em.depth)
+    if em.error_sites:  # the hidden error record, last (the executable passes it)
+        params.append(f"{ERROR_PARAM}: T.Tensor((4,), 'int64')")
     body = ["        " + line for line in em.constant_lines] + em.lines
     prelude = module.prelude(list(em.helpers.values())) if em.helpers else None
     lines = [
@@ -81,13 +93,19 @@ def generate(graph: KernelGraph, target: str = "tilelang-c") -> str:
         text = f"'''{prelude}'''" if "'''" not in prelude and "\\" not in prelude else repr(prelude)
         lines += [f"PRELUDE = {text}", ""]
     lines += [*dims, "", "", "@T.prim_func", f"def kernel({', '.join(params)}):",
-              "    " + module.launch("PRELUDE" if prelude is not None else None), *(body or ["        pass"]), ""]
-    return "\n".join(lines)
+              "    " + (module.launch("PRELUDE" if prelude is not None else None, nest) if nest is not None
+                     else module.launch("PRELUDE" if prelude is not None else None)), *(body or ["        pass"]), ""]
+    return "\n".join(lines), em.error_sites
 
 
 # --- compilation -------------------------------------------------------------------------------------------
 
 _KERNELS: dict = {}  # (target, program text) -> compiled TileLang kernel
+
+
+def _compile_flags(module) -> list:
+    flags = getattr(module, "compile_flags", None)
+    return list(flags() if flags is not None else module.COMPILE_FLAGS)
 
 
 def compile_program(program: str, target: str = "tilelang-c"):
@@ -108,7 +126,8 @@ def compile_program(program: str, target: str = "tilelang-c"):
     exec(compile(program, filename, "exec"), namespace)  # noqa: S102  (our own generated text)
     try:
         kernel = tilelang.compile(namespace["kernel"], target=module.TILELANG_TARGET,
-                                  execution_backend=module.EXECUTION_BACKEND, compile_flags=list(module.COMPILE_FLAGS))
+                                  execution_backend=module.EXECUTION_BACKEND, compile_flags=_compile_flags(module),
+                                  pass_configs=dict(getattr(module, "PASS_CONFIGS", {})) or None)
     except Exception as e:
         raise LoweringError(f"target {module.NAME}: TileLang failed to compile the generated program: {e}") from e
     _KERNELS[key] = kernel
@@ -148,11 +167,14 @@ def _host_array(name: str, value):
 class TileLangExecutable:
     """``build(graph, target="tilelang-c")``: the graph lowered to TileLang, compiled on first use."""
 
-    def __init__(self, graph: KernelGraph, target: str = "tilelang-c"):
+    def __init__(self, graph: KernelGraph, target: str = "tilelang-c", checks: bool = True):
         self._module = _target_module(target)
         self.graph = graph
         self.target = self._module.NAME
-        self.program = generate(graph, target)
+        self.checks = checks
+        self.program, self.error_sites = generate_program(graph, target, checks)
+        # tiled programs for recognised graphs, chosen per call by its extents (JIT specialisations)
+        self.specializations = tuple(getattr(self._module, "specializations", lambda g: ())(graph))
         self._kernel = None
 
     @property
@@ -165,14 +187,19 @@ class TileLangExecutable:
     @property
     def source(self) -> str:
         """The TileLang program, then the target source TileLang generated from it."""
-        return self.program + "\n" + self.kernel.get_kernel_source()
+        lower = getattr(self._module, "kernel_source", None)  # tilelang-metal: lowered to source, not compiled
+        parts = [self.program, lower(self.program) if lower is not None else self.kernel.get_kernel_source()]
+        for spec in self.specializations:
+            parts += [spec.program, compile_program(spec.program, self.target).get_kernel_source()]
+        return "\n".join(parts)
 
     def __call__(self, *args) -> None:
         params = self.graph.params
         host = [(_host_array(p.name, a) if p.kind == "view" else a) for p, a in zip(params, args)] \
             if len(args) == len(params) else list(args)
-        values, _ = bind_arguments(self.graph, tuple(host))
-        kernel = self.kernel
+        values, dims = bind_arguments(self.graph, tuple(host))
+        kernel = self._kernel_for(dims)
+        special = kernel is not self.kernel
         import torch
 
         staged, call_args = [], []
@@ -181,22 +208,61 @@ class TileLangExecutable:
                 storage = self._module.scalar_storage(p.type.dtype)
                 call_args.append((v.view(_NP_STORAGE[storage]) if storage else v).item())
                 continue
-            if p.type.access != "In":
-                # Outputs run on copies that are committed only after the kernel returned (and never alias inputs).
-                work = np.array(v, copy=True, order="C")
-                staged.append((v, work))
-            else:
-                work = np.ascontiguousarray(v)
+            host_work = np.array(v, copy=True, order="C") if p.type.access != "In" else np.ascontiguousarray(v)
+            work = host_work
             storage = self._module.view_storage(p.type.dtype)
             if storage:
                 work = work.view(_NP_STORAGE[storage])
             if not p.type.shape:
                 work = work.reshape(1)
-            call_args.append(torch.from_numpy(work) if work.size else torch.empty(work.shape,
-                                                                                  dtype=_torch_dtype(work.dtype)))
+            tensor = torch.from_numpy(work) if work.size else torch.empty(work.shape, dtype=_torch_dtype(work.dtype))
+            tensor = self._module.to_device(tensor)
+            if special and storage:  # a specialisation declares its buffers in the value dtype
+                tensor = tensor.view(_torch_dtype(p.type.dtype.np))
+            if p.type.access != "In":
+                # Outputs run on copies that are committed only after the kernel returned (and never alias inputs).
+                staged.append((v, host_work, work, tensor))
+            call_args.append(tensor)
+        err = None
+        if self.error_sites:  # the hidden error record (.storage): code, then three values
+            err = self._module.to_device(torch.zeros(4, dtype=torch.int64))
+            call_args.append(err)
         kernel(*call_args)
-        for caller, work in staged:
-            np.copyto(caller, work)
+        self.synchronize()
+        if err is not None:
+            code, *recorded = (int(v) for v in err.cpu())
+            if code:  # nothing is committed: the caller's arrays stay as they were
+                raise self.error_sites[code - 1].error(recorded)
+        for caller, host_work, work, tensor in staged:
+            if tensor.device.type != "cpu" and work.size:  # device outputs come back into the staged host copy
+                work[...] = tensor.cpu().numpy().view(work.dtype).reshape(work.shape)
+            np.copyto(caller, host_work)
+
+    def launch(self, *device_args) -> None:
+        """Run on arguments already in the target's memory and storage dtypes (e.g. CUDA torch tensors), with
+        no checks and no staging: for benchmarks and pipelines that keep their data on the device. The
+        extents come from the tensors' shapes; a specialisation is used when its tiles divide them."""
+        dims = {}
+        for p, a in zip(self.graph.params, device_args):
+            if p.kind == "view":
+                for e, n in zip(p.type.shape, tuple(a.shape)):
+                    if not isinstance(e, int):
+                        dims[e] = n
+        kernel = self._kernel_for(dims)
+        kernel(*device_args)
+
+    def _kernel_for(self, dims: dict):
+        """The general kernel, or a specialisation whose tiles divide this call's extents."""
+        if self.specializations and not self.error_sites:
+            extents = {k: int(dims[ev.extent]) for k, ev in enumerate(self.graph.extents)}
+            for spec in self.specializations:
+                if spec.applies(extents):
+                    return compile_program(spec.program, self.target)
+        return self.kernel
+
+    def synchronize(self) -> None:
+        """Wait for the target's queued work (a no-op on the C target, whose calls return when done)."""
+        self._module.synchronize()
 
     def __repr__(self) -> str:
         return f"<{self.target} executable {self.graph.name}>"
@@ -206,12 +272,13 @@ _EXECUTABLES: dict = {}
 
 
 def build(graph: KernelGraph, target: str = "tilelang-c", checks: bool = True) -> TileLangExecutable:
-    """Lower ``graph`` for a TileLang target. ``checks`` is accepted for symmetry with ``cpu`` and ignored:
-    TileLang targets do not check at run time (T9)."""
-    key = (graph, target)
+    """Lower ``graph`` for a TileLang target. With ``checks`` (the default) the kernel checks at run time what
+    cpu checks (coordinates, extents, unique stores, histogram bins, ...) and the executable raises the same
+    exceptions, leaving every output unchanged; ``checks=False`` drops the checks, as on cpu (T9)."""
+    key = (graph, target, bool(checks))
     exe = _EXECUTABLES.get(key)
     if exe is None:
-        exe = TileLangExecutable(graph, target)
+        exe = TileLangExecutable(graph, target, bool(checks))
         _EXECUTABLES[key] = exe
     return exe
 

@@ -1,0 +1,95 @@
+"""The ``tilelang-cuda`` target's choices: TileLang's CUDA target, the C helper bodies as device functions.
+
+The lowering is the one every TileLang target shares; what differs here:
+
+- Helpers: the same C++ bodies as :mod:`.c` (one definition of each op's numerics), qualified
+  ``__device__ __forceinline__`` so nvcc inlines them; ``__builtin_clzll`` becomes ``__clzll``.
+- Compiler flags (``tl.device_compile_flags``): ``--fmad=false`` (nvcc contracts ``a*b + c`` into an
+  FMA by default; T3 forbids it), ``-prec-div=true -prec-sqrt=true -ftz=false`` (IEEE division and
+  square root, subnormals kept) and never ``--use_fast_math`` (``tl.enable_fast_math`` off).
+- Launch: one thread block of one thread runs the shared serial program. This is the correctness
+  baseline every kernel lowers to; parallel mappings of ``parallel`` domains and tensor-core
+  contractions are layered on it per op.
+- Arguments live in device memory: the staged host copies go to the GPU for the call and come back
+  after ``torch.cuda.synchronize()``.
+"""
+from __future__ import annotations
+
+from . import c
+from .cuda_kernels import flat_nest, specializations  # noqa: F401  (parallel programs for recognised graphs)
+
+NAME = "tilelang-cuda"
+TILELANG_TARGET = "cuda"
+EXECUTION_BACKEND = "tvm_ffi"
+LANGUAGE = "tilelang.language"
+COMPILE_FLAGS = ()
+PASS_CONFIGS = {"tl.enable_fast_math": False,
+                "tl.device_compile_flags": ["--fmad=false", "-prec-div=true", "-prec-sqrt=true", "-ftz=false"]}
+
+supports = c.supports
+view_storage = c.view_storage
+scalar_storage = c.scalar_storage
+
+
+def launch(prelude: str | None, nest=None) -> str:
+    if nest is not None:
+        return nest.launch(prelude)
+    extra = f", prelude={prelude}" if prelude else ""
+    return f"with T.Kernel(1, threads=1{extra}) as _:"
+
+
+def _device(text: str) -> str:
+    text = (text.replace('extern "C" inline', '__device__ __forceinline__')
+                .replace("static inline", "static __device__ __forceinline__")
+                .replace("__builtin_clzll", "__clzll"))
+    # file-scope tables (MX decode tables) live in device memory; function-local ones are already device data
+    return "\n".join("static __device__ const" + line[len("static const"):] if line.startswith("static const")
+                     else line for line in text.split("\n"))
+
+
+def helper_source(name: str, family: str, dtypes: tuple, ret, args: tuple) -> str | None:
+    text = c.helper_source(name, family, dtypes, ret, args)
+    return None if text is None else _device(text)
+
+
+def prelude(definitions: list) -> str:
+    return _device(c.prelude(definitions))
+
+
+def extern_source(name: str, family: str, dtypes: tuple, ret, args: tuple, combine: str | None = None):
+    """Helpers with pointer operands (atomics, k-quant blocks, Philox): the C bodies as device functions.
+
+    The C bodies implement atomics as plain read-modify-writes in program order, which is exact here
+    because the general CUDA program runs in one thread (``launch``); a parallel mapping of a graph
+    with atomics needs real device atomics first, and :mod:`.cuda_kernels` never maps such a graph.
+    """
+    text = c.extern_source(name, family, dtypes, ret, args, combine)
+    return None if text is None else _device(text)
+
+
+def workspace_source(name: str) -> str | None:
+    """Heap buffers sized at run time come from the device heap (``malloc``/``free`` in device code)."""
+    text = c.workspace_source(name)
+    return None if text is None else _device(text)
+
+
+def to_device(tensor):
+    return tensor.cuda()
+
+
+def synchronize() -> None:
+    import torch
+
+    torch.cuda.synchronize()
+
+
+def require_runtime() -> None:
+    try:
+        import tilelang  # noqa: F401
+        import torch
+    except Exception as e:
+        raise RuntimeError(f"target {NAME} needs the tilelang package (0.1.15) and torch, which failed to import: "
+                           f"{e}") from e
+    if not torch.cuda.is_available():
+        raise RuntimeError(f"target {NAME} needs an NVIDIA GPU with a CUDA driver; torch sees none on this machine "
+                           f"(tilelang-c runs the same kernels on the CPU)")

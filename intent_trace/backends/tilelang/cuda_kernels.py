@@ -1,0 +1,194 @@
+"""Parallel CUDA programs for graph shapes the general lowering runs serially.
+
+The shared lowering gives every graph a correct program; on CUDA that program runs in one thread.
+Here a graph whose whole body is one recognised pattern also gets a tiled TileLang program, used
+for the calls whose extents it covers (a JIT specialisation chosen per call, so the logical kernel
+is unchanged and every other call still has the general program). Recognised now:
+
+- a **pointwise nest** (:func:`flat_nest`): a graph whose only effect is one final write of a pointwise
+  expression of In-view reads over full unit-step domains. Its element loop becomes a grid of threads
+  (the emitter's own element code, so numerics are the shared lowering's), each thread taking
+  ``VECTOR`` elements strided by the block size so that neighbouring threads touch neighbouring
+  elements (coalesced).
+- ``matmul``: ``out[m, n] = cast?(contract(a[m, k], b[k, n], acc_dtype=f32))`` with f16/bf16 operands
+  over full unit-step domains. Tensor cores accumulate in f32, the declared acc dtype (issue 7: "f16/bf16
+  tensor-core contracts accumulate in the declared acc dtype"); f32 operands are never given to
+  ``T.gemm`` (that would be TF32). The cast to the output rounds to nearest even, as T3 asks.
+"""
+from __future__ import annotations
+
+import attrs
+
+from ...graph.values import KernelGraph, Literal
+
+# tile configurations, tried in order; the first whose tiles divide a call's extents is used
+CONFIGS = ((128, 256, 64, 3, 256),)
+_TIR = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
+
+
+@attrs.frozen
+class Specialization:
+    """A tiled program for the calls whose extents satisfy ``divides``: {extent index: tile}."""
+
+    name: str
+    program: str
+    divides: tuple  # ((graph extent index, tile), ...)
+
+    def applies(self, extents: dict) -> bool:
+        if any(extents[a] * extents[b] >= 2**31 for (a, _), (b, _) in zip(self.divides, self.divides[1:] + self.divides[:1])):
+            return False
+        return all(extents[k] > 0 and extents[k] % tile == 0 for k, tile in self.divides)
+
+
+def specializations(graph: KernelGraph) -> list:
+    return [spec for spec in (_matmul(graph, config) for config in CONFIGS) if spec is not None]
+
+
+def _unit_domain(node, extents) -> int | None:
+    """The extent index of a full ``domain(0, E, 1)``, else None."""
+    begin, end, step = node.inputs
+    if not (isinstance(begin, Literal) and begin.value == 0 and isinstance(step, Literal) and step.value == 1):
+        return None
+    return extents.get(end)
+
+
+def _matmul(graph: KernelGraph, config=None) -> Specialization | None:
+    extents = {ev: k for k, ev in enumerate(graph.extents)}
+    params = {p.var: (k, p) for k, p in enumerate(graph.params)}
+    domains, reads, contract, cast, write = {}, {}, None, None, None
+    for node in graph.body.nodes:
+        name = node.op.name
+        if name == "domain":
+            k = _unit_domain(node, extents)
+            if k is None:
+                return None
+            domains[node.outputs[0]] = k
+        elif name == "read":
+            view, *index = node.inputs
+            if view not in params or not all(i in domains for i in index):
+                return None
+            reads[node.outputs[0]] = (params[view], tuple(domains[i] for i in index))
+        elif name == "contract" and contract is None:
+            contract = node
+        elif name == "cast" and cast is None and contract is not None and node.inputs[0] is contract.outputs[0]:
+            cast = node
+        elif name == "write" and write is None:
+            write = node
+        else:
+            return None
+    if contract is None or write is None or contract.attr("reduce") != ((1, 0),) or contract.attr("batch") != ():
+        return None
+    if contract.attr("acc_dtype").name != "f32" or not all(x in reads for x in contract.inputs):
+        return None
+    (ka, pa), (ma, kk) = reads[contract.inputs[0]]
+    (kb, pb), (kk2, nb) = reads[contract.inputs[1]]
+    dtype = pa.type.dtype.name
+    if dtype not in ("f16", "bf16") or pb.type.dtype.name != dtype or kk != kk2 or ka == kb:
+        return None
+    view, value, *index = write.inputs
+    if value is not (cast.outputs[0] if cast is not None else contract.outputs[0]) or view not in params:
+        return None
+    kc, pc = params[view]
+    if pc.type.access != "Out" or tuple(domains.get(i) for i in index) != (ma, nb):
+        return None
+    out = pc.type.dtype.name
+    if out not in _TIR or (cast is None and out != "f32"):
+        return None
+    # every view axis is the domain's extent: a full, compact operand
+    for p, axes in ((pa, (ma, kk)), (pb, (kk, nb)), (pc, (ma, nb))):
+        if tuple(extents.get(graph.extents[a]) for a in axes) != axes or len(p.type.shape) != 2:
+            return None
+        if any(s is not graph.extents[a].extent for s, a in zip(p.type.shape, axes)):
+            return None
+    tm, tn, tk, stages, threads = config or CONFIGS[0]
+    names = {ka: "A", kb: "B", kc: "C"}
+    shapes = {ka: ("d{}".format(ma), f"d{kk}"), kb: (f"d{kk}", f"d{nb}"), kc: (f"d{ma}", f"d{nb}")}
+    dtypes = {ka: _TIR[dtype], kb: _TIR[dtype], kc: _TIR[out]}
+    params_text = ", ".join(f"{names[k]}: T.Tensor(({shapes[k][0]}, {shapes[k][1]}), {dtypes[k]!r})"
+                            for k in sorted(names))
+    # int32 extents: TileLang's tile copies index in int32 (``applies`` keeps every operand under 2**31 elements)
+    dims = "\n".join(f"d{k} = T.dynamic('d{k}', 'int32')" for k in range(len(graph.extents)))
+    program = f'''# Generated by intent_trace (target tilelang-cuda): tiled matmul specialisation of a KIR graph.
+import tilelang.language as T
+
+{dims}
+
+
+@T.prim_func
+def kernel({params_text}):
+    with T.Kernel(T.ceildiv(d{nb}, {tn}), T.ceildiv(d{ma}, {tm}), threads={threads}) as (bx, by):
+        A_s = T.alloc_shared(({tm}, {tk}), {_TIR[dtype]!r})
+        B_s = T.alloc_shared(({tk}, {tn}), {_TIR[dtype]!r})
+        C_f = T.alloc_fragment(({tm}, {tn}), 'float32')
+        T.use_swizzle(10)
+        T.clear(C_f)
+        for ko in T.Pipelined(T.ceildiv(d{kk}, {tk}), num_stages={stages}):
+            T.copy(A[by * {tm}, ko * {tk}], A_s)
+            T.copy(B[ko * {tk}, bx * {tn}], B_s)
+            T.gemm(A_s, B_s, C_f)
+        T.copy(C_f, C[by * {tm}, bx * {tn}])
+'''
+    return Specialization("matmul", program, ((ma, tm), (nb, tn), (kk, tk)))
+
+
+# --- pointwise nests -------------------------------------------------------------------------------------
+
+THREADS_PER_BLOCK, VECTOR, UNROLL = 128, 8, True
+_POINTWISE_FAMILIES = ("binary", "compare", "unary", "ternary", "convert")
+
+
+@attrs.frozen
+class FlatNest:
+    """One write nest mapped onto a grid: ``shape`` are the extent names of the written domains."""
+
+    shape: tuple
+    threads: int = THREADS_PER_BLOCK
+    vector: int = VECTOR
+    unroll: bool = UNROLL  # unrolled, so each thread issues its loads before it waits on any
+    @property
+    def total(self) -> str:
+        return " * ".join(self.shape) or "1"
+
+    def launch(self, prelude: str | None) -> str:
+        extra = f", prelude={prelude}" if prelude else ""
+        return (f"with T.Kernel(T.ceildiv({self.total}, {self.threads * self.vector}), threads={self.threads}"
+                f"{extra}) as bx:")
+
+
+def flat_nest(graph: KernelGraph) -> FlatNest | None:
+    """The flat mapping of a single-write pointwise graph, or None when the graph is anything else."""
+    extents = {ev: k for k, ev in enumerate(graph.extents)}
+    views = {p.var: p for p in graph.params if p.kind == "view"}
+    domains, read_views = {}, set()
+    nodes = graph.body.nodes
+    if not nodes or nodes[-1].op.name != "write":
+        return None
+    for node in nodes[:-1]:
+        name, family = node.op.name, node.op.family
+        if node.regions or node.op.effects - {"read"}:
+            return None
+        if name == "domain":
+            k = _unit_domain(node, extents)
+            if k is None:
+                return None
+            domains[node.outputs[0]] = k
+        elif name == "read":
+            view, *index = node.inputs
+            if view not in views or not all(i in domains for i in index):
+                return None
+            read_views.add(view)
+        elif not (family in _POINTWISE_FAMILIES or name in ("broadcast", "constant")):
+            return None
+        if node.op.name == "div" and (node.attr("approximate") or node.attr("flush_to_zero")):
+            return None
+    write = nodes[-1]
+    view, value, *index = write.inputs
+    p = views.get(view)
+    if p is None or p.type.access != "Out" or view in read_views or not index or not all(i in domains for i in index):
+        return None
+    axes = tuple(domains[i] for i in index)
+    if len(set(axes)) != len(axes) or len(axes) != len(p.type.shape):
+        return None
+    if any(s is not graph.extents[a].extent for s, a in zip(p.type.shape, axes)):
+        return None  # a write of the whole view, so no element is left to an earlier value
+    return FlatNest(tuple(f"d{a}" for a in axes), THREADS_PER_BLOCK, VECTOR, UNROLL)

@@ -1,0 +1,164 @@
+"""TileLang rules for indexed access beyond views: gather, histogram, logical buffers, scatter_reduce (§13, §15).
+
+- ``gather`` is lazy: per result element, the index elements become int64 coordinates, checked and read
+  for a valid lane (``IndexError`` naming ``I.gather source``, the axis, the coordinate and the extent);
+  an invalid lane takes the fill and reads nothing (its read sits in the branch that is not taken). A source
+  that is costly to recompute is snapshotted once, since a gather reads it at arbitrary coordinates.
+- ``histogram`` counts the active values into an int64 buffer in one serial pass (an active value outside
+  ``[0, bins)`` is cpu's ``ValueError``); the counts wrap to the count dtype (T2).
+- a ``buffer`` is a local buffer (.storage: the stack or the heap; one per iteration when allocated in a loop
+  body) filled from its init; f16/bf16 elements are held as the float values they are everywhere else, so
+  loads and stores convert nothing. ``load``/``store`` are the view ``read``/``write`` rules (structure.py),
+  with the same checks (a runtime extent that is negative is cpu's ``ValueError``).
+- ``scatter_reduce`` is a serial loop over the index shape that inlines the combine region per element (any
+  region, with control flow: the order of collisions is unspecified, program order is one valid order).
+"""
+from __future__ import annotations
+
+import contextlib
+
+from ... import types as T
+from .emitter import Lazy, Scalar, View, as_index, rule
+from .scalar_rules import cast_expr
+from .structure import _decode, _encode
+from .structured import _combine
+
+# Producers whose elements are cheap to recompute at arbitrary coordinates (a gather source stays lazy).
+_CHEAP = frozenset({"read", "load", "broadcast", "full", "indices", "slice", "transpose", "reshape", "cast"})
+
+
+def at(em, value, t: T.Type, idx: list, out: T.Type) -> str:
+    """The element of ``value`` (of type ``t``) that broadcasts (right-aligned) to index ``idx`` of ``out``."""
+    if isinstance(value, Scalar) or not isinstance(t, T.TensorType):
+        return value.expr
+    offset = len(idx) - t.rank
+    mapped = ["0" if isinstance(e, int) and e == 1 and not (isinstance(o, int) and o == 1) else i
+              for e, o, i in zip(t.shape, out.shape[offset:], idx[offset:])]
+    return em.elem(value, mapped)
+
+
+def _producer(em, var) -> str | None:
+    table = em.__dict__.get("_producers")
+    if table is None:
+        table = em.__dict__["_producers"] = {v: n.op.name for n in em.graph.walk() for v in n.outputs}
+    return table.get(var)
+
+
+# --- gather --------------------------------------------------------------------------------------
+
+@rule("gather")
+def _gather(em, node, args):
+    src_t = node.inputs[0].type
+    source = args[0]
+    if isinstance(source, Lazy) and _producer(em, node.inputs[0]) not in _CHEAP:
+        source = em.materialize(source, src_t)
+    rank = src_t.rank
+    src_shape = em.shape(src_t)
+    index, rest = args[1:1 + rank], args[1 + rank:]
+    index_vars = node.inputs[1:1 + rank]
+    valid = (rest[0], node.inputs[1 + rank]) if node.attr("has_valid") else None
+    fill, fill_var = rest[-1], node.inputs[-1]
+    out_t = node.attr("type")
+
+    def read(idx) -> str:
+        coords = []
+        for axis, (ix, x, n) in enumerate(zip(index, index_vars, src_shape)):
+            c = em.assign(as_index(at(em, ix, x.type, idx, out_t)), "j")
+            em.check(f"{c} < T.int64(0) or {c} >= {as_index(n)}", IndexError,
+                     f"I.gather source: coordinate {{0}} on axis {axis} is outside its extent {{1}}", c, as_index(n))
+            coords.append(c)
+        return em.elem(source, coords)
+
+    def elem(idx):
+        if valid is None:
+            return em.assign(read(idx), "t")
+        ok = at(em, valid[0], valid[1].type, idx, out_t)
+        r = em.fresh("g")
+        em.line(f"{r} = T.alloc_var({em.tir(out_t.dtype)!r})")
+        with em.block(f"if {ok}:"):
+            em.line(f"{r} = {read(idx)}")
+        with em.block("else:"):
+            em.line(f"{r} = {at(em, fill, fill_var.type, idx, out_t)}")
+        return em.assign(r, "t")
+
+    return Lazy(em.shape(out_t), elem)
+
+
+# --- histogram -----------------------------------------------------------------------------------
+
+@rule("histogram")
+def _histogram(em, node, args):
+    values, vt = args[0], node.inputs[0].type
+    valid = (args[1], node.inputs[1]) if node.attr("has_valid") else None
+    bins = node.attr("bins")
+    count = node.attr("type").dtype
+    counts = em.allocate((str(bins),), "int64", zero=True)
+    with em.loop_nest(em.shape(vt)) as idx:
+        active = em.block(f"if {at(em, valid[0], valid[1].type, idx, vt)}:") if valid is not None else \
+            contextlib.nullcontext()
+        with active:
+            x = em.assign(as_index(em.elem(values, idx)), "x")
+            inside = f"{x} >= T.int64(0) and {x} < T.int64({bins})"
+            em.check(f"not ({inside})", ValueError, f"I.histogram: value {{0}} is outside the bins [0, {bins}); fold "
+                                                    f"range conditions into valid to ignore such values", x)
+            with em.block(f"if {inside}:") if not em.checks else contextlib.nullcontext():
+                em.line(f"{counts}[{x}] = {counts}[{x}] + T.int64(1)")
+    return Lazy((str(bins),), lambda idx: em.assign(cast_expr(em, T.i64, count, f"{counts}[{idx[0]}]"), "t"))
+
+
+# --- logical buffers -----------------------------------------------------------------------------
+
+def _buffer_extent(em, e, label: str, axis: int) -> str:
+    if isinstance(e, int):
+        return str(e)
+    origin = em.env.get(e.origin) if e.origin is not None else None
+    if isinstance(origin, Scalar):  # an extent given by a runtime value: negative is an error
+        n = em.assign(as_index(origin.expr), "n")
+        em.check(f"{n} < T.int64(0)", ValueError, f"{label}: extent {{0}} (axis {axis}) is negative", n)
+        n = em.assign(f"T.max(T.int64(0), {n})", "n")
+        em.dim_names.setdefault(e, n)
+        return n
+    return em.extent(e)
+
+
+@rule("buffer")
+def _buffer(em, node, args):
+    t = node.attr("type")
+    label = f"buffer@{node.loc!r}"
+    shape = tuple(_buffer_extent(em, e, label, k) for k, e in enumerate(t.shape))
+    name = em.allocate(shape, em.tir(t.dtype))
+    if args:
+        init, init_t = args[0], node.inputs[0].type
+        with em.loop_nest(shape) as idx:
+            em.line(f"{name}[{', '.join(idx) or '0'}] = {at(em, init, init_t, idx, t)}")
+    held = T.f32 if t.dtype.name in ("f16", "bf16") else t.dtype  # held as floats: no bit conversion
+    return View(name, shape, held, label, rank0=not shape)
+
+
+# load and store are the view rules (structure._read, structure._write).
+
+
+# --- scatter_reduce -------------------------------------------------------------------------------
+
+@rule("scatter_reduce")
+def _scatter_reduce(em, node, args):
+    dest, *operands = args
+    dvar = node.inputs[0]
+    # Values and indices are read while the destination changes: a lazy operand that reads it is snapshotted.
+    values, *index = (em.materialize(v, x.type) if isinstance(v, Lazy) and dvar in em.reads.get(x, ()) else v
+                      for v, x in zip(operands, node.inputs[1:]))
+    elem_t = T.ScalarType(node.inputs[1].type.dtype)
+    out_t = node.attr("type")
+    with em.loop_nest(em.shape(out_t)) as idx:
+        coords = []
+        for axis, (ix, x) in enumerate(zip(index, node.inputs[2:])):
+            n = as_index(dest.shape[axis])
+            c = em.assign(as_index(at(em, ix, x.type, idx, out_t)), "j")
+            em.check(f"{c} < T.int64(0) or {c} >= {n}", IndexError,
+                     f"{dest.label}: coordinate {{0}} on axis {axis} is outside its extent {{1}}", c, n)
+            coords.append(c)
+        cell = f"{dest.name}[{', '.join(coords) if not dest.rank0 else '0'}]"
+        old = em.assign(_decode(em, dest, cell), "x")
+        new = em.assign(at(em, values, node.inputs[1].type, idx, out_t), "x")
+        (combined,) = _combine(em, node, elem_t, [old], [new], [], idx)
+        em.line(f"{cell} = {_encode(em, dest, combined)}")

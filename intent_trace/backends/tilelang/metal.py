@@ -1,0 +1,475 @@
+"""The ``tilelang-metal`` target's choices: TileLang's Metal target, one serial program, float-only helper bodies.
+
+The lowering is the one every TileLang target shares (:mod:`.emitter`); what differs here:
+
+- Source anywhere, execution on macOS: TileLang lowers the program to Metal Shading Language on any OS
+  (:func:`kernel_source`, ``tilelang.lower`` under ``tvm.target.Target("metal")``), which is what ``.source``
+  shows. Running a kernel needs a Metal runtime (macOS on Apple silicon, through PyTorch's MPS backend:
+  ``torch.mps.compile_shader``, TileLang's ``torch`` execution backend); elsewhere calling the executable
+  raises RuntimeError (:func:`require_runtime`).
+- Launch: one threadgroup of one thread runs the serial program (``T.Kernel(1, threads=1)``), as on
+  ``tilelang-cuda``: the correctness baseline. Atomics are then plain read-modify-writes, like on ``tilelang-c``.
+- Helpers: Metal has no 64-bit float, so the bodies are not :mod:`.c`'s: they compute the same results with
+  floats and integers only (:mod:`.metal_math` says how: integer rounding, double-float math functions, NaNs
+  decided in code). f64 is not a Metal dtype: a kernel that uses it is rejected with a LoweringError naming the
+  dtype and the target. The helpers are ``static inline`` functions of the prelude (TVM's Metal code generator
+  calls them by name and declares nothing).
+- Numerics need fast math off. The prelude says so in the source (``#pragma METAL fp math_mode(safe)``,
+  ``#pragma METAL fp contract(off)``, ``#pragma clang fp contract(off)``); a Mac build should also compile the
+  library with ``MTLCompileOptions.mathMode = MTLMathModeSafe`` (``-fno-fast-math``), since Metal's default is
+  fast math.
+- Early exit (a failed run-time check, :mod:`.storage`): TileLang drops ``T.ret`` from Metal kernels and its
+  Metal code generator has no ``T.thread_return``, so :data:`early_exit` calls ``itm_return``, a macro for
+  ``return`` that every prelude defines.
+- Dynamic workspaces: Metal kernels cannot allocate memory, so a buffer whose size is known only at run time
+  is rejected (no ``workspace_source``).
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import linecache
+import platform
+import re
+
+import numpy as np
+
+from ... import types as T
+from ...errors import LoweringError
+from . import c
+from .metal_math import BASE
+
+NAME = "tilelang-metal"
+TILELANG_TARGET = "metal"
+EXECUTION_BACKEND = "torch"
+LANGUAGE = "tilelang.metal.language"
+COMPILE_FLAGS = ()  # torch.mps.compile_shader takes none: the prelude's pragmas turn fast math off
+
+# Value dtypes held in Metal scalars: f16/bf16 values live in floats (rounded to their format, T3/T4), as on
+# tilelang-c. Views and scalars are stored as on tilelang-c (bool as uint8, f16/bf16 as their uint16 bits).
+M_TYPE = {"bool": "bool", "i8": "char", "i16": "short", "i32": "int", "i64": "long", "index": "long", "u8": "uchar",
+          "u16": "ushort", "u32": "uint", "u64": "ulong", "f32": "float", "f16": "float", "bf16": "float"}
+view_storage = c.view_storage
+scalar_storage = c.scalar_storage
+
+early_exit = "T.evaluate(T.call_extern('int32', 'itm_return'))"  # `return;` from the kernel (see _HEADER)
+_HEADER = """// intent_trace tilelang-metal helpers. IEEE numerics: build with fast math off (MTLMathModeSafe, -fno-fast-math).
+#pragma METAL fp math_mode(safe)
+#pragma METAL fp contract(off)
+#pragma clang fp contract(off)
+#define itm_return() return
+"""
+
+
+def supports(d: T.DType) -> bool:
+    """Whether values of ``d`` can live in this target's kernels (Metal has no 64-bit float)."""
+    return d.name in M_TYPE
+
+
+def launch(prelude: str | None) -> str:
+    """One threadgroup of one thread; the prelude always defines at least ``itm_return``."""
+    return f"with T.Kernel(1, threads=1, prelude={prelude or repr(_HEADER)}) as _:"
+
+
+# --- helper bodies ---------------------------------------------------------------------------------------------
+# Each renderer takes the helper's dtypes and returns the body of a function whose parameters are a, b, c.
+
+def _m(d: T.DType) -> str:
+    return M_TYPE[d.name]
+
+
+def _u(d: T.DType) -> str:
+    return "ulong" if d.bits == 64 else "uint"
+
+
+def _narrow(d: T.DType) -> bool:
+    return d.name in ("f16", "bf16")
+
+
+_FORMAT = {"f32": (23, 8), "f16": (10, 5), "bf16": (7, 8)}
+
+
+def _round(d: T.DType, expr: str) -> str:
+    """A float expression rounded to ``d``'s format (RNE; a NaN comes back quiet, as a conversion makes it)."""
+    return f"itb_r{d.name}({expr})" if _narrow(d) else expr
+
+
+def _quiet(d: T.DType, x: str) -> str:
+    return _round(d, x) if _narrow(d) else f"itb_quiet({x})"
+
+
+def _from_bits(d: T.DType, bits: str) -> str:
+    return {"f32": f"itb_f32({bits})", "f16": f"itb_f16_decode((ushort)({bits}))",
+            "bf16": f"itb_bf16_decode((ushort)({bits}))"}[d.name]
+
+
+def _df_result(d: T.DType) -> str:
+    """The double-float ``y`` times ``2^k`` rounded once to ``d``."""
+    return _from_bits(d, f"itb_df_bits(y, k, {', '.join(map(str, _FORMAT[d.name]))})")
+
+
+def _int_literal(d: T.DType, v: int) -> str:
+    if d.bits == 64 and v == -(1 << 63):
+        return "(-9223372036854775807L - 1)"
+    if d.bits == 32 and v == -(1 << 31):
+        return "(-2147483647 - 1)"
+    suffix = {"long": "L", "ulong": "ul", "uint": "u"}.get(_m(d), "")
+    return f"({_m(d)}){v}{suffix}"
+
+
+def _arith(op: str, sym: str):
+    def body(d):
+        if d.is_float:  # computed in f32 and rounded once more for f16/bf16, as tilelang-c does
+            return f"return {_round(d, f'itb_{op}32(a, b)')};"
+        return f"return ({_m(d)})(({_u(d)})a {sym} ({_u(d)})b);"
+    return body
+
+
+def _div(d):
+    return f"return {_round(d, 'itb_div32(a, b)')};" if d.is_float else None
+
+
+def _div_ftz(d):
+    return "return itb_ftz32(itb_div32(itb_ftz32(a), itb_ftz32(b)));" if d.name == "f32" else None
+
+
+def _floordiv(d):
+    if not d.is_int:
+        return None
+    if d.kind == "uint":
+        return f"return b == 0 ? ({_m(d)})0 : ({_m(d)})(a / b);"
+    return (f"if (b == 0) return 0; if (b == -1) return ({_m(d)})(({_u(d)})0 - ({_u(d)})a); "
+            f"return ({_m(d)})(a / b);")
+
+
+def _mod(d):
+    if not d.is_int:
+        return None
+    if d.kind == "uint":
+        return f"return b == 0 ? ({_m(d)})0 : ({_m(d)})(a % b);"
+    return f"if (b == 0 || b == -1) return 0; return ({_m(d)})(a % b);"
+
+
+def _pow(d):
+    if d.is_float:  # C99 pow: pow(x, 0) = pow(1, y) = 1 even for NaN
+        # (a NaN a keeps its sign, but an odd integer b clears it: as glibc's pow, which tilelang-c calls)
+        odd = "(itb_floor32(b) == b && itb_abs32(b) < 16777216.0f && (((long)b) & 1) != 0)"
+        return (f"if (b == 0 || a == 1.0f) return 1.0f; if (a != a) return {_quiet(d, f'({odd} ? itb_abs32(a) : a)')}; "
+                f"if (b != b) return {_quiet(d, 'b')}; int k = 0; itb_df y = itb_pow_df(a, b, k); "
+                f"return {_df_result(d)};")
+    if not d.is_int:
+        return None
+    u = _u(d)
+    neg = "if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0); " if d.kind == "int" else ""
+    return (f"{neg}{u} r = 1, x = ({u})a; ulong e = (ulong)b; "
+            f"while (e != 0) {{ if ((e & 1) != 0) r *= x; x *= x; e >>= 1; }} return ({_m(d)})r;")
+
+
+def _minmax(is_max: bool):
+    def body(d):
+        if d.is_float:  # IEEE 754-2019 maximum/minimum: a NaN operand wins (the first one); -0 < +0
+            zero = "b : a" if is_max else "a : b"
+            cmp = ">" if is_max else "<"
+            return (f"if (a != a) return a; if (b != b) return b; "
+                    f"if (a == 0 && b == 0) return (itb_bits32(a) >> 31) != 0 ? {zero}; return a {cmp} b ? a : b;")
+        return f"return a {'>' if is_max else '<'} b ? a : b;" if d.is_int else None
+    return body
+
+
+def _bitwise(sym: str):
+    def body(d):
+        if d.is_bool:
+            return f"return a {sym} b;"
+        return f"return ({_m(d)})(a {sym} b);" if d.is_int else None
+    return body
+
+
+def _shl(d):
+    if not d.is_int:
+        return None
+    neg = "b < 0 || " if d.kind == "int" else ""
+    return f"if ({neg}b >= {d.bits}) return 0; return ({_m(d)})(({_u(d)})a << b);"
+
+
+def _shr(d):
+    if not d.is_int:
+        return None
+    if d.kind == "uint":
+        return f"if (b >= {d.bits}) return 0; return ({_m(d)})(a >> b);"
+    return f"if (b < 0 || b >= {d.bits}) return a < 0 ? ({_m(d)})-1 : ({_m(d)})0; return ({_m(d)})(a >> b);"
+
+
+def _neg(d):
+    if d.is_float:  # flips the sign bit, also of NaN
+        return "return itb_f32(itb_bits32(a) ^ 0x80000000u);"
+    return f"return ({_m(d)})(({_u(d)})0 - ({_u(d)})a);" if d.is_int else None
+
+
+def _abs(d):
+    if d.is_float:
+        return "return itb_abs32(a);"
+    if d.kind == "uint":
+        return "return a;"
+    return f"return a < 0 ? ({_m(d)})(({_u(d)})0 - ({_u(d)})a) : a;" if d.is_int else None
+
+
+def _invert(d):
+    if d.is_bool:
+        return "return !a;"
+    return f"return ({_m(d)})~a;" if d.is_int else None
+
+
+def _math(fn: str, ftz: bool = False):
+    # Every math function is a double-float evaluation rounded once (metal_math); the ftz forms are f32 only.
+    def body(d):
+        if not d.is_float or (ftz and _narrow(d)):
+            return None
+        if ftz:
+            return (f"float x = itb_ftz32(a); if (x != x) return itb_quiet(x); int k = 0; itb_df y = itb_{fn}_df(x, k); "
+                    f"return itb_ftz32({_df_result(d)});")
+        return f"if (a != a) return {_quiet(d, 'a')}; int k = 0; itb_df y = itb_{fn}_df(a, k); return {_df_result(d)};"
+    return body
+
+
+def _fma(d):
+    if not d.is_float:
+        return None
+    nan = (f"if (a != a) return {_quiet(d, 'a')}; if (b != b) return {_quiet(d, 'b')}; "
+           f"if (c != c) return {_quiet(d, 'c')}; ")
+    if not _narrow(d):
+        return nan + "return itb_dnan(metal::fma(a, b, c));"
+    # the exact a*b + c rounded once to the format (integer arithmetic), infinities as IEEE has them
+    inf = "itb_f32(0x7f800000u)"
+    return (nan + f"if (itb_abs32(c) == {inf} && itb_abs32(a) < {inf} && itb_abs32(b) < {inf}) return c; "
+            f"if (itb_abs32(a) == {inf} || itb_abs32(b) == {inf} || itb_abs32(c) == {inf}) "
+            f"return {_round(d, 'itb_dnan(a * b + c)')}; "
+            f"return {_from_bits(d, 'itb_fma_bits(a, b, c, ' + ', '.join(map(str, _FORMAT[d.name])) + ')')};")
+
+
+def _limits(d: T.DType) -> tuple:
+    lo, hi = (-(1 << (d.bits - 1)), (1 << (d.bits - 1)) - 1) if d.kind == "int" else (0, (1 << d.bits) - 1)
+    return _int_literal(d, lo), _int_literal(d, hi), f"{lo}.0f", f"{int(np.float32(hi))}.0f"  # exact float bounds
+
+
+def _cast(src, dst):
+    if dst.is_bool:
+        return "return a != 0;"
+    if dst.is_float and src.is_int and src.bits >= 32:  # RNE from the exact integer, in integer arithmetic
+        mag = f"a < 0 ? (ulong)0 - (ulong)a : (ulong)a" if src.kind == "int" else "(ulong)a"
+        sign = "a < 0 ? 1u : 0u" if src.kind == "int" else "0u"
+        return f"return {_from_bits(dst, f'itb_rne({sign}, {mag}, 0, ' + ', '.join(map(str, _FORMAT[dst.name])) + ')')};"
+    if _narrow(dst) and not src.is_bool:  # from an exact float or small integer: one rounding
+        return f"return {_round(dst, 'a' if src.is_float else '(float)a')};"
+    if src.is_float and dst.is_float:  # f16/bf16 -> f32: a signaling NaN comes back quiet, as through double
+        return "return a != a ? itb_quiet(a) : a;"
+    if src.is_bool or dst.is_float or (src.is_int and dst.is_int):
+        return f"return ({_m(dst)})a;"  # int -> int wraps; bool and small integers -> float are exact
+    # float -> integer: truncate toward zero, saturate, NaN -> 0 (T3)
+    lo, hi, flo, fhi = _limits(dst)
+    return f"if (a != a) return 0; if (a <= {flo}) return {lo}; if (a >= {fhi}) return {hi}; return ({_m(dst)})a;"
+
+
+def _bitcast(src, dst):
+    if _narrow(src) or _narrow(dst):
+        get = f"ushort u = itb_{src.name}_encode(a);" if _narrow(src) else "ushort u = as_type<ushort>(a);"
+        put = f"return itb_{dst.name}_decode(u);" if _narrow(dst) else f"return as_type<{_m(dst)}>(u);"
+        return f"{get} {put}"
+    if not (src.is_float or dst.is_float):
+        return f"return ({_m(dst)})a;"  # same width: the same bits
+    return f"return as_type<{_m(dst)}>(a);"
+
+
+def _bits(d):
+    if d.name in _FORMAT:  # f16/bf16 constants arrive as the bits of their float value
+        return "return itb_f32(a);"
+    if d.bits == 64 and d.is_int:
+        return f"return ({_m(d)})(((ulong)a << 32) | b);"
+    return None
+
+
+def _random_bits(d):
+    # T8: word counter % 4 of Philox4x32-10((lo32(block), hi32(block), 0, 0), (lo32(seed), hi32(seed))).
+    return ("ulong k = b >> 2; return itb_philox_word((uint)k, (uint)(k >> 32), 0u, 0u, (uint)a, (uint)(a >> 32), "
+            "(int)(b & 3u));")
+
+
+def _mx(fmt: str):
+    def body(d):
+        if d.name != "f32":
+            return None
+        # a: the carrier byte, b: the element's position in its group (e2m1: its parity picks the nibble), c: the
+        # e8m0 scale code. value * 2^(c - 127) is exact unless it overflows (integer rounding: no subnormal flush).
+        code = "(a >> (4 * (b & 1))) & 15" if fmt == "e2m1" else "a"
+        return (f"uint v = itb_mx_{fmt}[{code}]; if ((v & 0x7f800000u) == 0x7f800000u) return itb_f32(v); "
+                "if (c == 255) return itb_f32(0x7fc00000u); "
+                "return itb_f32(itb_rne(v >> 31, itb_mant(v), itb_expo(v) + (int)c - 127, 23, 8));")
+    return body
+
+
+RENDER: dict = {
+    "add": _arith("add", "+"), "sub": _arith("sub", "-"), "mul": _arith("mul", "*"), "div": _div,
+    "div_ftz": _div_ftz, "floordiv": _floordiv, "mod": _mod, "pow": _pow, "max": _minmax(True), "min": _minmax(False),
+    "and": _bitwise("&"), "or": _bitwise("|"), "xor": _bitwise("^"), "shl": _shl, "shr": _shr,
+    **{name: (lambda sym: lambda d: f"return a {sym} b;")(sym) for name, sym in
+       (("eq", "=="), ("ne", "!="), ("lt", "<"), ("le", "<="), ("gt", ">"), ("ge", ">="))},
+    "neg": _neg, "abs": _abs, "invert": _invert, "select": lambda d: "return a ? b : c;", "fma": _fma,
+    "floor": lambda d: f"return {_round(d, 'itb_floor32(a)')};" if d.is_float else None,
+    "sqrt": lambda d: f"return {_round(d, 'itb_sqrt32(a)')};" if d.is_float else None,
+    "cast": _cast, "bitcast": _bitcast, "bits": _bits,
+    "decode": lambda d: f"return itb_{d.name}_decode(a);" if _narrow(d) else None,
+    "encode": lambda d: f"return itb_{d.name}_encode(a);" if _narrow(d) else None,
+    "random_bits": _random_bits, "mx_e2m1": _mx("e2m1"), "mx_e4m3": _mx("e4m3"),
+}
+for _name in c._MATH:
+    RENDER[_name] = _math(_name)
+    RENDER[_name + "_ftz"] = _math(_name, ftz=True)
+RENDER["sqrt_ftz"] = _math("sqrt", ftz=True)
+RENDER["floor_ftz"] = _math("floor", ftz=True)
+assert set(RENDER) == set(c.RENDER), "every family tilelang-c renders has a Metal body"
+
+
+def helper_source(name: str, family: str, dtypes: tuple, ret: T.DType, args: tuple) -> str | None:
+    """The Metal definition of one helper, or None when this target cannot provide it."""
+    render = RENDER.get(family)
+    if render is None or not all(supports(d) for d in (*dtypes, ret, *args)):
+        return None
+    body = render(*dtypes)
+    if body is None:
+        return None
+    params = ", ".join(f"{_m(t)} {n}" for t, n in zip(args, "abc"))
+    return f"static inline {_m(ret)} {name}({params}) {{ {body} }}"
+
+
+# --- helpers with pointer operands (extern.py): atomics and the Philox block function -----------------------------
+# A pointer's Metal type carries its address space (device for a view, thread for a local buffer), so these are
+# templates over the pointer type. One thread runs the kernel: a plain read-modify-write in program order is a
+# correct atomic of every memory order (as on tilelang-c).
+
+def _atomic_body(op: str, d: T.DType, combine: str | None) -> str:
+    t = _m(d)
+    if op == "load":
+        return f"return ({t})*p;"
+    if op == "store":
+        return "*p = a; return 0;"
+    if op == "cas":
+        return f"{t} old = ({t})*p; if (old == a) *p = b; return old;"
+    return f"{t} old = ({t})*p; *p = {'a' if op == 'exchange' else f'{combine}(old, a)'}; return old;"
+
+
+def extern_source(name: str, family: str, dtypes: tuple, ret: T.DType, args: tuple, combine: str | None = None):
+    """The Metal definition of a helper with pointer operands, or None (k-quant blocks are not ported yet)."""
+    atomic = family.startswith("atomic_")
+    names = ("p", "a", "b") if atomic else tuple(f"p{k}" for k in range(len(args)))
+    if any(not isinstance(a, str) and not supports(a) for a in args) or not supports(ret):
+        return None
+    if atomic:
+        (d,) = dtypes
+        if not (d.is_int or d.name == "f32"):
+            return None
+        body = _atomic_body(family.split("_")[1], d, combine)
+    elif family == "philox4x32_10":
+        body = f"return itb_philox4x32_10({', '.join(names)});"
+    else:
+        return None
+    pointers = [n for a, n in zip(args, names) if isinstance(a, str)]
+    params = [f"P{n} {n}" if isinstance(a, str) else f"{_m(a)} {n}" for a, n in zip(args, names)]
+    template = ", ".join(f"typename P{n}" for n in pointers)
+    return f"template <{template}> static inline {_m(ret)} {name}({', '.join(params)}) {{ {body} }}"
+
+
+BASE["itb_philox_word"] = """static inline uint itb_philox_word(uint c0, uint c1, uint c2, uint c3, uint k0, uint k1, int w) {
+  /* Philox4x32-10 (Random123, T8): the key is bumped before rounds 2..10; returns output word w */
+  for (int r = 0; r < 10; ++r) {
+    if (r != 0) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }
+    ulong p0 = (ulong)0xD2511F53u * c0, p1 = (ulong)0xCD9E8D57u * c2;
+    uint n0 = (uint)(p1 >> 32) ^ c1 ^ k0, n2 = (uint)(p0 >> 32) ^ c3 ^ k1;
+    c1 = (uint)p1; c3 = (uint)p0; c0 = n0; c2 = n2;
+  }
+  return w == 0 ? c0 : w == 1 ? c1 : w == 2 ? c2 : c3;
+}"""
+BASE["itb_philox4x32_10"] = """template <typename P> static inline int itb_philox4x32_10(P w) {
+  /* w[0..3] counter words, w[4..5] key words -> w[0..3] the block's output words (the known-answer test seam) */
+  uint c[4];
+  for (int i = 0; i < 4; ++i)
+    c[i] = itb_philox_word((uint)w[0], (uint)w[1], (uint)w[2], (uint)w[3], (uint)w[4], (uint)w[5], i);
+  for (int i = 0; i < 4; ++i) w[i] = c[i];
+  return 0;
+}"""
+
+
+def _mx_tables() -> None:
+    from ... import _format_mx as MX  # noqa: PLC0415  (decoded by ml_dtypes: T6 forbids hand-written tables)
+
+    for name, values in (("itb_mx_e2m1", MX.code_table("e2m1")), ("itb_mx_e4m3", MX.code_table("e4m3"))):
+        bits = np.asarray(values, np.float64).astype(np.float32).view(np.uint32)  # exact: at most 4 bits, |v| <= 448
+        BASE[name] = f"constant uint {name}[{len(bits)}] = {{{', '.join(f'0x{int(b):08x}u' for b in bits)}}};"
+
+
+_mx_tables()
+
+_BASE_NAME = re.compile(r"\bitb_\w+")
+
+
+def prelude(definitions: list) -> str:
+    """The Metal text placed before the kernel: the header, the internal helpers the definitions use, then them."""
+    needed: list = []
+    visiting: set = set()
+
+    def need(text: str) -> None:
+        for base in _BASE_NAME.findall(text):
+            if base not in needed and base not in visiting:
+                visiting.add(base)
+                need(BASE[base])  # its own dependencies first
+                needed.append(base)
+
+    for d in definitions:
+        need(d)
+    return "\n".join([_HEADER.rstrip("\n"), *(BASE[n] for n in needed), *definitions]) + "\n"
+
+
+# --- source without a Mac; running with one -----------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=256)
+def kernel_source(program: str) -> str:
+    """The Metal Shading Language source TileLang generates from the program text (on any OS)."""
+    import tilelang
+    import tvm
+
+    digest = hashlib.sha256(program.encode()).hexdigest()[:16]
+    filename = f"<intent_trace {NAME} {digest}>"  # TileLang's frontend reads the function's source via inspect
+    linecache.cache[filename] = (len(program), None, program.splitlines(True), filename)
+    namespace: dict = {"__name__": f"intent_trace_metal_{digest}"}
+    exec(compile(program, filename, "exec"), namespace)  # noqa: S102  (our own generated text)
+    try:
+        with tvm.target.Target("metal"):
+            artifact = tilelang.lower(namespace["kernel"], target="metal")
+    except Exception as e:
+        raise LoweringError(f"target {NAME}: TileLang failed to lower the generated program to Metal: {e}") from e
+    return artifact.kernel_source
+
+
+def to_device(tensor):
+    return tensor.to("mps")
+
+
+def synchronize() -> None:
+    import torch
+
+    torch.mps.synchronize()
+
+
+def require_runtime() -> None:
+    """Raise RuntimeError unless this machine can run Metal kernels (macOS on Apple silicon, PyTorch with MPS)."""
+    system, machine = platform.system(), platform.machine()
+    why = f"this machine is {system} {machine}"
+    if system == "Darwin" and machine == "arm64":
+        try:
+            import torch
+
+            if torch.backends.mps.is_available():
+                return
+            why = "PyTorch's MPS backend is not available"
+        except Exception as e:
+            why = f"torch failed to import: {e}"
+    raise RuntimeError(f"target {NAME} needs a Metal runtime (macOS on an Apple GPU, with PyTorch's MPS backend) to "
+                       f"run kernels; {why}. The Metal source is generated on any OS: see the executable's .source")

@@ -1,0 +1,134 @@
+"""Storage and run-time checks for the TileLang emitter: local buffers of any shape, and the error channel.
+
+Storage. A tensor that must be held (a snapshot, a tensor loop carry or branch result, a scan's output, a
+logical buffer, a unique-store mask) gets a buffer from :meth:`StorageMixin.allocate`. A small static shape is a
+stack buffer (``T.alloc_local``); any other shape, whose size is known only at run time, lives on the heap:
+the C target rejects stack allocations of dynamic size, and the size may depend on data (a ragged member
+count), so it cannot be a workspace the host sizes before the call. The target module supplies the
+allocation helpers (``workspace_source``: ``itw_alloc``/``itw_free``, :mod:`.c`; on a target without them every
+buffer is a stack buffer and a dynamic shape is a LoweringError). A heap buffer is freed where
+the block that allocated it ends, before a ``break``/``continue`` that leaves that block, and before an
+early return; an allocation inside a loop body is therefore one per iteration, like cpu's ``np.empty``.
+
+Checks. The tests require the run-time errors generic and cpu raise (out-of-range coordinates, non-injective
+unique stores, histogram values outside the bins, negative extents, ...), so a TileLang target checks what
+cpu checks (``checks=False`` drops them, as on cpu) when its module says how a kernel leaves early
+(``early_exit``; a target without it does not check, T9). A failed check records an error code and up to
+three int64 values in the hidden parameter ``E`` (four int64) and leaves the kernel at once; the executable
+raises the site's exception after the call and commits no output (every output is staged).
+"""
+from __future__ import annotations
+
+import math
+
+STACK_LIMIT = 1024  # elements: static buffers up to this size live on the stack
+ERROR_PARAM = "E"  # the hidden int64[4] error record: code (1-based site number, 0 = none), then three values
+
+
+class ErrorSite:
+    """What the executable needs to raise the right exception for an error code."""
+
+    __slots__ = ("exception", "message", "note")
+
+    def __init__(self, exception: type, message: str, note: str = ""):
+        self.exception = exception
+        self.message = message  # formats {0}, {1}, {2}: the values recorded with the error
+        self.note = note
+
+    def error(self, values) -> Exception:
+        error = self.exception(self.message.format(*(int(v) for v in values)))
+        if self.note:
+            error.add_note(self.note)
+        return error
+
+
+class StorageMixin:
+    """Mixed into the emitter: ``self.line``/``self.fresh``/``self.depth`` come from its SourceWriter."""
+
+    def init_storage(self, target, checks: bool) -> None:
+        # A target checks when it says how to leave its kernel early (``early_exit``: ``return 0;`` on the C target).
+        self.exit_statement = getattr(target, "early_exit", None)
+        self.checks = checks and self.exit_statement is not None
+        self.error_sites: list = []
+        self.heap: list = []  # (depth of the allocating block, handle) of live heap buffers, innermost last
+
+    # -- storage ---------------------------------------------------------------------------------------------
+    def _workspace_helper(self, name: str) -> str:
+        if name not in self.helpers:
+            source_of = getattr(self.target, "workspace_source", None)
+            source = source_of(name) if source_of is not None else None
+            if source is None:
+                raise self.reject("this needs a buffer whose size is known only at run time, which this target "
+                                  "cannot allocate yet")
+            self.helpers[name] = source
+        return name
+
+    def allocate(self, shape, dtype: str, zero: bool = False) -> str:
+        """A buffer of ``shape`` (extent expressions; rank 0 is one element) holding TIR ``dtype`` values, live
+        until the enclosing block ends; zero-filled when ``zero``."""
+        dims = tuple(shape) or ("1",)
+        name = self.fresh("a")
+        static = all(s.isdigit() for s in dims)
+        if static and (math.prod(int(s) for s in dims) <= STACK_LIMIT or
+                       getattr(self.target, "workspace_source", None) is None):
+            self.line(f"{name} = T.alloc_local(({', '.join(dims)},), {dtype!r})")
+            if zero:
+                with self.loop_nest(dims) as idx:
+                    self.line(f"{name}[{', '.join(idx)}] = T.Cast({dtype!r}, 0)")
+            return name
+        alloc = self._workspace_helper("itw_calloc" if zero else "itw_alloc")
+        self._workspace_helper("itw_free")
+        count = " * ".join(f"T.Cast('int64', {s})" for s in dims)
+        size = f"T.int64({_itemsize(dtype)})"
+        handle = self.assign(f"T.call_extern('handle', {alloc!r}, {count}, {size})", "h")
+        self.heap.append((self.depth, handle))
+        null = self._workspace_helper("itw_null")
+        self.check(f"T.call_extern('bool', {null!r}, {handle})", MemoryError,
+                   "a local buffer of {0} elements of " + str(_itemsize(dtype)) + " bytes could not be allocated",
+                   count)
+        self.line(f"{name} = T.make_tensor_from_addr({handle}, ({', '.join(dims)},), {dtype!r})")
+        return name
+
+    def free_line(self, handle: str) -> str:
+        return f"T.evaluate(T.call_extern('int32', 'itw_free', {handle}))"
+
+    def release(self, depth: int) -> None:
+        """Free the heap buffers allocated at ``depth`` or deeper (the block at ``depth`` is ending)."""
+        while self.heap and self.heap[-1][0] >= depth:
+            self.line(self.free_line(self.heap.pop()[1]))
+
+    def free_from(self, depth: int) -> None:
+        """Free (without forgetting them) the heap buffers allocated at ``depth`` or deeper: before a jump out."""
+        for d, handle in reversed(self.heap):
+            if d >= depth:
+                self.line(self.free_line(handle))
+
+    # -- the error channel -----------------------------------------------------------------------------------
+    def fail(self, exception: type, message: str, *values: str) -> None:
+        """Record a run-time error here (``message`` formats ``{0}``, ``{1}``, ``{2}`` with ``values``, int64
+        expressions) and leave the kernel; the executable raises ``exception``. A no-op without checks."""
+        if not self.checks:
+            return
+        node = self.node
+        note = f"in op `{node.op.name}` at {node.loc!r}" if node is not None and node.loc is not None else ""
+        self.error_sites.append(ErrorSite(exception, message, note))
+        self.line(f"{ERROR_PARAM}[0] = T.int64({len(self.error_sites)})")
+        for k, v in enumerate(values[:3]):
+            self.line(f"{ERROR_PARAM}[{k + 1}] = T.Cast('int64', {v})")
+        self.free_from(0)
+        self.line(self.exit_statement)
+
+    def check(self, bad: str, exception: type, message: str, *values: str) -> None:
+        """``fail`` when the TIR condition ``bad`` holds."""
+        if not self.checks:
+            return
+        with self.block(f"if {bad}:"):
+            self.fail(exception, message, *values)
+
+
+_ITEMSIZE = {"bool": 1, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "float32": 4,
+             "int64": 8, "uint64": 8, "float64": 8}
+
+
+def _itemsize(dtype: str) -> int:
+    return _ITEMSIZE[dtype]
