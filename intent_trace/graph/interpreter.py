@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Callable, ClassVar
 
+from . import ops
 from .values import Literal, Node, Region
 
 
@@ -60,3 +61,15 @@ def rule_table(*tables: dict) -> dict:
     for t in tables:
         out.update(t)
     return out
+
+
+def rule_registrar(rules: dict):
+    """A backend's ``@rule(*op_names)`` decorator: it enters the decorated function in ``rules`` (OpDef ->
+    rule) for each named op and returns it unchanged."""
+    def rule(*names):
+        def register(fn):
+            for n in names:
+                rules[ops.REGISTRY[n]] = fn
+            return fn
+        return register
+    return rule

@@ -12,7 +12,7 @@ from .. import types as T
 from ..arguments import bind_arguments
 from ..compiler import register_target
 from ..graph import ops
-from ..graph.interpreter import Interpreter
+from ..graph.interpreter import Interpreter, rule_registrar
 from ..graph.values import KernelGraph, Literal
 from . import numerics as N
 
@@ -86,12 +86,7 @@ class GenericInterpreter(Interpreter):
 RULES = GenericInterpreter.rules
 
 
-def rule(*names):
-    def register(fn):
-        for n in names:
-            RULES[ops.REGISTRY[n]] = fn
-        return fn
-    return register
+rule = rule_registrar(RULES)
 
 
 def _is_float(a: np.ndarray) -> bool:

@@ -28,7 +28,8 @@ import attrs
 from ... import types as T
 from ...errors import LoweringError
 from ...graph import ops
-from ...graph.interpreter import Interpreter
+from ...graph.interpreter import Interpreter, rule_registrar
+from ...graph.lowering import components, extent_expr, index_add, index_mul, intern_constant, name_extents
 from ...graph.values import KernelGraph, Literal, Var
 from ...oracle.numba.analysis import fusible_values
 from ...oracle.numba.writer import SourceWriter
@@ -82,17 +83,11 @@ class Aggregate:
 
 
 def add(a: str, b: str) -> str:
-    if a == "0":
-        return b
-    return a if b == "0" else f"({a} + {b})"
+    return index_add(a, b, lambda x, y: f"({x} + {y})")
 
 
 def mul(a: str, b: str) -> str:
-    if a == "0" or b == "0":
-        return "0"
-    if a == "1":
-        return b
-    return a if b == "1" else f"({a} * {b})"
+    return index_mul(a, b, lambda x, y: f"({x} * {y})")
 
 
 def as_index(expr: str) -> str:
@@ -226,27 +221,18 @@ class TileLangEmitter(StorageMixin, SourceWriter, Interpreter):
         text = constant_expr(self, value, dtype)
         if not text.startswith("T.call_extern"):
             return text  # an integer or bool immediate: exact, and only ever an operand of a helper call
-        key = (dtype, repr(value), str(value))
-        name = self.constants.get(key)
-        if name is None:
-            name = f"K{len(self.constants)}"
-            self.constants[key] = name
-            self.constant_lines.append(f"{name} = {text}")
-        return name
+        return intern_constant(self.constants, self.constant_lines, (dtype, repr(value), str(value)), text)
 
     def literal(self, lit: Literal):
         return Scalar(self.constant(lit.value, lit.type.dtype))
 
     def extent(self, e) -> str:
-        if isinstance(e, int):
-            return str(e)
-        name = self.dim_names.get(e)
+        # An extent given by a runtime value is computed once, where it is first needed, and named.
+        name = extent_expr(e, self.dim_names, self.env, Scalar,
+                           lambda v: self.assign(f"T.max(T.int64(0), {as_index(v)})", "n"))
         if name is None:
-            value = self.env.get(e.origin)
-            if not isinstance(value, Scalar):
-                raise self.reject(f"internal: extent {e!r} has no runtime value here")
-            name = self.assign(f"T.max(T.int64(0), {as_index(value.expr)})", "n")
-            self.dim_names[e] = name
+            raise self.reject(f"internal: extent {e!r} has no runtime value here")
+        name_extents(self.dim_names, (e,), (name,))
         return name
 
     def shape(self, t) -> tuple:
@@ -280,9 +266,7 @@ class TileLangEmitter(StorageMixin, SourceWriter, Interpreter):
     def bind_dims(self, var: Var, value) -> None:
         t = var.type
         if isinstance(t, T.TensorType) and isinstance(value, (Array, Lazy)):
-            for e, s in zip(t.shape, value.shape):
-                if not isinstance(e, int) and e not in self.dim_names:
-                    self.dim_names[e] = s
+            name_extents(self.dim_names, t.shape, value.shape)
 
     # -- carries and branch results --------------------------------------------------------------------
     # A scalar leaf is a mutable local (``T.alloc_var``); a tensor leaf is a buffer of its shape (a Slot). A new
@@ -291,8 +275,7 @@ class TileLangEmitter(StorageMixin, SourceWriter, Interpreter):
     def leaves(self, value, t: T.Type) -> list:
         """The leaves of ``value``: the expression of each scalar leaf, the value of each tensor leaf."""
         if isinstance(t, (T.TupleType, T.RecordType)):
-            items = t.items if isinstance(t, T.TupleType) else [ft for _, ft in t.fields]
-            return [x for v, it in zip(value.items, items) for x in self.leaves(v, it)]
+            return [x for v, it in zip(value.items, components(t)) for x in self.leaves(v, it)]
         return [value] if isinstance(t, T.TensorType) else [value.expr]
 
     def mutable(self, t: T.Type, init=None, scratch: bool = True) -> list:
@@ -319,8 +302,7 @@ class TileLangEmitter(StorageMixin, SourceWriter, Interpreter):
 
         def build(t):
             if isinstance(t, (T.TupleType, T.RecordType)):
-                items = t.items if isinstance(t, T.TupleType) else [ft for _, ft in t.fields]
-                return Aggregate(tuple(build(it) for it in items))
+                return Aggregate(tuple(build(it) for it in components(t)))
             name = names.pop(0)
             return name.array if isinstance(name, Slot) else Scalar(self.assign(name))
 
@@ -391,12 +373,7 @@ def snapshot_values(graph: KernelGraph, fused: set, reads: dict) -> set:
     return out
 
 
-def rule(*names):
-    def register(fn):
-        for n in names:
-            TileLangEmitter.rules[ops.REGISTRY[n]] = fn
-        return fn
-    return register
+rule = rule_registrar(TileLangEmitter.rules)
 
 
 @rule(*(op.name for op in SCALAR_RULES))

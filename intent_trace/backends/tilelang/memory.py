@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 
 from ... import types as T
+from ...graph.lowering import broadcast_index, extent_value
 from .emitter import Lazy, Scalar, View, as_index, rule
 from .scalar_rules import cast_expr
 from .structure import _decode, _encode
@@ -31,10 +32,7 @@ def at(em, value, t: T.Type, idx: list, out: T.Type) -> str:
     """The element of ``value`` (of type ``t``) that broadcasts (right-aligned) to index ``idx`` of ``out``."""
     if isinstance(value, Scalar) or not isinstance(t, T.TensorType):
         return value.expr
-    offset = len(idx) - t.rank
-    mapped = ["0" if isinstance(e, int) and e == 1 and not (isinstance(o, int) and o == 1) else i
-              for e, o, i in zip(t.shape, out.shape[offset:], idx[offset:])]
-    return em.elem(value, mapped)
+    return em.elem(value, broadcast_index(t.shape, out.shape, idx))
 
 
 def _producer(em, var) -> str | None:
@@ -109,16 +107,14 @@ def _histogram(em, node, args):
 # --- logical buffers -----------------------------------------------------------------------------
 
 def _buffer_extent(em, e, label: str, axis: int) -> str:
-    if isinstance(e, int):
-        return str(e)
-    origin = em.env.get(e.origin) if e.origin is not None else None
-    if isinstance(origin, Scalar):  # an extent given by a runtime value: negative is an error
-        n = em.assign(as_index(origin.expr), "n")
-        em.check(f"{n} < T.int64(0)", ValueError, f"{label}: extent {{0}} (axis {axis}) is negative", n)
-        n = em.assign(f"T.max(T.int64(0), {n})", "n")
-        em.dim_names.setdefault(e, n)
-        return n
-    return em.extent(e)
+    value = extent_value(e, em.env, Scalar)
+    if value is None:
+        return em.extent(e)
+    n = em.assign(as_index(value.expr), "n")  # an extent given by a runtime value: negative is an error
+    em.check(f"{n} < T.int64(0)", ValueError, f"{label}: extent {{0}} (axis {axis}) is negative", n)
+    n = em.assign(f"T.max(T.int64(0), {n})", "n")
+    em.dim_names.setdefault(e, n)
+    return n
 
 
 @rule("buffer")

@@ -10,8 +10,8 @@ transition ``apply(summarize(slice), state)`` (by the laws, ``apply(combine(pref
 from __future__ import annotations
 
 from ... import types as T
-from .emitter import Array, Lazy, add, as_index, rule
-from .structured import _assemble, _leaf_values
+from ...graph.lowering import assemble, leaf_values
+from .emitter import Aggregate, Array, Lazy, add, as_index, rule
 
 SLICE = 256
 
@@ -34,7 +34,7 @@ def _slice_loop(em, node, source):
             if not isinstance(e, int):
                 em.dim_names[e] = length
     parts = []
-    for leaf, t in zip(_leaf_values(source), leaf_types):
+    for leaf, t in zip(leaf_values(source, Aggregate), leaf_types):
         shape = tuple(length if k == axis else x for k, x in enumerate(em.shape(t)))
         parts.append(Lazy(shape, lambda idx, leaf=leaf: em.elem(leaf, [add(i, start) if k == axis else i
                                                                         for k, i in enumerate(idx)])))
@@ -72,7 +72,7 @@ def _region_scan(em, node, args):
     names = em.mutable(state_t, initial)
     parts, start = _slice_loop(em, node, source)
     (piece,) = em.run_region(emit, (*parts, em.current(names, state_t), *operands))
-    for out, leaf in zip(outs, _leaf_values(piece)):
+    for out, leaf in zip(outs, leaf_values(piece, Aggregate)):
         with em.loop_nest(leaf.shape) as idx:
             dest = [add(i, start) if k == axis else i for k, i in enumerate(idx)]
             em.line(f"{out}[{', '.join(dest)}] = {em.elem(leaf, idx)}")
@@ -81,4 +81,4 @@ def _region_scan(em, node, args):
     em.store(names, new, state_t)
     _end_slice_loop(em)
     shapes = [em.shape(t) for t in out_types]
-    return _assemble(out_t, [Array(o, sh) for o, sh in zip(outs, shapes)]), em.current(names, state_t)
+    return assemble(out_t, [Array(o, sh) for o, sh in zip(outs, shapes)], Aggregate), em.current(names, state_t)

@@ -12,28 +12,10 @@ exactly those of a dense contract of the logical lhs, which is generic's definit
 from __future__ import annotations
 
 from ... import types as T
+from ...graph.lowering import DenseContract
 from .emitter import Lazy, as_index, rule
 from .scalar_rules import call, cast_expr
 from .structured import _contract
-
-
-class _Var:
-    __slots__ = ("type",)
-
-    def __init__(self, t):
-        self.type = t
-
-
-class _Dense:
-    """contract's view of a sparse_contract node: the dense logical lhs in place of (compressed, metadata)."""
-
-    def __init__(self, node, lhs_type):
-        self._node = node
-        self.op, self.loc, self.outputs = node.op, node.loc, node.outputs
-        self.inputs = (_Var(lhs_type), node.inputs[2])
-
-    def attr(self, name):
-        return self._node.attr(name)
 
 
 def _position(em, meta, idx) -> str:
@@ -94,4 +76,4 @@ def _sparse_contract(em, node, args):
     tshape = list(ct.shape)
     tshape[axis] = k
     lhs_type = T.TensorType(src, tuple(tshape))
-    return _contract(em, _Dense(node, lhs_type), [Lazy(tuple(dshape), dense), rhs])
+    return _contract(em, DenseContract(node, lhs_type), [Lazy(tuple(dshape), dense), rhs])

@@ -21,25 +21,10 @@ from __future__ import annotations
 
 import math
 
+from ...graph.lowering import ErrorSite
+
 STACK_LIMIT = 1024  # elements: static buffers up to this size live on the stack
 ERROR_PARAM = "E"  # the hidden int64[4] error record: code (1-based site number, 0 = none), then three values
-
-
-class ErrorSite:
-    """What the executable needs to raise the right exception for an error code."""
-
-    __slots__ = ("exception", "message", "note")
-
-    def __init__(self, exception: type, message: str, note: str = ""):
-        self.exception = exception
-        self.message = message  # formats {0}, {1}, {2}: the values recorded with the error
-        self.note = note
-
-    def error(self, values) -> Exception:
-        error = self.exception(self.message.format(*(int(v) for v in values)))
-        if self.note:
-            error.add_note(self.note)
-        return error
 
 
 class StorageMixin:

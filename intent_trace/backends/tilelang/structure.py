@@ -10,7 +10,8 @@ domain whose step is not positive is empty. Conflicting parallel writes are not 
 from __future__ import annotations
 
 from ... import types as T
-from ...graph.provenance import Coord, IndexRelation, Ordinal
+from ...graph.lowering import (access_coords, broadcast_index, component, covers_axis, flat_index, name_extents,
+                               rereads_destination, safe_point, slice_index, transpose_index, unflatten)
 from ...graph.values import Literal
 from .emitter import Aggregate, Domain, Lazy, Scalar, View, add, as_index, mul, rule
 from .scalar_rules import call
@@ -26,14 +27,7 @@ def _broadcast(em, node, args):
     if isinstance(x, Scalar):
         return Lazy(shape, lambda idx: x.expr)
     src = node.inputs[0].type.shape
-    offset = len(shape) - len(src)
-
-    def elem(idx):
-        mapped = [("0" if isinstance(e, int) and e == 1 and not (isinstance(t, int) and t == 1) else idx[k + offset])
-                  for k, (e, t) in enumerate(zip(src, out.shape[offset:]))]
-        return em.elem(x, mapped)
-
-    return Lazy(shape, elem)
+    return Lazy(shape, lambda idx: em.elem(x, broadcast_index(src, out.shape, idx)))
 
 
 def _fresh_extents(em, node, operands) -> tuple:
@@ -71,18 +65,9 @@ def _reshape(em, node, args):
                  before, after)
 
     def elem(idx):
-        flat = "0"
-        for i, n in zip(idx, new):
-            flat = add(mul(flat, n), i)
-        f = em.assign(as_index(flat), "f")
-        old_idx = []
-        for k in range(len(old) - 1, -1, -1):
-            if k == 0:
-                old_idx.append(f)
-            else:
-                old_idx.append(em.assign(f"T.floormod({f}, {old[k]})", "j"))
-                f = em.assign(f"T.floordiv({f}, {old[k]})", "f")
-        return em.elem(x, list(reversed(old_idx)))
+        f = em.assign(as_index(flat_index(idx, new, add, mul)), "f")
+        return em.elem(x, unflatten(f, old, lambda v, n: em.assign(f"T.floormod({v}, {n})", "j"),
+                                    lambda v, n: em.assign(f"T.floordiv({v}, {n})", "f")))
 
     return Lazy(new, elem)
 
@@ -91,14 +76,7 @@ def _reshape(em, node, args):
 def _transpose(em, node, args):
     (x,) = args
     perm = node.attr("perm")
-
-    def elem(idx):
-        old = [None] * len(perm)
-        for i, p in enumerate(perm):
-            old[p] = idx[i]
-        return em.elem(x, old)
-
-    return Lazy(em.shape(node.outputs[0].type), elem)
+    return Lazy(em.shape(node.outputs[0].type), lambda idx: em.elem(x, transpose_index(perm, idx)))
 
 
 @rule("slice")
@@ -123,19 +101,7 @@ def _slice(em, node, args):
                      f"index {{0}} is outside axis {axis} of extent {{1}}", p, as_index(src[axis]))
             offsets.append(("point", p))
 
-    def elem(idx):
-        it = iter(idx)
-        mapped = []
-        for off in offsets:
-            if off is None:
-                mapped.append(next(it))
-            elif off[0] == "range":
-                mapped.append(add(next(it), off[1]))
-            else:
-                mapped.append(off[1])
-        return em.elem(x, mapped)
-
-    return Lazy(tuple(shape), elem)
+    return Lazy(tuple(shape), lambda idx: em.elem(x, slice_index(offsets, idx, add)))
 
 
 @rule("join")
@@ -155,14 +121,7 @@ def _aggregate(em, node, args):
     return Aggregate(tuple(args))
 
 
-@rule("get")
-def _get(em, node, args):
-    return args[0].items[node.attr("index")]
-
-
-@rule("field")
-def _field(em, node, args):
-    return args[0].items[node.inputs[0].type.names.index(node.attr("name"))]
+rule("get", "field")(component)
 
 
 # --- domains --------------------------------------------------------------------------------------------
@@ -189,9 +148,7 @@ def _domain(em, node, args):
         # Without checks, a non-positive step makes the domain empty.
         length = em.assign(f"T.if_then_else({step} > 0, T.max(T.int64(0), T.floordiv({end} - {start} + {step} - 1, "
                            f"{step})), T.int64(0))", "n")
-    ext = node.outputs[0].type.extent
-    if not isinstance(ext, int):
-        em.dim_names.setdefault(ext, length)
+    name_extents(em.dim_names, (node.outputs[0].type.extent,), (length,))
     return Domain(start, step, length)
 
 
@@ -204,9 +161,7 @@ def _subregion(em, node, args):
              as_index(parent.length))
     start = em.assign(as_index(add(parent.start, mul(b, parent.step))), "s")
     length = em.assign(f"T.max(T.int64(0), {e} - {b})", "n")
-    ext = node.outputs[0].type.extent
-    if not isinstance(ext, int):
-        em.dim_names.setdefault(ext, length)
+    name_extents(em.dim_names, (node.outputs[0].type.extent,), (length,))
     return Domain(start, parent.step, length)
 
 
@@ -243,17 +198,6 @@ def _encode(em, view: View, expr: str) -> str:
     return f"T.Cast({view.storage!r}, {expr})" if view.storage else expr
 
 
-def _safe_point(em, var, extent) -> bool:
-    """A point of a domain that starts at 0, steps by 1 and has exactly the (dynamic) view axis extent."""
-    rel = getattr(var, "provenance", None)
-    if not isinstance(rel, IndexRelation) or rel.kind != "point" or not isinstance(rel.coord, Coord) \
-            or not isinstance(rel.member, Ordinal):
-        return False
-    d = em.env.get(rel.source)
-    return isinstance(d, Domain) and d.start == "0" and d.step == "1" and rel.source.type.extent is extent \
-        and not isinstance(extent, int)
-
-
 def _index_plan(em, node, view: View, entries):
     """(result shape, per-entry plan) of a read or write, after the checks of its domain and point entries."""
     view_t = node.inputs[0].type
@@ -270,8 +214,7 @@ def _index_plan(em, node, view: View, entries):
         value, var = next(operands)
         extent = view_t.shape[axis]
         if kind == "domain":
-            if not (value.start == "0" and value.step == "1" and var.type.extent is extent
-                    and not isinstance(extent, int)):
+            if not covers_axis(value, var, extent):
                 first_c, last_c = as_index(value.start), as_index(coordinate(value, f"({value.length} - 1)"))
                 em.check(f"{value.length} > 0 and ({first_c} < T.int64(0) or {last_c} >= {n})", IndexError, message,
                          f"T.if_then_else({first_c} < T.int64(0), {first_c}, {last_c})", n)
@@ -280,7 +223,7 @@ def _index_plan(em, node, view: View, entries):
         elif kind == "point":
             p = em.assign(as_index(value.expr), "j")
             static = isinstance(var, Literal) and isinstance(extent, int)  # the tracer checked it
-            if not (static or _safe_point(em, var, extent)):
+            if not (static or safe_point(em.env, var, extent, Domain)):
                 em.check(f"{p} < T.int64(0) or {p} >= {n}", IndexError, message, p, n)
             plan.append(("point", p))
         else:
@@ -290,23 +233,13 @@ def _index_plan(em, node, view: View, entries):
 
 
 def _coords(em, view: View, plan, idx) -> str:
-    k = 0
-    out = []
-    for kind, info in plan:
-        if kind == "all":
-            out.append(idx[k])
-            k += 1
-        elif kind == "domain":
-            out.append(coordinate(info, idx[k]))
-            k += 1
-        elif kind == "point":
-            out.append(info)
-        else:
-            value, rank, message, n = info
-            c = em.assign(as_index(em.elem(value, idx[k:k + rank])), "j")
-            em.check(f"{c} < T.int64(0) or {c} >= {n}", IndexError, message, c, n)
-            out.append(c)
-            k += rank
+    def data_coord(info, element_idx):
+        value, _, message, n = info
+        c = em.assign(as_index(em.elem(value, element_idx)), "j")
+        em.check(f"{c} < T.int64(0) or {c} >= {n}", IndexError, message, c, n)
+        return c
+
+    out = access_coords(plan, idx, coordinate, data_coord)
     return ", ".join(out) if not view.rank0 else "0"
 
 
@@ -326,12 +259,8 @@ def _read(em, node, args):
 @rule("write", "unique_store", "store")
 def _write(em, node, args):
     view, value, entries = args[0], args[1], args[2:]
-    value_var, dest = node.inputs[1], node.inputs[0]
-    if isinstance(value, Lazy) and dest in em.reads.get(value_var, ()):
-        own = (node.attr("index"), tuple(node.inputs[2:]))
-        if any(v is dest and sig != own for v, sig in em.aligned.get(value_var, ())):
-            # The value reads the view it overwrites at other elements: snapshot it first.
-            value = em.materialize(value, value_var.type)
+    if isinstance(value, Lazy) and rereads_destination(node, em.reads, em.aligned):
+        value = em.materialize(value, node.inputs[1].type)  # a snapshot: the write would change what it reads
     shape, plan = _index_plan(em, node, view, entries)
     mask = None
     if em.checks and any(kind == "tensor" for kind, _ in plan):

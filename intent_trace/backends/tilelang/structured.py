@@ -13,62 +13,28 @@ each product in the accumulator dtype and adds it to the accumulator in index or
 from __future__ import annotations
 
 from ... import types as T
+from ...graph.lowering import assemble, leaf_values, merge_index, pointwise_shape, scalar_param
 from .emitter import Aggregate, Array, Lazy, Scalar, rule
 from .scalar_rules import call, cast_expr
 
-_POINTWISE_OPS = frozenset({
-    "add", "sub", "mul", "div", "floordiv", "mod", "pow", "maximum", "minimum", "and_", "or_", "xor", "shl", "shr",
-    "eq", "ne", "lt", "le", "gt", "ge", "neg", "invert", "select", "fma", "cast", "bitcast", "broadcast", "constant",
-    "tuple", "get", "record", "field", "full",
-    "exp", "log", "log1p", "lgamma", "sin", "asin", "cos", "floor", "erf", "erfc", "i0", "rsqrt", "sqrt", "sigmoid",
-    "abs", "exp2", "tanh",
-})
-
-
-def _leaf_values(value) -> list:
-    if isinstance(value, Aggregate):
-        return [x for it in value.items for x in _leaf_values(it)]
-    return [value]
-
-
-def _assemble(t: T.Type, leaves: list):
-    if isinstance(t, (T.TupleType, T.RecordType)):
-        items = t.items if isinstance(t, T.TupleType) else [ft for _, ft in t.fields]
-        return Aggregate(tuple(_assemble(it, leaves) for it in items))
-    return leaves.pop(0)
-
 
 def _pointwise(node) -> bool:
-    """Whether the combine can be inlined per accumulator element (see the module docstring)."""
-    (region,) = node.regions
-    ok = all(n.op.name in _POINTWISE_OPS and not n.regions for n in region.nodes)
-    shapes = {tuple(getattr(t, "shape", ())) for t in T.leaf_types(node.inputs[1].type)}
-    captures = [t for c in node.inputs[2:] for t in T.leaf_types(c.type)]
-    return ok and len(shapes) == 1 and all(isinstance(t, T.ScalarType) or tuple(t.shape) in shapes for t in captures)
-
-
-def _scalar_param(t: T.Type, names: list):
-    """A region parameter whose every element is the local of its leaf (tensor leaves ignore the index)."""
-    if isinstance(t, (T.TupleType, T.RecordType)):
-        items = t.items if isinstance(t, T.TupleType) else [ft for _, ft in t.fields]
-        return Aggregate(tuple(_scalar_param(it, names) for it in items))
-    name = names.pop(0)
-    if isinstance(t, T.TensorType):
-        return Lazy(tuple("1" for _ in t.shape), lambda idx, name=name: name)
-    return Scalar(name)
+    """Whether the combine can be inlined per accumulator element (see the module docstring): a pointwise
+    combine (:func:`~intent_trace.graph.lowering.pointwise_shape`) whose captures are scalars or tensors of the
+    accumulator's shape."""
+    shape = pointwise_shape(node)
+    return shape is not None and all(isinstance(t, T.ScalarType) or tuple(t.shape) == shape
+                                     for c in node.inputs[2:] for t in T.leaf_types(c.type))
 
 
 def _combine(em, node, acc_t: T.Type, lhs: list, rhs: list, captures: list, pos) -> list:
     """The combine region inlined for one element: the expressions of the result's leaves. Tensor captures
     have the accumulator's shape and are read at ``pos``."""
-    (region,) = node.regions
-    (result,) = em.run_region(region, (_scalar_param(acc_t, list(lhs)), _scalar_param(acc_t, list(rhs)), *captures))
-    return [em.assign(em.elem(leaf, pos), "r") for leaf in _leaf_values(result)]
+    def param(names):
+        return scalar_param(acc_t, names, scalar=Scalar, lazy=Lazy, aggregate=Aggregate)
 
-
-def _merge(pos: list, red: list, axes: tuple, rank: int) -> list:
-    pos, red = iter(pos), iter(red)
-    return [next(red) if k in axes else next(pos) for k in range(rank)]
+    (result,) = em.run_region(node.regions[0], (param(lhs), param(rhs), *captures))
+    return [em.assign(em.elem(leaf, pos), "r") for leaf in leaf_values(result, Aggregate)]
 
 
 def _accumulators(em, types: list, inits: list) -> list:
@@ -101,18 +67,18 @@ def _reduce(em, node, args):
     acc_types = T.leaf_types(acc_t)
 
     def compute(pos):
-        accs = _accumulators(em, acc_types, [em.elem(v, pos) for v in _leaf_values(identity)])
+        accs = _accumulators(em, acc_types, [em.elem(v, pos) for v in leaf_values(identity, Aggregate)])
         with em.loop_nest(red) as ridx:
-            full = _merge(pos, ridx, axes, rank)
-            items = [em.elem(v, full) for v in _leaf_values(source)]
+            full = merge_index(pos, ridx, axes, rank)
+            items = [em.elem(v, full) for v in leaf_values(source, Aggregate)]
             current = [em.assign(a, "x") for a in accs]
             for name, value in zip(accs, _combine(em, node, acc_t, current, items, captures, pos)):
                 em.line(f"{name} = {value}")
         return [em.assign(a, "r") for a in accs]
 
     if not kept:
-        return _assemble(acc_t, [Scalar(v) for v in compute([])])
-    return _assemble(acc_t, _lazy_leaves(em, kept, compute, acc_types))
+        return assemble(acc_t, [Scalar(v) for v in compute([])], Aggregate)
+    return assemble(acc_t, _lazy_leaves(em, kept, compute, acc_types), Aggregate)
 
 
 @rule("scan")
@@ -129,13 +95,13 @@ def _scan(em, node, args):
     n = src_shape[axis]
     outs = [em.allocate(src_shape, em.tir(t.dtype)) for t in src_types]
     with em.loop_nest(kept) as pos:
-        accs = _accumulators(em, T.leaf_types(acc_t), [em.elem(v, pos) for v in _leaf_values(identity)])
+        accs = _accumulators(em, T.leaf_types(acc_t), [em.elem(v, pos) for v in leaf_values(identity, Aggregate)])
         j = em.fresh("k")
         with em.block(f"for {j} in T.serial({n}):"):
             k = em.assign(f"{n} - 1 - {j}", "k") if reverse else j
-            full = _merge(pos, [k], (axis,), rank)
+            full = merge_index(pos, [k], (axis,), rank)
             at = ", ".join(full)
-            items = [em.assign(em.elem(v, full), "x") for v in _leaf_values(source)]
+            items = [em.assign(em.elem(v, full), "x") for v in leaf_values(source, Aggregate)]
             current = [em.assign(a, "x") for a in accs]
             if not inclusive:
                 for out, a in zip(outs, current):
@@ -147,7 +113,7 @@ def _scan(em, node, args):
             if inclusive:
                 for out, value in zip(outs, new):
                     em.line(f"{out}[{at}] = {value}")
-    return _assemble(src_t, [Array(o, src_shape) for o in outs])
+    return assemble(src_t, [Array(o, src_shape) for o in outs], Aggregate)
 
 
 def _fold(em, node, args):
@@ -173,16 +139,17 @@ def _fold(em, node, args):
         def item_leaf(v, t):
             kept = tuple(s for k, s in enumerate(em.shape(t)) if k not in axes)
             if not kept:
-                return Scalar(em.assign(em.elem(v, _merge([], ridx, axes, rank)), "x"))
-            return Lazy(kept, lambda idx, v=v: em.elem(v, _merge(idx, ridx, axes, rank)))
+                return Scalar(em.assign(em.elem(v, merge_index([], ridx, axes, rank)), "x"))
+            return Lazy(kept, lambda idx, v=v: em.elem(v, merge_index(idx, ridx, axes, rank)))
 
-        item = _assemble(acc_t, [item_leaf(v, t) for v, t in zip(_leaf_values(source), src_types)])
+        item = assemble(acc_t, [item_leaf(v, t) for v, t in zip(leaf_values(source, Aggregate), src_types)],
+                        Aggregate)
 
         def store():
-            for out, leaf in zip(outs, _leaf_values(em.current(names, acc_t))):
+            for out, leaf in zip(outs, leaf_values(em.current(names, acc_t), Aggregate)):
                 kept = tuple(s for k, s in enumerate(src_shape) if k not in axes)
                 with em.loop_nest(kept) as idx:
-                    em.line(f"{out}[{', '.join(_merge(idx, ridx, axes, rank))}] = {em.elem(leaf, idx)}")
+                    em.line(f"{out}[{', '.join(merge_index(idx, ridx, axes, rank))}] = {em.elem(leaf, idx)}")
 
         if is_scan and not node.attr("inclusive"):
             store()
@@ -193,7 +160,7 @@ def _fold(em, node, args):
         if is_scan and node.attr("inclusive"):
             store()
     if is_scan:
-        return _assemble(src_t, [Array(o, src_shape) for o in outs])
+        return assemble(src_t, [Array(o, src_shape) for o in outs], Aggregate)
     return em.current(names, acc_t)
 
 

@@ -16,24 +16,13 @@ from __future__ import annotations
 import contextlib
 
 from ... import types as T
-from ...graph import ops
-from ...graph.interpreter import Interpreter
+from ...graph.interpreter import Interpreter, rule_registrar
+from ...graph.lowering import ErrorSite, components, extent_expr, intern_constant, name_extents
 from ...graph.values import KernelGraph, Literal, Var
 from .analysis import fusible_values
 from .scalar_rules import SCALAR_RULES, np_type
 from .values import Aggregate, Array, Lazy, Scalar
 from .writer import SourceWriter
-
-
-class ErrorSite:
-    """What the executable needs to raise the right exception for an ``err`` code."""
-
-    __slots__ = ("exception", "message", "note")
-
-    def __init__(self, exception: type, message: str, note: str = ""):
-        self.exception = exception
-        self.message = message  # formats {0}, {1}, {2}: the values recorded with the error
-        self.note = note
 
 
 class NumbaEmitter(SourceWriter, Interpreter):
@@ -62,33 +51,22 @@ class NumbaEmitter(SourceWriter, Interpreter):
         """A module-level constant holding ``value`` exactly in ``dtype``'s Numba type."""
         if dtype.is_bool:
             return "True" if value else "False"
-        key = (dtype, repr(value), str(value))
-        name = self.constants.get(key)
-        if name is None:
-            name = f"K{len(self.constants)}"
-            self.constants[key] = name
-            if dtype.is_float:
-                f = float(value)
-                text = f"float.fromhex({f.hex()!r})" if f == f and abs(f) != float("inf") else f"float({str(f)!r})"
-            else:
-                text = str(int(value))
-            self.constant_lines.append(f"{name} = {np_type(dtype)}({text})")
-        return name
+        if dtype.is_float:
+            f = float(value)
+            text = f"float.fromhex({f.hex()!r})" if f == f and abs(f) != float("inf") else f"float({str(f)!r})"
+        else:
+            text = str(int(value))
+        return intern_constant(self.constants, self.constant_lines, (dtype, repr(value), str(value)),
+                               f"{np_type(dtype)}({text})")
 
     def literal(self, lit: Literal):
         return Scalar(self.constant(lit.value, lit.type.dtype))
 
     def extent(self, e) -> str:
-        if isinstance(e, int):
-            return str(e)
-        name = self.dim_names.get(e)
+        # An extent given by a runtime value is computed from that value wherever it is needed.
+        name = extent_expr(e, self.dim_names, self.env, Scalar, lambda v: f"max(0, np.int64({v}))")
         if name is None:
-            # An extent given by a runtime value: computed from that value wherever it is needed
-            # (the value is in scope wherever a type mentions the extent).
-            value = self.env.get(e.origin)
-            if not isinstance(value, Scalar):
-                raise KeyError(f"internal: extent {e!r} has no runtime value here")
-            name = f"max(0, np.int64({value.expr}))"
+            raise KeyError(f"internal: extent {e!r} has no runtime value here")
         return name
 
     # -- errors ----------------------------------------------------------------------------------
@@ -157,9 +135,7 @@ class NumbaEmitter(SourceWriter, Interpreter):
     def bind_dims(self, var: Var, value) -> None:
         t = var.type
         if isinstance(t, T.TensorType) and isinstance(value, (Array, Lazy)):
-            for e, s in zip(t.shape, value.shape):
-                if not isinstance(e, int) and e not in self.dim_names:
-                    self.dim_names[e] = s
+            name_extents(self.dim_names, t.shape, value.shape)
 
     def run_node(self, node):
         outer, self.node = self.node, node
@@ -177,16 +153,14 @@ class NumbaEmitter(SourceWriter, Interpreter):
     # -- leaves of carries and branch results ---------------------------------------------------
     def leaves(self, value, t: T.Type) -> list:
         if isinstance(t, (T.TupleType, T.RecordType)):
-            items = t.items if isinstance(t, T.TupleType) else [ft for _, ft in t.fields]
-            return [x for v, it in zip(value.items, items) for x in self.leaves(v, it)]
+            return [x for v, it in zip(value.items, components(t)) for x in self.leaves(v, it)]
         value = self.materialize(value, t)
         return [value.expr if isinstance(value, Scalar) else value.name]
 
     def rebuild(self, names: list, t: T.Type, shape_of=None):
         """A value of type ``t`` whose leaves are the locals ``names`` (consumed from the front)."""
         if isinstance(t, (T.TupleType, T.RecordType)):
-            items = t.items if isinstance(t, T.TupleType) else [ft for _, ft in t.fields]
-            return Aggregate(tuple(self.rebuild(names, it) for it in items))
+            return Aggregate(tuple(self.rebuild(names, it) for it in components(t)))
         name = names.pop(0)
         if isinstance(t, T.TensorType) and t.rank:
             return Array(name, tuple(f"{name}.shape[{k}]" for k in range(t.rank)))
@@ -205,12 +179,7 @@ class NumbaEmitter(SourceWriter, Interpreter):
             self.line(f"{name} = {leaf}")
 
 
-def rule(*names):
-    def register(fn):
-        for n in names:
-            NumbaEmitter.rules[ops.REGISTRY[n]] = fn
-        return fn
-    return register
+rule = rule_registrar(NumbaEmitter.rules)
 
 
 @rule(*(op.name for op in SCALAR_RULES))

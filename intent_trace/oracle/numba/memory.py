@@ -19,6 +19,7 @@ import contextlib
 
 
 from ... import types as T
+from ...graph.lowering import extent_value
 from .emitter import ErrorSite, rule
 from .scalar_rules import NARROW, cast_expr, np_type
 from .structure import _decode, _encode, _read, _write
@@ -88,14 +89,12 @@ def _histogram(em, node, args):
 # --- logical buffers -----------------------------------------------------------------------------
 
 def _buffer_extent(em, e, label: str, axis: int) -> str:
-    if isinstance(e, int):
-        return str(e)
-    origin = em.env.get(e.origin) if e.origin is not None else None
-    if isinstance(origin, Scalar):  # an extent given by a runtime value: negative is an error
-        n = em.assign(f"np.int64({origin.expr})", "n")
-        em.check(f"{n} < 0", ErrorSite(ValueError, f"{label}: extent {{0}} (axis {axis}) is negative"), n)
-        return n
-    return em.extent(e)
+    value = extent_value(e, em.env, Scalar)
+    if value is None:
+        return em.extent(e)
+    n = em.assign(f"np.int64({value.expr})", "n")  # an extent given by a runtime value: negative is an error
+    em.check(f"{n} < 0", ErrorSite(ValueError, f"{label}: extent {{0}} (axis {axis}) is negative"), n)
+    return n
 
 
 @rule("buffer")

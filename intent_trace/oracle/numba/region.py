@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import contextlib
 
+from ...graph.lowering import assemble, leaf_values
 from .emitter import rule
-from .structured import _assemble, _leaf_types, _leaf_values, _outputs
-from .values import Array, Lazy
+from .structured import _leaf_types, _outputs
+from .values import Aggregate, Array, Lazy
 
 SLICE = 256
 
@@ -31,7 +32,7 @@ def _slices(em, node, source):
         length = em.assign(f"min({SLICE}, {n} - {start})", "n")
         em.dim_names[slice_dim] = length
         parts = []
-        for leaf, t in zip(_leaf_values(source), leaf_types):
+        for leaf, t in zip(leaf_values(source, Aggregate), leaf_types):
             lshape = tuple(length if k == axis else em.extent(e) for k, e in enumerate(t.shape))
 
             def elem(idx, leaf=leaf):
@@ -68,7 +69,7 @@ def _region_scan(em, node, args):
     with _slices(em, node, source) as (parts, start):
         state = em.rebuild(list(names), state_t)
         (piece,) = em.run_region(emit, (*parts, state, *operands))
-        for out, leaf, t in zip(outs, _leaf_values(piece), out_leaf_types):
+        for out, leaf, t in zip(outs, leaf_values(piece, Aggregate), out_leaf_types):
             leaf = em.materialize(leaf, t)
             with em.loop_nest(leaf.shape, parallel=False) as idx:
                 dest = [f"np.int64({i}) + {start}" if k == axis else i for k, i in enumerate(idx)]
@@ -77,4 +78,4 @@ def _region_scan(em, node, args):
         (new,) = em.run_region(apply, (s, em.rebuild(list(names), state_t)))
         em.assign_leaves(names, new, state_t)
     shapes = [tuple(em.extent(e) for e in t.shape) for t in out_leaf_types]
-    return _assemble(out_t, [Array(o, sh) for o, sh in zip(outs, shapes)]), em.rebuild(list(names), state_t)
+    return assemble(out_t, [Array(o, sh) for o, sh in zip(outs, shapes)], Aggregate), em.rebuild(list(names), state_t)

@@ -18,6 +18,7 @@ import numpy as np
 
 from ... import _format_mx as MX
 from ... import types as T
+from ...graph.lowering import DenseContract, intern_constant
 from .contract import _blas, _loops, _tuple
 from .emitter import ErrorSite, rule
 from .scalar_rules import NARROW, np_type
@@ -37,13 +38,8 @@ def _shape(em, var, value) -> tuple:
 
 def _table(em, key: str, values: np.ndarray) -> str:
     """A module-level float64 array constant."""
-    name = em.constants.get(("table", key))
-    if name is None:
-        name = f"K{len(em.constants)}"
-        em.constants[("table", key)] = name
-        items = ", ".join(f"float.fromhex({float(v).hex()!r})" if v == v else "float('nan')" for v in values)
-        em.constant_lines.append(f"{name} = np.array([{items}], dtype=np.float64)")
-    return name
+    items = ", ".join(f"float.fromhex({float(v).hex()!r})" if v == v else "float('nan')" for v in values)
+    return intern_constant(em.constants, em.constant_lines, ("table", key), f"np.array([{items}], dtype=np.float64)")
 
 
 def _decode(em, dst: str, fmt, codes, scales, carrier_shape, code_idx, scale_idx, dst_idx, acc) -> None:
@@ -85,26 +81,6 @@ def _scaled_contract(em, node, args):
 
 # --- sparse contract -----------------------------------------------------------------------------------------
 
-class _Var:
-    __slots__ = ("type",)
-
-    def __init__(self, t):
-        self.type = t
-
-
-class _Node:
-    """contract's view of a sparse_contract node: the dense lhs in place of (compressed, metadata)."""
-
-    def __init__(self, node, lhs_var):
-        self._node = node
-        self.op, self.loc = node.op, node.loc
-        self.inputs = (lhs_var, node.inputs[2])
-        self.outputs = node.outputs
-
-    def attr(self, name):
-        return self._node.attr(name)
-
-
 @rule("sparse_contract")
 def _sparse_contract(em, node, args):
     comp, meta, rhs = args
@@ -144,7 +120,7 @@ def _sparse_contract(em, node, args):
             em.line(f"{dense}[{', '.join(didx)}] = {em.elem(comp, idx)}")
     dtype_shape = list(ct.shape)
     dtype_shape[ca] = k
-    shim = _Node(node, _Var(T.TensorType(src, tuple(dtype_shape))))
+    shim = DenseContract(node, T.TensorType(src, tuple(dtype_shape)))
     value = Array(dense, tuple(dshape))
     if acc.is_float and acc.name not in NARROW:
         return _blas(em, shim, [value, rhs], acc)

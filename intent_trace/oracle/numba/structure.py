@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 from ... import types as T
-from ...graph.provenance import Coord, IndexRelation, Ordinal
+from ...graph.lowering import (access_coords, broadcast_index, component, covers_axis, flat_index, index_add,
+                               index_mul, name_extents, rereads_destination, safe_point, slice_index,
+                               transpose_index, unflatten)
 from ...graph.values import Literal, walk_region
 from .emitter import ErrorSite, rule
 from .values import Aggregate, Domain, Lazy, Scalar, View
@@ -22,17 +24,11 @@ def _int(x: str) -> str:
 
 
 def _mul(a: str, b: str) -> str:
-    if a == "0" or b == "0":
-        return "0"
-    if a == "1":
-        return b
-    return a if b == "1" else f"{_int(_atom(a))} * {_int(_atom(b))}"
+    return index_mul(a, b, lambda x, y: f"{_int(_atom(x))} * {_int(_atom(y))}")
 
 
 def _add(a: str, b: str) -> str:
-    if a == "0":
-        return b
-    return a if b == "0" else f"({_int(a)} + {_int(b)})"
+    return index_add(a, b, lambda x, y: f"({_int(x)} + {_int(y)})")
 
 
 # --- shapes -----------------------------------------------------------------------------------------
@@ -45,14 +41,7 @@ def _broadcast(em, node, args):
     if isinstance(x, Scalar):
         return Lazy(shape, lambda idx: x.expr)
     src = node.inputs[0].type.shape
-    offset = len(shape) - len(src)
-
-    def elem(idx):
-        mapped = [("0" if isinstance(e, int) and e == 1 and not (isinstance(t, int) and t == 1) else idx[k + offset])
-                  for k, (e, t) in enumerate(zip(src, out.shape[offset:]))]
-        return em.elem(x, mapped)
-
-    return Lazy(shape, elem)
+    return Lazy(shape, lambda idx: em.elem(x, broadcast_index(src, out.shape, idx)))
 
 
 def _fresh_extents(em, node, operands):
@@ -90,18 +79,9 @@ def _reshape(em, node, args):
                  _product(old), _product(new))
 
     def elem(idx):
-        flat = "0"
-        for i, n in zip(idx, new):
-            flat = _add(_mul(flat, n), i) if flat != "0" else i
-        f = em.assign(flat or "0", "f")
-        old_idx = []
-        for k in range(len(old) - 1, -1, -1):
-            if k == 0:
-                old_idx.append(f)
-            else:
-                old_idx.append(em.assign(f"{f} % {old[k]}", "j"))
-                f = em.assign(f"{f} // {old[k]}", "f")
-        return em.elem(x, list(reversed(old_idx)))
+        f = em.assign(flat_index(idx, new, _add, _mul), "f")
+        return em.elem(x, unflatten(f, old, lambda v, n: em.assign(f"{v} % {n}", "j"),
+                                    lambda v, n: em.assign(f"{v} // {n}", "f")))
 
     return Lazy(new, elem)
 
@@ -110,15 +90,7 @@ def _reshape(em, node, args):
 def _transpose(em, node, args):
     (x,) = args
     perm = node.attr("perm")
-    shape = _shape(em, node.outputs[0].type)
-
-    def elem(idx):
-        old = [None] * len(perm)
-        for i, p in enumerate(perm):
-            old[p] = idx[i]
-        return em.elem(x, old)
-
-    return Lazy(shape, elem)
+    return Lazy(_shape(em, node.outputs[0].type), lambda idx: em.elem(x, transpose_index(perm, idx)))
 
 
 @rule("slice")
@@ -145,19 +117,7 @@ def _slice(em, node, args):
                                                                      f"extent {{1}}"), p, n)
             offsets.append(("point", p))
 
-    def elem(idx):
-        it = iter(idx)
-        mapped = []
-        for off in offsets:
-            if off is None:
-                mapped.append(next(it))
-            elif off[0] == "range":
-                mapped.append(_add(next(it), off[1]))
-            else:
-                mapped.append(off[1])
-        return em.elem(x, mapped)
-
-    return Lazy(tuple(shape), elem)
+    return Lazy(tuple(shape), lambda idx: em.elem(x, slice_index(offsets, idx, _add)))
 
 
 @rule("join")
@@ -177,14 +137,7 @@ def _aggregate(em, node, args):
     return Aggregate(tuple(args))
 
 
-@rule("get")
-def _get(em, node, args):
-    return args[0].items[node.attr("index")]
-
-
-@rule("field")
-def _field(em, node, args):
-    return args[0].items[node.inputs[0].type.names.index(node.attr("name"))]
+rule("get", "field")(component)
 
 
 # --- domains --------------------------------------------------------------------------------------
@@ -202,9 +155,7 @@ def _domain(em, node, args):
             em.check(f"{step} <= 0", ErrorSite(ValueError, "domain step must be positive, got {0}"), step)
     end = f"np.int64({e})"
     length = em.assign(f"max(0, {end})" if static_unit else f"max(0, ({end} - {start} + {step} - 1) // {step})", "n")
-    ext = node.outputs[0].type.extent
-    if not isinstance(ext, int):
-        em.dim_names.setdefault(ext, length)
+    name_extents(em.dim_names, (node.outputs[0].type.extent,), (length,))
     return Domain(start, step, length)
 
 
@@ -217,9 +168,7 @@ def _subregion(em, node, args):
                                    "clamp)"), b, e, parent.length)
     start = em.assign(_add(parent.start, _mul(f"np.int64({b})", parent.step)), "s")
     length = em.assign(f"max(0, np.int64({e}) - np.int64({b}))", "n")
-    ext = node.outputs[0].type.extent
-    if not isinstance(ext, int):
-        em.dim_names.setdefault(ext, length)
+    name_extents(em.dim_names, (node.outputs[0].type.extent,), (length,))
     return Domain(start, parent.step, length)
 
 
@@ -260,17 +209,6 @@ def _encode(d: T.DType, expr: str) -> str:
     return expr
 
 
-def _safe_point(em, var, view_extent) -> bool:
-    """A point of a domain that starts at 0, steps by 1 and has exactly the view axis's extent."""
-    rel = getattr(var, "provenance", None)
-    if not isinstance(rel, IndexRelation) or rel.kind != "point" or not isinstance(rel.coord, Coord) \
-            or not isinstance(rel.member, Ordinal):
-        return False
-    d = em.env.get(rel.source)
-    return isinstance(d, Domain) and d.start == "0" and d.step == "1" and rel.source.type.extent is view_extent \
-        and not isinstance(view_extent, int)
-
-
 def _index_plan(em, node, view: View, entries):
     """Hoisted bounds checks; returns (result shape, per-entry plan) for a read or write."""
     kinds = node.attr("index")
@@ -288,9 +226,7 @@ def _index_plan(em, node, view: View, entries):
             continue
         value, var = next(ops_iter)
         if kind == "domain":
-            safe = value.start == "0" and value.step == "1" and var.type.extent is view_t.shape[axis] and \
-                not isinstance(var.type.extent, int)
-            if not safe:
+            if not covers_axis(value, var, view_t.shape[axis]):
                 last = _coordinate(value, f"({value.length} - 1)")
                 em.check(f"{value.length} > 0 and ({value.start} < 0 or {last} >= {n})", site,
                          f"({value.start} if {value.start} < 0 else {last})", n)
@@ -298,7 +234,7 @@ def _index_plan(em, node, view: View, entries):
             plan.append(("domain", value))
         elif kind == "point":
             static = isinstance(var, Literal) and isinstance(view_t.shape[axis], int)  # the tracer checked it
-            if not (static or _safe_point(em, var, view_t.shape[axis])):
+            if not (static or safe_point(em.env, var, view_t.shape[axis], Domain)):
                 em.check(f"{value.expr} < 0 or {value.expr} >= {n}", site, value.expr, n)
             plan.append(("point", value.expr))
         else:
@@ -308,24 +244,13 @@ def _index_plan(em, node, view: View, entries):
 
 
 def _coords(em, plan, idx) -> list:
-    k = 0
-    out = []
-    for kind, info in plan:
-        if kind == "all":
-            out.append(idx[k])
-            k += 1
-        elif kind == "domain":
-            out.append(_coordinate(info, idx[k]))
-            k += 1
-        elif kind == "point":
-            out.append(info)
-        else:
-            value, rank, site, n = info
-            c = em.assign(f"np.int64({em.elem(value, idx[k:k + rank])})", "c")
-            em.check(f"{c} < 0 or {c} >= {n}", site, c, n)
-            out.append(c)
-            k += rank
-    return out
+    def data_coord(info, element_idx):
+        value, _, site, n = info
+        c = em.assign(f"np.int64({em.elem(value, element_idx)})", "c")
+        em.check(f"{c} < 0 or {c} >= {n}", site, c, n)
+        return c
+
+    return access_coords(plan, idx, _coordinate, data_coord)
 
 
 @rule("read")
@@ -345,13 +270,8 @@ def _read(em, node, args):
 @rule("write", "unique_store")
 def _write(em, node, args):
     view, value, entries = args[0], args[1], args[2:]
-    value_var = node.inputs[1]
-    dest = node.inputs[0]
-    if isinstance(value, Lazy) and dest in em.reads.get(value_var, ()):
-        own = (node.attr("index"), tuple(node.inputs[2:]))
-        if any(view is dest and sig != own for view, sig in em.aligned.get(value_var, ())):
-            # The value reads the view it overwrites at other elements: snapshot it first.
-            value = em.materialize(value, value_var.type)
+    if isinstance(value, Lazy) and rereads_destination(node, em.reads, em.aligned):
+        value = em.materialize(value, node.inputs[1].type)  # a snapshot: the write would change what it reads
     shape, plan = _index_plan(em, node, view, entries)
     has_tensor = any(k == "tensor" for k, _ in plan)
     mask = None

@@ -11,70 +11,35 @@ accumulator arrays, exactly as the spec defines it.
 from __future__ import annotations
 
 from ... import types as T
+from ...graph.lowering import assemble, leaf_values, merge_index, pointwise_shape, scalar_param
 from .emitter import rule
 from .scalar_rules import np_type
 from .values import Aggregate, Array, Lazy, Scalar
 
-_POINTWISE_OPS = frozenset({
-    "add", "sub", "mul", "div", "floordiv", "mod", "pow", "maximum", "minimum", "and_", "or_", "xor", "shl", "shr",
-    "eq", "ne", "lt", "le", "gt", "ge", "neg", "invert", "select", "fma", "cast", "bitcast", "broadcast", "constant",
-    "tuple", "get", "record", "field", "full",
-    "exp", "log", "log1p", "lgamma", "sin", "asin", "cos", "floor", "erf", "erfc", "i0", "rsqrt", "sqrt", "sigmoid",
-    "abs", "exp2", "tanh",
-})
 PARTIALS = 8  # independent accumulators over the innermost reduced axis
 
 
 _leaf_types = T.leaf_types
 
 
-def _leaf_values(value) -> list:
-    if isinstance(value, Aggregate):
-        return [x for it in value.items for x in _leaf_values(it)]
-    return [value]
-
-
-def _assemble(t: T.Type, leaves: list):
-    if isinstance(t, (T.TupleType, T.RecordType)):
-        items = t.items if isinstance(t, T.TupleType) else [ft for _, ft in t.fields]
-        return Aggregate(tuple(_assemble(it, leaves) for it in items))
-    return leaves.pop(0)
-
-
 def _pointwise(node) -> bool:
-    (region,) = node.regions
-    ok = all(n.op.name in _POINTWISE_OPS and not n.regions for n in region.nodes)
-    captures = node.inputs[2:]
-    shapes = {tuple(getattr(t, "shape", ())) for t in _leaf_types(node.inputs[1].type)}
-    return ok and len(shapes) == 1 and all(isinstance(c.type, T.ScalarType) for c in captures)
-
-
-def _scalar_param(t: T.Type, names: list):
-    """A region parameter whose every element is the scalar local of its leaf (tensors ignore the index)."""
-    if isinstance(t, (T.TupleType, T.RecordType)):
-        items = t.items if isinstance(t, T.TupleType) else [ft for _, ft in t.fields]
-        return Aggregate(tuple(_scalar_param(it, names) for it in items))
-    name = names.pop(0)
-    if isinstance(t, T.TensorType):
-        return Lazy(tuple("1" for _ in t.shape), lambda idx, name=name: name)
-    return Scalar(name)
+    """A pointwise combine (:func:`~intent_trace.graph.lowering.pointwise_shape`) whose captures are scalars."""
+    return pointwise_shape(node) is not None and all(isinstance(c.type, T.ScalarType) for c in node.inputs[2:])
 
 
 def _combine(em, node, acc_t: T.Type, lhs: list, rhs: list, captures: list, idx) -> list:
     """Inline the combine region per element: scalar expressions of the result's leaves."""
     (region,) = node.regions
+
+    def param(names):
+        return scalar_param(acc_t, names, scalar=Scalar, lazy=Lazy, aggregate=Aggregate)
+
     em.pointwise += 1
     try:
-        (result,) = em.run_region(region, (_scalar_param(acc_t, list(lhs)), _scalar_param(acc_t, list(rhs)),
-                                           *captures))
-        return [em.assign(em.elem(leaf, idx), "r") for leaf in _leaf_values(result)]
+        (result,) = em.run_region(region, (param(lhs), param(rhs), *captures))
+        return [em.assign(em.elem(leaf, idx), "r") for leaf in leaf_values(result, Aggregate)]
     finally:
         em.pointwise -= 1
-
-
-def _merge(pos_idx: list, red_idx: list, axes: tuple, rank: int) -> list:
-    pos, red = iter(pos_idx), iter(red_idx)
-    return [next(red) if k in axes else next(pos) for k in range(rank)]
 
 
 def _outputs(em, leaf_types: list, shape: tuple) -> list:
@@ -97,13 +62,13 @@ def _reduce(em, node, args):
     src_t = node.inputs[0].type
     if not _pointwise(node):
         return _fold(em, node, args)
-    src_leaves = _leaf_values(source)
+    src_leaves = leaf_values(source, Aggregate)
     acc_leaf_types = _leaf_types(acc_t)
     rank = _leaf_types(src_t)[0].rank
     src_shape = tuple(em.extent(e) for e in _leaf_types(src_t)[0].shape)
     kept = tuple(s for k, s in enumerate(src_shape) if k not in axes)
     red = [src_shape[a] for a in axes]
-    ident_leaves = _leaf_values(identity)
+    ident_leaves = leaf_values(identity, Aggregate)
     region_size = len(node.regions[0].nodes)
     partials = PARTIALS if region_size <= 8 else 1
     outs = _outputs(em, acc_leaf_types, kept)
@@ -121,7 +86,7 @@ def _reduce(em, node, args):
         last = red[-1]
 
         def step(slot: int, k: str):
-            elems = [em.assign(em.elem(v, _merge(pos, red_idx + [k], axes, rank)), "x") for v in src_leaves]
+            elems = [em.assign(em.elem(v, merge_index(pos, red_idx + [k], axes, rank)), "x") for v in src_leaves]
             new = _combine(em, node, acc_t, accs[slot], elems, captures, pos)
             for name, value in zip(accs[slot], new):
                 em.line(f"{name} = {value}")
@@ -156,7 +121,7 @@ def _reduce(em, node, args):
         leaves = [Array(o, kept) for o in outs]
     else:
         leaves = [Scalar(v) for v in results]
-    return _assemble(acc_t, leaves)
+    return assemble(acc_t, leaves, Aggregate)
 
 
 @rule("scan")
@@ -174,12 +139,12 @@ def _scan(em, node, args):
     n = src_shape[axis]
     outs = _outputs(em, src_leaf_types, src_shape)
     with em.loop_nest(kept, parallel=True) as pos:
-        accs = [em.assign(em.elem(v, pos), "c") for v in _leaf_values(identity)]
+        accs = [em.assign(em.elem(v, pos), "c") for v in leaf_values(identity, Aggregate)]
         j = em.fresh("k")
         with em.block(f"for {j} in range({n}):"):
             k = em.assign(f"{n} - 1 - {j}" if reverse else j, "k")
-            full = _merge(pos, [k], (axis,), rank)
-            elems = [em.assign(em.elem(v, full), "x") for v in _leaf_values(source)]
+            full = merge_index(pos, [k], (axis,), rank)
+            elems = [em.assign(em.elem(v, full), "x") for v in leaf_values(source, Aggregate)]
             if not inclusive:
                 for out, a in zip(outs, accs):
                     em.line(f"{out}[{', '.join(full)}] = {a}")
@@ -190,7 +155,7 @@ def _scan(em, node, args):
             if inclusive:
                 for out, a in zip(outs, accs):
                     em.line(f"{out}[{', '.join(full)}] = {a}")
-    return _assemble(src_t, [Array(o, src_shape) for o in outs])
+    return assemble(src_t, [Array(o, src_shape) for o in outs], Aggregate)
 
 
 def _fold(em, node, args):
@@ -205,7 +170,7 @@ def _fold(em, node, args):
     src_leaf_types = _leaf_types(src_t)
     rank = src_leaf_types[0].rank
     src_shape = tuple(em.extent(e) for e in src_leaf_types[0].shape)
-    src_leaves = [em.materialize(v, t) for v, t in zip(_leaf_values(source), src_leaf_types)]
+    src_leaves = [em.materialize(v, t) for v, t in zip(leaf_values(source, Aggregate), src_leaf_types)]
     captures = [em.materialize(c, v.type) if isinstance(c, Lazy) else c for c, v in zip(captures, node.inputs[2:])]
     names = em.carry_names(acc_t)
     em.assign_leaves(names, identity, acc_t)
@@ -222,17 +187,17 @@ def _fold(em, node, args):
     def item_leaf(v, t):
         kept = tuple(em.extent(e) for k, e in enumerate(t.shape) if k not in axes)
         if not kept:
-            return Scalar(em.assign(em.elem(v, _merge([], red_idx, axes, rank)), "x"))
-        return Lazy(kept, lambda idx, v=v: em.elem(v, _merge(idx, red_idx, axes, rank)))
+            return Scalar(em.assign(em.elem(v, merge_index([], red_idx, axes, rank)), "x"))
+        return Lazy(kept, lambda idx, v=v: em.elem(v, merge_index(idx, red_idx, axes, rank)))
 
-    item = _assemble(acc_t, [item_leaf(v, t) for v, t in zip(src_leaves, src_leaf_types)])
+    item = assemble(acc_t, [item_leaf(v, t) for v, t in zip(src_leaves, src_leaf_types)], Aggregate)
 
     def store():
         for out, leaf in zip(outs, em.leaves(em.rebuild(list(names), acc_t), acc_t)):
             kept = tuple(s for k, s in enumerate(src_shape) if k not in axes)
             with em.loop_nest(kept, parallel=False) as idx:
                 value = leaf if not kept else f"{leaf}[{', '.join(idx)}]"
-                em.line(f"{out}[{', '.join(_merge(idx, red_idx, axes, rank))}] = {value}")
+                em.line(f"{out}[{', '.join(merge_index(idx, red_idx, axes, rank))}] = {value}")
 
     if is_scan and not node.attr("inclusive"):
         store()
@@ -245,5 +210,5 @@ def _fold(em, node, args):
     em.loop_depth -= 1
     em.depth -= opened
     if is_scan:
-        return _assemble(src_t, [Array(o, src_shape) for o in outs])
+        return assemble(src_t, [Array(o, src_shape) for o in outs], Aggregate)
     return em.rebuild(list(names), acc_t)
