@@ -28,7 +28,11 @@ PASS_CONFIGS = {"tl.enable_fast_math": False,
 
 supports = c.supports
 view_storage = c.view_storage
-scalar_storage = c.scalar_storage
+_SCALAR_STORAGE = {"u32": "int32", "u64": "int64"}  # TVM's CUDA launcher packs no unsigned scalar arguments
+
+
+def scalar_storage(d) -> str | None:
+    return _SCALAR_STORAGE.get(d.name) or c.scalar_storage(d)
 
 
 def launch(prelude: str | None, nest=None) -> str:

@@ -52,22 +52,38 @@ def _unit_domain(node, extents) -> int | None:
     return extents.get(end)
 
 
+_REJECT = object()
+
+
+def _access(node, extents: dict, views, domains: dict):
+    """Domains and reads, the two ops every recognised graph is built from: a full unit-step domain is
+    recorded in ``domains`` ("domain"); a read of a view at such domains gives (view, extent indices);
+    any other domain or read gives ``_REJECT``; other ops give None."""
+    if node.op.name == "domain":
+        k = _unit_domain(node, extents)
+        if k is None:
+            return _REJECT
+        domains[node.outputs[0]] = k
+        return "domain"
+    if node.op.name == "read":
+        view, *index = node.inputs
+        if view not in views or not all(i in domains for i in index):
+            return _REJECT
+        return view, tuple(domains[i] for i in index)
+    return None
+
+
 def _matmul(graph: KernelGraph, config=None) -> Specialization | None:
     extents = {ev: k for k, ev in enumerate(graph.extents)}
     params = {p.var: (k, p) for k, p in enumerate(graph.params)}
     domains, reads, contract, cast, write = {}, {}, None, None, None
     for node in graph.body.nodes:
-        name = node.op.name
-        if name == "domain":
-            k = _unit_domain(node, extents)
-            if k is None:
-                return None
-            domains[node.outputs[0]] = k
-        elif name == "read":
-            view, *index = node.inputs
-            if view not in params or not all(i in domains for i in index):
-                return None
-            reads[node.outputs[0]] = (params[view], tuple(domains[i] for i in index))
+        name, access = node.op.name, _access(node, extents, params, domains)
+        if access is _REJECT:
+            return None
+        if access is not None:
+            if name == "read":
+                reads[node.outputs[0]] = (params[access[0]], access[1])
         elif name == "contract" and contract is None:
             contract = node
         elif name == "cast" and cast is None and contract is not None and node.inputs[0] is contract.outputs[0]:
@@ -151,8 +167,9 @@ class FlatNest:
 
     def launch(self, prelude: str | None) -> str:
         extra = f", prelude={prelude}" if prelude else ""
-        return (f"with T.Kernel(T.ceildiv({self.total}, {self.threads * self.vector}), threads={self.threads}"
-                f"{extra}) as bx:")
+        # at least one block: CUDA refuses a zero grid, and an empty nest must still launch (and do nothing)
+        return (f"with T.Kernel(T.max(T.ceildiv({self.total}, {self.threads * self.vector}), 1), "
+                f"threads={self.threads}{extra}) as bx:")
 
 
 def flat_nest(graph: KernelGraph) -> FlatNest | None:
@@ -167,17 +184,12 @@ def flat_nest(graph: KernelGraph) -> FlatNest | None:
         name, family = node.op.name, node.op.family
         if node.regions or node.op.effects - {"read"}:
             return None
-        if name == "domain":
-            k = _unit_domain(node, extents)
-            if k is None:
-                return None
-            domains[node.outputs[0]] = k
-        elif name == "read":
-            view, *index = node.inputs
-            if view not in views or not all(i in domains for i in index):
-                return None
-            read_views.add(view)
-        elif not (family in _POINTWISE_FAMILIES or name in ("broadcast", "constant")):
+        access = _access(node, extents, views, domains)
+        if access is _REJECT:
+            return None
+        if name == "read":
+            read_views.add(access[0])
+        elif access is None and not (family in _POINTWISE_FAMILIES or name in ("broadcast", "constant")):
             return None
         if node.op.name == "div" and (node.attr("approximate") or node.attr("flush_to_zero")):
             return None

@@ -149,8 +149,8 @@ def _error_text(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}"
 
 
-def _run_case(stage, profile_id, logical, plan, subject, case, subject_kernel, reference, candidate,
-              reference_kernel, candidate_kernel, alteration=None, reference_plan=None) -> Evidence:
+def _run_case(stage, profile_id, logical, plan, subject, case, reference, candidate, reference_kernel,
+              candidate_kernel, alteration=None, reference_plan=None) -> Evidence:
     """Run ``case`` on the reference and the candidate and compare; any recoverable error becomes evidence."""
     policy = None
     try:
@@ -232,7 +232,7 @@ def _plan_evidence(stage, profile_id, c, reference, candidate, reference_plan, a
             out.append(_unprepared(stage, profile_id, c.kernel, c.plan, None, cls, e))
             continue
         for case in cases:
-            out.append(_run_case(stage, profile_id, c.kernel, c.plan, None, case, None, reference, candidate,
+            out.append(_run_case(stage, profile_id, c.kernel, c.plan, None, case, reference, candidate,
                                  ref_kernel, kernel, alteration, reference_plan))
     return out
 
@@ -243,7 +243,7 @@ def _subject_evidence(stage, profile_id, subject, reference, candidate, alterati
         case = subject_case(subject, kernel)
     except RECOVERABLE as e:
         return [_unprepared(stage, profile_id, None, None, subject, VC.BIT_EXACT, e)]
-    return [_run_case(stage, profile_id, None, None, subject, case, kernel, reference, candidate, kernel, kernel,
+    return [_run_case(stage, profile_id, None, None, subject, case, reference, candidate, kernel, kernel,
                       alteration)]
 
 
