@@ -10,7 +10,6 @@ import numpy as np
 
 from . import types as T
 from .errors import TraceTypeError, TraceValueError
-from .graph.validate import validate
 from .graph.values import KernelGraph, Param, SourceLoc, Var
 from .params import ConstexprSpec, Enum, ViewSpec
 from .proxies import context
@@ -175,6 +174,8 @@ def _trace_kernel(kernel: Kernel, constexprs: tuple) -> KernelGraph:
     body = trace.root.close()
     graph = KernelGraph(kernel.name, tuple(params), tuple(extents), body, constexprs, loc)
     if _VALIDATE:
+        from .graph.validate import validate  # only when asked for: a plain import does not load the checker
+
         validate(graph)
     return graph
 

@@ -9,9 +9,7 @@ from __future__ import annotations
 from . import types as _T
 from .params import Constexpr, Enum, In, InOut, Out  # noqa: F401
 from .proxies import build as _b
-from .proxies import control as _control
 from .proxies import domain as _domain
-from .proxies import structured as _structured
 
 # dtypes (T1)
 bool = _T.bool_  # noqa: A001  (I.bool is the intent dtype)
@@ -26,18 +24,31 @@ e2m1, e4m3, e8m0 = _T.e2m1, _T.e4m3, _T.e8m0
 domain = _domain.domain
 indices = _domain.indices
 parallel = _domain.parallel
-if_ = _control.if_
-loop = _control.loop
-while_ = _control.while_
-break_ = _control.break_
-continue_ = _control.continue_
 
-# structured operations (§7, §8)
-reduce = _structured.reduce
-arg_reduce = _structured.arg_reduce
-scan = _structured.scan
-cumsum = _structured.cumsum
-cummax = _structured.cummax
+# Structured control (§5, §6: proxies.control) and structured operations (§7, §8: proxies.structured)
+# load on first use: a kernel that uses none of them never imports them, which keeps a new process
+# that only runs cached kernels cheap. The module __getattr__ below (PEP 562) hands out the
+# implementing objects themselves, so identity, signatures and docstrings are those of the module.
+_ON_FIRST_USE = {
+    "if_": "control", "loop": "control", "while_": "control", "break_": "control", "continue_": "control",
+    "reduce": "structured", "arg_reduce": "structured", "scan": "structured", "cumsum": "structured",
+    "cummax": "structured",
+}
+
+
+def __getattr__(name: str):
+    module = _ON_FIRST_USE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__package__}.proxies.{module}"), name)
+    globals()[name] = value  # later lookups are plain module attributes
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_ON_FIRST_USE))
 
 
 def region_fold(*, source, axis, summarize, combine, identity, operands=()):
@@ -272,3 +283,7 @@ sqrt, sigmoid, abs = _unary("sqrt"), _unary("sigmoid"), _unary("abs")  # noqa: A
 
 def logical_not(value):
     return _b.unary("invert", value)
+
+
+# ``from intent_trace.language import *`` exports every public name, the ones loaded on first use included.
+__all__ = sorted({name for name in globals() if not name.startswith("_")} | set(_ON_FIRST_USE))

@@ -156,6 +156,13 @@ class Type:
     __slots__ = ()
 
 
+def _as_tuple(items) -> tuple:
+    """The converter of tuple-valued fields. A Python function rather than ``tuple`` itself: attrs reads
+    the converter's signature when it builds the class, and for a builtin that means tokenizing its text
+    signature (milliseconds at import)."""
+    return tuple(items)
+
+
 @attrs.frozen(slots=True, repr=False, cache_hash=True)
 class ScalarType(Type):
     dtype: DType
@@ -182,7 +189,7 @@ class TensorType(_Shaped, Type):
     """A ranked tensor SSA value. Rank 0 is distinct from a scalar (spec §4)."""
 
     dtype: DType
-    shape: tuple = attrs.field(converter=tuple)
+    shape: tuple = attrs.field(converter=_as_tuple)
 
     def __repr__(self) -> str:
         return f"{self.dtype.name}[{', '.join(map(extent_str, self.shape))}]"
@@ -194,7 +201,7 @@ class ViewType(_Shaped, Type):
 
     access: str  # "In" | "Out" | "InOut"
     dtype: DType
-    shape: tuple = attrs.field(converter=tuple)
+    shape: tuple = attrs.field(converter=_as_tuple)
 
     def __repr__(self) -> str:
         return f"{self.access}[{self.dtype.name}, {self.shape_text()}]"
@@ -205,7 +212,7 @@ class BufferType(_Shaped, Type):
     """A kernel-local logical buffer (spec §15): mutable state with a shape and dtype, no residency."""
 
     dtype: DType
-    shape: tuple = attrs.field(converter=tuple)
+    shape: tuple = attrs.field(converter=_as_tuple)
 
     def __repr__(self) -> str:
         return f"Buffer[{self.dtype.name}, {self.shape_text()}]"
@@ -223,7 +230,7 @@ class DomainType(Type):
 
 @attrs.frozen(slots=True, repr=False, cache_hash=True)
 class TupleType(Type):
-    items: tuple = attrs.field(converter=tuple)
+    items: tuple = attrs.field(converter=_as_tuple)
 
     def __repr__(self) -> str:
         inner = ", ".join(map(repr, self.items))
@@ -232,7 +239,7 @@ class TupleType(Type):
 
 @attrs.frozen(slots=True, repr=False, cache_hash=True)
 class RecordType(Type):
-    fields: tuple = attrs.field(converter=tuple)  # ((name, Type), ...), order is part of identity
+    fields: tuple = attrs.field(converter=_as_tuple)  # ((name, Type), ...), order is part of identity
 
     @property
     def names(self) -> tuple:
