@@ -3,10 +3,11 @@
 The lowering is the one every TileLang target shares (:mod:`.emitter`); what differs here:
 
 - Source anywhere, execution on macOS: TileLang lowers the program to Metal Shading Language on any OS
-  (:func:`kernel_source`, ``tilelang.lower`` under ``tvm.target.Target("metal")``), which is what ``.source``
-  shows. Running a kernel needs a Metal runtime (macOS on Apple silicon, through PyTorch's MPS backend:
-  ``torch.mps.compile_shader``, TileLang's ``torch`` execution backend); elsewhere calling the executable
-  raises RuntimeError (:func:`require_runtime`).
+  (:func:`kernel_source`, ``tilelang.lower`` under ``tvm.target.Target("metal")``; the executable's ``.source``
+  uses it when the target module has it, instead of compiling). Running a kernel needs a Metal runtime (macOS
+  on Apple silicon, through PyTorch's MPS backend: ``torch.mps.compile_shader``, TileLang's ``torch``
+  execution backend, not exercised yet); elsewhere calling the executable raises RuntimeError
+  (:func:`require_runtime`).
 - Launch: one threadgroup of one thread runs the serial program (``T.Kernel(1, threads=1)``), as on
   ``tilelang-cuda``: the correctness baseline. Atomics are then plain read-modify-writes, like on ``tilelang-c``.
 - Helpers: Metal has no 64-bit float, so the bodies are not :mod:`.c`'s: they compute the same results with
@@ -22,7 +23,9 @@ The lowering is the one every TileLang target shares (:mod:`.emitter`); what dif
   Metal code generator has no ``T.thread_return``, so :data:`early_exit` calls ``itm_return``, a macro for
   ``return`` that every prelude defines.
 - Dynamic workspaces: Metal kernels cannot allocate memory, so a buffer whose size is known only at run time
-  is rejected (no ``workspace_source``).
+  is rejected (no ``workspace_source``), and so are k-quant blocks (``quantize``: not ported yet).
+- ``torch.mps.compile_shader`` compiles with Metal's default options (fast math), which is why the pragmas
+  are in the source rather than only in build flags.
 """
 from __future__ import annotations
 
@@ -53,7 +56,7 @@ view_storage = c.view_storage
 scalar_storage = c.scalar_storage
 
 early_exit = "T.evaluate(T.call_extern('int32', 'itm_return'))"  # `return;` from the kernel (see _HEADER)
-_HEADER = """// intent_trace tilelang-metal helpers. IEEE numerics: build with fast math off (MTLMathModeSafe, -fno-fast-math).
+_HEADER = """// intent_trace tilelang-metal helpers: IEEE numerics, so build with fast math off (MTLMathModeSafe).
 #pragma METAL fp math_mode(safe)
 #pragma METAL fp contract(off)
 #pragma clang fp contract(off)
@@ -225,8 +228,8 @@ def _math(fn: str, ftz: bool = False):
         if not d.is_float or (ftz and _narrow(d)):
             return None
         if ftz:
-            return (f"float x = itb_ftz32(a); if (x != x) return itb_quiet(x); int k = 0; itb_df y = itb_{fn}_df(x, k); "
-                    f"return itb_ftz32({_df_result(d)});")
+            return (f"float x = itb_ftz32(a); if (x != x) return itb_quiet(x); int k = 0; "
+                    f"itb_df y = itb_{fn}_df(x, k); return itb_ftz32({_df_result(d)});")
         return f"if (a != a) return {_quiet(d, 'a')}; int k = 0; itb_df y = itb_{fn}_df(a, k); return {_df_result(d)};"
     return body
 
@@ -255,9 +258,10 @@ def _cast(src, dst):
     if dst.is_bool:
         return "return a != 0;"
     if dst.is_float and src.is_int and src.bits >= 32:  # RNE from the exact integer, in integer arithmetic
-        mag = f"a < 0 ? (ulong)0 - (ulong)a : (ulong)a" if src.kind == "int" else "(ulong)a"
+        mag = "a < 0 ? (ulong)0 - (ulong)a : (ulong)a" if src.kind == "int" else "(ulong)a"
         sign = "a < 0 ? 1u : 0u" if src.kind == "int" else "0u"
-        return f"return {_from_bits(dst, f'itb_rne({sign}, {mag}, 0, ' + ', '.join(map(str, _FORMAT[dst.name])) + ')')};"
+        man, width = _FORMAT[dst.name]
+        return f"return {_from_bits(dst, f'itb_rne({sign}, {mag}, 0, {man}, {width})')};"
     if _narrow(dst) and not src.is_bool:  # from an exact float or small integer: one rounding
         return f"return {_round(dst, 'a' if src.is_float else '(float)a')};"
     if src.is_float and dst.is_float:  # f16/bf16 -> f32: a signaling NaN comes back quiet, as through double
@@ -320,12 +324,13 @@ RENDER: dict = {
     "encode": lambda d: f"return itb_{d.name}_encode(a);" if _narrow(d) else None,
     "random_bits": _random_bits, "mx_e2m1": _mx("e2m1"), "mx_e4m3": _mx("e4m3"),
 }
-for _name in c._MATH:
+_MATH = ("exp", "log", "log1p", "lgamma", "sin", "asin", "cos", "erf", "erfc", "exp2", "tanh", "i0", "rsqrt",
+         "sigmoid")  # each evaluated by itb_<name>_df (metal_math)
+for _name in _MATH:
     RENDER[_name] = _math(_name)
     RENDER[_name + "_ftz"] = _math(_name, ftz=True)
 RENDER["sqrt_ftz"] = _math("sqrt", ftz=True)
 RENDER["floor_ftz"] = _math("floor", ftz=True)
-assert set(RENDER) == set(c.RENDER), "every family tilelang-c renders has a Metal body"
 
 
 def helper_source(name: str, family: str, dtypes: tuple, ret: T.DType, args: tuple) -> str | None:
@@ -377,7 +382,8 @@ def extern_source(name: str, family: str, dtypes: tuple, ret: T.DType, args: tup
     return f"template <{template}> static inline {_m(ret)} {name}({', '.join(params)}) {{ {body} }}"
 
 
-BASE["itb_philox_word"] = """static inline uint itb_philox_word(uint c0, uint c1, uint c2, uint c3, uint k0, uint k1, int w) {
+BASE["itb_philox_word"] = """static inline uint itb_philox_word(uint c0, uint c1, uint c2, uint c3, uint k0, uint k1,
+                                   int w) {
   /* Philox4x32-10 (Random123, T8): the key is bumped before rounds 2..10; returns output word w */
   for (int r = 0; r < 10; ++r) {
     if (r != 0) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }

@@ -43,8 +43,11 @@ _TWO_OVER_PI = (0xA2F9836E, 0x4E441529, 0xFC2757D1, 0xF534DDC0, 0xDB629599, 0x3C
 
 def _fill(text: str) -> str:
     """``$DF_NAME`` -> the constant as a double-float; ``$NAME_i`` -> its part ``i`` as a float."""
+    def part(m):
+        return f"itb_f32(0x{_CONSTANTS[m.group(1)][int(m.group(2))]:08x}u)"
+
     text = re.sub(r"\$DF_([A-Z0-9_]+)", lambda m: f"itb_dd(${m.group(1)}_0, ${m.group(1)}_1)", text)
-    return re.sub(r"\$([A-Z0-9_]+)_(\d)\b", lambda m: f"itb_f32(0x{_CONSTANTS[m.group(1)][int(m.group(2))]:08x}u)", text)
+    return re.sub(r"\$([A-Z0-9_]+)_(\d)\b", part, text)
 
 
 BASE: dict = {}
@@ -63,8 +66,8 @@ _base("itb_dnan", "static inline float itb_dnan(float r) { return r != r ? itb_n
 _base("itb_abs32", "static inline float itb_abs32(float x) { return itb_f32(itb_bits32(x) & 0x7fffffffu); }")
 _base("itb_ftz32", "static inline float itb_ftz32(float x) { uint u = itb_bits32(x); "
                    "return (u & 0x7f800000u) == 0 ? itb_f32(u & 0x80000000u) : x; }")
-_base("itb_mant", "static inline ulong itb_mant(uint u) { return (u & 0x7f800000u) ? (ulong)((u & 0x7fffffu) | 0x800000u) "
-                  ": (ulong)(u & 0x7fffffu); }")
+_base("itb_mant", "static inline ulong itb_mant(uint u) { "  # the significand of a float's bits (value = mant 2^expo)
+                  "return (u & 0x7f800000u) ? (ulong)((u & 0x7fffffu) | 0x800000u) : (ulong)(u & 0x7fffffu); }")
 _base("itb_expo", "static inline int itb_expo(uint u) { int e = (int)((u >> 23) & 0xffu); return e ? e - 150 : -149; }")
 _base("itb_rne", """static inline uint itb_rne(uint s, ulong m, int e, int M, int W) {
   /* the bits of (-1)^s m 2^e rounded to nearest even in the binary format with M mantissa and W exponent bits */
@@ -471,12 +474,28 @@ _base("itb_lgamma_pos", """static inline itb_df itb_lgamma_pos(float x) {
   while (z.hi < 8.0f) { p = itb_mul(p, z); z = itb_addf(z, 1.0f); }
   return itb_add(itb_stirling(z), itb_neg(itb_log_core(p)));
 }""")
+# (-1)^k zeta(k) / k for k = 2..22 as double-floats (hi, lo): lgamma(1 + e) = -gamma e + sum of these times e^k.
+_LGAMMA1 = (0x3F528D33, 0x3194C1F5, 0xBECD26AB, 0x3182A9A5, 0x3E8A8991, 0x322C7D85, 0xBE545CE1, 0x318559EB, 0x3E2DA066,
+            0xB1EFF3D0, 0xBE1381D1, 0x308C5714, 0x3E00859B, 0x31AF8639, 0xBDE40338, 0xB0DAAFB7, 0x3DCD00F2, 0xB0F4540E,
+            0xBDBA461A, 0x316EB393, 0x3DAAB56B, 0x30490EF1, 0xBD9D8ECC, 0x31603A68, 0x3D924B70, 0xB0F9BE74, 0xBD88899A,
+            0xB0EDCFFC, 0x3D800080, 0x30C99BD6, 0xBD70F16A, 0x30EE1754, 0x3D638E72, 0xB03BE97D, 0xBD579451, 0x30152EEC,
+            0x3D4CCCDA, 0xB0CAD2A4, 0xBD430C37, 0x30110808, 0x3D3A2E8F, 0xB0E88720)
+_base("itb_lgamma1_c", "constant uint itb_lgamma1_c[42] = {" + ", ".join(f"0x{w:08x}u" for w in _LGAMMA1) + "};")
+_base("itb_lgamma1p", """static inline itb_df itb_lgamma1p(float e) {
+  /* lgamma(1 + e) for |e| <= 0.2 by its Taylor series (no cancellation near the zero at 1) */
+  itb_df p = itb_dd(itb_f32(itb_lgamma1_c[40]), itb_f32(itb_lgamma1_c[41]));
+  for (int j = 19; j >= 0; --j)
+    p = itb_add(itb_mulf(p, e), itb_dd(itb_f32(itb_lgamma1_c[2 * j]), itb_f32(itb_lgamma1_c[2 * j + 1])));
+  return itb_mulf(itb_add(itb_mulf(p, e), itb_neg($DF_EULER)), e);
+}""")
 _base("itb_lgamma_df", """static inline itb_df itb_lgamma_df(float a, thread int& k) {
   float x = itb_abs32(a);
   if (!(x < itb_f32(0x7f800000u)) || (a <= 0 && itb_floor32(a) == a)) return itb_inf_df();
   if (x < 9.53674316e-07f)  /* -log|a| - gamma a */
     return itb_neg(itb_add(itb_log_core(itb_dd(x, 0.0f)), itb_mulf($DF_EULER, a)));
-  if (a == 1.0f || a == 2.0f) return itb_dd(0.0f, 0.0f);
+  if (a >= 0.8f && a <= 1.2f) return itb_lgamma1p(a - 1.0f);
+  if (a >= 1.8f && a <= 2.2f)  /* lgamma(2 + e) = log(1 + e) + lgamma(1 + e) */
+    return itb_add(itb_log_core(itb_two_sum(1.0f, a - 2.0f)), itb_lgamma1p(a - 2.0f));
   if (a > 0) return a >= itb_f32(0x7c44af8eu) ? itb_inf_df() : itb_lgamma_pos(a);
   /* a < 0, not an integer: lgamma a = log pi - log|sin(pi a)| - log|a| - lgamma(-a) */
   float f = a - itb_floor32(a + 0.5f);

@@ -165,7 +165,7 @@ EXCLUDED_OPS: dict = {
 }
 
 # What a carrier cannot execute: plans that use these dtypes are not advertised by it.
-CARRIER_LIMITS: dict = {"tilelang-metal": frozenset({"f64", "i64"})}
+CARRIER_LIMITS: dict = {"tilelang-metal": frozenset({"f64"})}  # Metal has no 64-bit float (it has long)
 
 
 def plan_uses(plan: PlanKey) -> frozenset:
