@@ -28,6 +28,7 @@ import subprocess
 import tempfile
 
 from ... import types as T
+from .integer_bodies import integer_renderers
 
 NAME = "tilelang-c"
 TILELANG_TARGET = "c"
@@ -189,21 +190,8 @@ def _div_ftz(d):
     return f"return {f}({f}(a) / {f}(b));"
 
 
-def _floordiv(d):
-    if not d.is_int:
-        return None
-    if d.kind == "uint":
-        return f"return b == 0 ? ({_c(d)})0 : ({_c(d)})(a / b);"
-    return (f"if (b == 0) return 0; if (b == -1) return ({_c(d)})(({_u(d)})0 - ({_u(d)})a); "
-            f"return ({_c(d)})(a / b);")
 
 
-def _mod(d):
-    if not d.is_int:
-        return None
-    if d.kind == "uint":
-        return f"return b == 0 ? ({_c(d)})0 : ({_c(d)})(a % b);"
-    return f"if (b == 0 || b == -1) return 0; return ({_c(d)})(a % b);"
 
 
 def _pow(d):
@@ -235,27 +223,10 @@ def _minmax(is_max):
     return body
 
 
-def _bitwise(sym):
-    def body(d):
-        if d.is_bool:
-            return f"return a {sym} b;"
-        return f"return ({_c(d)})(a {sym} b);" if d.is_int else None
-    return body
 
 
-def _shl(d):
-    if not d.is_int:
-        return None
-    neg = "b < 0 || " if d.kind == "int" else ""
-    return f"if ({neg}b >= {d.bits}) return 0; return ({_c(d)})(({_u(d)})a << b);"
 
 
-def _shr(d):
-    if not d.is_int:
-        return None
-    if d.kind == "uint":
-        return f"if (b >= {d.bits}) return 0; return ({_c(d)})(a >> b);"
-    return f"if (b < 0 || b >= {d.bits}) return a < 0 ? ({_c(d)})-1 : ({_c(d)})0; return ({_c(d)})(a >> b);"
 
 
 def _compare(sym):
@@ -278,10 +249,6 @@ def _abs(d):
     return f"return a < 0 ? ({_c(d)})(({_u(d)})0 - ({_u(d)})a) : a;" if d.is_int else None
 
 
-def _invert(d):
-    if d.is_bool:
-        return "return !a;"
-    return f"return ({_c(d)})~a;" if d.is_int else None
 
 
 def _floor(d):
@@ -386,10 +353,9 @@ def _bits(d):
 
 RENDER: dict = {
     "add": _arith("+"), "sub": _arith("-"), "mul": _arith("*"), "div": _div, "div_ftz": _div_ftz,
-    "floordiv": _floordiv, "mod": _mod, "pow": _pow, "max": _minmax(True), "min": _minmax(False),
-    "and": _bitwise("&"), "or": _bitwise("|"), "xor": _bitwise("^"), "shl": _shl, "shr": _shr,
+    "pow": _pow, "max": _minmax(True), "min": _minmax(False), **integer_renderers(_c, _u),
     "eq": _compare("=="), "ne": _compare("!="), "lt": _compare("<"), "le": _compare("<="), "gt": _compare(">"),
-    "ge": _compare(">="), "neg": _neg, "abs": _abs, "invert": _invert,
+    "ge": _compare(">="), "neg": _neg, "abs": _abs,
     "floor": _floor, "sqrt": _sqrt, "select": _select, "fma": _fma, "cast": _cast, "bitcast": _bitcast,
     "bits": _bits, "decode": _decode, "encode": _encode,
 }

@@ -38,6 +38,7 @@ import re
 import numpy as np
 
 from ... import types as T
+from .integer_bodies import integer_renderers
 from ...errors import LoweringError
 from . import c
 from .metal_math import BASE
@@ -136,21 +137,8 @@ def _div_ftz(d):
     return "return itb_ftz32(itb_div32(itb_ftz32(a), itb_ftz32(b)));" if d.name == "f32" else None
 
 
-def _floordiv(d):
-    if not d.is_int:
-        return None
-    if d.kind == "uint":
-        return f"return b == 0 ? ({_m(d)})0 : ({_m(d)})(a / b);"
-    return (f"if (b == 0) return 0; if (b == -1) return ({_m(d)})(({_u(d)})0 - ({_u(d)})a); "
-            f"return ({_m(d)})(a / b);")
 
 
-def _mod(d):
-    if not d.is_int:
-        return None
-    if d.kind == "uint":
-        return f"return b == 0 ? ({_m(d)})0 : ({_m(d)})(a % b);"
-    return f"if (b == 0 || b == -1) return 0; return ({_m(d)})(a % b);"
 
 
 def _pow(d):
@@ -179,27 +167,10 @@ def _minmax(is_max: bool):
     return body
 
 
-def _bitwise(sym: str):
-    def body(d):
-        if d.is_bool:
-            return f"return a {sym} b;"
-        return f"return ({_m(d)})(a {sym} b);" if d.is_int else None
-    return body
 
 
-def _shl(d):
-    if not d.is_int:
-        return None
-    neg = "b < 0 || " if d.kind == "int" else ""
-    return f"if ({neg}b >= {d.bits}) return 0; return ({_m(d)})(({_u(d)})a << b);"
 
 
-def _shr(d):
-    if not d.is_int:
-        return None
-    if d.kind == "uint":
-        return f"if (b >= {d.bits}) return 0; return ({_m(d)})(a >> b);"
-    return f"if (b < 0 || b >= {d.bits}) return a < 0 ? ({_m(d)})-1 : ({_m(d)})0; return ({_m(d)})(a >> b);"
 
 
 def _neg(d):
@@ -216,10 +187,6 @@ def _abs(d):
     return f"return a < 0 ? ({_m(d)})(({_u(d)})0 - ({_u(d)})a) : a;" if d.is_int else None
 
 
-def _invert(d):
-    if d.is_bool:
-        return "return !a;"
-    return f"return ({_m(d)})~a;" if d.is_int else None
 
 
 def _math(fn: str, ftz: bool = False):
@@ -312,11 +279,10 @@ def _mx(fmt: str):
 
 RENDER: dict = {
     "add": _arith("add", "+"), "sub": _arith("sub", "-"), "mul": _arith("mul", "*"), "div": _div,
-    "div_ftz": _div_ftz, "floordiv": _floordiv, "mod": _mod, "pow": _pow, "max": _minmax(True), "min": _minmax(False),
-    "and": _bitwise("&"), "or": _bitwise("|"), "xor": _bitwise("^"), "shl": _shl, "shr": _shr,
+    "div_ftz": _div_ftz, "pow": _pow, "max": _minmax(True), "min": _minmax(False), **integer_renderers(_m, _u),
     **{name: (lambda sym: lambda d: f"return a {sym} b;")(sym) for name, sym in
        (("eq", "=="), ("ne", "!="), ("lt", "<"), ("le", "<="), ("gt", ">"), ("ge", ">="))},
-    "neg": _neg, "abs": _abs, "invert": _invert, "select": lambda d: "return a ? b : c;", "fma": _fma,
+    "neg": _neg, "abs": _abs, "select": lambda d: "return a ? b : c;", "fma": _fma,
     "floor": lambda d: f"return {_round(d, 'itb_floor32(a)')};" if d.is_float else None,
     "sqrt": lambda d: f"return {_round(d, 'itb_sqrt32(a)')};" if d.is_float else None,
     "cast": _cast, "bitcast": _bitcast, "bits": _bits,
