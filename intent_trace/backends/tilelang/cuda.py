@@ -35,11 +35,17 @@ def scalar_storage(d) -> str | None:
     return _SCALAR_STORAGE.get(d.name) or c.scalar_storage(d)
 
 
+# A failed run-time check (storage.py) leaves the kernel: TileLang's CUDA code generator drops ``T.ret`` from a
+# ``__global__ void`` kernel, so the exit is a call of ``itc_return``, a prelude macro for ``return``.
+early_exit = "T.evaluate(T.call_extern('int32', 'itc_return'))"
+_HEADER = "#define itc_return() return\n"
+
+
 def launch(prelude: str | None, nest=None) -> str:
+    prelude = prelude or repr(_HEADER)  # every launch defines itc_return
     if nest is not None:
         return nest.launch(prelude)
-    extra = f", prelude={prelude}" if prelude else ""
-    return f"with T.Kernel(1, threads=1{extra}) as _:"
+    return f"with T.Kernel(1, threads=1, prelude={prelude}) as _:"
 
 
 def _device(text: str) -> str:
@@ -57,7 +63,7 @@ def helper_source(name: str, family: str, dtypes: tuple, ret, args: tuple) -> st
 
 
 def prelude(definitions: list) -> str:
-    return _device(c.prelude(definitions))
+    return _HEADER + _device(c.prelude(definitions))
 
 
 def extern_source(name: str, family: str, dtypes: tuple, ret, args: tuple, combine: str | None = None):
