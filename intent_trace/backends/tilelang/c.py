@@ -504,22 +504,28 @@ def helper_source(name: str, family: str, dtypes: tuple, ret: T.DType, args: tup
     return f'extern "C" inline {_c(ret)} {name}({params}) {{ {body} }}'
 
 
-def prelude(definitions: list) -> str:
-    """The C++ text placed before the kernel: the internal helpers the definitions use, then them."""
+def base_helpers(definitions: list, base: dict, pattern=None) -> list:
+    """The internal helpers (``itb_*`` names in ``base``) the definitions use, each after its own dependencies."""
+    pattern = pattern or _BASE_NAME
     needed: list = []
     visiting: set = set()
 
     def need(text: str) -> None:
-        for base in _BASE_NAME.findall(text):
-            if base not in needed and base not in visiting:
-                visiting.add(base)
-                need(BASE[base])  # its own dependencies first
-                needed.append(base)
+        for name in pattern.findall(text):
+            if name not in needed and name not in visiting:
+                visiting.add(name)
+                need(base[name])  # its own dependencies first
+                needed.append(name)
 
     for d in definitions:
         need(d)
+    return needed
+
+
+def prelude(definitions: list) -> str:
+    """The C++ text placed before the kernel: the internal helpers the definitions use, then them."""
     return "\n".join(["#include <string.h>", "#include <math.h>", "#include <stdint.h>",
-                      *(BASE[n] for n in needed), *definitions]) + "\n"
+                      *(BASE[n] for n in base_helpers(definitions, BASE)), *definitions]) + "\n"
 
 
 # === Atomics, RNG, microscaling decoding and k-quant blocks (atomic.py, random.py, scaled.py, quant.py) =======

@@ -38,9 +38,9 @@ import re
 import numpy as np
 
 from ... import types as T
-from .integer_bodies import integer_renderers
 from ...errors import LoweringError
 from . import c
+from .integer_bodies import integer_renderers
 from .metal_math import BASE
 
 NAME = "tilelang-metal"
@@ -384,18 +384,7 @@ _BASE_NAME = re.compile(r"\bitb_\w+")
 
 def prelude(definitions: list) -> str:
     """The Metal text placed before the kernel: the header, the internal helpers the definitions use, then them."""
-    needed: list = []
-    visiting: set = set()
-
-    def need(text: str) -> None:
-        for base in _BASE_NAME.findall(text):
-            if base not in needed and base not in visiting:
-                visiting.add(base)
-                need(BASE[base])  # its own dependencies first
-                needed.append(base)
-
-    for d in definitions:
-        need(d)
+    needed = c.base_helpers(definitions, BASE, _BASE_NAME)
     return "\n".join([_HEADER.rstrip("\n"), *(BASE[n] for n in needed), *definitions]) + "\n"
 
 
