@@ -10,6 +10,8 @@ The lowering is the one every TileLang target shares; what differs here:
 - Launch: one thread block of one thread runs the shared serial program. This is the correctness
   baseline every kernel lowers to; parallel mappings of ``parallel`` domains and tensor-core
   contractions are layered on it per op.
+- Buffers sized at run time are hidden buffer parameters the executable allocates (``host_workspaces``,
+  :mod:`.storage`), not device-heap allocations.
 - Arguments live in device memory: the staged host copies go to the GPU for the call and come back
   after ``torch.cuda.synchronize()``.
 """
@@ -77,10 +79,9 @@ def extern_source(name: str, family: str, dtypes: tuple, ret, args: tuple, combi
     return None if text is None else _device(text)
 
 
-def workspace_source(name: str) -> str | None:
-    """Heap buffers sized at run time come from the device heap (``malloc``/``free`` in device code)."""
-    text = c.workspace_source(name)
-    return None if text is None else _device(text)
+# Buffers that are not small and static are workspaces the executable allocates in device memory (storage.py):
+# the device heap (``malloc`` in a kernel) is small by default and slow.
+host_workspaces = True
 
 
 def to_device(tensor):

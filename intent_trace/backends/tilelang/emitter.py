@@ -228,11 +228,15 @@ class TileLangEmitter(StorageMixin, SourceWriter, Interpreter):
 
     def extent(self, e) -> str:
         # An extent given by a runtime value is computed once, where it is first needed, and named.
-        name = extent_expr(e, self.dim_names, self.env, Scalar,
-                           lambda v: self.assign(f"T.max(T.int64(0), {as_index(v)})", "n"))
+        name = extent_expr(e, self.dim_names, self.env, Scalar, self._clamped_extent)
         if name is None:
             raise self.reject(f"internal: extent {e!r} has no runtime value here")
         name_extents(self.dim_names, (e,), (name,))
+        return name
+
+    def _clamped_extent(self, v: str) -> str:
+        name = self.assign(f"T.max(T.int64(0), {as_index(v)})", "n")
+        self.sized_by(name, v)
         return name
 
     def shape(self, t) -> tuple:

@@ -113,6 +113,7 @@ def _buffer_extent(em, e, label: str, axis: int) -> str:
     n = em.assign(as_index(value.expr), "n")  # an extent given by a runtime value: negative is an error
     em.check(f"{n} < T.int64(0)", ValueError, f"{label}: extent {{0}} (axis {axis}) is negative", n)
     n = em.assign(f"T.max(T.int64(0), {n})", "n")
+    em.sized_by(n, value.expr)
     em.dim_names.setdefault(e, n)
     return n
 

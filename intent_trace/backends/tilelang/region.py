@@ -27,6 +27,7 @@ def _slice_loop(em, node, source):
     em.memo.append({})
     start = em.assign(f"{as_index(s)} * T.int64({SLICE})", "s")
     length = em.assign(f"T.min(T.int64({SLICE}), {as_index(n)} - {start})", "n")
+    em.host_sizes[length] = str(SLICE)  # a workspace holding a slice is sized by the bound (.storage)
     # summarize (and emit) take the slices first: their slice extent is this slice's member count
     for region in (node.regions[0], node.regions[3]) if node.op.name == "region_scan" else node.regions[:1]:
         for p in region.params[:len(leaf_types)]:

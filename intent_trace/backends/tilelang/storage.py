@@ -4,11 +4,20 @@ Storage. A tensor that must be held (a snapshot, a tensor loop carry or branch r
 logical buffer, a unique-store mask) gets a buffer from :meth:`StorageMixin.allocate`. A small static shape is a
 stack buffer (``T.alloc_local``); any other shape, whose size is known only at run time, lives on the heap:
 the C target rejects stack allocations of dynamic size, and the size may depend on data (a ragged member
-count), so it cannot be a workspace the host sizes before the call. The target module supplies the
-allocation helpers (``workspace_source``: ``itw_alloc``/``itw_free``, :mod:`.c`; on a target without them every
-buffer is a stack buffer and a dynamic shape is a LoweringError). A heap buffer is freed where
+count), so it cannot in general be a workspace the host sizes before the call. The target module supplies the
+allocation helpers (``workspace_source``: ``itw_alloc``/``itw_free``, :mod:`.c`). A heap buffer is freed where
 the block that allocated it ends, before a ``break``/``continue`` that leaves that block, and before an
 early return; an allocation inside a loop body is therefore one per iteration, like cpu's ``np.empty``.
+
+Host workspaces. A GPU kernel cannot allocate (Metal) or should not (CUDA's device heap is small and
+slow), so on a target with ``host_workspaces`` a buffer that is not a small static one is a hidden buffer
+parameter ``W0, W1, ...`` that the executable allocates before the call, one per allocation site. Each axis
+must be sized by something the host knows (:attr:`StorageMixin.host_sizes`): a static size, a kernel extent
+(``d0, d1, ...``), a scalar parameter (clamped at 0), or a static bound of a size computed in the kernel (a
+region's slice: the buffer is then larger than the value, which is indexed in it as it is); any other size
+depends on data, and is a LoweringError naming the op and target. One workspace per site is the heap path's
+meaning too: the programs are serial, and a site's buffer dies where its block ends, before the site
+runs again.
 
 Checks. The tests require the run-time errors generic and cpu raise (out-of-range coordinates, non-injective
 unique stores, histogram values outside the bins, negative extents, ...), so a TileLang target checks what
@@ -20,11 +29,45 @@ raises the site's exception after the call and commits no output (every output i
 from __future__ import annotations
 
 import math
+import re
+
+import attrs
 
 from ...graph.lowering import ErrorSite
 
 STACK_LIMIT = 1024  # elements: static buffers up to this size live on the stack
 ERROR_PARAM = "E"  # the hidden int64[4] error record: code (1-based site number, 0 = none), then three values
+_KERNEL_EXTENT = re.compile(r"d\d+")  # the emitter's names of the graph's extents (target.generate_program)
+SCALAR_PARAM = re.compile(r"p(\d+)")  # the emitter's names of the graph's parameters
+
+
+@attrs.frozen(slots=True)
+class Workspace:
+    """A hidden buffer parameter the executable allocates, sized per axis by a static size ("16"), a graph
+    extent ("d3": graph.extents[3]) or a scalar parameter ("p2": max(0, the call's argument 2))."""
+
+    name: str
+    shape: tuple
+    dtype: str  # TIR dtype
+
+    def dims(self) -> tuple:
+        """The parameter's shape: a scalar-sized axis is a dynamic variable of its own, bound by the buffer."""
+        return tuple(f"{self.name}_{k}" if SCALAR_PARAM.fullmatch(s) else s for k, s in enumerate(self.shape))
+
+    def dynamic_lines(self) -> list:
+        return [f"{d} = T.dynamic({d!r}, 'int64')" for d, s in zip(self.dims(), self.shape) if d != s]
+
+    def param(self) -> str:
+        return f"{self.name}: T.Tensor(({', '.join(self.dims())},), {self.dtype!r})"
+
+    def sizes(self, extents: dict, args) -> tuple:
+        """The shape for one call, given {graph extent index: size} and the call's arguments in parameter order."""
+        def size(s):
+            if s.isdigit():
+                return int(s)
+            param = SCALAR_PARAM.fullmatch(s)
+            return max(0, int(args[int(param[1])])) if param else int(extents[int(s[1:])])
+        return tuple(size(s) for s in self.shape)
 
 
 class StorageMixin:
@@ -36,6 +79,10 @@ class StorageMixin:
         self.checks = checks and self.exit_statement is not None
         self.error_sites: list = []
         self.heap: list = []  # (depth of the allocating block, handle) of live heap buffers, innermost last
+        self.host_workspaces = getattr(target, "host_workspaces", False)
+        self.workspaces: list = []  # Workspace parameters, in order
+        # what the host sizes a workspace axis by, for extents the kernel computes: {local name: "pK" or a bound}
+        self.host_sizes: dict = {}
 
     # -- storage ---------------------------------------------------------------------------------------------
     def _workspace_helper(self, name: str) -> str:
@@ -54,13 +101,12 @@ class StorageMixin:
         dims = tuple(shape) or ("1",)
         name = self.fresh("a")
         static = all(s.isdigit() for s in dims)
-        if static and (math.prod(int(s) for s in dims) <= STACK_LIMIT or
-                       getattr(self.target, "workspace_source", None) is None):
+        if static and math.prod(int(s) for s in dims) <= STACK_LIMIT:
             self.line(f"{name} = T.alloc_local(({', '.join(dims)},), {dtype!r})")
-            if zero:
-                with self.loop_nest(dims) as idx:
-                    self.line(f"{name}[{', '.join(idx)}] = T.Cast({dtype!r}, 0)")
+            self.zero_fill(name, dims, dtype, zero)
             return name
+        if self.host_workspaces:
+            return self._host_workspace(dims, dtype, zero)
         alloc = self._workspace_helper("itw_calloc" if zero else "itw_alloc")
         self._workspace_helper("itw_free")
         count = " * ".join(f"T.Cast('int64', {s})" for s in dims)
@@ -73,6 +119,27 @@ class StorageMixin:
                    count)
         self.line(f"{name} = T.make_tensor_from_addr({handle}, ({', '.join(dims)},), {dtype!r})")
         return name
+
+    def sized_by(self, name: str, value: str) -> None:
+        """Note that the extent ``name`` is max(0, ``value``): when ``value`` is a scalar parameter, the host can
+        size a workspace axis by it."""
+        if SCALAR_PARAM.fullmatch(value):
+            self.host_sizes[name] = value
+
+    def _host_workspace(self, dims: tuple, dtype: str, zero: bool) -> str:
+        sizes = tuple(s if s.isdigit() or _KERNEL_EXTENT.fullmatch(s) else self.host_sizes.get(s) for s in dims)
+        if None in sizes:
+            raise self.reject("this needs a buffer whose size depends on data computed in the kernel; this target's "
+                              "kernels cannot allocate memory and the host cannot size it before the call")
+        space = Workspace(f"W{len(self.workspaces)}", sizes, dtype)
+        self.workspaces.append(space)
+        self.zero_fill(space.name, dims, dtype, zero)
+        return space.name
+
+    def zero_fill(self, name: str, dims: tuple, dtype: str, zero: bool) -> None:
+        if zero:
+            with self.loop_nest(dims) as idx:
+                self.line(f"{name}[{', '.join(idx)}] = T.Cast({dtype!r}, 0)")
 
     def free_line(self, handle: str) -> str:
         return f"T.evaluate(T.call_extern('int32', 'itw_free', {handle}))"

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import linecache
 
+import attrs
 import numpy as np
 
 from ...arguments import bind_arguments
@@ -43,11 +44,21 @@ def require_runtime(target: str = "tilelang-c") -> None:
 
 def generate(graph: KernelGraph, target: str = "tilelang-c", checks: bool = True) -> str:
     """The TileLang program for ``graph`` (Python source defining ``kernel``, a ``T.prim_func``)."""
-    return generate_program(graph, target, checks)[0]
+    return generate_program(graph, target, checks).text
 
 
-def generate_program(graph: KernelGraph, target: str = "tilelang-c", checks: bool = True) -> tuple:
-    """(the TileLang program for ``graph``, the error sites of its run-time checks (:mod:`.storage`))."""
+@attrs.frozen
+class Program:
+    """A generated TileLang program and what its hidden parameters (after the graph's own) need at each call."""
+
+    text: str
+    error_sites: tuple  # ErrorSite per run-time check; the error record ``E`` is the last parameter when any
+    workspaces: tuple  # storage.Workspace parameters, which follow the graph's own
+
+
+def generate_program(graph: KernelGraph, target: str = "tilelang-c", checks: bool = True) -> Program:
+    """The TileLang program for ``graph``, with the error sites of its run-time checks and the workspaces the
+    host allocates (:mod:`.storage`)."""
     from .emitter import Scalar, TileLangEmitter, View
     from .storage import ERROR_PARAM
 
@@ -80,6 +91,8 @@ def generate_program(graph: KernelGraph, target: str = "tilelang-c", checks: boo
     em.depth = 2
     em.run_region(graph.body)
     em.release(em.depth)
+    params += [space.param() for space in em.workspaces]
+    dims += [line for space in em.workspaces for line in space.dynamic_lines()]
     if em.error_sites:  # the hidden error record, last (the executable passes it)
         params.append(f"{ERROR_PARAM}: T.Tensor((4,), 'int64')")
     body = ["        " + line for line in em.constant_lines] + em.lines
@@ -95,7 +108,7 @@ def generate_program(graph: KernelGraph, target: str = "tilelang-c", checks: boo
     lines += [*dims, "", "", "@T.prim_func", f"def kernel({', '.join(params)}):",
               "    " + (module.launch("PRELUDE" if prelude is not None else None, nest) if nest is not None
                      else module.launch("PRELUDE" if prelude is not None else None)), *(body or ["        pass"]), ""]
-    return "\n".join(lines), em.error_sites
+    return Program("\n".join(lines), tuple(em.error_sites), tuple(em.workspaces))
 
 
 # --- compilation -------------------------------------------------------------------------------------------
@@ -172,7 +185,8 @@ class TileLangExecutable:
         self.graph = graph
         self.target = self._module.NAME
         self.checks = checks
-        self.program, self.error_sites = generate_program(graph, target, checks)
+        program = generate_program(graph, target, checks)
+        self.program, self.error_sites, self.workspaces = program.text, program.error_sites, program.workspaces
         # tiled programs for recognised graphs, chosen per call by its extents (JIT specialisations)
         self.specializations = tuple(getattr(self._module, "specializations", lambda g: ())(graph))
         self._kernel = None
@@ -223,6 +237,8 @@ class TileLangExecutable:
                 # Outputs run on copies that are committed only after the kernel returned (and never alias inputs).
                 staged.append((v, host_work, work, tensor))
             call_args.append(tensor)
+        if not special:
+            call_args += self._workspace_tensors(dims, values)
         err = None
         if self.error_sites:  # the hidden error record (.storage): code, then three values
             err = self._module.to_device(torch.zeros(4, dtype=torch.int64))
@@ -249,11 +265,27 @@ class TileLangExecutable:
                     if not isinstance(e, int):
                         dims[e] = n
         kernel = self._kernel_for(dims)
+        if kernel is self.kernel:
+            device_args = (*device_args, *self._workspace_tensors(dims, device_args))
+            if self.error_sites:
+                import torch
+
+                device_args = (*device_args, self._module.to_device(torch.zeros(4, dtype=torch.int64)))
         kernel(*device_args)
+
+    def _workspace_tensors(self, dims: dict, args) -> list:
+        """Fresh target-memory buffers for the program's workspaces (:mod:`.storage`), sized by this call."""
+        if not self.workspaces:
+            return []
+        import torch
+
+        extents = {k: dims[ev.extent] for k, ev in enumerate(self.graph.extents)}
+        return [self._module.to_device(torch.empty(space.sizes(extents, args), dtype=_torch_dtype(np.dtype(space.dtype))))
+                for space in self.workspaces]
 
     def _kernel_for(self, dims: dict):
         """The general kernel, or a specialisation whose tiles divide this call's extents."""
-        if self.specializations and not self.error_sites:
+        if self.specializations and not self.error_sites and not self.workspaces:
             extents = {k: int(dims[ev.extent]) for k, ev in enumerate(self.graph.extents)}
             for spec in self.specializations:
                 if spec.applies(extents):
