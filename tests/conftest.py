@@ -10,6 +10,7 @@ import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
 
 import intent_trace as intent  # noqa: E402
+import metal_source  # noqa: E402
 
 settings.register_profile("ci", deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("thorough", deadline=None, max_examples=500)
@@ -34,12 +35,23 @@ def target(request) -> str:
 
 @pytest.fixture
 def run(target):
-    """``run(kernel, *args, **constexprs)`` compiles for the current target and calls it."""
+    """``run(kernel, *args, **constexprs)`` compiles for the current target and calls it. On tilelang-c each
+    kernel is also lowered to Metal source, checked when the test ends (metal_source.py)."""
+    pending = []
 
     def run(kernel, *args, **constexprs):
+        if target == "tilelang-c":
+            pending.append(metal_source.CHECK.submit(kernel, constexprs))
         return intent.compile(kernel, target=target, **constexprs)(*args)
 
-    return run
+    yield run
+    for check in pending:
+        if check is not None:
+            check.wait()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    metal_source.CHECK.close()
 
 
 def bits_equal(a, b) -> bool:

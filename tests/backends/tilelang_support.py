@@ -4,6 +4,8 @@ import numpy as np
 import pytest
 from conftest import bits_equal
 
+import metal_source
+
 import intent_trace as intent
 from intent_trace import I
 
@@ -18,8 +20,11 @@ def run_both(kernel, *args, **constexprs):
     g = kernel.trace(**constexprs)
     ref = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args]
     got = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args]
+    metal = metal_source.CHECK.submit(kernel, constexprs)  # Metal source too (metal_source.py)
     intent.compile(kernel, target="generic", **constexprs)(*ref)
     build(g, target=TARGET)(*got)
+    if metal is not None:
+        metal.wait()
     for p, r, t in zip(g.params, ref, got):
         if p.kind == "view" and p.type.access != "In":
             assert bits_equal(r, t), _diff(p.name, r, t, args)

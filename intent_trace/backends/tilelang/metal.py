@@ -22,8 +22,11 @@ The lowering is the one every TileLang target shares (:mod:`.emitter`); what dif
 - Early exit (a failed run-time check, :mod:`.storage`): TileLang drops ``T.ret`` from Metal kernels and its
   Metal code generator has no ``T.thread_return``, so :data:`early_exit` calls ``itm_return``, a macro for
   ``return`` that every prelude defines.
-- Dynamic workspaces: Metal kernels cannot allocate memory, so a buffer whose size is known only at run time
-  is rejected (no ``workspace_source``), and so are k-quant blocks (``quantize``: not ported yet).
+- Workspaces: Metal kernels cannot allocate memory, so a buffer that is not small and static is a hidden buffer
+  parameter the host allocates (``host_workspaces``, :mod:`.storage`); one whose size depends on data computed
+  in the kernel is rejected.
+- k-quant super-blocks (``quantize``): tilelang-c's bodies with Metal's types, address spaces and exact f32
+  helpers (:mod:`.metal_quant`), the same bits as generic.
 - ``torch.mps.compile_shader`` compiles with Metal's default options (fast math), which is why the pragmas
   are in the source rather than only in build flags.
 """
@@ -42,6 +45,7 @@ from ...errors import LoweringError
 from . import c
 from .integer_bodies import integer_renderers
 from .metal_math import BASE
+from .metal_quant import FAMILIES as QUANT_FAMILIES
 
 NAME = "tilelang-metal"
 TILELANG_TARGET = "metal"
@@ -56,6 +60,7 @@ M_TYPE = {"bool": "bool", "i8": "char", "i16": "short", "i32": "int", "i64": "lo
 view_storage = c.view_storage
 scalar_storage = c.scalar_storage
 
+host_workspaces = True  # Metal kernels cannot allocate: the host sizes every large buffer (storage.py)
 early_exit = "T.evaluate(T.call_extern('int32', 'itm_return'))"  # `return;` from the kernel (see _HEADER)
 _HEADER = """// intent_trace tilelang-metal helpers: IEEE numerics, so build with fast math off (MTLMathModeSafe).
 #pragma METAL fp math_mode(safe)
@@ -311,7 +316,7 @@ def helper_source(name: str, family: str, dtypes: tuple, ret: T.DType, args: tup
     return f"static inline {_m(ret)} {name}({params}) {{ {body} }}"
 
 
-# --- helpers with pointer operands (extern.py): atomics and the Philox block function -----------------------------
+# --- helpers with pointer operands (extern.py): atomics, the Philox block function, k-quant blocks (metal_quant) --
 # A pointer's Metal type carries its address space (device for a view, thread for a local buffer), so these are
 # templates over the pointer type. One thread runs the kernel: a plain read-modify-write in program order is a
 # correct atomic of every memory order (as on tilelang-c).
@@ -328,7 +333,8 @@ def _atomic_body(op: str, d: T.DType, combine: str | None) -> str:
 
 
 def extern_source(name: str, family: str, dtypes: tuple, ret: T.DType, args: tuple, combine: str | None = None):
-    """The Metal definition of a helper with pointer operands, or None (k-quant blocks are not ported yet)."""
+    """The Metal definition of a helper with pointer operands (atomics, ``philox4x32_10``, the k-quant blocks of
+    :mod:`.metal_quant`), or None when this target cannot provide it."""
     atomic = family.startswith("atomic_")
     names = ("p", "a", "b") if atomic else tuple(f"p{k}" for k in range(len(args)))
     if any(not isinstance(a, str) and not supports(a) for a in args) or not supports(ret):
@@ -338,8 +344,8 @@ def extern_source(name: str, family: str, dtypes: tuple, ret: T.DType, args: tup
         if not (d.is_int or d.name == "f32"):
             return None
         body = _atomic_body(family.split("_")[1], d, combine)
-    elif family == "philox4x32_10":
-        body = f"return itb_philox4x32_10({', '.join(names)});"
+    elif family == "philox4x32_10" or family in QUANT_FAMILIES:
+        body = f"return itb_{family}({', '.join(names)});"
     else:
         return None
     pointers = [n for a, n in zip(args, names) if isinstance(a, str)]
