@@ -17,6 +17,8 @@ The lowering is the one every TileLang target shares; what differs here:
 """
 from __future__ import annotations
 
+import re
+
 from . import c
 from .cuda_kernels import flat_nest, specializations  # noqa: F401  (parallel programs for recognised graphs)
 
@@ -27,6 +29,21 @@ LANGUAGE = "tilelang.language"
 COMPILE_FLAGS = ()
 PASS_CONFIGS = {"tl.enable_fast_math": False,
                 "tl.device_compile_flags": ["--fmad=false", "-prec-div=true", "-prec-sqrt=true", "-ftz=false"]}
+
+# ptxas (-O2 and up) miscompiles our while loops on sm_90a: ``while (1) { if (!g) break; v = c; if (!(v < 0))
+# break; c = v - 1; }`` from c = 5 stored 0 (at -O2 it never ended), where the PTX nvcc gave was right and ptxas
+# -O0/-O1 ran it right (H200, tests/language/test_control.py::test_while_false_at_start_returns_init). A
+# program with a while loop is therefore assembled at -O1; every other program keeps ptxas' default.
+_WHILE_PTXAS = ["-Xptxas", "-O1"]
+_WHILE = re.compile(r"^\s+while ", re.M)  # a while loop in the program text
+
+
+def pass_configs(program: str) -> dict:
+    """The TileLang pass configuration for one program text (see _WHILE_PTXAS)."""
+    if not _WHILE.search(program):
+        return PASS_CONFIGS
+    return {**PASS_CONFIGS, "tl.device_compile_flags": [*PASS_CONFIGS["tl.device_compile_flags"], *_WHILE_PTXAS]}
+
 
 supports = c.supports
 view_storage = c.view_storage
@@ -59,9 +76,30 @@ def _device(text: str) -> str:
                      else line for line in text.split("\n"))
 
 
+# NaNs (T3: "NaN payloads are values"). The oracles run on x86, whose arithmetic returns its first NaN operand,
+# quieted, and the default NaN 0xFFC00000 for an invalid operation (inf - inf, 0 * inf, sqrt(-1)); NVIDIA's returns
+# the canonical NaN 0x7FFFFFFF for both, so these helpers decide NaNs in code (as Metal's do) around the C body.
+_X86_NANS = frozenset({"add", "sub", "mul", "div", "sqrt", "floor", "fma"})
+_NAN_BITS = {"f32": ("float", "itb_f32", "itb_bits32", "0x00400000u", "0xffc00000u"),
+             "f64": ("double", "itb_f64", "itb_bits64", "0x0008000000000000ull", "0xfff8000000000000ull")}
+
+
+def _x86_nans(text: str, name: str, d, arity: int) -> str:
+    t, to_float, to_bits, quiet_bit, default = _NAN_BITS[d.name]
+    names = "abc"[:arity]
+    inner = text.replace(f" {name}(", f" {name}_ieee(", 1)
+    checks = " ".join(f"if ({n} != {n}) return {to_float}({to_bits}({n}) | {quiet_bit});" for n in names)
+    return (f"{inner}\nextern \"C\" inline {t} {name}({', '.join(f'{t} {n}' for n in names)}) {{ {checks} "
+            f"{t} r = {name}_ieee({', '.join(names)}); return r != r ? {to_float}({default}) : r; }}")
+
+
 def helper_source(name: str, family: str, dtypes: tuple, ret, args: tuple) -> str | None:
     text = c.helper_source(name, family, dtypes, ret, args)
-    return None if text is None else _device(text)
+    if text is None:
+        return None
+    if family in _X86_NANS and ret.name in _NAN_BITS and all(a == ret for a in args):
+        text = _x86_nans(text, name, ret, len(args))
+    return _device(text)
 
 
 def prelude(definitions: list) -> str:

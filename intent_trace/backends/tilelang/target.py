@@ -121,6 +121,11 @@ def _compile_flags(module) -> list:
     return list(flags() if flags is not None else module.COMPILE_FLAGS)
 
 
+def _pass_configs(module, program: str) -> dict:
+    configs = getattr(module, "pass_configs", None)
+    return dict(configs(program) if configs is not None else getattr(module, "PASS_CONFIGS", {}))
+
+
 def compile_program(program: str, target: str = "tilelang-c"):
     """Run the program text to get its prim_func and compile it with TileLang (cached per text)."""
     module = _target_module(target)
@@ -140,7 +145,7 @@ def compile_program(program: str, target: str = "tilelang-c"):
     try:
         kernel = tilelang.compile(namespace["kernel"], target=module.TILELANG_TARGET,
                                   execution_backend=module.EXECUTION_BACKEND, compile_flags=_compile_flags(module),
-                                  pass_configs=dict(getattr(module, "PASS_CONFIGS", {})) or None)
+                                  pass_configs=_pass_configs(module, program) or None)
     except Exception as e:
         raise LoweringError(f"target {module.NAME}: TileLang failed to compile the generated program: {e}") from e
     _KERNELS[key] = kernel
