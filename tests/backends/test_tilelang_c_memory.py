@@ -87,25 +87,31 @@ def test_large_static_buffers_live_on_the_heap_and_small_ones_on_the_stack():
     run_both(k, RNG.integers(-9, 9, 3000), np.zeros(3000, np.int64), np.zeros(4, np.int64))
 
 
-def test_buffers_in_a_loop_body_with_break_and_continue():
-    @intent.kernel
-    def k(x: I.In[I.i32, ("N",)], y: I.Out[I.i32, ("N",)], stop: I.i32):
-        d = I.domain(0, x.shape[0])
-        y[d] = I.zeros((x.shape[0],), I.i32)
+@intent.kernel
+def loop_body_buffer(x: I.In[I.i32, ("N",)], y: I.Out[I.i32, ("N",)], stop: I.i32):
+    """A buffer allocated in a loop body that ``continue`` and ``break`` leave (also run with host workspaces)."""
+    d = I.domain(0, x.shape[0])
+    y[d] = I.zeros((x.shape[0],), I.i32)
 
-        def body(i, total):
-            scratch = I.buffer((x.shape[0],), I.i32, init=x[d])
-            scratch[i] = scratch[i] * 2
-            I.continue_(when=x[i] < 0, carry=total)
-            I.break_(when=total > stop, carry=total)
-            y[i] = scratch[i] + total
-            return total + I.cast(I.reduce.sum(scratch[d], axis=0), I.i32)
+    def body(i, total):
+        scratch = I.buffer((x.shape[0],), I.i32, init=x[d])
+        scratch[i] = scratch[i] * 2
+        I.continue_(when=x[i] < 0, carry=total)
+        I.break_(when=total > stop, carry=total)
+        y[i] = scratch[i] + total
+        return total + I.cast(I.reduce.sum(scratch[d], axis=0), I.i32)
 
-        y[0] = I.loop(d, I.cast(0, I.i32), body)
+    y[0] = I.loop(d, I.cast(0, I.i32), body)
 
+
+def run_loop_body_buffer() -> None:
     x = np.array([3, -1, 4, 1, -5, 9, 2], np.int32)
     for stop in (10, 1000, -1):
-        run_both(k, x, np.zeros(7, np.int32), stop)
+        run_both(loop_body_buffer, x, np.zeros(7, np.int32), stop)
+
+
+def test_buffers_in_a_loop_body_with_break_and_continue():
+    run_loop_body_buffer()
 
 
 # --- structured ops ------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from intent_trace import I
 from intent_trace.errors import LoweringError
 
 pytest.importorskip("tilelang")
+from backends.test_tilelang_c_memory import loop_body_buffer, run_loop_body_buffer
 from backends.tilelang_support import TARGET, run_both
 from intent_trace.backends.tilelang import c
 from intent_trace.backends.tilelang import target as tl_target
@@ -44,25 +45,8 @@ def test_dynamic_snapshot_is_a_workspace_sized_by_the_call():
 
 
 def test_a_buffer_in_a_loop_body_is_one_workspace_refilled_each_iteration():
-    @intent.kernel
-    def k(x: I.In[I.i32, ("N",)], y: I.Out[I.i32, ("N",)], stop: I.i32):
-        d = I.domain(0, x.shape[0])
-        y[d] = I.zeros((x.shape[0],), I.i32)
-
-        def body(i, total):
-            scratch = I.buffer((x.shape[0],), I.i32, init=x[d])
-            scratch[i] = scratch[i] * 2
-            I.continue_(when=x[i] < 0, carry=total)
-            I.break_(when=total > stop, carry=total)
-            y[i] = scratch[i] + total
-            return total + I.cast(I.reduce.sum(scratch[d], axis=0), I.i32)
-
-        y[0] = I.loop(d, I.cast(0, I.i32), body)
-
-    assert len(build(k.trace(), target=TARGET).workspaces) == 1
-    x = np.array([3, -1, 4, 1, -5, 9, 2], np.int32)
-    for stop in (10, 1000, -1):
-        run_both(k, x, np.zeros(7, np.int32), stop)
+    assert len(build(loop_body_buffer.trace(), target=TARGET).workspaces) == 1
+    run_loop_body_buffer()
 
 
 def test_large_static_and_zero_filled_buffers_are_workspaces():
