@@ -6,13 +6,15 @@
 - a bandwidth-bound pointwise chain vs a device-to-device copy's bandwidth (target >= 80%).
 
 Each kernel is checked against PyTorch's result before it is timed; a case with no tiled program on
-this build reports null with the reason rather than timing the one-thread fallback.
+this build reports null with the reason rather than timing the one-thread fallback (attention raises:
+its tiled program must exist and be the one the executable chooses).
 Run on a machine with an NVIDIA GPU (the ``device`` tool's H200): ``python benchmarks/gpu.py``.
 """
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import intent_trace as intent
 from intent_trace import I
@@ -31,8 +33,9 @@ def chain4(x: I.In[I.f32, ("N",)], y: I.In[I.f32, ("N",)], out: I.Out[I.f32, ("N
     out[d] = I.maximum(a * 1.5 + y[d], a) - 0.25
 
 
-def cuda_time(fn, repeat: int = 20) -> float:
-    """Median seconds per call over ``repeat`` calls, timed with CUDA events after a warm-up."""
+def cuda_time(fn, repeat: int = 20, inner: int = 1) -> float:
+    """Median seconds per call over ``repeat`` timings of ``inner`` back-to-back calls, timed with CUDA events after
+    a warm-up. With ``inner`` > 1 the host's launch overhead overlaps the device's work, as in a stream of calls."""
     import torch
 
     fn()
@@ -41,10 +44,11 @@ def cuda_time(fn, repeat: int = 20) -> float:
     for _ in range(repeat):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        fn()
+        for _ in range(inner):
+            fn()
         end.record()
         torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
+        times.append(start.elapsed_time(end) / 1e3 / inner)
     times.sort()
     return times[len(times) // 2]
 
@@ -87,9 +91,39 @@ def bench_pointwise(n: int = 1 << 26) -> dict:
     return {"ours_gbps": ours_bw / 1e9, "copy_gbps": copy_bw / 1e9, "ratio": ours_bw / copy_bw}
 
 
-def bench_attention() -> dict:
-    return {"ratio": None, "reason": "the flash-attention example (f32, region_fold) has no tiled tilelang-cuda "
-                                     "program yet; its general program runs in one thread"}
+def bench_attention(bh: int = 32, n: int = 4096, d: int = 128) -> dict:
+    """``attention_f16`` (examples/flash_attention.py) at B = batch * heads vs PyTorch's SDPA on the same data."""
+    import math
+
+    import torch
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+    from flash_attention import attention_f16
+
+    exe = intent.compile(attention_f16, target="tilelang-cuda")
+    sizes = {"B": bh, "L": n, "S": n, "D": d}
+    # never time the one-thread general program: the tiled one must be the one the executable chooses
+    spec = exe.specialization_for({ev.extent: sizes[ev.extent.name] for ev in exe.graph.extents})
+    if spec is None:
+        raise RuntimeError(f"{attention_f16.name} at {sizes} does not run a tiled program on tilelang-cuda "
+                           f"(specialisations: {[s.name for s in exe.specializations]})")
+    q, k, v = (torch.randn(bh, n, d, device="cuda", dtype=torch.float16) for _ in range(3))
+    out = torch.empty_like(q)
+    scale = 1.0 / math.sqrt(d)
+
+    def sdpa():  # (batch 1, heads bh, L, D)
+        return torch.nn.functional.scaled_dot_product_attention(q[None], k[None], v[None], scale=scale)
+
+    exe.launch(q, k, v, out, scale)
+    err = float((out.float() - sdpa()[0].float()).abs().max())
+    # kernel time: 10 calls back to back per timing, so neither side's host overhead (ours: extents, the choice of
+    # program, TileLang's launcher) adds to it; one call per timing too, host overhead included
+    ours, theirs = cuda_time(lambda: exe.launch(q, k, v, out, scale), inner=10), cuda_time(sdpa, inner=10)
+    ours_1, theirs_1 = cuda_time(lambda: exe.launch(q, k, v, out, scale)), cuda_time(sdpa)
+    flops = 4.0 * bh * n * n * d
+    return {"ours_ms": ours * 1e3, "torch_ms": theirs * 1e3, "ratio": theirs / ours, "ours_tflops": flops / ours / 1e12,
+            "torch_tflops": flops / theirs / 1e12, "max_abs_err_vs_torch": err, "program": spec.name,
+            "single_call": {"ours_ms": ours_1 * 1e3, "torch_ms": theirs_1 * 1e3, "ratio": theirs_1 / ours_1}}
 
 
 def main() -> int:

@@ -30,6 +30,16 @@ def summarize(k, v, q, scale):
 
 
 @intent.fn
+def summarize_f16(k, v, q, scale):
+    """``summarize`` for f16 operands: the contracts run on f16 and accumulate in f32; P is rounded to f16
+    before the PV contract (so every target, tensor cores included, computes the same product)."""
+    s = I.matmul(q, k, transpose_rhs=True, acc_dtype=I.f32) * scale
+    m = I.reduce.max(s, axis=1)
+    p = I.exp(s - rows(m, s))
+    return m, I.reduce.sum(p, axis=1), I.matmul(I.cast(p, I.f16), v, acc_dtype=I.f32)
+
+
+@intent.fn
 def rescale(m_old, m_new):
     """exp(m_old - m_new), with an empty summary (m = -inf) contributing nothing instead of NaN."""
     return I.select(m_old == NEG_INF, I.zeros(m_old.shape, I.f32), I.exp(m_old - m_new))
@@ -55,10 +65,31 @@ def attention(q: I.In[I.f32, ("L", "D")], k: I.In[I.f32, ("S", "D")], v: I.In[I.
     out[:, :] = acc / rows(l, acc)
 
 
+@intent.kernel
+def attention_f16(q: I.In[I.f16, ("B", "L", "D")], k: I.In[I.f16, ("B", "S", "D")], v: I.In[I.f16, ("B", "S", "D")],
+                  out: I.Out[I.f16, ("B", "L", "D")], scale: I.f32):
+    """Batched (batch * heads = B) f16 attention: the same fold per batch entry, summaries in f32."""
+    for b in I.parallel(I.domain(0, q.shape[0])):
+        queries = q[b, :, :]
+        L, D = queries.shape
+        identity = (I.full((L,), NEG_INF, I.f32), I.zeros((L,), I.f32), I.zeros((L, D), I.f32))
+        m, l, acc = I.region_fold(source=(k[b, :, :], v[b, :, :]), axis=0, summarize=summarize_f16, combine=combine,
+                                  identity=identity, operands=(queries, scale))
+        out[b, :, :] = I.cast(acc / rows(l, acc), I.f16)
+
+
 def reference(q, k, v, scale):
     s = (q.astype(np.float64) @ k.astype(np.float64).T) * scale
     p = np.exp(s - s.max(axis=1, keepdims=True))
     return (p / p.sum(axis=1, keepdims=True)) @ v.astype(np.float64)
+
+
+def reference_f16(q, k, v, scale):
+    """Batched, with P rounded to f16 before PV as ``summarize_f16`` says (the sum l is of the unrounded P)."""
+    s = np.einsum("bld,bsd->bls", q.astype(np.float64), k.astype(np.float64)) * scale
+    p = np.exp(s - s.max(axis=2, keepdims=True))
+    acc = np.einsum("bls,bsd->bld", p.astype(np.float16).astype(np.float64), v.astype(np.float64))
+    return acc / p.sum(axis=2, keepdims=True)
 
 
 def main(L: int = 64, S: int = 600, D: int = 16) -> int:
@@ -75,6 +106,18 @@ def main(L: int = 64, S: int = 600, D: int = 16) -> int:
         ok = err < 1e-4
         failures += not ok
         print(f"{target:>10}: max abs error vs float64 softmax(QK^T)V {err:.1e} -> {'ok' if ok else 'FAIL'}")
+    # the batched f16 kernel: P rounded to f16 where the kernel says, any segmentation (each p rounded relative to
+    # its own slice's max), then the output rounded to f16: within (2^-10 + 2^-11) max|v| of the reference
+    q, k, v = (rng.standard_normal(shape).astype(np.float16) for shape in ((3, L, D), (3, S, D), (3, S, D)))
+    want = reference_f16(q, k, v, scale)
+    bound = 2.0**-9 * float(np.abs(v).max())
+    for target in intent.runnable_targets():
+        out = np.zeros((3, L, D), np.float16)
+        intent.compile(attention_f16, target=target)(q, k, v, out, scale)
+        err = float(np.max(np.abs(out.astype(np.float64) - want)))
+        failures += err >= bound
+        print(f"{target:>10}: attention_f16 max abs error vs float64 with P in f16 {err:.1e} "
+              f"-> {'ok' if err < bound else 'FAIL'}")
     return 1 if failures else 0
 
 

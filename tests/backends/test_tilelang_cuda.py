@@ -1,8 +1,10 @@
 """tilelang-cuda specifics on a GPU machine (collected only when INTENT_TRACE_TEST_TARGETS names tilelang-cuda):
-the tiled matmul specialisation against exact references, and the fallback for extents its tiles do not divide."""
+the tiled matmul and flash-attention specialisations against references, and the fallback for extents their tiles do
+not divide."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import intent_trace as intent
 from intent_trace import I
@@ -76,3 +78,79 @@ def test_grid_mapped_pointwise_nest_matches_numpy_bit_for_bit():
     finite = ~np.isnan(want)
     np.testing.assert_array_equal(out[finite].view(np.uint32), want[finite].view(np.uint32))
     assert np.all(np.isnan(out[~finite]))
+
+
+# --- flash attention (examples/flash_attention.py) -------------------------------------------------------------
+
+def _flash_attention():
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).parents[2] / "examples" / "flash_attention.py"
+    spec = importlib.util.spec_from_file_location("_cuda_example_flash_attention", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+FA = _flash_attention()
+
+
+def _attention_case(B, L, S, D, seed):
+    """Inputs, the float64 reference with P rounded to f16 (one slice: the global row max; l of the unrounded P)
+    and the bound of a target's error from it: any segmentation rounds each p = exp(s - m_slice) to f16 relative
+    to its slice's max, so a PV term differs from the reference's by at most 2^-11 + 2^-11 relative and the quotient
+    by 2^-10 max|v|; the output's rounding to f16 adds 2^-11 max|v|; f32 contracts, sums and exp (<= 2 ulp) add
+    ~1e-5 relative. Bound: 2^-9 max|v|."""
+    import math
+
+    rng = np.random.default_rng(seed)
+    q, k, v = (rng.standard_normal(s).astype(np.float16) for s in ((B, L, D), (B, S, D), (B, S, D)))
+    scale = 1.0 / math.sqrt(D)
+    s = np.einsum("bld,bsd->bls", q.astype(np.float64), k.astype(np.float64)) * scale
+    p = np.exp(s - s.max(axis=2, keepdims=True))
+    want = np.einsum("bls,bsd->bld", p.astype(np.float16).astype(np.float64), v.astype(np.float64))
+    return (q, k, v, scale), want / p.sum(axis=2, keepdims=True), 2.0**-9 * float(np.abs(v).max())
+
+
+def _chosen(exe, **sizes):
+    """The name of the program the executable runs at these extents ("general" for its own)."""
+    spec = exe.specialization_for({ev.extent: sizes[ev.extent.name] for ev in exe.graph.extents})
+    return "general" if spec is None else spec.name
+
+
+@pytest.mark.parametrize("D", [64, 128])
+def test_tiled_attention_matches_numpy(D):
+    B, L, S = 2, 256, 256
+    exe = intent.compile(FA.attention_f16, target="tilelang-cuda")
+    assert _chosen(exe, B=B, L=L, S=S, D=D) == f"attention_d{D}"
+    args, want, bound = _attention_case(B, L, S, D, seed=D)
+    out = np.zeros((B, L, D), np.float16)
+    exe(*args[:3], out, args[3])
+    assert np.abs(out.astype(np.float64) - want).max() <= bound
+
+
+def test_tiled_attention_agrees_with_tilelang_c():
+    # the serial program of tilelang-c segments the keys otherwise: both within the bound of the reference, so within
+    # twice the bound of each other (a small shape: the serial C program takes seconds per 128 x 128 x 64 batch entry)
+    B, L, S, D = 1, 128, 128, 64
+    if "tilelang-c" not in intent.runnable_targets():
+        pytest.skip("tilelang-c does not run on this machine")
+    exe = intent.compile(FA.attention_f16, target="tilelang-cuda")
+    assert _chosen(exe, B=B, L=L, S=S, D=D) == f"attention_d{D}"
+    args, want, bound = _attention_case(B, L, S, D, seed=3)
+    out, c_out = np.zeros((B, L, D), np.float16), np.zeros((B, L, D), np.float16)
+    exe(*args[:3], out, args[3])
+    intent.compile(FA.attention_f16, target="tilelang-c")(*args[:3], c_out, args[3])
+    assert np.abs(c_out.astype(np.float64) - want).max() <= bound
+    assert np.abs(out.astype(np.float64) - c_out.astype(np.float64)).max() <= 2 * bound
+
+
+def test_attention_extents_the_tiles_do_not_divide_take_the_general_program():
+    B, L, S, D = 2, 48, 80, 16
+    exe = intent.compile(FA.attention_f16, target="tilelang-cuda")
+    assert _chosen(exe, B=B, L=L, S=S, D=D) == "general"
+    args, want, bound = _attention_case(B, L, S, D, seed=5)
+    out = np.zeros((B, L, D), np.float16)
+    exe(*args[:3], out, args[3])
+    assert np.abs(out.astype(np.float64) - want).max() <= bound

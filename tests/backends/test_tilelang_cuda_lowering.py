@@ -1,6 +1,9 @@
 """tilelang-cuda's program text, checked on any machine (no GPU needed): which graphs get a parallel
-mapping or a tiled specialisation, and that the flags forbid contraction and fast math."""
+mapping or a tiled specialisation, and that the flags forbid contraction and fast math; and the batched f16
+attention example on the CPU targets, against NumPy (the numerics its tiled program must share)."""
 from __future__ import annotations
+
+import pytest
 
 import intent_trace as intent
 from intent_trace import I
@@ -69,6 +72,25 @@ def test_cuda_flags_forbid_contraction_and_fast_math():
     assert not any("fast" in f for f in flags)
 
 
+def test_while_loops_are_assembled_at_ptxas_o1_and_nothing_else_is():
+    # ptxas -O2+ miscompiled this while loop on an H200 (sm_90a): from start = 5 the kernel stored 0
+    @intent.kernel
+    def countdown(y: I.Out[I.i32, (1,)], start: I.i32):
+        y[0] = I.while_(lambda c: c < 0, lambda c: c - 1, start)
+
+    flags = cuda.pass_configs(generate(countdown.trace(), "tilelang-cuda"))["tl.device_compile_flags"]
+    assert flags[-2:] == ["-Xptxas", "-O1"] and "--fmad=false" in flags
+    assert cuda.pass_configs(generate(chain4.trace(), "tilelang-cuda")) is cuda.PASS_CONFIGS
+
+
+def test_a_matmul_read_through_slices_is_left_to_the_general_program():
+    @intent.kernel
+    def mm(a: I.In[I.f16, ("M", "K")], b: I.In[I.f16, ("K", "N")], c: I.Out[I.f32, ("M", "N")]):
+        c[:, :] = I.matmul(a[:, :], b[:, :], acc_dtype=I.f32)  # no domains: not the recognised shape
+
+    assert cuda_kernels.specializations(mm.trace()) == []
+
+
 def test_matmul_specialisation_only_for_half_precision_operands():
     @intent.kernel
     def mm32(a: I.In[I.f32, ("M", "K")], b: I.In[I.f32, ("K", "N")], c: I.Out[I.f32, ("M", "N")]):
@@ -84,3 +106,159 @@ def test_matmul_specialisation_only_for_half_precision_operands():
     (spec,) = cuda_kernels.specializations(mm16.trace())
     assert "T.gemm(A_s, B_s, C_f)" in spec.program and "'bfloat16'" in spec.program
     assert spec.applies({0: 256, 1: 128, 2: 512}) and not spec.applies({0: 100, 1: 128, 2: 512})
+
+
+# --- flash attention (examples/flash_attention.py) -------------------------------------------------------------
+
+def _example(name: str):
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).parents[2] / "examples" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"_cuda_lowering_example_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+FA = _example("flash_attention")
+
+
+def _batched_attention(summarize, combine):
+    """``attention_f16`` with another summarize or combine."""
+    @intent.kernel
+    def attention_variant(q: I.In[I.f16, ("B", "L", "D")], k: I.In[I.f16, ("B", "S", "D")],
+                          v: I.In[I.f16, ("B", "S", "D")], out: I.Out[I.f16, ("B", "L", "D")], scale: I.f32):
+        for b in I.parallel(I.domain(0, q.shape[0])):
+            queries = q[b, :, :]
+            L, D = queries.shape
+            identity = (I.full((L,), FA.NEG_INF, I.f32), I.zeros((L,), I.f32), I.zeros((L, D), I.f32))
+            m, l, acc = I.region_fold(source=(k[b, :, :], v[b, :, :]), axis=0, summarize=summarize, combine=combine,
+                                      identity=identity, operands=(queries, scale))
+            out[b, :, :] = I.cast(acc / FA.rows(l, acc), I.f16)
+
+    return attention_variant
+
+
+@intent.fn
+def summarize_pv_in_f32(k, v, q, scale):
+    """P stays f32 in the PV contract (on tensor cores that would be TF32)."""
+    s = I.matmul(q, k, transpose_rhs=True, acc_dtype=I.f32) * scale
+    m = I.reduce.max(s, axis=1)
+    p = I.exp(s - FA.rows(m, s))
+    return m, I.reduce.sum(p, axis=1), I.matmul(p, I.cast(v, I.f32), acc_dtype=I.f32)
+
+
+@intent.fn
+def combine_unguarded(a, b):
+    """No select for an empty summary: exp(-inf - -inf) is NaN."""
+    ma, la, acc_a = a
+    mb, lb, acc_b = b
+    m = I.maximum(ma, mb)
+    alpha, beta = I.exp(ma - m), I.exp(mb - m)
+    return m, la * alpha + lb * beta, acc_a * FA.rows(alpha, acc_a) + acc_b * FA.rows(beta, acc_b)
+
+
+@intent.kernel
+def attention_f32_batched(q: I.In[I.f32, ("B", "L", "D")], k: I.In[I.f32, ("B", "S", "D")],
+                          v: I.In[I.f32, ("B", "S", "D")], out: I.Out[I.f32, ("B", "L", "D")], scale: I.f32):
+    for b in I.parallel(I.domain(0, q.shape[0])):
+        queries = q[b, :, :]
+        L, D = queries.shape
+        identity = (I.full((L,), FA.NEG_INF, I.f32), I.zeros((L,), I.f32), I.zeros((L, D), I.f32))
+        m, l, acc = I.region_fold(source=(k[b, :, :], v[b, :, :]), axis=0, summarize=FA.summarize, combine=FA.combine,
+                                  identity=identity, operands=(queries, scale))
+        out[b, :, :] = acc / FA.rows(l, acc)
+
+
+def _attention_specs(kernel) -> dict:
+    return {s.name: s for s in cuda_kernels.specializations(kernel.trace())}
+
+
+def _extents(kernel, **sizes) -> dict:
+    return {k: sizes[ev.extent.name] for k, ev in enumerate(kernel.trace().extents)}
+
+
+def test_attention_f16_gets_tiled_flash_attention_programs():
+    from intent_trace.backends.tilelang import cuda_attention
+
+    specs = _attention_specs(FA.attention_f16)
+    assert set(specs) == {f"attention_d{c[0]}" for c in cuda_attention.CONFIGS}
+    d, bm, bn, stages, threads = cuda_attention.CONFIGS[0]
+    program = specs[f"attention_d{d}"].program
+    for text in (f"T.Kernel(T.ceildiv(d1, {bm}), d0, threads={threads})", f"T.alloc_shared(({bm}, {d}), 'float16')",
+                 f"T.Pipelined(T.ceildiv(d3, {bn}), num_stages={stages})",
+                 "T.gemm(Q_s, K_s, S_f, transpose_B=True", "S_f[i, j] * scale", "T.reduce_max(S_f, mb_f",
+                 "T.exp(S_f[i, j] - mb_f[i])", "T.reduce_sum(S_f, lb_f", "T.copy(S_f, P_f)", "T.gemm(P_f, V_s, PV_f",
+                 "T.if_then_else(m_f[i] == -T.infinity('float32'), T.float32(0)", "acc_f[i, j] / l_f[i]"):
+        assert text in program, text
+    assert "exp2" not in program and "fast" not in program
+
+
+def test_attention_specialisation_applies_to_divisible_extents_of_its_head_dim():
+    specs = _attention_specs(FA.attention_f16)
+    d128, d64 = specs["attention_d128"], specs["attention_d64"]
+    assert d128.applies(_extents(FA.attention_f16, B=2, L=256, S=512, D=128))
+    assert not d64.applies(_extents(FA.attention_f16, B=2, L=256, S=512, D=128))
+    assert d64.applies(_extents(FA.attention_f16, B=32, L=4096, S=4096, D=64))
+    for sizes in (dict(B=2, L=100, S=256, D=128), dict(B=2, L=256, S=100, D=128), dict(B=2, L=256, S=256, D=96),
+                  dict(B=0, L=256, S=256, D=128), dict(B=2**16, L=2**16, S=256, D=128)):  # the last: 2**31 elements
+        assert not any(s.applies(_extents(FA.attention_f16, **sizes)) for s in specs.values()), sizes
+
+
+@pytest.mark.parametrize("kernel", [
+    pytest.param(FA.attention, id="unbatched-f32-example"),
+    pytest.param(attention_f32_batched, id="f32-operands"),
+    pytest.param(_batched_attention(summarize_pv_in_f32, FA.combine), id="pv-without-f16-cast"),
+    pytest.param(_batched_attention(FA.summarize_f16, combine_unguarded), id="combine-without-empty-guard"),
+])
+def test_attention_near_misses_get_no_specialisation(kernel):
+    assert cuda_kernels.specializations(kernel.trace()) == []
+
+
+def test_attention_variant_spelled_as_the_example_is_recognised():
+    # the factory above builds the near misses: with the example's own helpers it gives the recognised graph
+    same = _batched_attention(FA.summarize_f16, FA.combine)
+    assert set(_attention_specs(same)) == set(_attention_specs(FA.attention_f16)) == {"attention_d128", "attention_d64"}
+
+
+def test_attention_specialisation_lowers_to_cuda_with_accurate_exp_and_tensor_cores():
+    import linecache
+
+    tilelang = pytest.importorskip("tilelang")
+    import tvm
+    from tvm.target import Target
+
+    program = _attention_specs(FA.attention_f16)["attention_d128"].program
+    linecache.cache["<attention>"] = (len(program), None, program.splitlines(True), "<attention>")
+    namespace: dict = {}
+    exec(compile(program, "<attention>", "exec"), namespace)  # noqa: S102
+    target = Target({"kind": "cuda", "arch": "sm_90a"})
+    with tvm.transform.PassContext(config=dict(cuda.PASS_CONFIGS)), target:
+        source = tilelang.lower(namespace["kernel"], target=target).kernel_source
+    assert "expf(" in source and "__expf" not in source and "exp2" not in source
+    assert "wgmma" in source  # both contracts on Hopper tensor cores
+    assert "__float22half2_rn" in source  # P rounded to nearest f16
+
+
+def test_attention_f16_matches_numpy_with_p_rounded_to_f16(run):
+    # Reference: one slice (the global row max), P rounded to f16 before PV, l the sum of the unrounded P. A target
+    # may segment the keys anyhow, rounding each p = exp(s - m_slice) to f16 relative to its slice's max: each term of
+    # PV then differs from the reference's by at most 2^-11 + 2^-11 relative (both roundings), so the quotient by at
+    # most 2^-10 max|v|; rounding the output to f16 adds 2^-11 |out| <= 2^-11 max|v|. The f32 contracts, sums and
+    # exp (<= 2 ulp) add ~1e-5 relative. Bound: 2^-9 max|v|.
+    import math
+
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    B, L, S, D = 2, 16, 40, 8
+    q, k, v = (rng.standard_normal(s).astype(np.float16) for s in ((B, L, D), (B, S, D), (B, S, D)))
+    scale = 1.0 / math.sqrt(D)
+    s = np.einsum("bld,bsd->bls", q.astype(np.float64), k.astype(np.float64)) * scale
+    p = np.exp(s - s.max(axis=2, keepdims=True))
+    want = np.einsum("bls,bsd->bld", p.astype(np.float16).astype(np.float64), v.astype(np.float64))
+    want /= p.sum(axis=2, keepdims=True)
+    out = np.zeros((B, L, D), np.float16)
+    run(FA.attention_f16, q, k, v, out, scale)
+    assert np.abs(out.astype(np.float64) - want).max() <= 2.0**-9 * np.abs(v).max()

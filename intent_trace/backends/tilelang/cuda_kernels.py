@@ -14,8 +14,12 @@ is unchanged and every other call still has the general program). Recognised now
   over full unit-step domains. Tensor cores accumulate in f32, the declared acc dtype (issue 7: "f16/bf16
   tensor-core contracts accumulate in the declared acc dtype"); f32 operands are never given to
   ``T.gemm`` (that would be TF32). The cast to the output rounds to nearest even, as T3 asks.
+- **flash attention** (:mod:`.cuda_attention`): the batched f16 region fold of ``examples/flash_attention.py``
+  (QK^T and PV on tensor cores with f32 accumulation, the kernel's own summary and combine per key block).
 """
 from __future__ import annotations
+
+import math
 
 import attrs
 
@@ -28,20 +32,38 @@ _TIR = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
 
 @attrs.frozen
 class Specialization:
-    """A tiled program for the calls whose extents satisfy ``divides``: {extent index: tile}."""
+    """A tiled program for the calls whose extents satisfy ``divides``: {extent index: tile}, and ``equals``:
+    {extent index: the size the program is written for}.
+
+    It takes the graph's own arguments only (no error record, no workspaces): a recogniser returns one only for
+    graphs whose general program cannot fail a run-time check wherever the specialisation applies (full unit-step
+    domains, whole views, reshapes whose sizes agree by construction)."""
 
     name: str
     program: str
     divides: tuple  # ((graph extent index, tile), ...)
+    equals: tuple = ()  # ((graph extent index, size), ...)
+    # the extent indices of each operand's axes: every operand stays under 2**31 elements (int32 indices);
+    # by default a matmul's, whose operands are the consecutive pairs of ``divides`` (C, B, A)
+    operands: tuple | None = None
 
     def applies(self, extents: dict) -> bool:
-        if any(extents[a] * extents[b] >= 2**31 for (a, _), (b, _) in zip(self.divides, self.divides[1:] + self.divides[:1])):
+        operands = self.operands
+        if operands is None:
+            operands = tuple((a, b) for (a, _), (b, _) in zip(self.divides, self.divides[1:] + self.divides[:1]))
+        if any(math.prod(extents[k] for k in axes) >= 2**31 for axes in operands):
+            return False
+        if any(extents[k] != size for k, size in self.equals):
             return False
         return all(extents[k] > 0 and extents[k] % tile == 0 for k, tile in self.divides)
 
 
 def specializations(graph: KernelGraph) -> list:
-    return [spec for spec in (_matmul(graph, config) for config in CONFIGS) if spec is not None]
+    from . import cuda_attention
+
+    specs = [_matmul(graph, config) for config in CONFIGS]
+    specs += [cuda_attention.attention(graph, config) for config in cuda_attention.CONFIGS]
+    return [spec for spec in specs if spec is not None]
 
 
 def _unit_domain(node, extents) -> int | None:
@@ -94,8 +116,9 @@ def _matmul(graph: KernelGraph, config=None) -> Specialization | None:
             return None
     if contract is None or write is None or contract.attr("reduce") != ((1, 0),) or contract.attr("batch") != ():
         return None
-    if contract.attr("acc_dtype").name != "f32" or not all(x in reads for x in contract.inputs):
-        return None
+    if contract.attr("acc_dtype").name != "f32" or not all(len(reads.get(x, ((), ()))[1]) == 2
+                                                          for x in contract.inputs):
+        return None  # both operands are reads of matrices over domains
     (ka, pa), (ma, kk) = reads[contract.inputs[0]]
     (kb, pb), (kk2, nb) = reads[contract.inputs[1]]
     dtype = pa.type.dtype.name

@@ -217,8 +217,7 @@ class TileLangExecutable:
         host = [(_host_array(p.name, a) if p.kind == "view" else a) for p, a in zip(params, args)] \
             if len(args) == len(params) else list(args)
         values, dims = bind_arguments(self.graph, tuple(host))
-        kernel = self._kernel_for(dims)
-        special = kernel is not self.kernel
+        kernel, special = self._kernel_for(dims)
         import torch
 
         staged, call_args = [], []
@@ -245,7 +244,7 @@ class TileLangExecutable:
         if not special:
             call_args += self._workspace_tensors(dims, values)
         err = None
-        if self.error_sites:  # the hidden error record (.storage): code, then three values
+        if self.error_sites and not special:  # the hidden error record (.storage): code, then three values
             err = self._module.to_device(torch.zeros(4, dtype=torch.int64))
             call_args.append(err)
         kernel(*call_args)
@@ -269,8 +268,8 @@ class TileLangExecutable:
                 for e, n in zip(p.type.shape, tuple(a.shape)):
                     if not isinstance(e, int):
                         dims[e] = n
-        kernel = self._kernel_for(dims)
-        if kernel is self.kernel:
+        kernel, special = self._kernel_for(dims)
+        if not special:
             device_args = (*device_args, *self._workspace_tensors(dims, device_args))
             if self.error_sites:
                 import torch
@@ -288,14 +287,19 @@ class TileLangExecutable:
         return [self._module.to_device(torch.empty(space.sizes(extents, args), dtype=_torch_dtype(np.dtype(space.dtype))))
                 for space in self.workspaces]
 
-    def _kernel_for(self, dims: dict):
-        """The general kernel, or a specialisation whose tiles divide this call's extents."""
-        if self.specializations and not self.error_sites and not self.workspaces:
+    def specialization_for(self, dims: dict):
+        """The specialisation a call with these extents ({extent: size}) runs, or None for the general program.
+        A specialisation has no error record or workspaces: its recogniser matches only graphs whose general
+        program cannot fail a check where the specialisation applies (cuda_kernels.Specialization)."""
+        if self.specializations:
             extents = {k: int(dims[ev.extent]) for k, ev in enumerate(self.graph.extents)}
-            for spec in self.specializations:
-                if spec.applies(extents):
-                    return compile_program(spec.program, self.target)
-        return self.kernel
+            return next((spec for spec in self.specializations if spec.applies(extents)), None)
+        return None
+
+    def _kernel_for(self, dims: dict) -> tuple:
+        """(the compiled kernel for a call with these extents, whether it is a specialisation)."""
+        spec = self.specialization_for(dims)
+        return (self.kernel, False) if spec is None else (compile_program(spec.program, self.target), True)
 
     def synchronize(self) -> None:
         """Wait for the target's queued work (a no-op on the C target, whose calls return when done)."""

@@ -1,0 +1,337 @@
+"""A tiled flash-attention program for the batched f16 attention kernel (``examples/flash_attention.py``).
+
+Recognised graph (every extent a full unit-step domain, every view read or written whole at the point):
+
+    for b in parallel(domain(0, B)):
+        m, l, acc = region_fold(source=(k[b], v[b]), axis=0, operands=(q[b], scale),
+                                identity=(full(-inf), zeros, zeros), summarize=S, combine=C)
+        out[b] = cast(acc / rows(l), f16)
+    S(k, v, q, scale): s = contract(q, k, transpose) * scale; m = max_j s; p = exp(s - rows(m))
+                       -> (m, sum_j p, contract(cast(p, f16), v))         (contracts: f16 operands, f32 acc)
+    C(a, b):           m = maximum(ma, mb); alpha, beta = rescale(ma, m), rescale(mb, m)
+                       -> (m, la * alpha + lb * beta, acc_a * rows(alpha) + acc_b * rows(beta))
+    rescale(x, m) = select(x == -inf, 0, exp(x - m))
+
+The graph is compared with these expression trees (up to operand order of add, mul and maximum, and dead
+nodes such as ``dim``), so dtypes, acc dtypes, casts, attributes (no approximate division) and row
+broadcasts must all be the ones above.
+
+The program is the fold as the kernel states it, segmented into key blocks of ``block_N``: per block the
+summary (its own row max, ``exp`` of the scaled scores minus it, the row sums, P rounded to f16, then the
+PV product on tensor cores accumulating in f32 in a fresh fragment), then ``combine`` with the running
+summary, starting from the identity; the empty summary's rescale is 0 (the ``select``). At the end the
+IEEE division, rounded once to f16. ``exp`` is CUDA's ``expf`` (within 2 ulp, T4: no fast math, no exp2
+rescale); the target's flags forbid FMA contraction. ``T.max``/``T.reduce_max`` ignore a NaN operand
+where ``maximum`` propagates it: a NaN score makes its row's ``p`` and so its ``l`` NaN either way, so
+the outputs agree. The grid is (L / block_M, B); per block, Q stays in shared memory and K/V blocks are
+pipelined (``T.Pipelined``) through it. The only run-time checks of the general program are the reshapes of
+``rows`` (L elements into (L, 1)), which cannot fail: the specialisation needs no error record.
+"""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from ...graph import ops
+from ...graph.values import KernelGraph, Literal
+
+if TYPE_CHECKING:
+    from .cuda_kernels import Specialization
+
+# (D, block_M, block_N, stages, threads), tried in order; the first whose D and tiles fit a call is used. On an H200
+# at B=32, L=S=4096, D=128 (tools/attention_sweep.py): block_N 128 beats 64 (0.75 vs 0.88 ms at 2 stages: half the
+# combines), one stage beats 2 and 3 (0.68, 0.75, 0.70 ms), block_M 64 (one consumer warpgroup) is slower (1.2 ms);
+# block_N 256 would spill registers.
+CONFIGS = ((128, 128, 128, 1, 256), (64, 128, 128, 1, 256))
+_COMMUTATIVE = ("add", "mul", "maximum")
+_SKIP_ATTRS = ("type", "types", "helpers", "extents", "helper")
+
+
+# --- expression trees ------------------------------------------------------------------------------------
+
+def _canon(tree):
+    """Operands of commutative ops in a fixed order."""
+    if not isinstance(tree, tuple) or len(tree) != 5:
+        return tree
+    head, children = tree[:-1], tuple(_canon(c) for c in tree[-1])
+    if head[0] in _COMMUTATIVE:
+        children = tuple(sorted(children, key=repr))
+    return (*head, children)
+
+
+class _Trees:
+    """Expression trees of the values of one region: ("param", role), ("lit", dtype, value), or
+    (op, dtype, shape, attrs, children); shapes spell extents by role ("L", "D", "e": the slice)."""
+
+    def __init__(self, region, roles: dict, dims: dict):
+        self.defs = {out: node for node in region.nodes for out in node.outputs}
+        self.roles, self.dims, self.memo = roles, dims, {}
+        # an effect other than a read anywhere in the region (nested regions included): not ours
+        self.bad = any(ops.region_effects(node) - {"read"} for node in region.nodes)
+
+    def shape(self, t):
+        return tuple(s if isinstance(s, int) else self.dims.get(s, "?") for s in getattr(t, "shape", ()))
+
+    def __call__(self, v):
+        if isinstance(v, Literal):
+            return ("lit", getattr(v.type, "dtype", v.type).name, float(v.value))
+        if v in self.roles:
+            return ("param", self.roles[v])
+        node = self.defs.get(v)
+        if node is None or len(node.outputs) != 1:
+            return ("?",)
+        if v not in self.memo:
+            self.memo[v] = self._tree(node)
+        return self.memo[v]
+
+    def _tree(self, node):
+        t = node.outputs[0].type
+        attrs = {k: _plain(a) for k, a in node.attrs if k not in _SKIP_ATTRS}
+        if node.op.name == "reduce":
+            attrs["combine"] = _reduce_body(node)
+        dtype = getattr(getattr(t, "dtype", None), "name", None)
+        return _canon((node.op.name, dtype, self.shape(t), tuple(sorted(attrs.items())),
+                       tuple(self(x) for x in node.inputs)))
+
+
+def _plain(a):
+    if isinstance(a, tuple):
+        return tuple(_plain(x) for x in a)
+    if hasattr(a, "name") and not isinstance(a, str):  # a dtype
+        return a.name
+    if hasattr(a, "dtype") and hasattr(a, "item"):  # a NumPy scalar
+        return float(a)
+    return a
+
+
+def _reduce_body(node):
+    (body,) = node.regions
+    if len(body.nodes) != 1 or len(body.params) != 2 or body.results != body.nodes[0].outputs:
+        return None
+    inner = body.nodes[0]
+    return inner.op.name if set(inner.inputs) == set(body.params) and not inner.attrs else None
+
+
+# --- the templates ---------------------------------------------------------------------------------------
+
+def _op(op_name, dtype_name, shape, *children, **attrs):
+    return (op_name, dtype_name, shape, tuple(sorted(attrs.items())), children)
+
+
+def _full(value, shape):
+    return _op("full", "f32", shape, ("lit", "f32", value))
+
+
+def _rows(x, shape):
+    """[L] -> [L, 1] -> broadcast over a row of ``shape``."""
+    return _op("broadcast", "f32", shape, _op("reshape", "f32", ("L", 1), x))
+
+
+def _reduce(kind, x, init):
+    return _op("reduce", "f32", ("L",), x, _op("full", "f32", ("L",), _op("constant", "f32", (), value=init)),
+               axes=(1,), combine=kind)
+
+
+def _summarize_template():
+    s = _op("mul", "f32", ("L", "e"), _op("contract", "f32", ("L", "e"), ("param", "q"), ("param", "k"),
+                                           reduce=((1, 1),), batch=(), acc_dtype="f32"),
+            _op("broadcast", "f32", ("L", "e"), ("param", "scale")))
+    m = _reduce("maximum", s, -math.inf)
+    p = _op("exp", "f32", ("L", "e"), _op("sub", "f32", ("L", "e"), s, _rows(m, ("L", "e"))))
+    pv = _op("contract", "f32", ("L", "D"), _op("cast", "f16", ("L", "e"), p, dtype="f16"), ("param", "v"),
+             reduce=((1, 0),), batch=(), acc_dtype="f32")
+    return _op("tuple", None, (), m, _reduce("add", p, 0.0), pv)
+
+
+def _combine_template():
+    def get(side, k, shape):
+        return _op("get", "f32", shape, ("param", side), index=k)
+
+    ma, mb = get("a", 0, ("L",)), get("b", 0, ("L",))
+    m = _op("maximum", "f32", ("L",), ma, mb)
+
+    def rescale(x):
+        return _op("select", "f32", ("L",), _op("eq", "bool", ("L",), x, ("lit", "f32", -math.inf)),
+                   _full(0.0, ("L",)), _op("exp", "f32", ("L",), _op("sub", "f32", ("L",), x, m)))
+
+    alpha, beta = rescale(ma), rescale(mb)
+    lsum = _op("add", "f32", ("L",), _op("mul", "f32", ("L",), get("a", 1, ("L",)), alpha),
+               _op("mul", "f32", ("L",), get("b", 1, ("L",)), beta))
+    acc = _op("add", "f32", ("L", "D"),
+              _op("mul", "f32", ("L", "D"), get("a", 2, ("L", "D")), _rows(alpha, ("L", "D"))),
+              _op("mul", "f32", ("L", "D"), get("b", 2, ("L", "D")), _rows(beta, ("L", "D"))))
+    return _op("tuple", None, (), m, lsum, acc)
+
+
+def _outer_template():
+    def get(k, shape):
+        return _op("get", "f32", shape, ("param", "fold"), index=k)
+
+    quotient = _op("div", "f32", ("L", "D"), get(2, ("L", "D")), _rows(get(1, ("L",)), ("L", "D")))
+    return _op("cast", "f16", ("L", "D"), quotient, dtype="f16")
+
+
+def _read(role):
+    return _op("read", "f16", ("L" if role == "q" else "S", "D"), ("param", role), ("param", "b"),
+               index=("point", "all", "all"))
+
+
+# --- recognition ---------------------------------------------------------------------------------------
+
+def _match(graph: KernelGraph):
+    """({role: graph param index}, {"B"/"L"/"S"/"D": graph extent index}) when ``graph`` is the attention
+    above, else None."""
+    nodes = graph.body.nodes
+    if len(nodes) != 2 or (nodes[0].op.name, nodes[1].op.name) != ("domain", "parallel"):
+        return None
+    domain, par = nodes
+    begin, end, step = domain.inputs
+    if not (isinstance(begin, Literal) and begin.value == 0 and isinstance(step, Literal) and step.value == 1):
+        return None
+    if par.inputs != domain.outputs or end not in graph.extents or len(par.regions) != 1:
+        return None
+    (body,) = par.regions
+    effects = [n for n in body.nodes if n.op.effects - {"read"}]
+    folds = [n for n in body.nodes if n.op.name == "region_fold"]
+    if len(folds) != 1 or len(effects) != 1 or effects[0].op.name != "write" or len(body.params) != 1:
+        return None
+    (fold,), (write,), (point,) = folds, effects, body.params
+    views = {p.var: p for p in graph.params}
+    if len(fold.inputs) != 4 or fold.attr("axis") != 0 or len(fold.regions) != 2 or len(write.inputs) != 3:
+        return None
+    out, scale = views.get(write.inputs[0]), views.get(fold.inputs[3])
+    if out is None or out.kind != "view" or len(out.type.shape) != 3 or write.inputs[2] is not point:
+        return None
+    if scale is None or scale.kind != "scalar" or scale.type.dtype.name != "f32":
+        return None
+    B, L, D = out.type.shape
+    extents = {ev.extent: k for k, ev in enumerate(graph.extents)}
+    if B is not end.extent or not all(x in extents for x in (B, L, D)) or out.type.access != "Out":
+        return None
+    # the fold's inputs: tuple(read k[b], read v[b]), the identity, read q[b], the scale parameter
+    top = _Trees(body, {point: "b"}, {L: "L", D: "D"})
+    source, identity, queries, _ = fold.inputs
+    tup = top.defs.get(source)
+    if tup is None or tup.op.name != "tuple" or len(tup.inputs) != 2:
+        return None
+    reads = {"k": top.defs.get(tup.inputs[0]), "v": top.defs.get(tup.inputs[1]), "q": top.defs.get(queries)}
+    if any(n is None or n.op.name != "read" or n.inputs[0] not in views for n in reads.values()):
+        return None
+    names = {n.inputs[0]: role for role, n in reads.items()}
+    if len(names) != 3 or out.var in names:
+        return None
+    S = views[reads["k"].inputs[0]].type.shape[1]
+    if S not in extents or S in (B, L, D):
+        return None
+    top.roles.update(names)
+    top.dims[S] = "S"
+    want = {"q": (B, L, D), "k": (B, S, D), "v": (B, S, D)}
+    for var, role in names.items():
+        p = views[var]
+        if p.type.access != "In" or p.type.dtype.name != "f16" or tuple(p.type.shape) != want[role]:
+            return None
+        if top(reads[role].outputs[0]) != _canon(_read(role)):
+            return None
+    if out.type.dtype.name != "f16" or top.defs.get(identity) is None or top.defs[identity].op.name != "tuple":
+        return None
+    if tuple(top(x) for x in top.defs[identity].inputs) != (_full(-math.inf, ("L",)), _full(0.0, ("L",)),
+                                                             _full(0.0, ("L", "D"))):
+        return None
+    # the summarizer and the combine, against their templates
+    summarize, combine = fold.regions
+    if len(summarize.params) != 4 or len(combine.params) != 2 or len(summarize.results) != 1:
+        return None
+    k_p, v_p, q_p, s_p = summarize.params
+    e = getattr(k_p.type, "shape", (None,))[0]
+    inner = _Trees(summarize, {k_p: "k", v_p: "v", q_p: "q", s_p: "scale"}, {L: "L", D: "D", e: "e"})
+    if inner.bad or inner(summarize.results[0]) != _canon(_summarize_template()):
+        return None
+    a, b = combine.params
+    merge = _Trees(combine, {a: "a", b: "b"}, {L: "L", D: "D"})
+    if merge.bad or len(combine.results) != 1 or merge(combine.results[0]) != _canon(_combine_template()):
+        return None
+    top.roles[fold.outputs[0]] = "fold"
+    if top(write.inputs[1]) != _canon(_outer_template()) or write.attr("index") != ("point", "all", "all"):
+        return None
+    params = {p.var: k for k, p in enumerate(graph.params)}
+    order = {role: params[var] for var, role in names.items()}
+    order.update(out=params[out.var], scale=params[scale.var])
+    return order, {"B": extents[B], "L": extents[L], "S": extents[S], "D": extents[D]}
+
+
+def attention(graph: KernelGraph, config=None) -> Specialization | None:
+    """The tiled program for ``graph`` with ``config`` = (D, block_M, block_N, stages, threads), or None when
+    the graph is not the attention above."""
+    from .cuda_kernels import Specialization
+
+    match = _match(graph)
+    if match is None:
+        return None
+    order, dims = match
+    dim, bm, bn, stages, threads = config or CONFIGS[0]
+    b, l, s = (f"d{dims[r]}" for r in "BLS")
+    shapes = {"q": (b, l, dim), "k": (b, s, dim), "v": (b, s, dim), "out": (b, l, dim)}
+    names = {"q": "Q", "k": "K", "v": "V", "out": "O", "scale": "scale"}
+    params = []
+    for role, k in sorted(order.items(), key=lambda kv: kv[1]):
+        params.append("scale: T.float32" if role == "scale" else
+                      f"{names[role]}: T.Tensor(({', '.join(map(str, shapes[role]))}), 'float16')")
+    used = sorted({dims[r] for r in "BLS"})
+    decls = "\n".join(f"d{k} = T.dynamic('d{k}', 'int32')" for k in used)
+    program = f'''# Generated by intent_trace (target tilelang-cuda): tiled flash attention specialising a KIR graph.
+import tilelang.language as T
+
+{decls}
+
+
+@T.prim_func
+def kernel({", ".join(params)}):
+    with T.Kernel(T.ceildiv({l}, {bm}), {b}, threads={threads}) as (bx, bz):
+        Q_s = T.alloc_shared(({bm}, {dim}), 'float16')
+        K_s = T.alloc_shared(({bn}, {dim}), 'float16')
+        V_s = T.alloc_shared(({bn}, {dim}), 'float16')
+        O_s = T.alloc_shared(({bm}, {dim}), 'float16')
+        S_f = T.alloc_fragment(({bm}, {bn}), 'float32')  # the block's scaled scores, then p
+        P_f = T.alloc_fragment(({bm}, {bn}), 'float16')  # p rounded to f16
+        PV_f = T.alloc_fragment(({bm}, {dim}), 'float32')  # the block summary's acc
+        acc_f = T.alloc_fragment(({bm}, {dim}), 'float32')  # the running summary (m_f, l_f, acc_f)
+        m_f = T.alloc_fragment(({bm},), 'float32')
+        l_f = T.alloc_fragment(({bm},), 'float32')
+        mb_f = T.alloc_fragment(({bm},), 'float32')
+        lb_f = T.alloc_fragment(({bm},), 'float32')
+        alpha_f = T.alloc_fragment(({bm},), 'float32')
+        beta_f = T.alloc_fragment(({bm},), 'float32')
+        T.copy(Q[bz, bx * {bm}, 0], Q_s)
+        T.fill(m_f, -T.infinity('float32'))
+        T.fill(l_f, 0)
+        T.fill(acc_f, 0)
+        for kb in T.Pipelined(T.ceildiv({s}, {bn}), num_stages={stages}):
+            T.copy(K[bz, kb * {bn}, 0], K_s)
+            T.copy(V[bz, kb * {bn}, 0], V_s)
+            # summarize(k block, v block, q, scale)
+            T.gemm(Q_s, K_s, S_f, transpose_B=True, clear_accum=True, policy=T.GemmWarpPolicy.FullRow)
+            for i, j in T.Parallel({bm}, {bn}):
+                S_f[i, j] = S_f[i, j] * scale
+            T.reduce_max(S_f, mb_f, dim=1, clear=True)
+            for i, j in T.Parallel({bm}, {bn}):
+                S_f[i, j] = T.exp(S_f[i, j] - mb_f[i])
+            T.reduce_sum(S_f, lb_f, dim=1, clear=True)
+            T.copy(S_f, P_f)
+            T.gemm(P_f, V_s, PV_f, clear_accum=True, policy=T.GemmWarpPolicy.FullRow)
+            # combine(running, block)
+            for i in T.Parallel({bm}):
+                m_new = T.max(m_f[i], mb_f[i])
+                alpha_f[i] = T.if_then_else(m_f[i] == -T.infinity('float32'), T.float32(0), T.exp(m_f[i] - m_new))
+                beta_f[i] = T.if_then_else(mb_f[i] == -T.infinity('float32'), T.float32(0), T.exp(mb_f[i] - m_new))
+                l_f[i] = l_f[i] * alpha_f[i] + lb_f[i] * beta_f[i]
+                m_f[i] = m_new
+            for i, j in T.Parallel({bm}, {dim}):
+                acc_f[i, j] = acc_f[i, j] * alpha_f[i] + PV_f[i, j] * beta_f[i]
+        for i, j in T.Parallel({bm}, {dim}):
+            acc_f[i, j] = acc_f[i, j] / l_f[i]
+        T.copy(acc_f, O_s)
+        T.copy(O_s, O[bz, bx * {bm}, 0])
+'''
+    return Specialization(f"attention_d{dim}", program, ((dims["L"], bm), (dims["S"], bn), (dims["B"], 1)),
+                          equals=((dims["D"], dim),),
+                          operands=((dims["B"], dims["L"], dims["D"]), (dims["B"], dims["S"], dims["D"])))
