@@ -16,6 +16,8 @@ import numpy as np
 from numba import njit, types
 from numba.extending import intrinsic
 
+from ..cephes import I0_A, I0_B
+
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
 
 
@@ -364,35 +366,30 @@ def rsqrt(x):
     return 1.0 / math.sqrt(x)
 
 
+_I0_A, _I0_B = np.array(I0_A), np.array(I0_B)  # read as constants when Numba compiles i0
+
+
+@njit(**_JIT)
+def _chbevl(x, v):
+    b0, b1, b2 = v[0], 0.0, 0.0
+    for i in range(1, len(v)):
+        b2 = b1
+        b1 = b0
+        b0 = x * b1 - b2 + v[i]
+    return 0.5 * (b0 - b2)
+
+
 @njit(**_JIT)
 def i0(x):
-    """Modified Bessel I0 in float64: power series below 15, asymptotic expansion above."""
+    """Modified Bessel I0 in float64: Cephes' Chebyshev expansions, as generic's np.i0 (oracle/cephes.py)."""
     if x != x:
         return x
     ax = abs(x)
     if math.isinf(ax):
         return math.inf
-    if ax <= 15.0:
-        q = 0.25 * ax * ax
-        term = 1.0
-        total = 1.0
-        k = 1.0
-        while term > 1e-17 * total:
-            term *= q / (k * k)
-            total += term
-            k += 1.0
-        return total
-    inv = 1.0 / (8.0 * ax)
-    s = 1.0
-    term = 1.0
-    for k in range(1, 30):
-        c = (2.0 * k - 1.0) ** 2
-        term *= c * inv / k
-        s += term
-        if term < 1e-17 * s:
-            break
-    half = math.exp(0.5 * ax)
-    return half * (half / math.sqrt(2.0 * math.pi * ax)) * s
+    if ax <= 8.0:
+        return math.exp(ax) * _chbevl(ax / 2.0 - 2.0, _I0_A)
+    return math.exp(ax) * _chbevl(32.0 / ax - 2.0, _I0_B) / math.sqrt(ax)
 
 
 @intrinsic
