@@ -183,6 +183,20 @@ def test_q8_k_hand_blocks(run):
     assert r["d"][3, 0] == F(1) / F(-127)
 
 
+def test_q8_k_block_with_a_nan_takes_it_as_its_maximum(run):
+    # quantization.md is silent on NaN; every target follows generic's np.argmax of |x| (the first NaN is the
+    # maximum): iscale = -127 / NaN, so d is that NaN (payload kept, quieted) and every q is nearest(NaN) -> 0
+    x = RNG.standard_normal((2, 256)).astype(F)
+    payload = np.uint32(0x7FC0_1234)
+    x[0, 7] = np.array([payload], np.uint32).view(F)[0]
+    x[0, 9] = np.inf  # after the NaN: not the maximum
+    x[1, 3] = np.array([0xFF80_0055], np.uint32).view(F)[0]  # a signalling NaN with the sign set
+    r = quantize(run, x, "q8_k")
+    d = r["d"].view(np.uint32)
+    assert d[0, 0] == payload and d[1, 0] == 0xFFC0_0055
+    assert not r["qs"].any() and not r["bsums"].any()
+
+
 def test_q8_k_ties_round_half_to_even(run):
     x = np.zeros((1, 256), F)
     x[0, 0] = -127.0  # amax = -127: iscale = 1, qs = nearest(x)

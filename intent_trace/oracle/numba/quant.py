@@ -23,14 +23,19 @@ def _near(expr: str) -> str:
     return f"np.float32(np.float32(({expr}) + {_M}) - {_M})"
 
 
+# The block's maximum magnitude is generic's np.argmax of |x|: the first maximum, a NaN being the maximum (ggml's
+# ``ax > amax`` would skip a NaN; quantization.md is silent on NaN, and every target follows generic).
 _Q8 = """\
-{P}amax = np.float32(0.0)
-{P}mx = np.float32(0.0)
-for {P}j in range(256):
+{P}w = 0
+for {P}j in range(1, 256):
     {P}ax = np.abs({X}[{r}, {o} + {P}j])
-    if {P}ax > {P}amax:
-        {P}amax = {P}ax
-        {P}mx = {X}[{r}, {o} + {P}j]
+    {P}aw = np.abs({X}[{r}, {o} + {P}w])
+    if {P}aw != {P}aw:
+        break
+    if {P}ax > {P}aw or {P}ax != {P}ax:
+        {P}w = {P}j
+{P}amax = np.abs({X}[{r}, {o} + {P}w])
+{P}mx = {X}[{r}, {o} + {P}w]
 if {P}amax == np.float32(0.0):
     {D}[{r}, {b}] = np.float32(0.0)
     for {P}j in range(256):
