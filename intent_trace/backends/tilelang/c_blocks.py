@@ -1,0 +1,133 @@
+"""The C bodies of helpers that compute a whole block: Philox4x32-10 (T8) and the k-quant super-blocks (quantization.md
+Q2), shared by tilelang-c and (as device functions) tilelang-cuda; tilelang-metal has its own (metal.py,
+metal_quant.py). Plain text with no dependency, merged into :data:`.c.BASE`.
+"""
+
+BLOCK_BASE: dict = {}
+
+BLOCK_BASE["itb_philox_word"] = """static inline uint32_t itb_philox_word(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3,
+                                      uint32_t k0, uint32_t k1, int w) {
+  /* Philox4x32-10 (Random123, T8): the key is bumped before rounds 2..10; returns output word w */
+  for (int r = 0; r < 10; ++r) {
+    if (r) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }
+    uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
+    uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+    c1 = (uint32_t)p1; c3 = (uint32_t)p0; c0 = n0; c2 = n2;
+  }
+  return w == 0 ? c0 : w == 1 ? c1 : w == 2 ? c2 : c3;
+}"""
+BLOCK_BASE["itb_philox4x32_10"] = """static inline int32_t itb_philox4x32_10(int64_t* w) {
+  /* w[0..3] counter words, w[4..5] key words -> w[0..3] the block's output words (the known-answer test seam) */
+  uint32_t c[4];
+  for (int i = 0; i < 4; ++i)
+    c[i] = itb_philox_word((uint32_t)w[0], (uint32_t)w[1], (uint32_t)w[2], (uint32_t)w[3], (uint32_t)w[4],
+                           (uint32_t)w[5], i);
+  for (int i = 0; i < 4; ++i) w[i] = c[i];
+  return 0;
+}"""
+
+# k-quant super-blocks (quantization.md Q2): generic's NumPy float32 transcription of ggml's reference code, one f32
+# operation per step in the same order (built with -ffp-contract=off, so nothing is fused), hence bit-identical.
+BLOCK_BASE["itb_nearest_int"] = """static inline int32_t itb_nearest_int(float f) {
+  /* ggml's nearest_int (RNE for |f| <= 2^22); NaN and out-of-range values give INT32_MIN, as NumPy's cast on x86 */
+  float r = (f + 12582912.0f) - 12582912.0f;
+  return (r >= -2147483648.0f && r < 2147483648.0f) ? (int32_t)r : INT32_MIN;
+}"""
+BLOCK_BASE["itb_clamp15"] = """static inline float itb_clamp15(int32_t v) { return (float)(v < 0 ? 0 : v > 15 ? 15 : v); }"""
+BLOCK_BASE["itb_quantize_q8_k"] = """static inline int32_t itb_quantize_q8_k(float* x, float* d, int8_t* qs, int16_t* bsums) {
+  int where = 0; /* np.argmax of |x|: the first maximum, a NaN being the maximum */
+  for (int i = 1; i < 256 && fabsf(x[where]) == fabsf(x[where]); ++i)
+    if (fabsf(x[i]) > fabsf(x[where]) || fabsf(x[i]) != fabsf(x[i])) where = i;
+  float amax = fabsf(x[where]), mx = x[where];
+  int zero = amax == 0.0f;
+  float iscale = -127.0f / (zero ? 1.0f : mx);
+  for (int t = 0; t < 16; ++t) {
+    int32_t s = 0;
+    for (int l = 0; l < 16; ++l) {
+      int32_t q = itb_nearest_int(iscale * x[16 * t + l]);
+      int8_t v = zero ? (int8_t)0 : (int8_t)(q < 127 ? q : 127);
+      qs[16 * t + l] = v;
+      s += v;
+    }
+    bsums[t] = (int16_t)s;
+  }
+  *d = zero ? 0.0f : 1.0f / iscale;
+  return 0;
+}"""
+BLOCK_BASE["itb_qkx2"] = """static inline void itb_qkx2(const float* x, const float* w, float* scale_out, float* min_out) {
+  /* ggml make_qkx2_quants(32, nmax 15, rmin -1, rdelta 0.1, nstep 20, use_mad false) as generic computes it */
+  float mn = x[0], mx = x[0], sum_w = w[0], sum_x = sum_w * x[0];
+  for (int i = 1; i < 32; ++i) {
+    mn = x[i] < mn ? x[i] : mn;
+    mx = x[i] > mx ? x[i] : mx;
+    sum_w = sum_w + w[i];
+    sum_x = sum_x + w[i] * x[i];
+  }
+  mn = mn > 0.0f ? 0.0f : mn;
+  int flat = mx == mn;
+  float iscale = 15.0f / (flat ? 1.0f : mx - mn), scale = 1.0f / iscale, best = 0.0f, laux[32];
+  for (int i = 0; i < 32; ++i) {
+    float l = itb_clamp15(itb_nearest_int(iscale * (x[i] - mn)));
+    float diff = (scale * l + mn) - x[i];
+    diff = diff * diff;
+    best = best + w[i] * diff;
+  }
+  for (int step = 0; step <= 20; ++step) {
+    iscale = (-1.0f + 0.1f * (float)step + 15.0f) / (flat ? 1.0f : mx - mn);
+    float sum_l = 0.0f, sum_l2 = 0.0f, sum_xl = 0.0f;
+    for (int i = 0; i < 32; ++i) {
+      laux[i] = itb_clamp15(itb_nearest_int(iscale * (x[i] - mn)));
+      float wl = w[i] * laux[i];
+      sum_l = sum_l + wl;
+      sum_l2 = sum_l2 + wl * laux[i];
+      sum_xl = sum_xl + wl * x[i];
+    }
+    float D = sum_w * sum_l2 - sum_l * sum_l;
+    float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+    float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+    if (this_min > 0.0f) { this_min = 0.0f; this_scale = sum_xl / sum_l2; }
+    float mad = 0.0f;
+    for (int i = 0; i < 32; ++i) {
+      float diff = (this_scale * laux[i] + this_min) - x[i];
+      diff = diff * diff;
+      mad = mad + w[i] * diff;
+    }
+    if (D > 0.0f && mad < best && !flat) { best = mad; scale = this_scale; mn = this_min; }
+  }
+  *scale_out = flat ? 0.0f : scale;
+  *min_out = -mn;
+}"""
+BLOCK_BASE["itb_quantize_q4_k"] = """static inline int32_t itb_quantize_q4_k(float* x, float* d, float* dmin, uint8_t* scales,
+                                        uint8_t* mins, uint8_t* q) {
+  /* d and dmin are f16 values held in floats */
+  float sc[8], mi[8], w[32];
+  for (int j = 0; j < 8; ++j) {
+    const float* xs = x + 32 * j;
+    float sum_x2 = 0.0f;
+    for (int i = 0; i < 32; ++i) sum_x2 = sum_x2 + xs[i] * xs[i];
+    float av = sqrtf(sum_x2 / 32.0f);
+    for (int i = 0; i < 32; ++i) w[i] = av + fabsf(xs[i]);
+    itb_qkx2(xs, w, &sc[j], &mi[j]);
+  }
+  float max_scale = 0.0f, max_min = 0.0f;
+  for (int j = 0; j < 8; ++j) {
+    max_scale = sc[j] > max_scale ? sc[j] : max_scale;
+    max_min = mi[j] > max_min ? mi[j] : max_min;
+  }
+  float inv_scale = max_scale > 0.0f ? 63.0f / max_scale : 0.0f, inv_min = max_min > 0.0f ? 63.0f / max_min : 0.0f;
+  float dh = itb_f16_decode(itb_f16_from_double((double)(max_scale / 63.0f)));
+  float dmh = itb_f16_decode(itb_f16_from_double((double)(max_min / 63.0f)));
+  *d = dh;
+  *dmin = dmh;
+  for (int j = 0; j < 8; ++j) {
+    int32_t ls = itb_nearest_int(inv_scale * sc[j]), lm = itb_nearest_int(inv_min * mi[j]);
+    scales[j] = (uint8_t)((ls < 63 ? ls : 63) & 63);
+    mins[j] = (uint8_t)((lm < 63 ? lm : 63) & 63);
+    float dd = dh * (float)scales[j], dm = dmh * (float)mins[j];
+    for (int i = 0; i < 32; ++i) {
+      int32_t l = itb_nearest_int((x[32 * j + i] + dm) / (dd != 0.0f ? dd : 1.0f));
+      q[32 * j + i] = dd != 0.0f ? (uint8_t)(l < 0 ? 0 : l > 15 ? 15 : l) : (uint8_t)0;
+    }
+  }
+  return 0;
+}"""
