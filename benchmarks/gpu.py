@@ -33,6 +33,15 @@ def chain4(x: I.In[I.f32, ("N",)], y: I.In[I.f32, ("N",)], out: I.Out[I.f32, ("N
     out[d] = I.maximum(a * 1.5 + y[d], a) - 0.25
 
 
+@intent.kernel
+def softmax_rows(x: I.In[I.f32, ("M", "N")], y: I.Out[I.f32, ("M", "N")]):
+    cols = I.domain(0, x.shape[1])
+    for r in I.parallel(I.domain(0, x.shape[0])):
+        row = x[r, cols]
+        e = I.exp(row - I.reduce.max(row, axis=0))
+        y[r, cols] = e / I.reduce.sum(e, axis=0)
+
+
 def cuda_time(fn, repeat: int = 20, inner: int = 1) -> float:
     """Median seconds per call over ``repeat`` timings of ``inner`` back-to-back calls, timed with CUDA events after
     a warm-up. With ``inner`` > 1 the host's launch overhead overlaps the device's work, as in a stream of calls."""
@@ -91,6 +100,22 @@ def bench_pointwise(n: int = 1 << 26) -> dict:
     return {"ours_gbps": ours_bw / 1e9, "copy_gbps": copy_bw / 1e9, "ratio": ours_bw / copy_bw}
 
 
+def bench_row_softmax(m: int = 16384, n: int = 1024) -> dict:
+    """A row-wise kernel on the parallel-loop mapping (one row per thread) vs torch.softmax: no target, the
+    first measurement of that mapping (rows read with a stride, not yet one block per row)."""
+    import torch
+
+    exe = intent.compile(softmax_rows, target="tilelang-cuda")
+    if "T.get_thread_binding()" not in exe.program:
+        raise RuntimeError("softmax_rows does not get the parallel-loop mapping on tilelang-cuda")
+    x = torch.randn(m, n, device="cuda")
+    out = torch.empty_like(x)
+    exe.launch(x, out)
+    err = float((out - torch.softmax(x, dim=1)).abs().max())
+    ours, theirs = cuda_time(lambda: exe.launch(x, out)), cuda_time(lambda: torch.softmax(x, dim=1))
+    return {"ours_ms": ours * 1e3, "torch_ms": theirs * 1e3, "ratio": theirs / ours, "max_abs_err_vs_torch": err}
+
+
 def bench_attention(bh: int = 32, n: int = 4096, d: int = 128) -> dict:
     """``attention_f16`` (examples/flash_attention.py) at B = batch * heads vs PyTorch's SDPA on the same data."""
     import math
@@ -137,7 +162,8 @@ def main() -> int:
         return 1
     result = {"benchmark": "gpu", "device": torch.cuda.get_device_name(), "torch": torch.__version__,
               "matmul_f16_f32acc_4096": bench_matmul(4096), "matmul_f16_f32acc_8192": bench_matmul(8192),
-              "flash_attention_bh32_l4096_d128_f16": bench_attention(), "pointwise_chain4_f32": bench_pointwise()}
+              "flash_attention_bh32_l4096_d128_f16": bench_attention(), "pointwise_chain4_f32": bench_pointwise(),
+              "row_softmax_f32_16384x1024": bench_row_softmax()}
     print(json.dumps(result))
     return 0
 

@@ -39,9 +39,18 @@ LANGUAGE = "tilelang.cpu.language"
 COMPILE_FLAGS = ("-O2", "-ffp-contract=off", "-fno-fast-math", "-fwrapv", "-fno-strict-aliasing")
 
 
-def launch(prelude: str | None) -> str:
-    """The header of the kernel body: one serial tile program."""
+def launch(prelude: str | None, plan=None) -> str:
+    """The header of the kernel body: one serial tile program (or a plan's blocks, one after another: the tests
+    run CUDA's parallel-loop mapping here, cuda_kernels.ParallelGrid with ``emulated``)."""
+    if plan is not None:
+        return plan.launch(prelude)
     return f"with T.Kernel(1, prelude={prelude}) as _:" if prelude else "with T.Kernel(1) as _:"
+
+
+def claim_source() -> str:
+    """``itc_claim(&E[0], code)``: record the first failed check (the C target's threads run one at a time)."""
+    return ('extern "C" inline bool itc_claim(int64_t* e, int64_t code) { if (*e != 0) return false; '
+            '*e = code; return true; }')
 
 
 def compile_flags() -> list:

@@ -7,9 +7,11 @@ The lowering is the one every TileLang target shares; what differs here:
 - Compiler flags (``tl.device_compile_flags``): ``--fmad=false`` (nvcc contracts ``a*b + c`` into an
   FMA by default; T3 forbids it), ``-prec-div=true -prec-sqrt=true -ftz=false`` (IEEE division and
   square root, subnormals kept) and never ``--use_fast_math`` (``tl.enable_fast_math`` off).
-- Launch: one thread block of one thread runs the shared serial program. This is the correctness
-  baseline every kernel lowers to; parallel mappings of ``parallel`` domains and tensor-core
-  contractions are layered on it per op.
+- Launch: one thread block of one thread runs the shared serial program, the correctness baseline every
+  kernel lowers to. Layered on it (:mod:`.cuda_kernels`): a single-write pointwise graph runs on a grid of
+  threads (``flat_nest``), a graph's top-level ``parallel`` loop runs one iteration per thread
+  (``parallel_grid``; a failed check is claimed atomically, ``claim_source``), and recognised graphs get
+  tiled tensor-core specialisations.
 - Buffers sized at run time are hidden buffer parameters the executable allocates (``host_workspaces``,
   :mod:`.storage`), not device-heap allocations.
 - Arguments live in device memory: the staged host copies go to the GPU for the call and come back
@@ -19,8 +21,8 @@ from __future__ import annotations
 
 import re
 
-from . import c
-from .cuda_kernels import flat_nest, specializations  # noqa: F401  (parallel programs for recognised graphs)
+from . import c, cuda_atomics
+from .cuda_kernels import flat_nest, parallel_grid, specializations  # noqa: F401  (parallel programs)
 
 NAME = "tilelang-cuda"
 TILELANG_TARGET = "cuda"
@@ -67,6 +69,12 @@ def launch(prelude: str | None, nest=None) -> str:
     return f"with T.Kernel(1, threads=1, prelude={prelude}) as _:"
 
 
+def claim_source() -> str:
+    """``itc_claim(&E[0], code)``: the first thread whose check fails records it (threads of a ParallelGrid)."""
+    return ("__device__ __forceinline__ bool itc_claim(int64_t* e, int64_t code) { return atomicCAS("
+            "(unsigned long long*)e, 0ull, (unsigned long long)code) == 0ull; }")
+
+
 def _device(text: str) -> str:
     text = (text.replace('extern "C" inline', '__device__ __forceinline__')
                 .replace("static inline", "static __device__ __forceinline__")
@@ -103,17 +111,14 @@ def helper_source(name: str, family: str, dtypes: tuple, ret, args: tuple) -> st
 
 
 def prelude(definitions: list) -> str:
-    return _HEADER + _device(c.prelude(definitions))
+    return _HEADER + _device(c.prelude([*cuda_atomics.cas_helpers(definitions), *definitions]))
 
 
 def extern_source(name: str, family: str, dtypes: tuple, ret, args: tuple, combine: str | None = None):
-    """Helpers with pointer operands (atomics, k-quant blocks, Philox): the C bodies as device functions.
-
-    The C bodies implement atomics as plain read-modify-writes in program order, which is exact here
-    because the general CUDA program runs in one thread (``launch``); a parallel mapping of a graph
-    with atomics needs real device atomics first, and :mod:`.cuda_kernels` never maps such a graph.
-    """
-    text = c.extern_source(name, family, dtypes, ret, args, combine)
+    """Helpers with pointer operands as device functions: atomics are device atomics (:mod:`.cuda_atomics`,
+    compare-and-swap loops around the serial program's combine), k-quant blocks and Philox the C bodies."""
+    source = cuda_atomics.extern_source if family.startswith("atomic_") else c.extern_source
+    text = source(name, family, dtypes, ret, args, combine)
     return None if text is None else _device(text)
 
 

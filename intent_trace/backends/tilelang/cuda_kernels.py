@@ -16,6 +16,10 @@ is unchanged and every other call still has the general program). Recognised now
   ``T.gemm`` (that would be TF32). The cast to the output rounds to nearest even, as T3 asks.
 - **flash attention** (:mod:`.cuda_attention`): the batched f16 region fold of ``examples/flash_attention.py``
   (QK^T and PV on tensor cores with f32 accumulation, the kernel's own summary and combine per key block).
+
+The pointwise nest and the **parallel loop** (:func:`parallel_grid`: a graph's one top-level ``parallel`` loop,
+one iteration per thread) are not specialisations but plans for the general program itself: the emitter writes
+the same element and iteration code, only the launch and the outermost loop differ.
 """
 from __future__ import annotations
 
@@ -227,3 +231,73 @@ def flat_nest(graph: KernelGraph) -> FlatNest | None:
     if any(s is not graph.extents[a].extent for s, a in zip(p.type.shape, axes)):
         return None  # a write of the whole view, so no element is left to an earlier value
     return FlatNest(tuple(f"d{a}" for a in axes), THREADS_PER_BLOCK, VECTOR, UNROLL)
+
+
+# --- parallel loops --------------------------------------------------------------------------------------
+
+GRID_THREADS = 32  # one warp per block: rows spread over every SM before any SM gets a second block
+
+
+@attrs.frozen
+class ParallelGrid:
+    """The graph's top-level ``parallel`` loop mapped onto threads: iteration ``o`` (0 <= o < length) runs in
+    thread ``bx * threads + tx``, each thread running the loop body as the general program does.
+
+    Legal because ``parallel`` is an unordered forall whose iterations never conflict except through atomics
+    and reductions (language §5): atomics are device atomics (:mod:`.cuda_atomics`); ``scatter_reduce``, whose
+    updates are plain read-modify-writes, keeps the serial program. The
+    emitter falls back to the serial program (:class:`~.storage.GridFallback`) where an iteration would need a
+    workspace of its own. With ``emulated`` the threads of a block are a serial loop: the C target runs the
+    same mapping on the CPU (tests)."""
+
+    node: object = attrs.field(eq=False)  # the parallel node
+    length: str  # the iteration count, in extent names and literals (the launch reads it before the body)
+    threads: int = GRID_THREADS
+    emulated: bool = False
+
+    def launch(self, prelude: str | None) -> str:
+        extra = f", prelude={prelude}" if prelude else ""
+        blocks = f"T.max(T.ceildiv({self.length}, T.int64({self.threads})), T.int64(1))"
+        threads = "" if self.emulated else f", threads={self.threads}"
+        return f"with T.Kernel({blocks}{threads}{extra}) as bx:"
+
+
+def _nodes(region):
+    for node in region.nodes:
+        yield node
+        for r in node.regions:
+            yield from _nodes(r)
+
+
+def parallel_grid(graph: KernelGraph, emulated: bool = False) -> ParallelGrid | None:
+    """The grid mapping of a graph whose effects are one top-level parallel loop over ``domain(begin, E, 1)``
+    (``begin`` a literal, ``E`` a kernel extent or a literal), else None. Nothing before the loop writes or
+    allocates, nothing after it has an effect, and its body has no scatter_reduce."""
+    nodes = graph.body.nodes
+    loops = [k for k, n in enumerate(nodes) if n.op.name == "parallel"]
+    if len(loops) != 1:
+        return None
+    (at,) = loops
+    loop = nodes[at]
+    for node in nodes[:at]:
+        if node.regions and node.op.effects or node.op.effects - {"read"}:
+            return None
+    if any(n.op.effects for n in nodes[at + 1:]):
+        return None
+    if any(n.op.name == "scatter_reduce" for r in loop.regions for n in _nodes(r)):
+        return None  # its read-modify-writes are plain ones (atomics are device atomics: cuda_atomics.py)
+    producer = next((n for n in nodes[:at] if loop.inputs[0] in n.outputs), None)
+    if producer is None or producer.op.name != "domain":
+        return None
+    begin, end, step = producer.inputs
+    if not (isinstance(begin, Literal) and isinstance(step, Literal) and step.value == 1 and begin.value >= 0):
+        return None
+    extents = {ev: k for k, ev in enumerate(graph.extents)}
+    if isinstance(end, Literal):
+        stop = f"T.int64({int(end.value)})"
+    elif end in extents:
+        stop = f"d{extents[end]}"
+    else:
+        return None
+    length = stop if begin.value == 0 else f"T.max({stop} - T.int64({int(begin.value)}), T.int64(0))"
+    return ParallelGrid(loop, length, GRID_THREADS, emulated)

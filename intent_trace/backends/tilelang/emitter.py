@@ -115,6 +115,7 @@ class TileLangEmitter(StorageMixin, SourceWriter, Interpreter):
         self.memo: list = [{}]  # per open block: (id(lazy), idx) -> (lazy, element expression)
         self.loop_stack: list = []  # (kind, carry leaf names, carry type, body depth) of enclosing KIR loops
         self.node = None
+        self.grid = None  # the top-level parallel loop mapped onto threads, if any (cuda_kernels.ParallelGrid)
 
     # -- errors ----------------------------------------------------------------------------------------
     def reject(self, why: str, node=None) -> LoweringError:
@@ -174,6 +175,29 @@ class TileLangEmitter(StorageMixin, SourceWriter, Interpreter):
                 self.release(self.depth)
                 self.depth -= 1
                 self.memo.pop()
+
+    @contextlib.contextmanager
+    def grid_iteration(self, grid, length: str):
+        """The body of the parallel loop mapped onto threads (cuda_kernels.ParallelGrid): this thread's iteration
+        ``o``, if it is one (the last block may have threads to spare)."""
+        tx, o = self.fresh("tx"), self.fresh("o")
+        emulated = grid.emulated
+        if emulated:  # the C target: a block's threads one after another
+            self.line(f"for {tx} in T.serial({grid.threads}):")
+            self.depth += 1
+        else:
+            self.line(f"{tx} = T.get_thread_binding()")
+        self.line(f"{o} = T.Cast('int64', bx) * T.int64({grid.threads}) + T.Cast('int64', {tx})")
+        self.in_grid = True
+        try:
+            with self.block(f"if {o} < {length}:"):
+                self.loop_stack.append(("for", [], None, self.depth))
+                yield o
+                self.loop_stack.pop()
+        finally:
+            self.in_grid = False
+            if emulated:
+                self.depth -= 1
 
     def _flat_loop(self, nest):
         """Each thread takes ``nest.vector`` elements, ``nest.threads`` apart (coalesced), of the flattened nest."""

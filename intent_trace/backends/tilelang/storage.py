@@ -34,11 +34,18 @@ import re
 import attrs
 
 from ...graph.lowering import ErrorSite
+from .extern import address
 
 STACK_LIMIT = 1024  # elements: static buffers up to this size live on the stack
 ERROR_PARAM = "E"  # the hidden int64[4] error record: code (1-based site number, 0 = none), then three values
 _KERNEL_EXTENT = re.compile(r"d\d+")  # the emitter's names of the graph's extents (target.generate_program)
 SCALAR_PARAM = re.compile(r"p(\d+)")  # the emitter's names of the graph's parameters
+
+
+class GridFallback(Exception):
+    """Raised while emitting a parallel loop mapped onto threads (cuda_kernels.ParallelGrid) where an iteration
+    would need something one shared buffer cannot give it (a workspace of its own): the program is generated
+    again without the mapping."""
 
 
 @attrs.frozen(slots=True)
@@ -80,6 +87,7 @@ class StorageMixin:
         self.error_sites: list = []
         self.heap: list = []  # (depth of the allocating block, handle) of live heap buffers, innermost last
         self.host_workspaces = getattr(target, "host_workspaces", False)
+        self.in_grid = False  # emitting the body of a parallel loop mapped onto threads
         self.workspaces: list = []  # Workspace parameters, in order
         # what the host sizes a workspace axis by, for extents the kernel computes: {local name: "pK" or a bound}
         self.host_sizes: dict = {}
@@ -127,6 +135,8 @@ class StorageMixin:
             self.host_sizes[name] = value
 
     def _host_workspace(self, dims: tuple, dtype: str, zero: bool) -> str:
+        if self.in_grid:
+            raise GridFallback("an iteration of the parallel loop needs a workspace of its own")
         sizes = tuple(s if s.isdigit() or _KERNEL_EXTENT.fullmatch(s) else self.host_sizes.get(s) for s in dims)
         if None in sizes:
             raise self.reject("this needs a buffer whose size depends on data computed in the kernel; this target's "
@@ -164,11 +174,21 @@ class StorageMixin:
         node = self.node
         note = f"in op `{node.op.name}` at {node.loc!r}" if node is not None and node.loc is not None else ""
         self.error_sites.append(ErrorSite(exception, message, note))
-        self.line(f"{ERROR_PARAM}[0] = T.int64({len(self.error_sites)})")
-        for k, v in enumerate(values[:3]):
-            self.line(f"{ERROR_PARAM}[{k + 1}] = T.Cast('int64', {v})")
+        code = f"T.int64({len(self.error_sites)})"
+        if self.in_grid:  # threads may fail at once: the first to claim the record writes it (target's itc_claim)
+            self.helpers.setdefault("itc_claim", self.target.claim_source())
+            claim = f"T.call_extern('bool', 'itc_claim', {address(ERROR_PARAM, ['0'])}, {code})"
+            with self.block(f"if {claim}:"):
+                self._record(values)
+        else:
+            self.line(f"{ERROR_PARAM}[0] = {code}")
+            self._record(values)
         self.free_from(0)
         self.line(self.exit_statement)
+
+    def _record(self, values) -> None:
+        for k, v in enumerate(values[:3]):
+            self.line(f"{ERROR_PARAM}[{k + 1}] = T.Cast('int64', {v})")
 
     def check(self, bad: str, exception: type, message: str, *values: str) -> None:
         """``fail`` when the TIR condition ``bad`` holds."""

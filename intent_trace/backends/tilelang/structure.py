@@ -285,9 +285,14 @@ def _point(em, d: Domain, o: str) -> Scalar:
 
 @rule("parallel", "for")
 def _iterate(em, node, args):
-    # The C target runs one serial program: a parallel domain is a serial loop (any order is a valid one).
+    # A serial program runs a parallel domain as a serial loop (any order is a valid one); the graph's one
+    # top-level parallel loop may be mapped onto threads instead (em.grid: cuda_kernels.ParallelGrid).
     (d,) = args
     (region,) = node.regions
+    if em.grid is not None and node is em.grid.node:
+        with em.grid_iteration(em.grid, d.length) as o:
+            em.run_region(region, (_point(em, d, o),))
+        return
     o = em.fresh("o")
     with em.block(f"for {o} in T.serial({d.length}):"):
         em.loop_stack.append(("for", [], None, em.depth))

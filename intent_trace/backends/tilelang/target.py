@@ -59,14 +59,26 @@ class Program:
 def generate_program(graph: KernelGraph, target: str = "tilelang-c", checks: bool = True) -> Program:
     """The TileLang program for ``graph``, with the error sites of its run-time checks and the workspaces the
     host allocates (:mod:`.storage`)."""
+    from .storage import GridFallback
+
+    module = _target_module(target)
+    flat, grid = getattr(module, "flat_nest", None), getattr(module, "parallel_grid", None)
+    nest = flat(graph) if flat is not None else None  # the one write nest as a grid (cuda_kernels.FlatNest)
+    plan = grid(graph) if grid is not None and nest is None else None  # the parallel loop on threads
+    if plan is not None:
+        try:
+            return _generate(graph, module, checks, None, plan)
+        except GridFallback:
+            pass
+    return _generate(graph, module, checks, nest, None)
+
+
+def _generate(graph: KernelGraph, module, checks: bool, nest, grid) -> Program:
     from .emitter import Scalar, TileLangEmitter, View
     from .storage import ERROR_PARAM
 
-    module = _target_module(target)
     em = TileLangEmitter(graph, module, checks)
-    plan = getattr(module, "flat_nest", None)
-    nest = plan(graph) if plan is not None else None
-    em.flat_nest = nest  # the one write nest becomes a grid of threads (cuda_kernels.FlatNest)
+    em.flat_nest, em.grid = nest, grid
     dims = []
     for k, ev in enumerate(graph.extents):
         name = f"d{k}"
@@ -105,9 +117,10 @@ def generate_program(graph: KernelGraph, target: str = "tilelang-c", checks: boo
     if prelude is not None:
         text = f"'''{prelude}'''" if "'''" not in prelude and "\\" not in prelude else repr(prelude)
         lines += [f"PRELUDE = {text}", ""]
-    lines += [*dims, "", "", "@T.prim_func", f"def kernel({', '.join(params)}):",
-              "    " + (module.launch("PRELUDE" if prelude is not None else None, nest) if nest is not None
-                     else module.launch("PRELUDE" if prelude is not None else None)), *(body or ["        pass"]), ""]
+    plan = nest or grid
+    launch = module.launch("PRELUDE" if prelude is not None else None, *((plan,) if plan is not None else ()))
+    lines += [*dims, "", "", "@T.prim_func", f"def kernel({', '.join(params)}):", "    " + launch,
+              *(body or ["        pass"]), ""]
     return Program("\n".join(lines), tuple(em.error_sites), tuple(em.workspaces))
 
 

@@ -1,0 +1,154 @@
+"""tilelang-cuda maps a graph's top-level ``parallel`` loop onto threads (cuda_kernels.ParallelGrid): one iteration
+per thread, 32 threads a block. Here the C target runs the same mapping with each block's threads one after another
+(``emulated``) and host workspaces, so the generated structure (iteration index, the last block's spare threads,
+the error record claimed by the first failing thread, the fallback when an iteration would need a workspace) is
+checked on this machine against NumPy and generic; the CUDA text is checked by lowering it with TileLang."""
+import linecache
+import re
+
+import numpy as np
+import pytest
+
+import intent_trace as intent
+from intent_trace import I
+
+pytest.importorskip("tilelang")
+from backends.tilelang_support import TARGET, run_both
+from intent_trace.backends.tilelang import c, cuda, cuda_kernels
+from intent_trace.backends.tilelang import target as tl_target
+from intent_trace.backends.tilelang.target import build, generate
+
+RNG = np.random.default_rng(23)
+
+
+@pytest.fixture
+def emulated(monkeypatch):
+    monkeypatch.setattr(c, "parallel_grid", lambda g: cuda_kernels.parallel_grid(g, emulated=True), raising=False)
+    monkeypatch.setattr(c, "host_workspaces", True, raising=False)
+    monkeypatch.setattr(tl_target, "_EXECUTABLES", {})
+
+
+@intent.kernel
+def softmax_rows(x: I.In[I.f32, ("M", "N")], y: I.Out[I.f32, ("M", "N")]):
+    cols = I.domain(0, x.shape[1])
+    for r in I.parallel(I.domain(0, x.shape[0])):
+        row = x[r, cols]
+        e = I.exp(row - I.reduce.max(row, axis=0))
+        y[r, cols] = e / I.reduce.sum(e, axis=0)
+
+
+@intent.kernel
+def gather_rows(x: I.In[I.f32, ("N",)], idx: I.In[I.i32, ("M", "K")], y: I.Out[I.f32, ("M",)], scale: I.f32):
+    ks = I.domain(0, idx.shape[1])
+    for r in I.parallel(I.domain(1, idx.shape[0])):  # row 0 is left alone
+        y[r] = I.reduce.sum(I.gather(x[:], idx[r, ks]), axis=0) * scale
+
+
+@intent.kernel
+def row_snapshot(x: I.InOut[I.f32, ("M", "N")]):
+    cols = I.domain(0, x.shape[1])
+    for r in I.parallel(I.domain(0, x.shape[0])):
+        old = I.buffer((x.shape[1],), I.f32, init=x[r, cols])  # a workspace per iteration: not mapped
+        x[r, cols] = old[cols] * 2.0
+
+
+def _softmax(x):
+    e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def test_the_top_level_parallel_loop_is_recognised_and_near_misses_are_not():
+    grid = cuda_kernels.parallel_grid(softmax_rows.trace())
+    assert grid is not None and grid.length == "d0" and grid.threads == cuda_kernels.GRID_THREADS
+    assert cuda_kernels.parallel_grid(gather_rows.trace()).length == "T.max(d1 - T.int64(1), T.int64(0))"
+
+    @intent.kernel
+    def scatter_body(x: I.In[I.i32, ("M", "K")], v: I.In[I.i32, ("K",)], counts: I.InOut[I.i32, (4,)]):
+        for r in I.parallel(I.domain(0, x.shape[0])):  # scatter_reduce's updates are not device atomics
+            I.scatter_reduce(counts, x[r, :] % 4, v[:], combine="add")
+
+    @intent.kernel
+    def write_first(x: I.In[I.f32, ("M",)], y: I.Out[I.f32, ("M",)]):
+        y[0] = x[0]  # a write before the loop: every thread would repeat it
+        for r in I.parallel(I.domain(1, x.shape[0])):
+            y[r] = x[r]
+
+    @intent.kernel
+    def strided(x: I.In[I.f32, ("M",)], y: I.Out[I.f32, ("M",)]):
+        for r in I.parallel(I.domain(0, x.shape[0], 2)):
+            y[r] = x[r]
+
+    for k in (scatter_body, write_first, strided):
+        assert cuda_kernels.parallel_grid(k.trace()) is None, k
+
+
+@pytest.mark.parametrize("m", [0, 1, 31, 32, 33, 70])
+def test_row_softmax_on_the_emulated_grid(emulated, m):
+    exe = build(softmax_rows.trace(), target=TARGET)
+    assert "for tx" in exe.program and "as bx:" in exe.program and "T.ceildiv(d0, T.int64(32))" in exe.program
+    x = (RNG.standard_normal((m, 9)) * 4).astype(np.float32)
+    out = run_both(softmax_rows, x, np.full((m, 9), np.nan, np.float32))
+    np.testing.assert_allclose(out["y"], _softmax(x), rtol=3e-6, atol=1e-7)
+
+
+def test_an_offset_domain_and_a_check_claimed_by_the_first_failing_iteration(emulated):
+    exe = build(gather_rows.trace(), target=TARGET)
+    assert "itc_claim" in exe.program and exe.error_sites
+    x = np.arange(5, dtype=np.float32)
+    idx = RNG.integers(0, 5, (40, 3)).astype(np.int32)
+    out = run_both(gather_rows, x, idx, np.full(40, -1.0, np.float32), 0.5)
+    np.testing.assert_array_equal(out["y"][1:], x[idx[1:]].sum(axis=1) * 0.5)
+    assert out["y"][0] == -1.0
+    bad = idx.copy()
+    bad[7, 1], bad[35, 2] = 9, -4  # two failing rows: one error, with its own values
+    y = np.full(40, -1.0, np.float32)
+    with pytest.raises(IndexError, match=r"coordinate (9|-4) on axis 0 is outside its extent 5"):
+        exe(x, bad, y, 0.5)
+    assert (y == -1.0).all()
+
+
+@intent.kernel
+def histogram_atomics(x: I.In[I.i32, ("M",)], counts: I.InOut[I.i32, (4,)], small: I.InOut[I.u8, (4,)],
+                      total: I.InOut[I.f32, (1,)]):
+    for r in I.parallel(I.domain(0, x.shape[0])):
+        b = x[r] % 4
+        I.atomic.add(counts[b], 1, order="relaxed")
+        I.atomic.max(small[b], I.cast(x[r], I.u8), order="acq_rel")
+        I.atomic.add(total[0], I.cast(x[r], I.f32), order="release")
+
+
+def test_atomics_in_the_mapped_loop(emulated):
+    assert cuda_kernels.parallel_grid(histogram_atomics.trace()) is not None
+    assert "for tx" in build(histogram_atomics.trace(), target=TARGET).program
+    x = RNG.integers(0, 200, 77).astype(np.int32)
+    out = run_both(histogram_atomics, x, np.zeros(4, np.int32), np.zeros(4, np.uint8), np.zeros(1, np.float32))
+    np.testing.assert_array_equal(out["counts"], np.bincount(x % 4, minlength=4))
+    np.testing.assert_array_equal(out["small"], [x[x % 4 == b].max(initial=0) for b in range(4)])
+    assert out["total"][0] == np.float32(x.sum())  # integers below 2^24: exact in any order
+
+
+def test_an_iteration_needing_a_workspace_falls_back_to_the_serial_program(emulated):
+    program = build(row_snapshot.trace(), target=TARGET).program
+    assert "for tx" not in program and "W0" in program
+    x = RNG.standard_normal((40, 5)).astype(np.float32)
+    out = run_both(row_snapshot, x)
+    np.testing.assert_array_equal(out["x"], x * 2)
+
+
+def test_cuda_gets_one_iteration_per_thread_and_an_atomic_claim():
+    tilelang = pytest.importorskip("tilelang")
+    import tvm
+    from tvm.target import Target
+
+    program = generate(gather_rows.trace(), "tilelang-cuda")
+    assert "threads=32" in program and "T.get_thread_binding()" in program and "for tx" not in program
+    linecache.cache["<grid>"] = (len(program), None, program.splitlines(True), "<grid>")
+    namespace: dict = {}
+    exec(compile(program, "<grid>", "exec"), namespace)  # noqa: S102
+    target = Target({"kind": "cuda", "arch": "sm_90a"})
+    with tvm.transform.PassContext(config=dict(cuda.PASS_CONFIGS)), target:
+        source = tilelang.lower(namespace["kernel"], target=target).kernel_source
+    assert "atomicCAS" in source and re.search(r"__launch_bounds__\(32", source)
+    atomics = generate(histogram_atomics.trace(), "tilelang-cuda")
+    assert "T.get_thread_binding()" in atomics and "itc_cas_u8" in atomics and "__threadfence" in atomics
+    assert "threadIdx.x" in source and "blockIdx.x" in source
