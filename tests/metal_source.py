@@ -121,7 +121,7 @@ class _Pending:
         self.what, self.future = what, future
 
     def wait(self) -> None:
-        why = self.future.result()
+        why = self.future.result(timeout=600)  # a lowering that hangs fails the test instead of the whole run
         assert why is None, f"{self.what}: no Metal source: {why}"
 
 

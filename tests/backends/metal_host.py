@@ -10,12 +10,9 @@ with fast math off. This is the only way to check the Metal numerics without a M
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
-import subprocess
-import tempfile
 
 import numpy as np
+from backends.host_cxx import FLAGS, shared_library
 
 from intent_trace import types as T
 from intent_trace.backends.tilelang import c as C
@@ -33,7 +30,6 @@ namespace metal { static inline float fma(float a, float b, float c) { return fm
 #define device
 #define constant const
 """
-FLAGS = ("-O2", "-ffp-contract=off", "-fno-fast-math", "-fno-strict-aliasing", "-Wno-unknown-pragmas")
 NP = {"bool": np.bool_, "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64, "index": np.int64,
       "u8": np.uint8, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64, "f32": np.float32, "f16": np.float32,
       "bf16": np.float32}
@@ -63,20 +59,7 @@ def build(helpers: list, extra: str = "") -> ctypes.CDLL:
     text = "\n".join([SHIM, "namespace cc {", c_prelude, "}", "namespace mtl {", M.prelude([h.metal for h in helpers]),
                       "}", *(h.runner("cc", C._c) for h in helpers), *(h.runner("mtl", M._m) for h in helpers),
                       extra, ""])
-    digest = hashlib.sha256((text + " ".join(FLAGS)).encode()).hexdigest()[:16]
-    directory = os.path.join(tempfile.gettempdir(), "intent_trace_metal_host")
-    os.makedirs(directory, exist_ok=True)
-    lib = os.path.join(directory, f"h{digest}.so")
-    if not os.path.exists(lib):
-        src = os.path.join(directory, f"h{digest}.cpp")
-        with open(src, "w") as f:
-            f.write(text)
-        cxx = os.environ.get("CXX", "g++")
-        tmp = lib + f".{os.getpid()}"
-        subprocess.run([cxx, "-std=c++17", "-shared", "-fPIC", *FLAGS, src, "-o", tmp], check=True,
-                       capture_output=True, text=True)
-        os.replace(tmp, lib)
-    return ctypes.CDLL(lib)
+    return shared_library(text, "metal_host", FLAGS)
 
 
 def run(lib: ctypes.CDLL, helper: Helper, *inputs) -> tuple:

@@ -18,18 +18,20 @@ RNG = np.random.default_rng(5)
 
 # --- storage: snapshots, tensor carries and branch results ----------------------------------------------------
 
-def test_dynamic_snapshot_lives_on_the_heap():
-    @intent.kernel
-    def k(x: I.InOut[I.i32, ("N",)], y: I.Out[I.i32, ("N",)]):
-        d = I.domain(0, x.shape[0])
-        old = x[d] + 1
-        x[d] = x[d] * 3
-        y[d] = old
+@intent.kernel
+def dynamic_snapshot(x: I.InOut[I.i32, ("N",)], y: I.Out[I.i32, ("N",)]):
+    """``old`` is read after x is overwritten: held in a buffer of run-time size (also run with host workspaces)."""
+    d = I.domain(0, x.shape[0])
+    old = x[d] + 1
+    x[d] = x[d] * 3
+    y[d] = old
 
-    exe = build(k.trace(), target=TARGET)
+
+def test_dynamic_snapshot_lives_on_the_heap():
+    exe = build(dynamic_snapshot.trace(), target=TARGET)
     assert "itw_alloc" in exe.program and "itw_free" in exe.program
     for n in (0, 1, 7):
-        run_both(k, np.arange(n, dtype=np.int32) - 3, np.zeros(n, np.int32))
+        run_both(dynamic_snapshot, np.arange(n, dtype=np.int32) - 3, np.zeros(n, np.int32))
 
 
 def test_tensor_loop_carries_swap_reverse_and_break():

@@ -4,13 +4,10 @@ exactly what tilelang-c's serial read-modify-writes do (the reference numerics, 
 kernel suite), for every op, dtype and memory order, at every byte offset of a 32-bit word (the 8- and 16-bit
 elements are swapped inside their word: the neighbouring bytes must come back unchanged)."""
 import ctypes
-import hashlib
-import os
-import subprocess
-import tempfile
 
 import numpy as np
 import pytest
+from backends.host_cxx import shared_library
 
 from intent_trace import types as T
 from intent_trace.backends.tilelang import c as C
@@ -71,18 +68,7 @@ def _library():
                                   .replace("#define itc_return() return\n", "")
     c_text = C.prelude([x.replace('extern "C" inline', "static inline") for x in c_defs])
     source = "\n".join([SHIM, "namespace cc {", c_text, "}", "namespace cu {", host, "}", *runners, ""])
-    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
-    directory = os.path.join(tempfile.gettempdir(), "intent_trace_cuda_atomics")
-    os.makedirs(directory, exist_ok=True)
-    lib = os.path.join(directory, f"a{digest}.so")
-    if not os.path.exists(lib):
-        src = lib[:-3] + ".cpp"
-        with open(src, "w") as f:
-            f.write(source)
-        subprocess.run([os.environ.get("CXX", "g++"), "-std=c++17", "-shared", "-fPIC", "-O2", "-ffp-contract=off",
-                        "-fno-fast-math", src, "-o", lib + ".tmp"], check=True, capture_output=True, text=True)
-        os.replace(lib + ".tmp", lib)
-    return ctypes.CDLL(lib), source
+    return shared_library(source, "cuda_atomics"), source
 
 
 def _values(d, rng, n):

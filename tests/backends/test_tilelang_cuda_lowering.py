@@ -223,19 +223,10 @@ def test_attention_variant_spelled_as_the_example_is_recognised():
 
 
 def test_attention_specialisation_lowers_to_cuda_with_accurate_exp_and_tensor_cores():
-    import linecache
+    pytest.importorskip("tilelang")
+    from backends.tilelang_support import cuda_source
 
-    tilelang = pytest.importorskip("tilelang")
-    import tvm
-    from tvm.target import Target
-
-    program = _attention_specs(FA.attention_f16)["attention_d128"].program
-    linecache.cache["<attention>"] = (len(program), None, program.splitlines(True), "<attention>")
-    namespace: dict = {}
-    exec(compile(program, "<attention>", "exec"), namespace)  # noqa: S102
-    target = Target({"kind": "cuda", "arch": "sm_90a"})
-    with tvm.transform.PassContext(config=dict(cuda.PASS_CONFIGS)), target:
-        source = tilelang.lower(namespace["kernel"], target=target).kernel_source
+    source = cuda_source(_attention_specs(FA.attention_f16)["attention_d128"].program)
     assert "expf(" in source and "__expf" not in source and "exp2" not in source
     assert "wgmma" in source  # both contracts on Hopper tensor cores
     assert "__float22half2_rn" in source  # P rounded to nearest f16

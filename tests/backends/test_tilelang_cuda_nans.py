@@ -5,14 +5,11 @@ its inner IEEE body made to answer as an NVIDIA GPU does (every NaN result canon
 NumPy's bit for bit on NaN payloads, invalid operations and ordinary values (the found-on-the-H200 bug: verify
 cuda-tilelang reported NaN-payload mismatches for add/sub/mul/div/sqrt/floor/fma)."""
 import ctypes
-import hashlib
-import os
 import re
-import subprocess
-import tempfile
 
 import numpy as np
 import pytest
+from backends.host_cxx import shared_library
 
 from intent_trace import types as T
 from intent_trace.backends.tilelang import c as C
@@ -52,18 +49,7 @@ def _library(dtype: T.DType):
                f'{{ for (long i = 0; i < k; ++i) out[i] = {name}({", ".join(f"{n}[i]" for n in "abc"[:arity])}); }}'
                for name, arity, _ in helpers]
     source = "\n".join([prelude, *defs, *runners, ""])
-    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
-    directory = os.path.join(tempfile.gettempdir(), "intent_trace_cuda_nans")
-    os.makedirs(directory, exist_ok=True)
-    lib = os.path.join(directory, f"n{digest}.so")
-    if not os.path.exists(lib):
-        src = lib[:-3] + ".cpp"
-        with open(src, "w") as f:
-            f.write(source)
-        subprocess.run([os.environ.get("CXX", "g++"), "-std=c++17", "-shared", "-fPIC", "-O2", "-ffp-contract=off",
-                        "-fno-fast-math", src, "-o", lib + ".tmp"], check=True, capture_output=True, text=True)
-        os.replace(lib + ".tmp", lib)
-    return ctypes.CDLL(lib)
+    return shared_library(source, "cuda_nans")
 
 
 def _values(np_float, np_uint):

@@ -13,7 +13,7 @@ from intent_trace import I
 from intent_trace.errors import LoweringError
 
 pytest.importorskip("tilelang")
-from backends.test_tilelang_c_memory import loop_body_buffer, run_loop_body_buffer
+from backends.test_tilelang_c_memory import dynamic_snapshot, loop_body_buffer, run_loop_body_buffer
 from backends.tilelang_support import TARGET, run_both
 from intent_trace.backends.tilelang import c
 from intent_trace.backends.tilelang import target as tl_target
@@ -29,13 +29,7 @@ def host_workspaces(monkeypatch):
 
 
 def test_dynamic_snapshot_is_a_workspace_sized_by_the_call():
-    @intent.kernel
-    def k(x: I.InOut[I.i32, ("N",)], y: I.Out[I.i32, ("N",)]):
-        d = I.domain(0, x.shape[0])
-        old = x[d] + 1
-        x[d] = x[d] * 3
-        y[d] = old
-
+    k = dynamic_snapshot
     exe = build(k.trace(), target=TARGET)
     assert "itw_alloc" not in exe.program and re.search(r"W0: T\.Tensor\(\(d0,\), 'int32'\)", exe.program)
     assert [w.shape for w in exe.workspaces] == [("d0",)]

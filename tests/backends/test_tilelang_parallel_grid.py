@@ -3,7 +3,6 @@ per thread, 32 threads a block. Here the C target runs the same mapping with eac
 (``emulated``) and host workspaces, so the generated structure (iteration index, the last block's spare threads,
 the error record claimed by the first failing thread, the fallback when an iteration would need a workspace) is
 checked on this machine against NumPy and generic; the CUDA text is checked by lowering it with TileLang."""
-import linecache
 import re
 
 import numpy as np
@@ -13,8 +12,8 @@ import intent_trace as intent
 from intent_trace import I
 
 pytest.importorskip("tilelang")
-from backends.tilelang_support import TARGET, run_both
-from intent_trace.backends.tilelang import c, cuda, cuda_kernels
+from backends.tilelang_support import TARGET, cuda_source, run_both
+from intent_trace.backends.tilelang import c, cuda_kernels
 from intent_trace.backends.tilelang import target as tl_target
 from intent_trace.backends.tilelang.target import build, generate
 
@@ -136,18 +135,9 @@ def test_an_iteration_needing_a_workspace_falls_back_to_the_serial_program(emula
 
 
 def test_cuda_gets_one_iteration_per_thread_and_an_atomic_claim():
-    tilelang = pytest.importorskip("tilelang")
-    import tvm
-    from tvm.target import Target
-
     program = generate(gather_rows.trace(), "tilelang-cuda")
     assert "threads=32" in program and "T.get_thread_binding()" in program and "for tx" not in program
-    linecache.cache["<grid>"] = (len(program), None, program.splitlines(True), "<grid>")
-    namespace: dict = {}
-    exec(compile(program, "<grid>", "exec"), namespace)  # noqa: S102
-    target = Target({"kind": "cuda", "arch": "sm_90a"})
-    with tvm.transform.PassContext(config=dict(cuda.PASS_CONFIGS)), target:
-        source = tilelang.lower(namespace["kernel"], target=target).kernel_source
+    source = cuda_source(program)
     assert "atomicCAS" in source and re.search(r"__launch_bounds__\(32", source)
     atomics = generate(histogram_atomics.trace(), "tilelang-cuda")
     assert "T.get_thread_binding()" in atomics and "itc_cas_u8" in atomics and "__threadfence" in atomics

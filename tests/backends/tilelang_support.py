@@ -85,3 +85,23 @@ def all_pairs(values: np.ndarray):
     a = np.repeat(values, len(values))
     b = np.tile(values, len(values))
     return a, b
+
+
+def cuda_source(program: str) -> str:
+    """The CUDA source TileLang generates for a tilelang-cuda program text on sm_90a, on this machine (no GPU: the
+    text is lowered, not compiled), under the target's pass configuration for the program."""
+    import linecache
+
+    import tvm
+    from tvm.target import Target
+
+    import tilelang
+    from intent_trace.backends.tilelang import cuda
+
+    name = f"<cuda {hash(program)}>"
+    linecache.cache[name] = (len(program), None, program.splitlines(True), name)
+    namespace: dict = {}
+    exec(compile(program, name, "exec"), namespace)  # noqa: S102  (generated text)
+    target = Target({"kind": "cuda", "arch": "sm_90a"})
+    with tvm.transform.PassContext(config=dict(cuda.pass_configs(program))), target:
+        return tilelang.lower(namespace["kernel"], target=target).kernel_source
