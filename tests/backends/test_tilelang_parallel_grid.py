@@ -77,7 +77,13 @@ def test_the_top_level_parallel_loop_is_recognised_and_near_misses_are_not():
         for r in I.parallel(I.domain(0, x.shape[0], 2)):
             y[r] = x[r]
 
-    for k in (scatter_body, write_first, strided):
+    @intent.kernel
+    def read_then_write(x: I.InOut[I.f32, ("M",)]):
+        first = x[0]  # read before the loop, which writes x: another thread's iteration could come first
+        for r in I.parallel(I.domain(0, x.shape[0])):
+            x[r] = x[r] + first
+
+    for k in (scatter_body, write_first, strided, read_then_write):
         assert cuda_kernels.parallel_grid(k.trace()) is None, k
 
 

@@ -271,8 +271,9 @@ def _nodes(region):
 
 def parallel_grid(graph: KernelGraph, emulated: bool = False) -> ParallelGrid | None:
     """The grid mapping of a graph whose effects are one top-level parallel loop over ``domain(begin, E, 1)``
-    (``begin`` a literal, ``E`` a kernel extent or a literal), else None. Nothing before the loop writes or
-    allocates, nothing after it has an effect, and its body has no scatter_reduce."""
+    (``begin`` a literal, ``E`` a kernel extent or a literal), else None. Nothing before the loop writes,
+    allocates or reads a view the loop writes, nothing after it has an effect, and its body has no
+    scatter_reduce."""
     nodes = graph.body.nodes
     loops = [k for k, n in enumerate(nodes) if n.op.name == "parallel"]
     if len(loops) != 1:
@@ -284,8 +285,14 @@ def parallel_grid(graph: KernelGraph, emulated: bool = False) -> ParallelGrid | 
             return None
     if any(n.op.effects for n in nodes[at + 1:]):
         return None
-    if any(n.op.name == "scatter_reduce" for r in loop.regions for n in _nodes(r)):
+    body = [n for r in loop.regions for n in _nodes(r)]
+    if any(n.op.name == "scatter_reduce" for n in body):
         return None  # its read-modify-writes are plain ones (atomics are device atomics: cuda_atomics.py)
+    # The serial program reads what comes before the loop before any iteration writes; a thread's prologue may
+    # run after another thread's iteration, so a view the loop writes must not be read before it.
+    written = {n.inputs[0] for n in body if n.op.effects & {"write"}}
+    if any(n.inputs and n.inputs[0] in written for n in nodes[:at] if n.op.effects):
+        return None
     producer = next((n for n in nodes[:at] if loop.inputs[0] in n.outputs), None)
     if producer is None or producer.op.name != "domain":
         return None
