@@ -83,12 +83,35 @@ def test_while_loops_are_assembled_at_ptxas_o1_and_nothing_else_is():
     assert cuda.pass_configs(generate(chain4.trace(), "tilelang-cuda")) is cuda.PASS_CONFIGS
 
 
-def test_a_matmul_read_through_slices_is_left_to_the_general_program():
+def test_whole_view_slices_count_as_full_domains():
     @intent.kernel
     def mm(a: I.In[I.f16, ("M", "K")], b: I.In[I.f16, ("K", "N")], c: I.Out[I.f32, ("M", "N")]):
-        c[:, :] = I.matmul(a[:, :], b[:, :], acc_dtype=I.f32)  # no domains: not the recognised shape
+        c[:, :] = I.matmul(a[:, :], b[:, :], acc_dtype=I.f32)
 
-    assert cuda_kernels.specializations(mm.trace()) == []
+    @intent.kernel
+    def mm32(a: I.In[I.f32, ("M", "K")], b: I.In[I.f32, ("K", "N")], c: I.Out[I.f32, ("M", "N")]):
+        c[:, :] = I.matmul(a[:, :], b[:, :], acc_dtype=I.f32)
+
+    @intent.kernel
+    def scale_all(x: I.In[I.f32, ("M", "N")], y: I.Out[I.f32, ("M", "N")]):
+        y[:, :] = x[:, :] * 2.0
+
+    @intent.kernel
+    def first_row(x: I.In[I.f32, ("M", "N")], y: I.Out[I.f32, ("N",)]):
+        y[:] = x[0, :]  # a point entry: not a whole axis
+
+    assert [s.name for s in cuda_kernels.specializations(mm.trace())] == ["matmul"]
+    assert cuda_kernels.specializations(mm32.trace()) == []  # f32 operands never reach tensor cores
+    assert cuda_kernels.flat_nest(scale_all.trace()).shape == ("d0", "d1")
+    assert "T.get_thread_binding()" in generate(scale_all.trace(), "tilelang-cuda")
+    assert cuda_kernels.flat_nest(first_row.trace()) is None
+
+
+def test_a_planned_nest_the_emitter_does_not_write_falls_back_to_the_serial_program(monkeypatch):
+    # the launch would be a grid whose every thread runs the whole nest: the program is generated without the plan
+    monkeypatch.setattr(cuda, "flat_nest", lambda g: cuda_kernels.FlatNest(("d9",)))
+    program = generate(chain4.trace(), "tilelang-cuda")
+    assert "T.get_thread_binding()" not in program and "threads=1" in program
 
 
 def test_matmul_specialisation_only_for_half_precision_operands():

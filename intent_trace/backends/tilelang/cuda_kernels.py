@@ -6,12 +6,12 @@ for the calls whose extents it covers (a JIT specialisation chosen per call, so 
 is unchanged and every other call still has the general program). Recognised now:
 
 - a **pointwise nest** (:func:`flat_nest`): a graph whose only effect is one final write of a pointwise
-  expression of In-view reads over full unit-step domains. Its element loop becomes a grid of threads
+  expression of In-view reads over whole axes (full unit-step domains or ``:``, :func:`full_axes`). Its element loop becomes a grid of threads
   (the emitter's own element code, so numerics are the shared lowering's), each thread taking
   ``VECTOR`` elements strided by the block size so that neighbouring threads touch neighbouring
   elements (coalesced).
 - ``matmul``: ``out[m, n] = cast?(contract(a[m, k], b[k, n], acc_dtype=f32))`` with f16/bf16 operands
-  over full unit-step domains. Tensor cores accumulate in f32, the declared acc dtype (issue 7: "f16/bf16
+  over whole axes (``c[:, :] = I.matmul(a[:, :], b[:, :], ...)`` too). Tensor cores accumulate in f32, the declared acc dtype (issue 7: "f16/bf16
   tensor-core contracts accumulate in the declared acc dtype"); f32 operands are never given to
   ``T.gemm`` (that would be TF32). The cast to the output rounds to nearest even, as T3 asks.
 - **flash attention** (:mod:`.cuda_attention`): the batched f16 region fold of ``examples/flash_attention.py``
@@ -81,10 +81,30 @@ def _unit_domain(node, extents) -> int | None:
 _REJECT = object()
 
 
+def full_axes(node, view_type, extents: dict, domains: dict) -> tuple | None:
+    """The graph extent index of each axis a read or write covers whole: a full unit-step domain, or ``:`` over
+    a view axis that is a kernel extent; None when any index entry is something else (a point, a partial
+    domain, a static axis)."""
+    axes, operands = [], iter(node.inputs[2:] if node.op.name == "write" else node.inputs[1:])
+    by_dim = {ev.extent: k for ev, k in extents.items()}
+    for axis, kind in enumerate(node.attr("index")):
+        if kind == "all":
+            k = by_dim.get(view_type.shape[axis])
+        elif kind == "domain":
+            k = domains.get(next(operands))
+        else:
+            return None
+        if k is None:
+            return None
+        axes.append(k)
+    return tuple(axes)
+
+
 def _access(node, extents: dict, views, domains: dict):
     """Domains and reads, the two ops every recognised graph is built from: a full unit-step domain is
-    recorded in ``domains`` ("domain"); a read of a view at such domains gives (view, extent indices);
-    any other domain or read gives ``_REJECT``; other ops give None."""
+    recorded in ``domains`` ("domain"); a read of whole axes (:func:`full_axes`) gives (view, extent
+    indices); any other domain or read gives ``_REJECT``; other ops give None. ``views`` maps a view's
+    variable to its parameter (or to (index, parameter))."""
     if node.op.name == "domain":
         k = _unit_domain(node, extents)
         if k is None:
@@ -92,10 +112,11 @@ def _access(node, extents: dict, views, domains: dict):
         domains[node.outputs[0]] = k
         return "domain"
     if node.op.name == "read":
-        view, *index = node.inputs
-        if view not in views or not all(i in domains for i in index):
-            return _REJECT
-        return view, tuple(domains[i] for i in index)
+        view = node.inputs[0]
+        p = views.get(view)
+        p = p[1] if isinstance(p, tuple) else p
+        axes = full_axes(node, p.type, extents, domains) if p is not None else None
+        return _REJECT if axes is None else (view, axes)
     return None
 
 
@@ -128,11 +149,11 @@ def _matmul(graph: KernelGraph, config=None) -> Specialization | None:
     dtype = pa.type.dtype.name
     if dtype not in ("f16", "bf16") or pb.type.dtype.name != dtype or kk != kk2 or ka == kb:
         return None
-    view, value, *index = write.inputs
+    view, value = write.inputs[:2]
     if value is not (cast.outputs[0] if cast is not None else contract.outputs[0]) or view not in params:
         return None
     kc, pc = params[view]
-    if pc.type.access != "Out" or tuple(domains.get(i) for i in index) != (ma, nb):
+    if pc.type.access != "Out" or full_axes(write, pc.type, extents, domains) != (ma, nb):
         return None
     out = pc.type.dtype.name
     if out not in _TIR or (cast is None and out != "f32"):
@@ -221,12 +242,12 @@ def flat_nest(graph: KernelGraph) -> FlatNest | None:
         if node.op.name == "div" and (node.attr("approximate") or node.attr("flush_to_zero")):
             return None
     write = nodes[-1]
-    view, value, *index = write.inputs
+    view = write.inputs[0]
     p = views.get(view)
-    if p is None or p.type.access != "Out" or view in read_views or not index or not all(i in domains for i in index):
+    if p is None or p.type.access != "Out" or view in read_views or not p.type.shape:
         return None
-    axes = tuple(domains[i] for i in index)
-    if len(set(axes)) != len(axes) or len(axes) != len(p.type.shape):
+    axes = full_axes(write, p.type, extents, domains)
+    if axes is None or len(set(axes)) != len(axes) or len(axes) != len(p.type.shape):
         return None
     if any(s is not graph.extents[a].extent for s, a in zip(p.type.shape, axes)):
         return None  # a write of the whole view, so no element is left to an earlier value

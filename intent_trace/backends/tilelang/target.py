@@ -65,17 +65,17 @@ def generate_program(graph: KernelGraph, target: str = "tilelang-c", checks: boo
     flat, grid = getattr(module, "flat_nest", None), getattr(module, "parallel_grid", None)
     nest = flat(graph) if flat is not None else None  # the one write nest as a grid (cuda_kernels.FlatNest)
     plan = grid(graph) if grid is not None and nest is None else None  # the parallel loop on threads
-    if plan is not None:
+    if nest is not None or plan is not None:
         try:
-            return _generate(graph, module, checks, None, plan)
+            return _generate(graph, module, checks, nest, plan)
         except GridFallback:
             pass
-    return _generate(graph, module, checks, nest, None)
+    return _generate(graph, module, checks, None, None)
 
 
 def _generate(graph: KernelGraph, module, checks: bool, nest, grid) -> Program:
     from .emitter import Scalar, TileLangEmitter, View
-    from .storage import ERROR_PARAM
+    from .storage import ERROR_PARAM, GridFallback
 
     em = TileLangEmitter(graph, module, checks)
     em.flat_nest, em.grid = nest, grid
@@ -103,6 +103,8 @@ def _generate(graph: KernelGraph, module, checks: bool, nest, grid) -> Program:
     em.depth = 2
     em.run_region(graph.body)
     em.release(em.depth)
+    if nest is not None and em.flat_nest is not None:  # the launch is a grid but no loop became its threads
+        raise GridFallback("the planned pointwise nest was not the one the emitter wrote")
     params += [space.param() for space in em.workspaces]
     dims += [line for space in em.workspaces for line in space.dynamic_lines()]
     if em.error_sites:  # the hidden error record, last (the executable passes it)
