@@ -100,6 +100,30 @@ def bench_pointwise(n: int = 1 << 26) -> dict:
     return {"ours_gbps": ours_bw / 1e9, "copy_gbps": copy_bw / 1e9, "ratio": ours_bw / copy_bw}
 
 
+@intent.kernel
+def matmul_f32(a: I.In[I.f32, ("M", "K")], b: I.In[I.f32, ("K", "N")], c: I.Out[I.f32, ("M", "N")]):
+    c[:, :] = I.matmul(a[:, :], b[:, :], acc_dtype=I.f32)
+
+
+def bench_matmul_f32(n: int = 2048) -> dict:
+    """An f32 matmul (no TF32: T3) on the write-nest grid, one output element per thread, vs torch.matmul with
+    TF32 off: no target, the first measurement of that mapping (no tiling or shared memory yet)."""
+    import torch
+
+    exe = intent.compile(matmul_f32, target="tilelang-cuda")
+    if "T.get_thread_binding()" not in exe.program:
+        raise RuntimeError("matmul_f32 does not get the write-nest grid on tilelang-cuda")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    a, b = torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")
+    c = torch.empty(n, n, device="cuda")
+    exe.launch(a, b, c)
+    ref = a.double() @ b.double()
+    err = float(((c.double() - ref).abs() / (a.abs().double() @ b.abs().double())).max())
+    ours, theirs = cuda_time(lambda: exe.launch(a, b, c), repeat=5), cuda_time(lambda: a @ b, repeat=5)
+    return {"ours_ms": ours * 1e3, "torch_ms": theirs * 1e3, "ratio": theirs / ours,
+            "ours_tflops": 2.0 * n ** 3 / ours / 1e12, "max_err_over_abs_product": err}
+
+
 def bench_row_softmax(m: int = 16384, n: int = 1024) -> dict:
     """A row-wise kernel on the parallel-loop mapping (one row per thread) vs torch.softmax: no target, the
     first measurement of that mapping (rows read with a stride, not yet one block per row)."""
@@ -163,7 +187,7 @@ def main() -> int:
     result = {"benchmark": "gpu", "device": torch.cuda.get_device_name(), "torch": torch.__version__,
               "matmul_f16_f32acc_4096": bench_matmul(4096), "matmul_f16_f32acc_8192": bench_matmul(8192),
               "flash_attention_bh32_l4096_d128_f16": bench_attention(), "pointwise_chain4_f32": bench_pointwise(),
-              "row_softmax_f32_16384x1024": bench_row_softmax()}
+              "row_softmax_f32_16384x1024": bench_row_softmax(), "matmul_f32_2048": bench_matmul_f32()}
     print(json.dumps(result))
     return 0
 

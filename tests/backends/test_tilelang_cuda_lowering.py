@@ -50,8 +50,14 @@ def test_flat_nest_maps_a_pointwise_write_onto_a_grid():
     assert "T.serial(d0)" not in program
 
 
+def test_flat_nest_takes_a_reduction_in_the_element_code_one_element_per_thread():
+    nest = cuda_kernels.flat_nest(rowsum.trace())
+    assert nest.shape == ("d0",) and nest.vector == 1 and not nest.unroll
+    assert cuda_kernels.flat_nest(chain4.trace()).vector == cuda_kernels.VECTOR
+
+
 def test_flat_nest_leaves_other_graphs_to_the_general_program():
-    for k in (rowsum, in_place, partial):
+    for k in (in_place, partial):
         assert cuda_kernels.flat_nest(k.trace()) is None, k.name
         assert "T.Kernel(1, threads=1" in generate(k.trace(), "tilelang-cuda")
 

@@ -1,5 +1,6 @@
-"""tilelang-cuda maps a graph's top-level ``parallel`` loop onto threads (cuda_kernels.ParallelGrid): one iteration
-per thread, 32 threads a block. Here the C target runs the same mapping with each block's threads one after another
+"""tilelang-cuda's grids of threads, run on this machine. A graph's top-level ``parallel`` loop runs one iteration
+per thread (cuda_kernels.ParallelGrid, 32 threads a block); a graph whose one effect is a whole write of a pure
+expression runs one element (or 8, when pointwise) per thread (cuda_kernels.FlatNest). Here the C target runs the same mapping with each block's threads one after another
 (``emulated``) and host workspaces, so the generated structure (iteration index, the last block's spare threads,
 the error record claimed by the first failing thread, the fallback when an iteration would need a workspace) is
 checked on this machine against NumPy and generic; the CUDA text is checked by lowering it with TileLang."""
@@ -148,3 +149,84 @@ def test_cuda_gets_one_iteration_per_thread_and_an_atomic_claim():
     atomics = generate(histogram_atomics.trace(), "tilelang-cuda")
     assert "T.get_thread_binding()" in atomics and "itc_cas_u8" in atomics and "__threadfence" in atomics
     assert "threadIdx.x" in source and "blockIdx.x" in source
+
+
+# --- the write nest on a grid (FlatNest), elements with loops of their own ------------------------------------
+
+@pytest.fixture
+def emulated_nest(monkeypatch):
+    monkeypatch.setattr(c, "flat_nest", lambda g: cuda_kernels.flat_nest(g, emulated=True), raising=False)
+    monkeypatch.setattr(c, "host_workspaces", True, raising=False)
+    monkeypatch.setattr(tl_target, "_EXECUTABLES", {})
+
+
+@intent.kernel
+def row_sums(x: I.In[I.f32, ("M", "N")], out: I.Out[I.f32, ("M",)]):
+    m, n = I.domain(0, x.shape[0]), I.domain(0, x.shape[1])
+    out[m] = I.reduce.sum(x[m, n], axis=1)
+
+
+@intent.kernel
+def matmul_f32(a: I.In[I.f32, ("M", "K")], b: I.In[I.f32, ("K", "N")], c: I.Out[I.f32, ("M", "N")]):
+    c[:, :] = I.matmul(a[:, :], b[:, :], acc_dtype=I.f32)
+
+
+@intent.kernel
+def affine(x: I.In[I.f32, ("M", "N")], y: I.Out[I.f32, ("M", "N")]):
+    y[:, :] = x[:, :] * 1.5 - 0.25
+
+
+@intent.kernel
+def row_prefix_max(x: I.In[I.f32, ("M", "N")], out: I.Out[I.f32, ("M",)]):
+    m, n = I.domain(0, x.shape[0]), I.domain(0, x.shape[1])
+    out[m] = I.reduce.max(I.cumsum(x[m, n], axis=1), axis=1)  # the scan needs a buffer of N per element
+
+
+@pytest.mark.parametrize("shape", [(0, 4), (1, 1), (33, 7), (130, 3)])
+def test_row_sums_and_matmul_one_element_per_thread(emulated_nest, shape):
+    m, n = shape
+    assert "for tx" in build(row_sums.trace(), target=TARGET).program
+    x = RNG.standard_normal((m, n)).astype(np.float32)
+    out = run_both(row_sums, x, np.full(m, np.nan, np.float32))  # bit for bit: each row in the serial order
+    np.testing.assert_allclose(out["out"], x.astype(np.float64).sum(axis=1), rtol=1e-5, atol=1e-5)
+    a, b = RNG.standard_normal((m, n + 2)).astype(np.float32), RNG.standard_normal((n + 2, 5)).astype(np.float32)
+    out = run_both(matmul_f32, a, b, np.full((m, 5), np.nan, np.float32))
+    np.testing.assert_allclose(out["c"], a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_a_pointwise_nest_takes_eight_elements_per_thread(emulated_nest):
+    program = build(affine.trace(), target=TARGET).program
+    assert "for tx" in program and "T.unroll(8)" in program
+    for m, n in ((0, 3), (3, 5), (37, 31)):  # 1147 elements: two blocks of 1024, the second mostly spare
+        x = RNG.standard_normal((m, n)).astype(np.float32)
+        out = run_both(affine, x, np.zeros((m, n), np.float32))
+        np.testing.assert_array_equal(out["y"], (x * np.float32(1.5)) - np.float32(0.25))
+
+
+def test_an_element_needing_a_workspace_keeps_the_serial_program(emulated_nest):
+    assert cuda_kernels.flat_nest(row_prefix_max.trace()) is not None  # planned, then abandoned by the emitter
+    program = build(row_prefix_max.trace(), target=TARGET).program
+    assert "for tx" not in program and "W0" in program
+    x = RNG.standard_normal((6, 9)).astype(np.float32)
+    out = run_both(row_prefix_max, x, np.zeros(6, np.float32))
+    np.testing.assert_array_equal(out["out"], np.cumsum(x, axis=1, dtype=np.float32).max(axis=1))
+
+
+@intent.kernel
+def gather_sums(x: I.In[I.f32, ("N",)], idx: I.In[I.i32, ("M", "K")], y: I.Out[I.f32, ("M",)]):
+    m, k = I.domain(0, idx.shape[0]), I.domain(0, idx.shape[1])
+    y[m] = I.reduce.sum(I.gather(x[:], idx[m, k]), axis=1)
+
+
+def test_a_check_in_a_nest_on_the_grid_is_claimed_once(emulated_nest):
+    exe = build(gather_sums.trace(), target=TARGET)
+    assert "for tx" in exe.program and "itc_claim" in exe.program
+    x = np.arange(5, dtype=np.float32)
+    idx = RNG.integers(0, 5, (50, 3)).astype(np.int32)
+    out = run_both(gather_sums, x, idx, np.zeros(50, np.float32))
+    np.testing.assert_array_equal(out["y"], x[idx].sum(axis=1))
+    idx[3, 0], idx[44, 2] = 7, -1
+    y = np.zeros(50, np.float32)
+    with pytest.raises(IndexError, match=r"coordinate (7|-1) on axis 0 is outside its extent 5"):
+        exe(x, idx, y)
+    assert not y.any()

@@ -8,8 +8,8 @@ The lowering is the one every TileLang target shares; what differs here:
   FMA by default; T3 forbids it), ``-prec-div=true -prec-sqrt=true -ftz=false`` (IEEE division and
   square root, subnormals kept) and never ``--use_fast_math`` (``tl.enable_fast_math`` off).
 - Launch: one thread block of one thread runs the shared serial program, the correctness baseline every
-  kernel lowers to. Layered on it (:mod:`.cuda_kernels`): a single-write pointwise graph runs on a grid of
-  threads (``flat_nest``), a graph's top-level ``parallel`` loop runs one iteration per thread
+  kernel lowers to. Layered on it (:mod:`.cuda_kernels`): a graph whose one effect is a whole write runs on a
+  grid of threads, one or eight elements each (``flat_nest``), a graph's top-level ``parallel`` loop runs one iteration per thread
   (``parallel_grid``; a failed check is claimed atomically, ``claim_source``), and recognised graphs get
   tiled tensor-core specialisations.
 - Buffers sized at run time are hidden buffer parameters the executable allocates (``host_workspaces``,

@@ -5,8 +5,9 @@ Here a graph whose whole body is one recognised pattern also gets a tiled TileLa
 for the calls whose extents it covers (a JIT specialisation chosen per call, so the logical kernel
 is unchanged and every other call still has the general program). Recognised now:
 
-- a **pointwise nest** (:func:`flat_nest`): a graph whose only effect is one final write of a pointwise
-  expression of In-view reads over whole axes (full unit-step domains or ``:``, :func:`full_axes`). Its element loop becomes a grid of threads
+- a **write nest** (:func:`flat_nest`): a graph whose only effect is one final write of a pure expression of
+  In-view reads over whole axes (full unit-step domains or ``:``, :func:`full_axes`): pointwise, or with
+  reductions and contractions inside each element. Its element loop becomes a grid of threads
   (the emitter's own element code, so numerics are the shared lowering's), each thread taking
   ``VECTOR`` elements strided by the block size so that neighbouring threads touch neighbouring
   elements (coalesced).
@@ -203,34 +204,41 @@ _POINTWISE_FAMILIES = ("binary", "compare", "unary", "ternary", "convert")
 
 @attrs.frozen
 class FlatNest:
-    """One write nest mapped onto a grid: ``shape`` are the extent names of the written domains."""
+    """One write nest mapped onto a grid: ``shape`` are the extent names of the written domains. With
+    ``emulated`` the threads of a block are a serial loop: the C target runs the same mapping (tests)."""
 
     shape: tuple
     threads: int = THREADS_PER_BLOCK
     vector: int = VECTOR
     unroll: bool = UNROLL  # unrolled, so each thread issues its loads before it waits on any
+    emulated: bool = False
+
     @property
     def total(self) -> str:
         return " * ".join(self.shape) or "1"
 
     def launch(self, prelude: str | None) -> str:
         extra = f", prelude={prelude}" if prelude else ""
+        threads = "" if self.emulated else f", threads={self.threads}"
         # at least one block: CUDA refuses a zero grid, and an empty nest must still launch (and do nothing)
-        return (f"with T.Kernel(T.max(T.ceildiv({self.total}, {self.threads * self.vector}), 1), "
-                f"threads={self.threads}{extra}) as bx:")
+        return f"with T.Kernel(T.max(T.ceildiv({self.total}, {self.threads * self.vector}), 1){threads}{extra}) as bx:"
 
 
-def flat_nest(graph: KernelGraph) -> FlatNest | None:
-    """The flat mapping of a single-write pointwise graph, or None when the graph is anything else."""
+def flat_nest(graph: KernelGraph, emulated: bool = False) -> FlatNest | None:
+    """The flat mapping of a graph whose one effect is its final write of a pure function of whole-axis reads,
+    or None. Each element is computed by the emitter's own element code, so a reduction or a contraction inside
+    it (a row sum, an f32 matmul) runs in its thread in the serial program's order: the same bits. Such nests
+    take one element per thread (no unrolled copies of their loops)."""
     extents = {ev: k for k, ev in enumerate(graph.extents)}
     views = {p.var: p for p in graph.params if p.kind == "view"}
     domains, read_views = {}, set()
     nodes = graph.body.nodes
     if not nodes or nodes[-1].op.name != "write":
         return None
+    loops = False  # a reduction or contraction in the element code
     for node in nodes[:-1]:
         name, family = node.op.name, node.op.family
-        if node.regions or node.op.effects - {"read"}:
+        if node.op.effects - {"read"}:
             return None
         access = _access(node, extents, views, domains)
         if access is _REJECT:
@@ -238,7 +246,7 @@ def flat_nest(graph: KernelGraph) -> FlatNest | None:
         if name == "read":
             read_views.add(access[0])
         elif access is None and not (family in _POINTWISE_FAMILIES or name in ("broadcast", "constant")):
-            return None
+            loops = True  # any other pure op (its workspaces, if any, make the emitter fall back: storage.py)
         if node.op.name == "div" and (node.attr("approximate") or node.attr("flush_to_zero")):
             return None
     write = nodes[-1]
@@ -251,7 +259,8 @@ def flat_nest(graph: KernelGraph) -> FlatNest | None:
         return None
     if any(s is not graph.extents[a].extent for s, a in zip(p.type.shape, axes)):
         return None  # a write of the whole view, so no element is left to an earlier value
-    return FlatNest(tuple(f"d{a}" for a in axes), THREADS_PER_BLOCK, VECTOR, UNROLL)
+    vector, unroll = (1, False) if loops else (VECTOR, UNROLL)
+    return FlatNest(tuple(f"d{a}" for a in axes), THREADS_PER_BLOCK, vector, unroll, emulated)
 
 
 # --- parallel loops --------------------------------------------------------------------------------------

@@ -202,7 +202,11 @@ class TileLangEmitter(StorageMixin, SourceWriter, Interpreter):
     def _flat_loop(self, nest):
         """Each thread takes ``nest.vector`` elements, ``nest.threads`` apart (coalesced), of the flattened nest."""
         tx, v, f = self.fresh("tx"), self.fresh("u"), self.fresh("f")
-        self.line(f"{tx} = T.get_thread_binding()")
+        if nest.emulated:  # the C target: a block's threads one after another
+            self.line(f"for {tx} in T.serial({nest.threads}):")
+            self.depth += 1
+        else:
+            self.line(f"{tx} = T.get_thread_binding()")
         self.line(f"for {v} in T.{'unroll' if nest.unroll else 'serial'}({nest.vector}):")
         self.depth += 1
         self.memo.append({})
@@ -219,11 +223,13 @@ class TileLangEmitter(StorageMixin, SourceWriter, Interpreter):
             self.line(f"{i} = ({f} // ({stride})) % {n}" if stride != "1" else f"{i} = {f} % {n}")
             idx.append(i)
             stride = n if stride == "1" else f"{stride} * {n}"
+        self.in_grid = True  # a failed check claims the error record (threads fail at once)
         try:
             yield list(reversed(idx))
         finally:
+            self.in_grid = False
             self.release(self.depth)
-            self.depth -= 2
+            self.depth -= 3 if nest.emulated else 2
             self.memo.pop()
 
     def helper(self, family: str, dtypes: tuple, ret: T.DType, args: tuple) -> str:

@@ -43,9 +43,9 @@ SCALAR_PARAM = re.compile(r"p(\d+)")  # the emitter's names of the graph's param
 
 
 class GridFallback(Exception):
-    """Raised while emitting a parallel loop mapped onto threads (cuda_kernels.ParallelGrid) where an iteration
-    would need something one shared buffer cannot give it (a workspace of its own): the program is generated
-    again without the mapping."""
+    """Raised while emitting a program whose launch is a grid of threads (cuda_kernels.FlatNest, ParallelGrid)
+    where it would need a workspace: one buffer would be shared by every thread. The program is generated again
+    without the mapping."""
 
 
 @attrs.frozen(slots=True)
@@ -88,6 +88,7 @@ class StorageMixin:
         self.heap: list = []  # (depth of the allocating block, handle) of live heap buffers, innermost last
         self.host_workspaces = getattr(target, "host_workspaces", False)
         self.in_grid = False  # emitting the body of a parallel loop mapped onto threads
+        self.grid_planned = False  # the program's launch is a grid of threads (cuda_kernels.FlatNest/ParallelGrid)
         self.workspaces: list = []  # Workspace parameters, in order
         # what the host sizes a workspace axis by, for extents the kernel computes: {local name: "pK" or a bound}
         self.host_sizes: dict = {}
@@ -135,8 +136,8 @@ class StorageMixin:
             self.host_sizes[name] = value
 
     def _host_workspace(self, dims: tuple, dtype: str, zero: bool) -> str:
-        if self.in_grid:
-            raise GridFallback("an iteration of the parallel loop needs a workspace of its own")
+        if self.grid_planned:  # one buffer for all threads: every thread of the grid would share it
+            raise GridFallback("a program on a grid of threads needs a workspace")
         sizes = tuple(s if s.isdigit() or _KERNEL_EXTENT.fullmatch(s) else self.host_sizes.get(s) for s in dims)
         if None in sizes:
             raise self.reject("this needs a buffer whose size depends on data computed in the kernel; this target's "

@@ -79,6 +79,7 @@ def _generate(graph: KernelGraph, module, checks: bool, nest, grid) -> Program:
 
     em = TileLangEmitter(graph, module, checks)
     em.flat_nest, em.grid = nest, grid
+    em.grid_planned = nest is not None or grid is not None
     dims = []
     for k, ev in enumerate(graph.extents):
         name = f"d{k}"
