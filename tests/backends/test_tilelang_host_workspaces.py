@@ -130,3 +130,20 @@ def test_a_size_computed_from_data_is_a_lowering_error_naming_op_and_target():
 
     with pytest.raises(LoweringError, match=r"target tilelang-c cannot lower op `\w+`.*size depends on data"):
         build(k.trace(), target=TARGET)
+
+
+def test_a_bool_workspace_is_bytes_seen_as_bools():
+    # TileLang's C wrapper mistypes a bool buffer parameter (bool* for int8_t*): the host passes bytes
+    @intent.kernel
+    def flags(idx: I.In[I.i32, ("K",)], seen: I.Out[I.bool, ("N",)]):
+        marks = I.buffer((seen.shape[0],), I.bool, init=False)
+        for i in I.domain(0, idx.shape[0]):
+            marks[idx[i]] = True
+        seen[:] = marks[:]
+
+    exe = build(flags.trace(), target=TARGET)
+    assert [(w.shape, w.dtype) for w in exe.workspaces] == [(("d1",), "uint8")]
+    for n in (1, 8, 3000):
+        idx = RNG.integers(0, n, 7).astype(np.int32)
+        out = run_both(flags, idx, np.ones(n, bool))
+        np.testing.assert_array_equal(out["seen"], np.isin(np.arange(n), idx))
