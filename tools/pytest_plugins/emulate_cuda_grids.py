@@ -1,0 +1,12 @@
+"""pytest plugin: the suite's tilelang-c runs use tilelang-cuda's grid mappings (cuda_kernels.FlatNest and
+ParallelGrid, emulated: a block's threads one after another) and host workspaces, so every kernel's grid program
+is checked on the CPU against the tests' own references. A few tests assert the C target's own program shape
+(heap buffers, one serial program) and fail by design.
+
+    PYTHONPATH=tools/pytest_plugins .venv/bin/python -m pytest -p emulate_cuda_grids tests -k "tilelang-c or backends"
+"""
+from intent_trace.backends.tilelang import c, cuda_kernels
+
+c.flat_nest = lambda g: cuda_kernels.flat_nest(g, emulated=True)
+c.parallel_grid = lambda g: cuda_kernels.parallel_grid(g, emulated=True)
+c.host_workspaces = True
