@@ -23,7 +23,9 @@ RNG = np.random.default_rng(23)
 
 @pytest.fixture
 def emulated(monkeypatch):
+    """The C target with tilelang-cuda's grid mappings (a block's threads one after another) and host workspaces."""
     monkeypatch.setattr(c, "parallel_grid", lambda g: cuda_kernels.parallel_grid(g, emulated=True), raising=False)
+    monkeypatch.setattr(c, "flat_nest", lambda g: cuda_kernels.flat_nest(g, emulated=True), raising=False)
     monkeypatch.setattr(c, "host_workspaces", True, raising=False)
     monkeypatch.setattr(tl_target, "_EXECUTABLES", {})
 
@@ -153,13 +155,6 @@ def test_cuda_gets_one_iteration_per_thread_and_an_atomic_claim():
 
 # --- the write nest on a grid (FlatNest), elements with loops of their own ------------------------------------
 
-@pytest.fixture
-def emulated_nest(monkeypatch):
-    monkeypatch.setattr(c, "flat_nest", lambda g: cuda_kernels.flat_nest(g, emulated=True), raising=False)
-    monkeypatch.setattr(c, "host_workspaces", True, raising=False)
-    monkeypatch.setattr(tl_target, "_EXECUTABLES", {})
-
-
 @intent.kernel
 def row_sums(x: I.In[I.f32, ("M", "N")], out: I.Out[I.f32, ("M",)]):
     m, n = I.domain(0, x.shape[0]), I.domain(0, x.shape[1])
@@ -183,7 +178,7 @@ def row_prefix_max(x: I.In[I.f32, ("M", "N")], out: I.Out[I.f32, ("M",)]):
 
 
 @pytest.mark.parametrize("shape", [(0, 4), (1, 1), (33, 7), (130, 3)])
-def test_row_sums_and_matmul_one_element_per_thread(emulated_nest, shape):
+def test_row_sums_and_matmul_one_element_per_thread(emulated, shape):
     m, n = shape
     assert "for tx" in build(row_sums.trace(), target=TARGET).program
     x = RNG.standard_normal((m, n)).astype(np.float32)
@@ -194,7 +189,7 @@ def test_row_sums_and_matmul_one_element_per_thread(emulated_nest, shape):
     np.testing.assert_allclose(out["c"], a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
 
 
-def test_a_pointwise_nest_takes_eight_elements_per_thread(emulated_nest):
+def test_a_pointwise_nest_takes_eight_elements_per_thread(emulated):
     program = build(affine.trace(), target=TARGET).program
     assert "for tx" in program and "T.unroll(8)" in program
     for m, n in ((0, 3), (3, 5), (37, 31)):  # 1147 elements: two blocks of 1024, the second mostly spare
@@ -203,7 +198,7 @@ def test_a_pointwise_nest_takes_eight_elements_per_thread(emulated_nest):
         np.testing.assert_array_equal(out["y"], (x * np.float32(1.5)) - np.float32(0.25))
 
 
-def test_an_element_needing_a_workspace_keeps_the_serial_program(emulated_nest):
+def test_an_element_needing_a_workspace_keeps_the_serial_program(emulated):
     assert cuda_kernels.flat_nest(row_prefix_max.trace()) is not None  # planned, then abandoned by the emitter
     program = build(row_prefix_max.trace(), target=TARGET).program
     assert "for tx" not in program and "W0" in program
@@ -218,7 +213,7 @@ def gather_sums(x: I.In[I.f32, ("N",)], idx: I.In[I.i32, ("M", "K")], y: I.Out[I
     y[m] = I.reduce.sum(I.gather(x[:], idx[m, k]), axis=1)
 
 
-def test_a_check_in_a_nest_on_the_grid_is_claimed_once(emulated_nest):
+def test_a_check_in_a_nest_on_the_grid_is_claimed_once(emulated):
     exe = build(gather_sums.trace(), target=TARGET)
     assert "for tx" in exe.program and "itc_claim" in exe.program
     x = np.arange(5, dtype=np.float32)
