@@ -176,17 +176,23 @@ class TileLangEmitter(StorageMixin, SourceWriter, Interpreter):
                 self.depth -= 1
                 self.memo.pop()
 
+    def _thread(self, plan) -> str:
+        """This thread's index in its block: its binding, or, emulated (the C target), a serial loop over the
+        block's threads, one level deeper."""
+        tx = self.fresh("tx")
+        if plan.emulated:
+            self.line(f"for {tx} in T.serial({plan.threads}):")
+            self.depth += 1
+        else:
+            self.line(f"{tx} = T.get_thread_binding()")
+        return tx
+
     @contextlib.contextmanager
     def grid_iteration(self, grid, length: str):
         """The body of the parallel loop mapped onto threads (cuda_kernels.ParallelGrid): this thread's iteration
         ``o``, if it is one (the last block may have threads to spare)."""
-        tx, o = self.fresh("tx"), self.fresh("o")
+        tx, o = self._thread(grid), self.fresh("o")
         emulated = grid.emulated
-        if emulated:  # the C target: a block's threads one after another
-            self.line(f"for {tx} in T.serial({grid.threads}):")
-            self.depth += 1
-        else:
-            self.line(f"{tx} = T.get_thread_binding()")
         self.line(f"{o} = T.Cast('int64', bx) * T.int64({grid.threads}) + T.Cast('int64', {tx})")
         self.in_grid = True
         try:
@@ -201,12 +207,7 @@ class TileLangEmitter(StorageMixin, SourceWriter, Interpreter):
 
     def _flat_loop(self, nest):
         """Each thread takes ``nest.vector`` elements, ``nest.threads`` apart (coalesced), of the flattened nest."""
-        tx, v, f = self.fresh("tx"), self.fresh("u"), self.fresh("f")
-        if nest.emulated:  # the C target: a block's threads one after another
-            self.line(f"for {tx} in T.serial({nest.threads}):")
-            self.depth += 1
-        else:
-            self.line(f"{tx} = T.get_thread_binding()")
+        tx, v, f = self._thread(nest), self.fresh("u"), self.fresh("f")
         self.line(f"for {v} in T.{'unroll' if nest.unroll else 'serial'}({nest.vector}):")
         self.depth += 1
         self.memo.append({})
