@@ -11,7 +11,11 @@ import re
 import subprocess
 import tempfile
 
+import sys
+
 import intent_trace as intent
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests"))
 
 _SEEN: set = set()
 _COMPILE = intent.compile
@@ -20,12 +24,9 @@ _TYPES = "typedef unsigned char uchar; typedef unsigned short ushort; typedef un
 
 
 def _check(kernel, constexprs: dict) -> None:
-    import sys
+    from backends.tilelang_support import cuda_source  # tests/ is on sys.path (below)
 
     from intent_trace.backends.tilelang.target import generate
-
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tests"))
-    from backends.tilelang_support import cuda_source
 
     try:
         program = generate(kernel.trace(**constexprs), "tilelang-cuda")
