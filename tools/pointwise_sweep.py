@@ -14,8 +14,8 @@ n = 1 << 26
 x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
 out, dst = torch.empty_like(x), torch.empty_like(x)
 copy = cuda_time(lambda: dst.copy_(x))
-for threads, vector, unroll in [(256, 4, False), (256, 4, True), (256, 8, True), (512, 4, True), (128, 8, True),
-                                (256, 16, True), (1024, 4, True)]:
+for threads, vector, unroll in [(128, 8, True), (256, 8, True), (128, 16, True), (512, 4, True), (256, 4, True),
+                                (1024, 4, True), (512, 8, True)]:
     CK.THREADS_PER_BLOCK, CK.VECTOR, CK.UNROLL = threads, vector, unroll
     kern = TG.compile_program(TG.generate(chain4.trace(), "tilelang-cuda"), "tilelang-cuda")
     kern(x, y, out)

@@ -51,7 +51,8 @@ BLOCK_BASE["itb_quantize_q8_k"] = """static inline int32_t itb_quantize_q8_k(flo
     }
     bsums[t] = (int16_t)s;
   }
-  *d = zero ? 0.0f : 1.0f / iscale;
+  /* a NaN maximum makes d that NaN, quieted (x86's division keeps the payload; NVIDIA's would not) */
+  *d = zero ? 0.0f : amax != amax ? itb_f32(itb_bits32(mx) | 0x400000u) : 1.0f / iscale;
   return 0;
 }"""
 BLOCK_BASE["itb_qkx2"] = """static inline void itb_qkx2(const float* x, const float* w, float* scale_out, float* min_out) {

@@ -96,9 +96,10 @@ def _x86_nans(text: str, name: str, d, arity: int) -> str:
     t, to_float, to_bits, quiet_bit, default = _NAN_BITS[d.name]
     names = "abc"[:arity]
     inner = text.replace(f" {name}(", f" {name}_ieee(", 1)
+    # a NaN operand makes the result NaN, so only a NaN result looks at the operands: one compare on the fast path
     checks = " ".join(f"if ({n} != {n}) return {to_float}({to_bits}({n}) | {quiet_bit});" for n in names)
-    return (f"{inner}\nextern \"C\" inline {t} {name}({', '.join(f'{t} {n}' for n in names)}) {{ {checks} "
-            f"{t} r = {name}_ieee({', '.join(names)}); return r != r ? {to_float}({default}) : r; }}")
+    return (f"{inner}\nextern \"C\" inline {t} {name}({', '.join(f'{t} {n}' for n in names)}) {{ "
+            f"{t} r = {name}_ieee({', '.join(names)}); if (r == r) return r; {checks} return {to_float}({default}); }}")
 
 
 def helper_source(name: str, family: str, dtypes: tuple, ret, args: tuple) -> str | None:

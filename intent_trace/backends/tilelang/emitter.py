@@ -206,14 +206,18 @@ class TileLangEmitter(StorageMixin, SourceWriter, Interpreter):
                 self.depth -= 1
 
     def _flat_loop(self, nest):
-        """Each thread takes ``nest.vector`` elements, ``nest.threads`` apart (coalesced), of the flattened nest."""
+        """Each thread takes ``nest.vector`` elements, ``nest.threads`` apart (coalesced), of the flattened nest.
+        Past the end a thread recomputes the last element instead of skipping its own: the element code is a pure
+        function of In views ending in its one write, so the repeat stores the same bits, and with no branch per
+        element the unrolled copies issue all their loads before waiting on any."""
         tx, v, f = self._thread(nest), self.fresh("u"), self.fresh("f")
+        self.line(f"if {nest.total} > 0:")
+        self.depth += 1
         self.line(f"for {v} in T.{'unroll' if nest.unroll else 'serial'}({nest.vector}):")
         self.depth += 1
         self.memo.append({})
-        self.line(f"{f} = (T.Cast('int64', bx) * {nest.vector} + {v}) * {nest.threads} + T.Cast('int64', {tx})")
-        self.line(f"if {f} < {nest.total}:")
-        self.depth += 1
+        self.line(f"{f} = T.min((T.Cast('int64', bx) * {nest.vector} + {v}) * {nest.threads} + T.Cast('int64', {tx}), "
+                  f"{nest.total} - 1)")
         idx, stride = [], "1"
         if len(nest.shape) == 1:  # f < total is the coordinate itself (no 64-bit modulo per element)
             idx, shape = [f], ()
