@@ -1,6 +1,6 @@
 """Sweep tile configurations of the tilelang-cuda flash-attention specialisation (run on the GPU machine).
 
-``python3 tools/attention_sweep.py [D,block_M,block_N,stages,threads,overlap ...]``: each configuration's program is
+``python3 tools/attention_sweep.py [D,block_M,block_N,stages,threads ...]``: each configuration's program is
 compiled in its own process first (filling TileLang's disk cache), then timed at batch*heads=32, L=S=4096 against
 ``torch.nn.functional.scaled_dot_product_attention`` on the same data; one JSON line per configuration.
 """
@@ -19,8 +19,8 @@ from flash_attention import attention_f16  # noqa: E402
 from intent_trace.backends.tilelang import cuda_attention as CA  # noqa: E402
 from intent_trace.backends.tilelang.target import compile_program  # noqa: E402
 
-CONFIGS = ((128, 128, 128, 1, 256, 0), (128, 128, 128, 0, 256, 1), (128, 128, 64, 0, 256, 1), (64, 128, 128, 1, 256, 0),
-           (64, 128, 128, 0, 256, 1))
+CONFIGS = ((128, 128, 128, 1, 256), (128, 128, 128, 2, 256), (128, 128, 64, 1, 256), (128, 128, 128, 3, 256),
+           (64, 128, 128, 1, 256), (64, 128, 128, 2, 256))
 
 
 def _program(config) -> str:

@@ -213,7 +213,7 @@ def test_attention_f16_gets_tiled_flash_attention_programs():
 
     specs = _attention_specs(FA.attention_f16)
     assert set(specs) == {f"attention_d{c[0]}" for c in cuda_attention.CONFIGS}
-    d, bm, bn, stages, threads, _ = cuda_attention.CONFIGS[0]
+    d, bm, bn, stages, threads = cuda_attention.CONFIGS[0]
     program = specs[f"attention_d{d}"].program
     for text in (f"T.Kernel(T.ceildiv(d1, {bm}), d0, threads={threads})", f"T.alloc_shared(({bm}, {d}), 'float16')",
                  f"T.Pipelined(T.ceildiv(d3, {bn}), num_stages={stages})",

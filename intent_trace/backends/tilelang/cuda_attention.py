@@ -38,13 +38,11 @@ from ...graph.values import KernelGraph, Literal
 if TYPE_CHECKING:
     from .cuda_kernels import Specialization
 
-# (D, block_M, block_N, stages, threads, overlap), tried in order; the first whose D and tiles fit a call is used. On an H200
+# (D, block_M, block_N, stages, threads), tried in order; the first whose D and tiles fit a call is used. On an H200
 # at B=32, L=S=4096, D=128 (tools/attention_sweep.py): block_N 128 beats 64 (0.75 vs 0.88 ms at 2 stages: half the
 # combines), one stage beats 2 and 3 (0.68, 0.75, 0.70 ms), block_M 64 (one consumer warpgroup) is slower (1.2 ms);
 # block_N 256 would spill registers.
-# ``overlap`` (the last field) schedules the loop's statements by hand so that the tensor cores' QK^T of one key
-# block runs beside the previous block's softmax and combine.
-CONFIGS = ((128, 128, 128, 1, 256, 0), (64, 128, 128, 1, 256, 0))
+CONFIGS = ((128, 128, 128, 1, 256), (64, 128, 128, 1, 256))
 _COMMUTATIVE = ("add", "mul", "maximum")
 _SKIP_ATTRS = ("type", "types", "helpers", "extents", "helper")
 
@@ -262,7 +260,7 @@ def _match(graph: KernelGraph):
 
 
 def attention(graph: KernelGraph, config=None) -> Specialization | None:
-    """The tiled program for ``graph`` with ``config`` = (D, block_M, block_N, stages, threads, overlap), or None when
+    """The tiled program for ``graph`` with ``config`` = (D, block_M, block_N, stages, threads), or None when
     the graph is not the attention above."""
     from .cuda_kernels import Specialization
 
@@ -270,11 +268,7 @@ def attention(graph: KernelGraph, config=None) -> Specialization | None:
     if match is None:
         return None
     order, dims = match
-    dim, bm, bn, stages, threads, overlap = config or CONFIGS[0]
-    if overlap:  # block k's QK^T is issued before block k-1's PV and combine, its softmax after them (two stages)
-        pipeline = "order=[0, 1, 2, 6, 7, 8, 9, 10, 3, 4, 5], stage=[0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1]"
-    else:
-        pipeline = f"num_stages={stages}"
+    dim, bm, bn, stages, threads = config or CONFIGS[0]
     b, l, s = (f"d{dims[r]}" for r in "BLS")
     shapes = {"q": (b, l, dim), "k": (b, s, dim), "v": (b, s, dim), "out": (b, l, dim)}
     names = {"q": "Q", "k": "K", "v": "V", "out": "O", "scale": "scale"}
@@ -311,7 +305,7 @@ def kernel({", ".join(params)}):
         T.fill(m_f, -T.infinity('float32'))
         T.fill(l_f, 0)
         T.fill(acc_f, 0)
-        for kb in T.Pipelined(T.ceildiv({s}, {bn}), {pipeline}):
+        for kb in T.Pipelined(T.ceildiv({s}, {bn}), num_stages={stages}):
             T.copy(K[bz, kb * {bn}, 0], K_s)
             T.copy(V[bz, kb * {bn}, 0], V_s)
             # summarize(k block, v block, q, scale)
