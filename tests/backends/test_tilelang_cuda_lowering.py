@@ -135,6 +135,23 @@ def test_matmul_specialisation_only_for_half_precision_operands():
     (spec,) = cuda_kernels.specializations(mm16.trace())
     assert "T.gemm(A_s, B_s, C_f," in spec.program and "'bfloat16'" in spec.program
     assert spec.applies({0: 256, 1: 128, 2: 512}) and not spec.applies({0: 100, 1: 128, 2: 512})
+    # an f32 tile (128 KiB) does not fit in shared memory beside three stages of operands: it leaves from registers
+    assert "C_s" not in spec.program and "T.copy(C_f, C[" in spec.program
+
+
+def test_matmul_specialisation_stages_a_half_precision_tile_in_shared_memory():
+    from backends.tilelang_support import cuda_source
+
+    @intent.kernel
+    def mm(a: I.In[I.f16, ("M", "K")], b: I.In[I.f16, ("K", "N")], c: I.Out[I.f16, ("M", "N")]):
+        m, k, n = I.domain(0, a.shape[0]), I.domain(0, a.shape[1]), I.domain(0, b.shape[1])
+        c[m, n] = I.cast(I.matmul(a[m, k], b[k, n], acc_dtype=I.f32), I.f16)
+
+    (spec,) = cuda_kernels.specializations(mm.trace())
+    assert "C_s = T.alloc_shared((128, 256), 'float16')" in spec.program
+    assert "T.copy(C_f, C_s)" in spec.program and "policy=T.GemmWarpPolicy.FullRow" in spec.program
+    source = cuda_source(spec.program)
+    assert "tma_store" in source and "wgmma" in source  # the tile leaves in whole rows; warpgroup MMAs
 
 
 # --- flash attention (examples/flash_attention.py) -------------------------------------------------------------

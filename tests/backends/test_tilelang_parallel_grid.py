@@ -192,6 +192,7 @@ def test_row_sums_and_matmul_one_element_per_thread(emulated, shape):
 def test_a_pointwise_nest_takes_eight_elements_per_thread(emulated):
     program = build(affine.trace(), target=TARGET).program
     assert "for tx" in program and "T.unroll(8)" in program
+    assert "- 1)" in program.split("T.unroll(8)")[1].split("\n")[1]  # spare threads repeat the last element
     for m, n in ((0, 3), (3, 5), (37, 31)):  # 1147 elements: two blocks of 1024, the second mostly spare
         x = RNG.standard_normal((m, n)).astype(np.float32)
         out = run_both(affine, x, np.zeros((m, n), np.float32))
