@@ -13,10 +13,10 @@ sys.path[:0] = [str(ROOT / "benchmarks")]
 
 from gpu import cuda_time, matmul_f16  # noqa: E402
 
-from intent_trace.backends.tilelang import cuda_kernels as CK  # noqa: E402
+from intent_trace.backends.tilelang import cuda_matmul as CM  # noqa: E402
 from intent_trace.backends.tilelang.target import compile_program  # noqa: E402
 
-MT = CK.MatmulTiling
+MT = CM.MatmulTiling
 SMS = 132
 TILINGS = [MT(), MT(shared_epilogue=True), MT(policy="FullRow"), MT(policy="FullRow", shared_epilogue=True),
            MT(policy="FullRow", shared_epilogue=True, persistent=SMS),
@@ -26,7 +26,7 @@ SIZES = (4096, 8192)
 
 
 def _program(tiling, n: int | None) -> str:
-    text = CK._matmul(matmul_f16.trace(), tiling).program
+    text = CM.tensor_core(matmul_f16.trace(), tiling).program
     return text if n is None else re.sub(r"T\.dynamic\('d\d+', 'int32'\)", str(n), text)
 
 

@@ -56,6 +56,43 @@ def test_extents_the_tiles_do_not_divide_take_the_general_program():
 
 
 @intent.kernel
+def matmul_f32(a: I.In[I.f32, ("M", "K")], b: I.In[I.f32, ("K", "N")], c: I.Out[I.f32, ("M", "N")]):
+    m, k, n = I.domain(0, a.shape[0]), I.domain(0, a.shape[1]), I.domain(0, b.shape[1])
+    c[m, n] = I.matmul(a[m, k], b[k, n], acc_dtype=I.f32)
+
+
+def _serial_f32_matmul(a, b):
+    """The serial program's sum on x86 NumPy: from +0, add each rounded product in ascending k (x86 NaN rules)."""
+    c = np.zeros((a.shape[0], b.shape[1]), np.float32)
+    with np.errstate(all="ignore"):
+        for kk in range(a.shape[1]):
+            c = c + a[:, kk:kk + 1] * b[kk:kk + 1, :]
+    return c
+
+
+def test_f32_matmul_tiles_on_cuda_cores_with_the_serial_programs_bits():
+    from conftest import bits_equal
+
+    exe = intent.compile(matmul_f32, target="tilelang-cuda")
+    spec = exe.specialization_for({ev.extent: {"M": 256, "K": 24, "N": 128}[ev.extent.name] for ev in exe.graph.extents})
+    assert spec is not None and "T.gemm" not in spec.program  # f32 operands never reach tensor cores (TF32)
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((256, 24)).astype(np.float32)
+    b = rng.standard_normal((24, 128)).astype(np.float32)
+    a[3, 5] = np.array([0x7FC0_1234], np.uint32).view(np.float32)[0]  # a NaN payload reaches row 3
+    b[6, 1] = np.array([0xFF80_0055], np.uint32).view(np.float32)[0]  # a signalling NaN, sign set: column 1
+    a[5, 2], b[2, 7] = 0.0, np.inf  # 0 * inf: x86's default NaN at (5, 7)
+    a[9, :], b[:, 11] = 1e30, 1e30  # overflow to inf at (9, 11)
+    a[12, :] *= np.float32(1e-38)  # subnormal products in row 12
+    a[4, :] = -0.0  # row 4: +0 + (-0 * x) keeps +0
+    c = np.full((256, 128), np.nan, np.float32)
+    exe(a, b, c)
+    want = _serial_f32_matmul(a, b)
+    assert np.isnan(want[3]).all() and np.isnan(want[5, 7]) and np.isinf(want[9, 11])
+    assert bits_equal(c, want)
+
+
+@intent.kernel
 def chain4(x: I.In[I.f32, ("N",)], y: I.In[I.f32, ("N",)], out: I.Out[I.f32, ("N",)]):
     d = I.domain(0, x.shape[0])
     a = x[d]

@@ -107,7 +107,7 @@ def test_whole_view_slices_count_as_full_domains():
         y[:] = x[0, :]  # a point entry: not a whole axis
 
     assert [s.name for s in cuda_kernels.specializations(mm.trace())] == ["matmul"]
-    assert cuda_kernels.specializations(mm32.trace()) == []  # f32 operands never reach tensor cores
+    assert all("T.gemm" not in s.program for s in cuda_kernels.specializations(mm32.trace()))  # never TF32
     assert cuda_kernels.flat_nest(scale_all.trace()).shape == ("d0", "d1")
     assert "T.get_thread_binding()" in generate(scale_all.trace(), "tilelang-cuda")
     assert cuda_kernels.flat_nest(first_row.trace()) is None
@@ -120,7 +120,7 @@ def test_a_planned_nest_the_emitter_does_not_write_falls_back_to_the_serial_prog
     assert "T.get_thread_binding()" not in program and "threads=1" in program
 
 
-def test_matmul_specialisation_only_for_half_precision_operands():
+def test_matmul_tensor_cores_only_for_half_precision_operands():
     @intent.kernel
     def mm32(a: I.In[I.f32, ("M", "K")], b: I.In[I.f32, ("K", "N")], c: I.Out[I.f32, ("M", "N")]):
         m, k, n = I.domain(0, a.shape[0]), I.domain(0, a.shape[1]), I.domain(0, b.shape[1])
@@ -131,12 +131,29 @@ def test_matmul_specialisation_only_for_half_precision_operands():
         m, k, n = I.domain(0, a.shape[0]), I.domain(0, a.shape[1]), I.domain(0, b.shape[1])
         c[m, n] = I.matmul(a[m, k], b[k, n], acc_dtype=I.f32)
 
-    assert cuda_kernels.specializations(mm32.trace()) == []  # f32 operands on tensor cores would be TF32
+    (spec32,) = cuda_kernels.specializations(mm32.trace())  # f32 operands on tensor cores would be TF32
+    assert "T.gemm" not in spec32.program
     (spec,) = cuda_kernels.specializations(mm16.trace())
     assert "T.gemm(A_s, B_s, C_f," in spec.program and "'bfloat16'" in spec.program
     assert spec.applies({0: 256, 1: 128, 2: 512}) and not spec.applies({0: 100, 1: 128, 2: 512})
     # an f32 tile (128 KiB) does not fit in shared memory beside three stages of operands: it leaves from registers
     assert "C_s" not in spec.program and "T.copy(C_f, C[" in spec.program
+
+
+def test_f32_matmul_gets_the_cuda_core_program_and_keeps_its_nan_check():
+    from backends.tilelang_support import cuda_source
+
+    @intent.kernel
+    def mm(a: I.In[I.f32, ("M", "K")], b: I.In[I.f32, ("K", "N")], c: I.Out[I.f32, ("M", "N")]):
+        m, k, n = I.domain(0, a.shape[0]), I.domain(0, a.shape[1]), I.domain(0, b.shape[1])
+        c[m, n] = I.matmul(a[m, k], b[k, n], acc_dtype=I.f32)
+
+    (spec,) = cuda_kernels.specializations(mm.trace())
+    assert "T.gemm" not in spec.program and spec.applies({0: 256, 1: 16, 2: 128}) and not spec.applies(
+        {0: 256, 1: 12, 2: 128})
+    source = cuda_source(spec.program)
+    assert "itc_is_nan(acc[" in source and "it_add_f32(s[0], it_mul_f32(" in source  # not simplified away
+    assert "wgmma" not in source and "mma" not in source.replace("#pragma", "")
 
 
 def test_matmul_specialisation_stages_a_half_precision_tile_in_shared_memory():

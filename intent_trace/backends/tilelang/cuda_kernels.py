@@ -11,10 +11,8 @@ is unchanged and every other call still has the general program). Recognised now
   (the emitter's own element code, so numerics are the shared lowering's), each thread taking
   ``VECTOR`` elements strided by the block size so that neighbouring threads touch neighbouring
   elements (coalesced).
-- ``matmul``: ``out[m, n] = cast?(contract(a[m, k], b[k, n], acc_dtype=f32))`` with f16/bf16 operands
-  over whole axes (``c[:, :] = I.matmul(a[:, :], b[:, :], ...)`` too). Tensor cores accumulate in f32, the declared acc dtype (issue 7: "f16/bf16
-  tensor-core contracts accumulate in the declared acc dtype"); f32 operands are never given to
-  ``T.gemm`` (that would be TF32). The cast to the output rounds to nearest even, as T3 asks.
+- ``matmul`` (:mod:`.cuda_matmul`): ``out[m, n] = cast?(contract(a[m, k], b[k, n], acc_dtype=f32))`` over
+  whole axes, on tensor cores for f16/bf16 operands, on CUDA cores (the serial program's bits) for f32.
 - **flash attention** (:mod:`.cuda_attention`): the batched f16 region fold of ``examples/flash_attention.py``
   (QK^T and PV on tensor cores with f32 accumulation, the kernel's own summary and combine per key block).
 
@@ -30,29 +28,6 @@ import attrs
 
 from ...graph.values import KernelGraph, Literal
 
-
-
-@attrs.frozen
-class MatmulTiling:
-    """How the matmul specialisation tiles its output: a block computes ``tm`` x ``tn`` through ``tk``-deep
-    steps pipelined over ``stages`` shared buffers. ``policy`` splits the block's tile among its warpgroups
-    (TileLang's GemmWarpPolicy); ``shared_epilogue`` stages the rounded tile in shared memory so that it
-    leaves in whole rows (TMA stores) instead of each thread's scattered fragment elements; ``persistent`` > 0
-    launches that many blocks, each looping over output tiles (T.Persistent), instead of one block a tile."""
-
-    tm: int = 128
-    tn: int = 256
-    tk: int = 64
-    stages: int = 3
-    threads: int = 256
-    policy: str = "Square"
-    shared_epilogue: bool = False
-    persistent: int = 0
-
-
-# tile configurations, tried in order; the first whose tiles divide a call's extents is used
-CONFIGS = (MatmulTiling(policy="FullRow", shared_epilogue=True),)  # tools/matmul_sweep.py on the H200
-_SHARED_BYTES = 227 * 1024  # an sm_90 block's shared memory
 _TIR = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
 
 
@@ -85,9 +60,10 @@ class Specialization:
 
 
 def specializations(graph: KernelGraph) -> list:
-    from . import cuda_attention
+    from . import cuda_attention, cuda_matmul
 
-    specs = [_matmul(graph, config) for config in CONFIGS]
+    specs = [cuda_matmul.tensor_core(graph, config) for config in cuda_matmul.CONFIGS]
+    specs.append(cuda_matmul.simt(graph))
     specs += [cuda_attention.attention(graph, config) for config in cuda_attention.CONFIGS]
     return [spec for spec in specs if spec is not None]
 
@@ -140,94 +116,6 @@ def _access(node, extents: dict, views, domains: dict):
         axes = full_axes(node, p.type, extents, domains) if p is not None else None
         return _REJECT if axes is None else (view, axes)
     return None
-
-
-def _matmul(graph: KernelGraph, config=None) -> Specialization | None:
-    extents = {ev: k for k, ev in enumerate(graph.extents)}
-    params = {p.var: (k, p) for k, p in enumerate(graph.params)}
-    domains, reads, contract, cast, write = {}, {}, None, None, None
-    for node in graph.body.nodes:
-        name, access = node.op.name, _access(node, extents, params, domains)
-        if access is _REJECT:
-            return None
-        if access is not None:
-            if name == "read":
-                reads[node.outputs[0]] = (params[access[0]], access[1])
-        elif name == "contract" and contract is None:
-            contract = node
-        elif name == "cast" and cast is None and contract is not None and node.inputs[0] is contract.outputs[0]:
-            cast = node
-        elif name == "write" and write is None:
-            write = node
-        else:
-            return None
-    if contract is None or write is None or contract.attr("reduce") != ((1, 0),) or contract.attr("batch") != ():
-        return None
-    if contract.attr("acc_dtype").name != "f32" or not all(len(reads.get(x, ((), ()))[1]) == 2
-                                                          for x in contract.inputs):
-        return None  # both operands are reads of matrices over domains
-    (ka, pa), (ma, kk) = reads[contract.inputs[0]]
-    (kb, pb), (kk2, nb) = reads[contract.inputs[1]]
-    dtype = pa.type.dtype.name
-    if dtype not in ("f16", "bf16") or pb.type.dtype.name != dtype or kk != kk2 or ka == kb:
-        return None
-    view, value = write.inputs[:2]
-    if value is not (cast.outputs[0] if cast is not None else contract.outputs[0]) or view not in params:
-        return None
-    kc, pc = params[view]
-    if pc.type.access != "Out" or full_axes(write, pc.type, extents, domains) != (ma, nb):
-        return None
-    out = pc.type.dtype.name
-    if out not in _TIR or (cast is None and out != "f32"):
-        return None
-    # every view axis is the domain's extent: a full, compact operand
-    for p, axes in ((pa, (ma, kk)), (pb, (kk, nb)), (pc, (ma, nb))):
-        if tuple(extents.get(graph.extents[a]) for a in axes) != axes or len(p.type.shape) != 2:
-            return None
-        if any(s is not graph.extents[a].extent for s, a in zip(p.type.shape, axes)):
-            return None
-    t = config or CONFIGS[0]
-    staged = t.stages * (t.tm * t.tk + t.tk * t.tn) * 2 + t.tm * t.tn * (4 if out == "f32" else 2)
-    if t.shared_epilogue and staged > _SHARED_BYTES:  # an f32 tile does not fit beside the pipeline's buffers
-        t = attrs.evolve(t, shared_epilogue=False)
-    names = {ka: "A", kb: "B", kc: "C"}
-    shapes = {ka: ("d{}".format(ma), f"d{kk}"), kb: (f"d{kk}", f"d{nb}"), kc: (f"d{ma}", f"d{nb}")}
-    dtypes = {ka: _TIR[dtype], kb: _TIR[dtype], kc: _TIR[out]}
-    params_text = ", ".join(f"{names[k]}: T.Tensor(({shapes[k][0]}, {shapes[k][1]}), {dtypes[k]!r})"
-                            for k in sorted(names))
-    # int32 extents: TileLang's tile copies index in int32 (``applies`` keeps every operand under 2**31 elements)
-    dims = "\n".join(f"d{k} = T.dynamic('d{k}', 'int32')" for k in range(len(graph.extents)))
-    pad = " " * (12 if t.persistent else 8)
-    if t.persistent:
-        launch = f"with T.Kernel({t.persistent}, threads={t.threads}) as block:"
-        tiles = (f"\n        for by, bx in T.Persistent([T.ceildiv(d{ma}, {t.tm}), T.ceildiv(d{nb}, {t.tn})], "
-                 f"{t.persistent}, block):")
-    else:
-        launch = f"with T.Kernel(T.ceildiv(d{nb}, {t.tn}), T.ceildiv(d{ma}, {t.tm}), threads={t.threads}) as (bx, by):"
-        tiles = "\n        T.use_swizzle(10)"
-    epilogue = (f"T.copy(C_f, C_s)\n{pad}T.copy(C_s, C[by * {t.tm}, bx * {t.tn}])" if t.shared_epilogue
-                else f"T.copy(C_f, C[by * {t.tm}, bx * {t.tn}])")
-    c_shared = f"\n        C_s = T.alloc_shared(({t.tm}, {t.tn}), {_TIR[out]!r})" if t.shared_epilogue else ""
-    program = f'''# Generated by intent_trace (target tilelang-cuda): tiled matmul specialisation of a KIR graph.
-import tilelang.language as T
-
-{dims}
-
-
-@T.prim_func
-def kernel({params_text}):
-    {launch}
-        A_s = T.alloc_shared(({t.tm}, {t.tk}), {_TIR[dtype]!r})
-        B_s = T.alloc_shared(({t.tk}, {t.tn}), {_TIR[dtype]!r})
-        C_f = T.alloc_fragment(({t.tm}, {t.tn}), 'float32'){c_shared}{tiles}
-{pad}T.clear(C_f)
-{pad}for ko in T.Pipelined(T.ceildiv(d{kk}, {t.tk}), num_stages={t.stages}):
-{pad}    T.copy(A[by * {t.tm}, ko * {t.tk}], A_s)
-{pad}    T.copy(B[ko * {t.tk}, bx * {t.tn}], B_s)
-{pad}    T.gemm(A_s, B_s, C_f, policy=T.GemmWarpPolicy.{t.policy})
-{pad}{epilogue}
-'''
-    return Specialization("matmul", program, ((ma, t.tm), (nb, t.tn), (kk, t.tk)))
 
 
 # --- pointwise nests -------------------------------------------------------------------------------------

@@ -1,0 +1,226 @@
+"""Tiled matmul programs for ``out[m, n] = cast?(contract(a[m, k], b[k, n], acc_dtype=f32))`` over whole axes
+(``c[:, :] = I.matmul(a[:, :], b[:, :], ...)`` too), chosen per call when their tiles divide the extents.
+
+- f16/bf16 operands (:func:`tensor_core`): ``T.gemm`` on tensor cores, accumulating in f32, the declared acc
+  dtype (issue 7: "f16/bf16 tensor-core contracts accumulate in the declared acc dtype"); the cast to the output
+  rounds to nearest even, as T3 asks.
+- f32 operands (:func:`simt`): never ``T.gemm`` (that would be TF32, a reduced-precision inner product). Each
+  thread keeps an 8 x 8 block of outputs in registers and adds their products in ascending k, one rounding for
+  the product and one for the sum, exactly the serial program's operations: the same bits. NVIDIA arithmetic
+  would give a NaN result its canonical payload, so an output that ends NaN is recomputed by the serial
+  program's own helpers (x86 NaN rules, :mod:`.cuda`), element by element.
+"""
+from __future__ import annotations
+
+import attrs
+
+from ... import types as DT
+from ...graph.values import KernelGraph
+from . import cuda
+from .cuda_kernels import _REJECT, _TIR, Specialization, _access, full_axes
+
+
+@attrs.frozen
+class MatmulTiling:
+    """How the tensor-core program tiles its output: a block computes ``tm`` x ``tn`` through ``tk``-deep
+    steps pipelined over ``stages`` shared buffers. ``policy`` splits the block's tile among its warpgroups
+    (TileLang's GemmWarpPolicy); ``shared_epilogue`` stages the rounded tile in shared memory so that it
+    leaves in whole rows (TMA stores) instead of each thread's scattered fragment elements; ``persistent`` > 0
+    launches that many blocks, each looping over output tiles (T.Persistent), instead of one block a tile."""
+
+    tm: int = 128
+    tn: int = 256
+    tk: int = 64
+    stages: int = 3
+    threads: int = 256
+    policy: str = "Square"
+    shared_epilogue: bool = False
+    persistent: int = 0
+
+
+# tile configurations, tried in order; the first whose tiles divide a call's extents is used
+CONFIGS = (MatmulTiling(policy="FullRow", shared_epilogue=True),)  # tools/matmul_sweep.py on the H200
+_SHARED_BYTES = 227 * 1024  # an sm_90 block's shared memory
+
+
+@attrs.frozen
+class MatmulMatch:
+    """A recognised matmul: the parameter index of A, B and C, the graph extent index of M, K and N, the
+    operand and output dtype names."""
+
+    a: int
+    b: int
+    c: int
+    m: int
+    k: int
+    n: int
+    dtype: str
+    out: str
+
+    def header(self, graph: KernelGraph) -> tuple:
+        """(the ``T.dynamic`` extent lines, the kernel's parameter list) of a program over this matmul."""
+        names = {self.a: "A", self.b: "B", self.c: "C"}
+        shapes = {self.a: (self.m, self.k), self.b: (self.k, self.n), self.c: (self.m, self.n)}
+        dtypes = {self.a: _TIR[self.dtype], self.b: _TIR[self.dtype], self.c: _TIR[self.out]}
+        params = ", ".join(f"{names[i]}: T.Tensor((d{shapes[i][0]}, d{shapes[i][1]}), {dtypes[i]!r})"
+                           for i in sorted(names))
+        # int32 extents: TileLang's tile copies index in int32 (``applies`` keeps every operand under 2**31)
+        dims = "\n".join(f"d{k} = T.dynamic('d{k}', 'int32')" for k in range(len(graph.extents)))
+        return dims, params
+
+    def specialization(self, program: str, tm: int, tn: int, tk: int) -> Specialization:
+        return Specialization("matmul", program, ((self.m, tm), (self.n, tn), (self.k, tk)))
+
+
+def _match(graph: KernelGraph) -> MatmulMatch | None:
+    extents = {ev: k for k, ev in enumerate(graph.extents)}
+    params = {p.var: (k, p) for k, p in enumerate(graph.params)}
+    domains, reads, contract, cast, write = {}, {}, None, None, None
+    for node in graph.body.nodes:
+        name, access = node.op.name, _access(node, extents, params, domains)
+        if access is _REJECT:
+            return None
+        if access is not None:
+            if name == "read":
+                reads[node.outputs[0]] = (params[access[0]], access[1])
+        elif name == "contract" and contract is None:
+            contract = node
+        elif name == "cast" and cast is None and contract is not None and node.inputs[0] is contract.outputs[0]:
+            cast = node
+        elif name == "write" and write is None:
+            write = node
+        else:
+            return None
+    if contract is None or write is None or contract.attr("reduce") != ((1, 0),) or contract.attr("batch") != ():
+        return None
+    if contract.attr("acc_dtype").name != "f32" or not all(len(reads.get(x, ((), ()))[1]) == 2
+                                                          for x in contract.inputs):
+        return None  # both operands are reads of matrices over domains
+    (ka, pa), (ma, kk) = reads[contract.inputs[0]]
+    (kb, pb), (kk2, nb) = reads[contract.inputs[1]]
+    dtype = pa.type.dtype.name
+    if dtype not in _TIR or pb.type.dtype.name != dtype or kk != kk2 or ka == kb:
+        return None
+    view, value = write.inputs[:2]
+    if value is not (cast.outputs[0] if cast is not None else contract.outputs[0]) or view not in params:
+        return None
+    kc, pc = params[view]
+    if pc.type.access != "Out" or full_axes(write, pc.type, extents, domains) != (ma, nb):
+        return None
+    out = pc.type.dtype.name
+    if out not in _TIR or (cast is None and out != "f32"):
+        return None
+    # every view axis is the domain's extent: a full, compact operand
+    for p, axes in ((pa, (ma, kk)), (pb, (kk, nb)), (pc, (ma, nb))):
+        if tuple(extents.get(graph.extents[a]) for a in axes) != axes or len(p.type.shape) != 2:
+            return None
+        if any(s is not graph.extents[a].extent for s, a in zip(p.type.shape, axes)):
+            return None
+    return MatmulMatch(ka, kb, kc, ma, kk, nb, dtype, out)
+
+
+def tensor_core(graph: KernelGraph, config: MatmulTiling | None = None) -> Specialization | None:
+    match = _match(graph)
+    if match is None or match.dtype not in ("f16", "bf16"):
+        return None
+    t = config or CONFIGS[0]
+    staged = t.stages * (t.tm * t.tk + t.tk * t.tn) * 2 + t.tm * t.tn * (4 if match.out == "f32" else 2)
+    if t.shared_epilogue and staged > _SHARED_BYTES:  # an f32 tile does not fit beside the pipeline's buffers
+        t = attrs.evolve(t, shared_epilogue=False)
+    dims, params = match.header(graph)
+    m, n, k, dtype, out = match.m, match.n, match.k, _TIR[match.dtype], _TIR[match.out]
+    pad = " " * (12 if t.persistent else 8)
+    if t.persistent:
+        launch = f"with T.Kernel({t.persistent}, threads={t.threads}) as block:"
+        tiles = (f"\n        for by, bx in T.Persistent([T.ceildiv(d{m}, {t.tm}), T.ceildiv(d{n}, {t.tn})], "
+                 f"{t.persistent}, block):")
+    else:
+        launch = f"with T.Kernel(T.ceildiv(d{n}, {t.tn}), T.ceildiv(d{m}, {t.tm}), threads={t.threads}) as (bx, by):"
+        tiles = "\n        T.use_swizzle(10)"
+    epilogue = (f"T.copy(C_f, C_s)\n{pad}T.copy(C_s, C[by * {t.tm}, bx * {t.tn}])" if t.shared_epilogue
+                else f"T.copy(C_f, C[by * {t.tm}, bx * {t.tn}])")
+    c_shared = f"\n        C_s = T.alloc_shared(({t.tm}, {t.tn}), {out!r})" if t.shared_epilogue else ""
+    program = f'''# Generated by intent_trace (target tilelang-cuda): tiled matmul specialisation of a KIR graph.
+import tilelang.language as T
+
+{dims}
+
+
+@T.prim_func
+def kernel({params}):
+    {launch}
+        A_s = T.alloc_shared(({t.tm}, {t.tk}), {dtype!r})
+        B_s = T.alloc_shared(({t.tk}, {t.tn}), {dtype!r})
+        C_f = T.alloc_fragment(({t.tm}, {t.tn}), 'float32'){c_shared}{tiles}
+{pad}T.clear(C_f)
+{pad}for ko in T.Pipelined(T.ceildiv(d{k}, {t.tk}), num_stages={t.stages}):
+{pad}    T.copy(A[by * {t.tm}, ko * {t.tk}], A_s)
+{pad}    T.copy(B[ko * {t.tk}, bx * {t.tn}], B_s)
+{pad}    T.gemm(A_s, B_s, C_f, policy=T.GemmWarpPolicy.{t.policy})
+{pad}{epilogue}
+'''
+    return match.specialization(program, t.tm, t.tn, t.tk)
+
+
+# the f32 program: a 128 x 128 block tile of 256 threads, each an 8 x 8 register block (rows tx // 16 + 16 i,
+# columns tx % 16 + 16 j: a warp's B reads hit 16 banks, its A reads two broadcast words), k in steps of 8
+SIMT_TILE, SIMT_K, SIMT_THREADS = 128, 8, 256
+
+
+def simt(graph: KernelGraph) -> Specialization | None:
+    match = _match(graph)
+    if match is None or match.dtype != "f32" or match.out != "f32":
+        return None
+    f32 = DT.f32
+    helpers = [cuda.helper_source(f"it_{op}_f32", op, (f32,), f32, (f32, f32)) for op in ("mul", "add")]
+    # in C: TVM's simplifier takes ``x != x`` on floats for false
+    helpers.append("__device__ __forceinline__ int itc_is_nan(float x) { return x != x; }")
+    dims, params = match.header(graph)
+    m, n, k, tile, tk, threads = match.m, match.n, match.k, SIMT_TILE, SIMT_K, SIMT_THREADS
+    per = tile // 16  # a thread's rows (and columns) in the block tile
+    loads = tile * tk // threads
+    row, col = f"by * {tile} + tx // 16 + 16 * i", f"bx * {tile} + tx % 16 + 16 * j"
+    program = f'''# Generated by intent_trace (target tilelang-cuda): tiled f32 matmul specialisation of a KIR graph.
+import tilelang.language as T
+
+PRELUDE = {cuda.prelude(helpers)!r}
+
+{dims}
+
+
+@T.prim_func
+def kernel({params}):
+    with T.Kernel(T.ceildiv(d{n}, {tile}), T.ceildiv(d{m}, {tile}), threads={threads}, prelude=PRELUDE) as (bx, by):
+        A_s = T.alloc_shared(({tk}, {tile}), 'float32')  # A's tile, k-major
+        B_s = T.alloc_shared(({tk}, {tile}), 'float32')
+        acc = T.alloc_local(({per * per},), 'float32')
+        a = T.alloc_local(({per},), 'float32')
+        b = T.alloc_local(({per},), 'float32')
+        s = T.alloc_local((1,), 'float32')
+        tx = T.get_thread_binding()
+        for e in T.unroll({per * per}):
+            acc[e] = T.float32(0)
+        for ko in T.serial(T.ceildiv(d{k}, {tk})):
+            for l in T.unroll({loads}):
+                A_s[(l * {threads} + tx) % {tk}, (l * {threads} + tx) // {tk}] = A[by * {tile} + (l * {threads} + tx) // {tk}, ko * {tk} + (l * {threads} + tx) % {tk}]
+                B_s[(l * {threads} + tx) // {tile}, (l * {threads} + tx) % {tile}] = B[ko * {tk} + (l * {threads} + tx) // {tile}, bx * {tile} + (l * {threads} + tx) % {tile}]
+            T.sync_threads()
+            for kk in T.unroll({tk}):
+                for i in T.unroll({per}):
+                    a[i] = A_s[kk, tx // 16 + 16 * i]
+                for j in T.unroll({per}):
+                    b[j] = B_s[kk, tx % 16 + 16 * j]
+                for i in T.unroll({per}):
+                    for j in T.unroll({per}):
+                        acc[i * {per} + j] = acc[i * {per} + j] + a[i] * b[j]
+            T.sync_threads()
+        for i in T.unroll({per}):
+            for j in T.unroll({per}):
+                if T.call_extern('int32', 'itc_is_nan', acc[i * {per} + j]) != 0:  # the serial program, x86's NaNs
+                    s[0] = T.float32(0)
+                    for kr in T.serial(d{k}):
+                        s[0] = T.call_extern('float32', 'it_add_f32', s[0], T.call_extern('float32', 'it_mul_f32', A[{row}, kr], B[kr, {col}]))
+                    acc[i * {per} + j] = s[0]
+                C[{row}, {col}] = acc[i * {per} + j]
+'''
+    return match.specialization(program, tile, tile, tk)
