@@ -28,8 +28,7 @@ import subprocess
 import tempfile
 
 from ... import types as T
-from ...oracle.cephes import I0_A, I0_B
-from .c_blocks import BLOCK_BASE
+from .c_blocks import BLOCK_BASE, SCALAR_BASE
 from .integer_bodies import integer_renderers
 
 NAME = "tilelang-c"
@@ -377,103 +376,9 @@ RENDER["sqrt_ftz"] = _math("sqrt", ftz=True)
 RENDER["floor_ftz"] = _math("floor", ftz=True)
 
 
-# Internal helpers the bodies call (static: TVM never declares them). Included when a body names them.
-BASE = {
-    "itb_bits32": "static inline uint32_t itb_bits32(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }",
-    "itb_f32": "static inline float itb_f32(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }",
-    "itb_bits64": "static inline uint64_t itb_bits64(double x) { uint64_t u; memcpy(&u, &x, 8); return u; }",
-    "itb_f64": "static inline double itb_f64(uint64_t u) { double x; memcpy(&x, &u, 8); return x; }",
-    "itb_ftz32": "static inline float itb_ftz32(float x) { return (x != 0 && fabsf(x) < 0x1p-126f) ? "
-                 "copysignf(0.0f, x) : x; }",
-    "itb_ftz64": "static inline double itb_ftz64(double x) { return (x != 0 && fabs(x) < 0x1p-1022) ? "
-                 "copysign(0.0, x) : x; }",
-    # --- f16/bf16: exact decoding, RNE encoding from double (one rounding), NaNs as NumPy/ml_dtypes convert them.
-    "itb_d2n": """static inline uint32_t itb_d2n(double x, int M, int W) {
-  /* finite or infinite x -> the bits of the binary format with M mantissa and W exponent bits, RNE */
-  uint64_t b = itb_bits64(x), ab = b & 0x7fffffffffffffffull;
-  uint32_t sign = (uint32_t)(b >> 63) << (M + W), inf = ((1u << W) - 1) << M;
-  int B = (1 << (W - 1)) - 1, e = (int)(ab >> 52) - 1023;
-  if (ab == 0) return sign;
-  if (e > B) return sign | inf;
-  uint64_t m = (ab & 0xfffffffffffffull) | ((ab >> 52) ? (1ull << 52) : 0);
-  int normal = e >= 1 - B, shift = normal ? 52 - M : 52 - M + (1 - B) - e;
-  if (shift >= 54) return sign;
-  uint64_t q = m >> shift, rem = m & ((1ull << shift) - 1), half = 1ull << (shift - 1);
-  if (rem > half || (rem == half && (q & 1))) q++;
-  if (normal) return sign | (((uint32_t)(e + B) << M) + (uint32_t)(q - (1ull << M)));
-  return sign | (uint32_t)q;
-}""",
-    "itb_f16_from_double": """static inline uint16_t itb_f16_from_double(double x) {
-  if (x != x) {
-    uint64_t b = itb_bits64(x);
-    uint16_t h = (uint16_t)(0x7c00u + ((b >> 42) & 0x3ffu));
-    return (uint16_t)(((b >> 48) & 0x8000u) | (h == 0x7c00u ? 0x7c01u : h));
-  }
-  return (uint16_t)itb_d2n(x, 10, 5);
-}""",
-    "itb_bf16_from_double": """static inline uint16_t itb_bf16_from_double(double x) {
-  if (x != x) return (uint16_t)(((itb_bits64(x) >> 48) & 0x8000u) | 0x7fc0u);
-  return (uint16_t)itb_d2n(x, 7, 8);
-}""",
-    "itb_f16_decode": """static inline float itb_f16_decode(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-  if (e == 0x1f) return itb_f32(sign | 0x7f800000u | (m << 13));
-  if (e == 0) { float v = (float)m * 0x1p-24f; return sign ? -v : v; }
-  return itb_f32(sign | ((e + 112u) << 23) | (m << 13));
-}""",
-    "itb_bf16_decode": "static inline float itb_bf16_decode(uint16_t h) { return itb_f32((uint32_t)h << 16); }",
-    "itb_f16_encode": """static inline uint16_t itb_f16_encode(float x) {
-  if (x != x) {
-    uint32_t b = itb_bits32(x);
-    uint16_t h = (uint16_t)(0x7c00u | ((b >> 13) & 0x3ffu));
-    return (uint16_t)(((b >> 16) & 0x8000u) | (h == 0x7c00u ? 0x7c01u : h));
-  }
-  return itb_f16_from_double((double)x);
-}""",
-    "itb_bf16_encode": """static inline uint16_t itb_bf16_encode(float x) {
-  return x != x ? (uint16_t)(itb_bits32(x) >> 16) : itb_bf16_from_double((double)x);
-}""",
-    "itb_df16": "static inline float itb_df16(double x) { return itb_f16_decode(itb_f16_from_double(x)); }",
-    "itb_dbf16": "static inline float itb_dbf16(double x) { return itb_bf16_decode(itb_bf16_from_double(x)); }",
-    "itb_rf16": "static inline float itb_rf16(float x) { return itb_df16((double)x); }",
-    "itb_rbf16": "static inline float itb_rbf16(float x) { return itb_dbf16((double)x); }",
-    "itb_u64_rto": """static inline double itb_u64_rto(uint64_t m) {
-  if (m < (1ull << 53)) return (double)m;
-  int shift = 11 - __builtin_clzll(m);
-  return ldexp((double)((m >> shift) | ((m & ((1ull << shift) - 1)) != 0)), shift);
-}""",
-    "itb_i64_rto": """static inline double itb_i64_rto(int64_t x) {
-  return x < 0 ? -itb_u64_rto(0ull - (uint64_t)x) : itb_u64_rto((uint64_t)x);
-}""",
-    "itb_fma_rto": """static inline double itb_fma_rto(double a, double b, double c) {
-  /* a*b + c for operands of at most 26 significant bits (a*b is exact): rounded to odd */
-  if (c != c && a == a && b == b) return c;
-  double p = a * b, s = p + c;
-  if (!(s - s == 0)) return s;
-  double bb = s - p, err = (p - (s - bb)) + (c - bb);
-  if (err == 0) return s;
-  if ((s > 0) != (err > 0)) s = nextafter(s, 0.0);
-  return itb_f64(itb_bits64(s) | 1u);
-}""",
-    "itb_rsqrt": "static inline double itb_rsqrt(double x) { return 1.0 / sqrt(x); }",
-    "itb_sigmoid": "static inline double itb_sigmoid(double x) { return x >= 0 ? 1.0 / (1.0 + exp(-x)) : "
-                   "exp(x) / (1.0 + exp(x)); }",
-    # Modified Bessel I0: Cephes' Chebyshev expansions, as NumPy's i0 (generic's reference) computes them.
-    "itb_chbevl": """static inline double itb_chbevl(double x, const double *v, int n) {
-  double b0 = v[0], b1 = 0.0, b2 = 0.0;
-  for (int i = 1; i < n; ++i) { b2 = b1; b1 = b0; b0 = x * b1 - b2 + v[i]; }
-  return 0.5 * (b0 - b2);
-}""",
-    "itb_i0": f"""static inline double itb_i0(double x) {{
-  static const double A[] = {{{", ".join(map(repr, I0_A))}}};
-  static const double B[] = {{{", ".join(map(repr, I0_B))}}};
-  if (x != x) return x;
-  double ax = fabs(x);
-  if (ax == INFINITY) return INFINITY;
-  if (ax <= 8.0) return exp(ax) * itb_chbevl(ax / 2.0 - 2, A, {len(I0_A)});
-  return exp(ax) * itb_chbevl(32.0 / ax - 2.0, B, {len(I0_B)}) / sqrt(ax);
-}}""",
-}
+# Internal helpers the bodies call (static: TVM never declares them). Included when a body names them:
+# the scalar ones and the block ones of c_blocks.py, the MX decoding tables (below).
+BASE = {**SCALAR_BASE, **BLOCK_BASE}
 
 _BASE_NAME = re.compile(r"\bitb_\w+")
 
@@ -597,7 +502,6 @@ def _mx_tables() -> None:
     BASE["itb_mx_e8m0"] = _double_table("itb_mx_e8m0", MX.scale_table())
 
 
-BASE.update(BLOCK_BASE)  # Philox4x32-10 and the k-quant super-blocks (c_blocks.py)
 _mx_tables()
 
 # === Workspaces (storage.py): heap buffers whose size is known only at run time ================================
