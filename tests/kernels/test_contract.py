@@ -1,109 +1,23 @@
-"""Named multiplication and the generic contract (spec §10, numerics T5) on every executable target.
+"""Named multiplication and the generic contract (spec §10, numerics T5) on every executable target: I.matmul
+(transposed operands, batch axes), I.matvec, I.vecmat, I.dot, I.outer, I.contract's reduce and batch pairs and
+result axis order, contraction inside a loop, operand views overwritten by the result, and the trace errors.
 
-References are independent of the library: each output is computed here with explicit loops over
-exact terms (``fractions.Fraction`` products of the operands converted to the accumulator, Python
-integers for integer accumulators), floating results are held to T5's bound
-|computed - exact| <= gamma_n * sum|t_i| with gamma_n = n*u / (1 - n*u), and integer results must
-equal the exact sum reduced modulo 2^bits.
+References are independent of the library (contract_support.py): exact sums by explicit loops, held to T5's
+bound for float accumulators and equal modulo 2^bits for integer ones. The errors must name this file, the
+user's line.
 """
 from __future__ import annotations
 
-import itertools
-import math
 import re
 from fractions import Fraction
 
-import ml_dtypes
 import numpy as np
 import pytest
 
 import intent_trace as intent
+from contract_support import MATMUL, assert_exact_mod, assert_within_gamma, floats, wrap_int
 from intent_trace import I
 from intent_trace.errors import TraceError
-
-NP = {I.f16: np.float16, I.bf16: ml_dtypes.bfloat16, I.f32: np.float32, I.f64: np.float64, I.i8: np.int8,
-      I.i16: np.int16, I.i32: np.int32, I.i64: np.int64, I.u8: np.uint8, I.u16: np.uint16}
-UNIT_ROUNDOFF = {I.f16: Fraction(1, 2 ** 11), I.bf16: Fraction(1, 2 ** 8), I.f32: Fraction(1, 2 ** 24),
-                 I.f64: Fraction(1, 2 ** 53)}
-
-
-# --- references ----------------------------------------------------------------------------------------------
-
-def gamma(n: int, u: Fraction) -> Fraction:
-    return n * u / (1 - n * u)
-
-
-def wrap_int(v: int, np_dtype) -> int:
-    info = np.iinfo(np_dtype)
-    v &= (1 << info.bits) - 1
-    if info.min < 0 and v >= 1 << (info.bits - 1):
-        v -= 1 << info.bits
-    return v
-
-
-def exact_contract(lhs: np.ndarray, rhs: np.ndarray, reduce: tuple, batch: tuple, exact=Fraction):
-    """(exact sums, sums of |terms|, n) per output, by explicit loops.
-
-    Result axes: lhs axes not reduced, in lhs order (batch axes represented by their lhs axis), then rhs
-    axes neither reduced nor batched, in rhs order (spec §10.2), written out here independently.
-    """
-    reduce = tuple((a % lhs.ndim, b % rhs.ndim) for a, b in reduce)
-    batch = tuple((a % lhs.ndim, b % rhs.ndim) for a, b in batch)
-    lhs_kept = [k for k in range(lhs.ndim) if k not in {a for a, _ in reduce}]
-    rhs_kept = [k for k in range(rhs.ndim) if k not in {b for _, b in reduce} | {b for _, b in batch}]
-    shape = tuple(lhs.shape[k] for k in lhs_kept) + tuple(rhs.shape[k] for k in rhs_kept)
-    red_shape = [lhs.shape[a] for a, _ in reduce]
-    n = math.prod(red_shape)
-    sums = np.empty(shape, dtype=object)
-    mags = np.empty(shape, dtype=object)
-    for pos in np.ndindex(*shape):
-        li, ri = [None] * lhs.ndim, [None] * rhs.ndim
-        for k, p in zip(lhs_kept, pos):
-            li[k] = p
-        for k, p in zip(rhs_kept, pos[len(lhs_kept):]):
-            ri[k] = p
-        for a, b in batch:
-            ri[b] = li[a]
-        total, mag = exact(0), exact(0)
-        for red in itertools.product(*(range(e) for e in red_shape)):
-            for (a, b), r in zip(reduce, red):
-                li[a] = ri[b] = r
-            t = exact(lhs[tuple(li)].item()) * exact(rhs[tuple(ri)].item())
-            total += t
-            mag += abs(t)
-        sums[pos], mags[pos] = total, mag
-    return sums, mags, n
-
-
-def assert_within_gamma(got: np.ndarray, lhs, rhs, reduce, batch, acc) -> None:
-    """T5 for float accumulators (the operands given here already hold acc-exact values)."""
-    sums, mags, n = exact_contract(lhs.astype(np.float64), rhs.astype(np.float64), reduce, batch)
-    got = np.asarray(got)
-    assert got.shape == sums.shape
-    assert got.dtype == np.dtype(NP[acc])
-    bound = gamma(n, UNIT_ROUNDOFF[acc])
-    for pos in np.ndindex(*sums.shape):
-        value = float(got[pos])
-        assert math.isfinite(value), (pos, value)
-        err = abs(Fraction(value) - sums[pos])
-        assert err <= bound * mags[pos], (pos, value, float(sums[pos]), float(err), float(bound * mags[pos]))
-
-
-def assert_exact_mod(got: np.ndarray, lhs, rhs, reduce, batch, acc) -> None:
-    sums, _, _ = exact_contract(lhs, rhs, reduce, batch, exact=int)
-    got = np.asarray(got)
-    assert got.shape == sums.shape and got.dtype == np.dtype(NP[acc])
-    want = np.array([wrap_int(int(v), NP[acc]) for v in sums.reshape(-1)], dtype=NP[acc]).reshape(sums.shape)
-    assert np.array_equal(got, want)
-
-
-def floats(rng, shape, dtype=np.float32) -> np.ndarray:
-    """Mixed signs and magnitudes (cancellation included), exactly representable in ``dtype``."""
-    x = rng.standard_normal(shape) * np.exp2(rng.integers(-6, 7, shape))
-    return x.astype(np.float32).astype(dtype)
-
-
-MATMUL = (((1, 0),), ())  # the reduce/batch pairs of a plain [M, K] x [K, N] product
 
 
 # --- matmul ---------------------------------------------------------------------------------------------------
@@ -357,152 +271,6 @@ def test_contract_generic_batch_with_dynamic_extents(run):
     y = np.zeros((3, 4))
     run(batched_dynamic, a, b, y)
     assert_within_gamma(y, a, b, ((2, 0),), ((0, 1),), I.f64)
-
-
-# --- empty reductions ------------------------------------------------------------------------------------------
-
-@intent.kernel
-def empty_k(a: I.In[I.f16, ("M", "K")], b: I.In[I.f16, ("K", "N")], f: I.Out[I.f32, ("M", "N")],
-            h: I.Out[I.f16, ("M", "N")], i: I.Out[I.i32, ("M", "N")]):
-    x, y = a[:, :], b[:, :]
-    f[:, :] = I.matmul(x, y, acc_dtype=I.f32)
-    h[:, :] = I.matmul(x, y, acc_dtype=I.f16)
-    i[:, :] = I.contract(x, y, reduce=((1, 0),), acc_dtype=I.i32)
-
-
-def test_contract_empty_reduction_gives_accumulator_zeros(run):
-    a, b = np.zeros((3, 0), np.float16), np.zeros((0, 2), np.float16)
-    f, h, i = np.full((3, 2), np.nan, np.float32), np.full((3, 2), np.nan, np.float16), np.full((3, 2), 7, np.int32)
-    run(empty_k, a, b, f, h, i)
-    for out in (f, h, i):
-        assert np.array_equal(out, np.zeros_like(out)) and not np.any(np.signbit(out.astype(np.float64)))
-
-
-@intent.kernel
-def empty_one_of_two(a: I.In[I.f32, (2, "K", 3)], b: I.In[I.f32, ("K", 3)], y: I.Out[I.f32, (2,)]):
-    y[:] = I.contract(a[:, :, :], b[:, :], reduce=((1, 0), (2, 1)), acc_dtype=I.f32)
-
-
-def test_contract_empty_reduction_among_several_pairs(run):
-    y = np.full(2, np.nan, np.float32)
-    run(empty_one_of_two, np.zeros((2, 0, 3), np.float32), np.zeros((0, 3), np.float32), y)
-    assert np.array_equal(y, np.zeros(2, np.float32))
-
-
-# --- narrow floats and integers ---------------------------------------------------------------------------------
-
-@intent.kernel
-def narrow_k(a: I.In[I.f16, ("M", "K")], b: I.In[I.f16, ("K", "N")], wide: I.Out[I.f32, ("M", "N")],
-             narrow: I.Out[I.f16, ("M", "N")]):
-    x, y = a[:, :], b[:, :]
-    wide[:, :] = I.matmul(x, y, acc_dtype=I.f32)
-    narrow[:, :] = I.matmul(x, y, acc_dtype=I.f16)
-
-
-@intent.kernel
-def narrow_bf(a: I.In[I.bf16, ("M", "K")], b: I.In[I.bf16, ("K", "N")], wide: I.Out[I.f32, ("M", "N")],
-              narrow: I.Out[I.bf16, ("M", "N")]):
-    x, y = a[:, :], b[:, :]
-    wide[:, :] = I.matmul(x, y, acc_dtype=I.f32)
-    narrow[:, :] = I.matmul(x, y, acc_dtype=I.bf16)
-
-
-@pytest.mark.parametrize("dt", [I.f16, I.bf16], ids=str)
-def test_contract_narrow_operands_with_f32_and_narrow_accumulators(run, dt):
-    rng = np.random.default_rng(12)
-    a = (rng.standard_normal((4, 19)) * 4).astype(np.float32).astype(NP[dt])
-    b = (rng.standard_normal((19, 3)) * 4).astype(np.float32).astype(NP[dt])
-    wide, narrow = np.zeros((4, 3), np.float32), np.zeros((4, 3), NP[dt])
-    run(narrow_k if dt is I.f16 else narrow_bf, a, b, wide, narrow)
-    assert_within_gamma(wide, a, b, *MATMUL, I.f32)
-    assert_within_gamma(narrow, a, b, *MATMUL, dt)
-
-
-@intent.kernel
-def f32_to_bf16(a: I.In[I.f32, ("M", "K")], b: I.In[I.f32, ("K", "N")], y: I.Out[I.bf16, ("M", "N")]):
-    y[:, :] = I.matmul(a[:, :], b[:, :], acc_dtype=I.bf16)
-
-
-def test_contract_operands_are_rounded_to_a_narrower_accumulator_first(run):
-    rng = np.random.default_rng(13)
-    a, b = floats(rng, (3, 11)), floats(rng, (11, 2))
-    y = np.zeros((3, 2), ml_dtypes.bfloat16)
-    run(f32_to_bf16, a, b, y)
-    ra = a.astype(ml_dtypes.bfloat16)  # RNE f32 -> bf16 (T3), then products and sums in bf16's bound
-    rb = b.astype(ml_dtypes.bfloat16)
-    assert_within_gamma(y, ra, rb, *MATMUL, I.bf16)
-
-
-@intent.kernel
-def int8_k(a: I.In[I.i8, ("M", "K")], b: I.In[I.i8, ("K", "N")], y: I.Out[I.i32, ("M", "N")]):
-    y[:, :] = I.matmul(a[:, :], b[:, :], acc_dtype=I.i32)
-
-
-def test_contract_int8_operands_with_i32_accumulator_are_exact(run):
-    rng = np.random.default_rng(14)
-    a = rng.integers(-128, 128, (5, 23)).astype(np.int8)
-    b = rng.integers(-128, 128, (23, 4)).astype(np.int8)
-    y = np.zeros((5, 4), np.int32)
-    run(int8_k, a, b, y)
-    assert_exact_mod(y, a, b, *MATMUL, I.i32)
-
-
-@intent.kernel
-def int8_wrap(x: I.In[I.i8, (2, 1)], z: I.In[I.i8, (1, 3)], y: I.Out[I.i32, (2, 3)], n: I.index):
-    a = x[:, :] + I.zeros((2, n), I.i8)  # [2, n]: every row constant
-    b = z[:, :] + I.zeros((n, 3), I.i8)  # [n, 3]
-    y[:, :] = I.matmul(a, b, acc_dtype=I.i32)
-
-
-def test_contract_int8_with_i32_accumulator_wraps_modulo_2_32(run):
-    x = np.array([[-128], [127]], np.int8)
-    z = np.array([[-128, 127, -1]], np.int8)
-    n = 140_000  # 140000 * 16384 > 2^31: the sums wrap
-    y = np.zeros((2, 3), np.int32)
-    run(int8_wrap, x, z, y, n)
-    want = np.array([[wrap_int(n * int(p) * int(q), np.int32) for q in z[0]] for p in x[:, 0]], np.int32)
-    assert np.array_equal(y, want)
-    assert y[0, 0] == 2 ** 32 - n * 16384 or y[0, 0] == n * 16384 - 2 ** 32  # really wrapped
-
-
-@intent.kernel
-def int64_k(a: I.In[I.i32, (1, 3)], b: I.In[I.i32, (3, 1)], y: I.Out[I.i64, (1, 1)]):
-    y[:, :] = I.matmul(a[:, :], b[:, :], acc_dtype=I.i64)
-
-
-def test_contract_i64_accumulator_wraps_modulo_2_64(run):
-    lo, hi = -2 ** 31, 2 ** 31 - 1
-    a = np.array([[lo, lo, hi]], np.int32)
-    b = np.array([[lo], [lo], [hi]], np.int32)
-    y = np.zeros((1, 1), np.int64)
-    run(int64_k, a, b, y)
-    assert int(y[0, 0]) == wrap_int(2 * 2 ** 62 + hi * hi, np.int64)
-
-
-@intent.kernel
-def uint_k(a: I.In[I.u8, ("K",)], b: I.In[I.u8, ("K",)], y: I.Out[I.u16, (1,)]):
-    y[0] = I.dot(a[:], b[:], acc_dtype=I.u16)
-
-
-def test_contract_unsigned_accumulator_wraps(run):
-    a = np.full(5, 255, np.uint8)
-    y = np.zeros(1, np.uint16)
-    run(uint_k, a, a, y)
-    assert int(y[0]) == (5 * 255 * 255) % 2 ** 16
-
-
-@intent.kernel
-def int_to_float(a: I.In[I.i16, ("M", "K")], b: I.In[I.i16, ("K", "N")], y: I.Out[I.f64, ("M", "N")]):
-    y[:, :] = I.matmul(a[:, :], b[:, :], acc_dtype=I.f64)
-
-
-def test_contract_integer_operands_with_a_float_accumulator(run):
-    rng = np.random.default_rng(15)
-    a = rng.integers(-30000, 30000, (3, 8)).astype(np.int16)
-    b = rng.integers(-30000, 30000, (8, 2)).astype(np.int16)
-    y = np.zeros((3, 2))
-    run(int_to_float, a, b, y)
-    assert np.array_equal(y, a.astype(np.int64) @ b.astype(np.int64))  # every partial sum is exact in f64
 
 
 # --- inside control flow -----------------------------------------------------------------------------------------

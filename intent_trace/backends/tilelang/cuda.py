@@ -34,7 +34,7 @@ PASS_CONFIGS = {"tl.enable_fast_math": False,
 
 # ptxas (-O2 and up) miscompiles our while loops on sm_90a: ``while (1) { if (!g) break; v = c; if (!(v < 0))
 # break; c = v - 1; }`` from c = 5 stored 0 (at -O2 it never ended), where the PTX nvcc gave was right and ptxas
-# -O0/-O1 ran it right (H200, tests/language/test_control.py::test_while_false_at_start_returns_init). A
+# -O0/-O1 ran it right (H200, tests/language/test_control_loop_while.py::test_while_false_at_start_returns_init). A
 # program with a while loop is therefore assembled at -O1; every other program keeps ptxas' default.
 _WHILE_PTXAS = ["-Xptxas", "-O1"]
 _WHILE = re.compile(r"^\s+while ", re.M)  # a while loop in the program text
