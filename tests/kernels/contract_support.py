@@ -15,6 +15,7 @@ from fractions import Fraction
 import ml_dtypes
 import numpy as np
 
+from float_reference import gamma, wrap_int
 from intent_trace import I
 
 NP = {I.f16: np.float16, I.bf16: ml_dtypes.bfloat16, I.f32: np.float32, I.f64: np.float64, I.i8: np.int8,
@@ -24,18 +25,6 @@ UNIT_ROUNDOFF = {I.f16: Fraction(1, 2 ** 11), I.bf16: Fraction(1, 2 ** 8), I.f32
 
 
 # --- references ----------------------------------------------------------------------------------------------
-
-def gamma(n: int, u: Fraction) -> Fraction:
-    return n * u / (1 - n * u)
-
-
-def wrap_int(v: int, np_dtype) -> int:
-    info = np.iinfo(np_dtype)
-    v &= (1 << info.bits) - 1
-    if info.min < 0 and v >= 1 << (info.bits - 1):
-        v -= 1 << info.bits
-    return v
-
 
 def exact_contract(lhs: np.ndarray, rhs: np.ndarray, reduce: tuple, batch: tuple, exact=Fraction):
     """(exact sums, sums of |terms|, n) per output, by explicit loops.

@@ -1,5 +1,6 @@
-"""Exact float references for the numerics tests: formats as (precision, emin, emax) and rounding of an
-exact rational once, to nearest-even (Fraction arithmetic, independent of NumPy and of the library)."""
+"""Exact references for the numerics tests: float formats as (precision, emin, emax), rounding of an exact
+rational once, to nearest-even (Fraction arithmetic, independent of NumPy and of the library), T5's gamma_n and
+integer wrap-around modulo 2^bits."""
 from __future__ import annotations
 
 import math
@@ -36,3 +37,19 @@ def round_fraction(q: Fraction, dt) -> float:
 def max_finite(dt) -> float:
     p, _, emax = FMT[dt]
     return float((2 - pow2(1 - p)) * pow2(emax))
+
+
+def gamma(n: int, u: Fraction) -> Fraction:
+    """T5's gamma_n = n u / (1 - n u)."""
+    return n * u / (1 - n * u)
+
+
+def wrap_int(v: int, np_dtype) -> int:
+    """Python int ``v`` modulo 2^bits, as the (signed or unsigned) value of ``np_dtype``."""
+    import numpy as np
+
+    info = np.iinfo(np_dtype)
+    v &= (1 << info.bits) - 1
+    if info.min < 0 and v >= 1 << (info.bits - 1):
+        v -= 1 << info.bits
+    return v

@@ -5,9 +5,9 @@ import math
 import ml_dtypes
 import numpy as np
 
-import intent_trace as intent
 from intent_trace import I
 from float_reference import FMT, max_finite
+from one_op_kernels import one_op_kernel
 
 FLOATS = [I.f16, I.bf16, I.f32, I.f64]
 NP = {I.f16: np.float16, I.bf16: ml_dtypes.bfloat16, I.f32: np.float32, I.f64: np.float64}
@@ -128,50 +128,16 @@ TERNOPS = {"fma": I.fma, "mul_add": lambda a, b, c: a * b + c, "add_mul": lambda
            "mul_sub": lambda a, b, c: a * b - c}
 UNOPS = {"neg": lambda a: -a, "abs": lambda a: abs(a), "I.abs": I.abs, "floor": I.floor}
 
-_KERNELS: dict = {}
-
-
 def binary_kernel(op, dt):
-    key = ("b", op, dt)
-    if key not in _KERNELS:
-        fn = BINOPS[op]
-        out_dt = I.bool if op in COMPARES else dt
-
-        @intent.kernel
-        def k(a: I.In[dt, ("N",)], b: I.In[dt, ("N",)], out: I.Out[out_dt, ("N",)]):
-            d = I.domain(0, a.shape[0])
-            out[d] = fn(a[d], b[d])
-
-        _KERNELS[key] = k
-    return _KERNELS[key]
+    return one_op_kernel(BINOPS[op], dt, I.bool if op in COMPARES else dt, 2)
 
 
 def ternary_kernel(op, dt):
-    key = ("t", op, dt)
-    if key not in _KERNELS:
-        fn = TERNOPS[op]
-
-        @intent.kernel
-        def k(a: I.In[dt, ("N",)], b: I.In[dt, ("N",)], c: I.In[dt, ("N",)], out: I.Out[dt, ("N",)]):
-            d = I.domain(0, a.shape[0])
-            out[d] = fn(a[d], b[d], c[d])
-
-        _KERNELS[key] = k
-    return _KERNELS[key]
+    return one_op_kernel(TERNOPS[op], dt, dt, 3)
 
 
 def unary_kernel(op, dt):
-    key = ("u", op, dt)
-    if key not in _KERNELS:
-        fn = UNOPS[op]
-
-        @intent.kernel
-        def k(a: I.In[dt, ("N",)], out: I.Out[dt, ("N",)]):
-            d = I.domain(0, a.shape[0])
-            out[d] = fn(a[d])
-
-        _KERNELS[key] = k
-    return _KERNELS[key]
+    return one_op_kernel(UNOPS[op], dt, dt, 1)
 
 
 def run_binary(run, op, dt, a, b):

@@ -1,5 +1,5 @@
-"""Shared by the reduction tests (test_reduce_*.py): NumPy dtypes of the I dtypes, axis names, integer
-wrap-around and the all-of-rank index tuple."""
+"""Shared by the reduction tests (test_reduce_*.py): NumPy dtypes of the I dtypes, axis names and the
+all-of-rank index tuple."""
 
 import ml_dtypes
 import numpy as np
@@ -10,15 +10,6 @@ NP = {I.f16: np.float16, I.bf16: ml_dtypes.bfloat16, I.f32: np.float32, I.f64: n
       I.i8: np.int8, I.i16: np.int16, I.i32: np.int32, I.i64: np.int64, I.index: np.int64,
       I.u8: np.uint8, I.u16: np.uint16, I.u32: np.uint32, I.u64: np.uint64}
 NAMES = ("A", "B", "C")
-
-
-def wrap_int(v: int, np_dtype) -> int:
-    info = np.iinfo(np_dtype)
-    bits = info.bits
-    v &= (1 << bits) - 1
-    if info.min < 0 and v >= 1 << (bits - 1):
-        v -= 1 << bits
-    return v
 
 
 def _all(rank: int) -> tuple:

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import intent_trace as intent
-from contract_support import MATMUL, assert_exact_mod, assert_within_gamma, floats, wrap_int
+from contract_support import MATMUL, assert_exact_mod, assert_within_gamma, floats
+from float_reference import wrap_int
 from intent_trace import I
 from intent_trace.errors import TraceError
 

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 import intent_trace as intent
-from contract_support import MATMUL, NP, assert_exact_mod, assert_within_gamma, floats, wrap_int
+from contract_support import MATMUL, NP, assert_exact_mod, assert_within_gamma, floats
+from float_reference import wrap_int
 from intent_trace import I
 
 

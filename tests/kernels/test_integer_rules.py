@@ -8,6 +8,7 @@ import pytest
 
 import intent_trace as intent
 from intent_trace import I
+from one_op_kernels import one_op_kernel
 
 SIGNED = [I.i8, I.i16, I.i32, I.i64, I.index]
 UNSIGNED = [I.u8, I.u16, I.u32, I.u64]
@@ -91,36 +92,12 @@ COMPARES = ("eq", "ne", "lt", "le", "gt", "ge")
 UNOPS = {"neg": lambda a: -a, "invert": lambda a: ~a, "square": lambda a: a ** 2, "cube": lambda a: a ** 3,
          "plus_one": lambda a: a + 1, "one_minus": lambda a: 1 - a, "times_minus_one": lambda a: a * -1}
 
-_KERNELS: dict = {}
-
-
 def binary_kernel(op: str, dt):
-    key = ("binary", op, dt)
-    if key not in _KERNELS:
-        fn = BINOPS[op]
-        out_dt = I.bool if op in COMPARES else dt
-
-        @intent.kernel
-        def k(a: I.In[dt, ("N",)], b: I.In[dt, ("N",)], out: I.Out[out_dt, ("N",)]):
-            d = I.domain(0, a.shape[0])
-            out[d] = fn(a[d], b[d])
-
-        _KERNELS[key] = k
-    return _KERNELS[key]
+    return one_op_kernel(BINOPS[op], dt, I.bool if op in COMPARES else dt, 2)
 
 
 def unary_kernel(op: str, dt):
-    key = ("unary", op, dt)
-    if key not in _KERNELS:
-        fn = UNOPS[op]
-
-        @intent.kernel
-        def k(a: I.In[dt, ("N",)], out: I.Out[dt, ("N",)]):
-            d = I.domain(0, a.shape[0])
-            out[d] = fn(a[d])
-
-        _KERNELS[key] = k
-    return _KERNELS[key]
+    return one_op_kernel(UNOPS[op], dt, dt, 1)
 
 
 def run_binary(run, op, dt, a_vals, b_vals):

@@ -16,9 +16,11 @@ from hypothesis.extra import numpy as hnp
 
 import intent_trace as intent
 from conftest import bits_equal
+from float_reference import gamma, wrap_int
 from intent_trace import I
 from intent_trace.errors import TraceError
-from reduce_support import NAMES, NP, _all, wrap_int
+from reduce_support import NAMES, NP, _all
+from sum_strategies import ELEMENTS, HYP_DTYPES
 
 
 # T5, written out independently of the library: the default accumulator of reduce.sum.
@@ -26,10 +28,6 @@ T5_SUM_ACC = {I.f16: I.f32, I.bf16: I.f32, I.f32: I.f32, I.f64: I.f64, I.bool: I
               I.i8: I.i64, I.i16: I.i64, I.i32: I.i64, I.i64: I.i64,
               I.u8: I.u64, I.u16: I.u64, I.u32: I.u64, I.u64: I.u64}
 UNIT_ROUNDOFF = {I.f32: Fraction(1, 2 ** 24), I.f64: Fraction(1, 2 ** 53)}
-
-
-def gamma(n: int, u: Fraction) -> Fraction:
-    return n * u / (1 - n * u)
 
 
 def normalized(axis, rank: int) -> tuple:
@@ -357,13 +355,6 @@ def test_reduce_any_all_non_bool_is_trace_error(which):
 
 # --- hypothesis: reduce.sum on random shapes, axes and dtypes --------------------------------------
 
-HYP_DTYPES = [I.f32, I.f64, I.i32, I.u8]
-ELEMENTS = {
-    I.f32: st.floats(-1e4, 1e4, width=32),
-    I.f64: st.floats(-1e12, 1e12),
-    I.i32: st.integers(-(2 ** 31), 2 ** 31 - 1),
-    I.u8: st.integers(0, 255),
-}
 
 
 @st.composite

@@ -13,7 +13,7 @@ import intent_trace as intent
 from conftest import bits_equal
 from intent_trace import I
 from intent_trace.errors import TraceError
-from reduce_support import wrap_int
+from float_reference import wrap_int
 
 
 # --- generic reduce with user combines -----------------------------------------------------------

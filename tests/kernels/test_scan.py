@@ -16,7 +16,9 @@ from hypothesis.extra import numpy as hnp
 
 import intent_trace as intent
 from intent_trace import I
+from float_reference import gamma, wrap_int
 from intent_trace.errors import TraceError
+from sum_strategies import ELEMENTS, HYP_DTYPES
 
 NP = {I.f16: np.float16, I.bf16: ml_dtypes.bfloat16, I.f32: np.float32, I.f64: np.float64, I.bool: np.bool_,
       I.i8: np.int8, I.i16: np.int16, I.i32: np.int32, I.i64: np.int64, I.index: np.int64,
@@ -29,18 +31,6 @@ UNIT_ROUNDOFF = {I.f32: Fraction(1, 2 ** 24), I.f64: Fraction(1, 2 ** 53)}
 NAMES = ("A", "B", "C")
 MODES = [(True, False), (False, False), (True, True), (False, True)]
 MODE_IDS = ["incl-fwd", "excl-fwd", "incl-rev", "excl-rev"]
-
-
-def gamma(n: int, u: Fraction) -> Fraction:
-    return n * u / (1 - n * u)
-
-
-def wrap_int(v: int, np_dtype) -> int:
-    info = np.iinfo(np_dtype)
-    v &= (1 << info.bits) - 1
-    if info.min < 0 and v >= 1 << (info.bits - 1):
-        v -= 1 << info.bits
-    return v
 
 
 def bits_equal(a, b) -> bool:
@@ -536,13 +526,6 @@ def test_cummax_of_bool_is_type_error():
 
 # --- hypothesis: cumsum on random shapes, axes, modes and dtypes --------------------------------------
 
-HYP_DTYPES = [I.f32, I.f64, I.i32, I.u8]
-ELEMENTS = {
-    I.f32: st.floats(-1e4, 1e4, width=32),
-    I.f64: st.floats(-1e12, 1e12),
-    I.i32: st.integers(-(2 ** 31), 2 ** 31 - 1),
-    I.u8: st.integers(0, 255),
-}
 
 
 @st.composite
