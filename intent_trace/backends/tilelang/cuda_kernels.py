@@ -28,8 +28,6 @@ import attrs
 
 from ...graph.values import KernelGraph, Literal
 
-_TIR = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
-
 
 @attrs.frozen
 class Specialization:
@@ -76,7 +74,7 @@ def _unit_domain(node, extents) -> int | None:
     return extents.get(end)
 
 
-_REJECT = object()
+REJECT = object()
 
 
 def full_axes(node, view_type, extents: dict, domains: dict) -> tuple | None:
@@ -98,15 +96,15 @@ def full_axes(node, view_type, extents: dict, domains: dict) -> tuple | None:
     return tuple(axes)
 
 
-def _access(node, extents: dict, views, domains: dict):
+def view_access(node, extents: dict, views, domains: dict):
     """Domains and reads, the two ops every recognised graph is built from: a full unit-step domain is
     recorded in ``domains`` ("domain"); a read of whole axes (:func:`full_axes`) gives (view, extent
-    indices); any other domain or read gives ``_REJECT``; other ops give None. ``views`` maps a view's
+    indices); any other domain or read gives ``REJECT``; other ops give None. ``views`` maps a view's
     variable to its parameter (or to (index, parameter))."""
     if node.op.name == "domain":
         k = _unit_domain(node, extents)
         if k is None:
-            return _REJECT
+            return REJECT
         domains[node.outputs[0]] = k
         return "domain"
     if node.op.name == "read":
@@ -114,7 +112,7 @@ def _access(node, extents: dict, views, domains: dict):
         p = views.get(view)
         p = p[1] if isinstance(p, tuple) else p
         axes = full_axes(node, p.type, extents, domains) if p is not None else None
-        return _REJECT if axes is None else (view, axes)
+        return REJECT if axes is None else (view, axes)
     return None
 
 
@@ -162,8 +160,8 @@ def flat_nest(graph: KernelGraph, emulated: bool = False) -> FlatNest | None:
         name, family = node.op.name, node.op.family
         if node.op.effects - {"read"}:
             return None
-        access = _access(node, extents, views, domains)
-        if access is _REJECT:
+        access = view_access(node, extents, views, domains)
+        if access is REJECT:
             return None
         if name == "read":
             read_views.add(access[0])

@@ -17,7 +17,10 @@ import attrs
 from ... import types as DT
 from ...graph.values import KernelGraph
 from . import cuda
-from .cuda_kernels import _REJECT, _TIR, Specialization, _access, full_axes
+from .cuda_kernels import REJECT, Specialization, full_axes, view_access
+
+# the TIR dtype of each operand and output dtype the programs take (tiles hold f16/bf16 as themselves)
+TIR_DTYPE = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
 
 
 @attrs.frozen
@@ -61,7 +64,7 @@ class MatmulMatch:
         """(the ``T.dynamic`` extent lines, the kernel's parameter list) of a program over this matmul."""
         names = {self.a: "A", self.b: "B", self.c: "C"}
         shapes = {self.a: (self.m, self.k), self.b: (self.k, self.n), self.c: (self.m, self.n)}
-        dtypes = {self.a: _TIR[self.dtype], self.b: _TIR[self.dtype], self.c: _TIR[self.out]}
+        dtypes = {self.a: TIR_DTYPE[self.dtype], self.b: TIR_DTYPE[self.dtype], self.c: TIR_DTYPE[self.out]}
         params = ", ".join(f"{names[i]}: T.Tensor((d{shapes[i][0]}, d{shapes[i][1]}), {dtypes[i]!r})"
                            for i in sorted(names))
         # int32 extents: TileLang's tile copies index in int32 (``applies`` keeps every operand under 2**31)
@@ -77,8 +80,8 @@ def _match(graph: KernelGraph) -> MatmulMatch | None:
     params = {p.var: (k, p) for k, p in enumerate(graph.params)}
     domains, reads, contract, cast, write = {}, {}, None, None, None
     for node in graph.body.nodes:
-        name, access = node.op.name, _access(node, extents, params, domains)
-        if access is _REJECT:
+        name, access = node.op.name, view_access(node, extents, params, domains)
+        if access is REJECT:
             return None
         if access is not None:
             if name == "read":
@@ -99,7 +102,7 @@ def _match(graph: KernelGraph) -> MatmulMatch | None:
     (ka, pa), (ma, kk) = reads[contract.inputs[0]]
     (kb, pb), (kk2, nb) = reads[contract.inputs[1]]
     dtype = pa.type.dtype.name
-    if dtype not in _TIR or pb.type.dtype.name != dtype or kk != kk2 or ka == kb:
+    if dtype not in TIR_DTYPE or pb.type.dtype.name != dtype or kk != kk2 or ka == kb:
         return None
     view, value = write.inputs[:2]
     if value is not (cast.outputs[0] if cast is not None else contract.outputs[0]) or view not in params:
@@ -108,7 +111,7 @@ def _match(graph: KernelGraph) -> MatmulMatch | None:
     if pc.type.access != "Out" or full_axes(write, pc.type, extents, domains) != (ma, nb):
         return None
     out = pc.type.dtype.name
-    if out not in _TIR or (cast is None and out != "f32"):
+    if out not in TIR_DTYPE or (cast is None and out != "f32"):
         return None
     # every view axis is the domain's extent: a full, compact operand
     for p, axes in ((pa, (ma, kk)), (pb, (kk, nb)), (pc, (ma, nb))):
@@ -128,7 +131,7 @@ def tensor_core(graph: KernelGraph, config: MatmulTiling | None = None) -> Speci
     if t.shared_epilogue and staged > _SHARED_BYTES:  # an f32 tile does not fit beside the pipeline's buffers
         t = attrs.evolve(t, shared_epilogue=False)
     dims, params = match.header(graph)
-    m, n, k, dtype, out = match.m, match.n, match.k, _TIR[match.dtype], _TIR[match.out]
+    m, n, k, dtype, out = match.m, match.n, match.k, TIR_DTYPE[match.dtype], TIR_DTYPE[match.out]
     pad = " " * (12 if t.persistent else 8)
     if t.persistent:
         launch = f"with T.Kernel({t.persistent}, threads={t.threads}) as block:"
