@@ -219,7 +219,7 @@ class TileLangEmitter(StorageMixin, SourceWriter, Interpreter):
         self.line(f"{f} = T.min((T.Cast('int64', bx) * {nest.vector} + {v}) * {nest.threads} + T.Cast('int64', {tx}), "
                   f"{nest.total} - 1)")
         idx, stride = [], "1"
-        if len(nest.shape) == 1:  # f < total is the coordinate itself (no 64-bit modulo per element)
+        if len(nest.shape) == 1:  # f is the coordinate itself (no 64-bit modulo per element)
             idx, shape = [f], ()
         else:
             shape = nest.shape
