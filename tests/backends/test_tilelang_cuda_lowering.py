@@ -19,6 +19,12 @@ def chain4(x: I.In[I.f32, ("N",)], y: I.In[I.f32, ("N",)], out: I.Out[I.f32, ("N
 
 
 @intent.kernel
+def matmul_f32(a: I.In[I.f32, ("M", "K")], b: I.In[I.f32, ("K", "N")], c: I.Out[I.f32, ("M", "N")]):
+    m, k, n = I.domain(0, a.shape[0]), I.domain(0, a.shape[1]), I.domain(0, b.shape[1])
+    c[m, n] = I.matmul(a[m, k], b[k, n], acc_dtype=I.f32)
+
+
+@intent.kernel
 def scale2d(x: I.In[I.f16, ("M", "N")], out: I.Out[I.f32, ("M", "N")], s: I.f32):
     m, n = I.domain(0, x.shape[0]), I.domain(0, x.shape[1])
     out[m, n] = I.cast(x[m, n], I.f32) * s
@@ -122,16 +128,11 @@ def test_a_planned_nest_the_emitter_does_not_write_falls_back_to_the_serial_prog
 
 def test_matmul_tensor_cores_only_for_half_precision_operands():
     @intent.kernel
-    def mm32(a: I.In[I.f32, ("M", "K")], b: I.In[I.f32, ("K", "N")], c: I.Out[I.f32, ("M", "N")]):
-        m, k, n = I.domain(0, a.shape[0]), I.domain(0, a.shape[1]), I.domain(0, b.shape[1])
-        c[m, n] = I.matmul(a[m, k], b[k, n], acc_dtype=I.f32)
-
-    @intent.kernel
     def mm16(a: I.In[I.bf16, ("M", "K")], b: I.In[I.bf16, ("K", "N")], c: I.Out[I.f32, ("M", "N")]):
         m, k, n = I.domain(0, a.shape[0]), I.domain(0, a.shape[1]), I.domain(0, b.shape[1])
         c[m, n] = I.matmul(a[m, k], b[k, n], acc_dtype=I.f32)
 
-    (spec32,) = cuda_kernels.specializations(mm32.trace())  # f32 operands on tensor cores would be TF32
+    (spec32,) = cuda_kernels.specializations(matmul_f32.trace())  # f32 operands on tensor cores would be TF32
     assert "T.gemm" not in spec32.program
     (spec,) = cuda_kernels.specializations(mm16.trace())
     assert "T.gemm(A_s, B_s, C_f," in spec.program and "'bfloat16'" in spec.program
@@ -143,12 +144,7 @@ def test_matmul_tensor_cores_only_for_half_precision_operands():
 def test_f32_matmul_gets_the_cuda_core_program_and_keeps_its_nan_check():
     from backends.tilelang_support import cuda_source
 
-    @intent.kernel
-    def mm(a: I.In[I.f32, ("M", "K")], b: I.In[I.f32, ("K", "N")], c: I.Out[I.f32, ("M", "N")]):
-        m, k, n = I.domain(0, a.shape[0]), I.domain(0, a.shape[1]), I.domain(0, b.shape[1])
-        c[m, n] = I.matmul(a[m, k], b[k, n], acc_dtype=I.f32)
-
-    (spec,) = cuda_kernels.specializations(mm.trace())
+    (spec,) = cuda_kernels.specializations(matmul_f32.trace())
     assert "T.gemm" not in spec.program and spec.applies({0: 256, 1: 16, 2: 128}) and not spec.applies(
         {0: 256, 1: 12, 2: 128})
     source = cuda_source(spec.program)
