@@ -454,7 +454,6 @@ def extern_source(name: str, family: str, dtypes: tuple, ret: T.DType, args: tup
     names = ("p", "a", "b") if atomic else tuple(f"p{k}" for k in range(len(args)))
     if any(not isinstance(a, str) and not supports(a) for a in args):
         return None
-    params = [f"{_TIR_C[a]}* {n}" if isinstance(a, str) else f"{_c(a)} {n}" for a, n in zip(args, names)]
     if atomic:
         (d,) = dtypes
         if not (d.is_int or d.name == "f32"):
@@ -464,6 +463,12 @@ def extern_source(name: str, family: str, dtypes: tuple, ret: T.DType, args: tup
         body = f"return itb_{family}({', '.join(names)});"
     else:
         return None
+    return pointer_helper(name, ret, args, names, body)
+
+
+def pointer_helper(name: str, ret: T.DType, args: tuple, names: tuple, body: str) -> str:
+    """The definition of helper ``name`` whose ``args`` are DTypes (a value) or TIR storage names (a pointer)."""
+    params = [f"{_TIR_C[a]}* {n}" if isinstance(a, str) else f"{_c(a)} {n}" for a, n in zip(args, names)]
     return f'extern "C" inline {_c(ret)} {name}({", ".join(params)}) {{ {body} }}'
 
 

@@ -9,9 +9,9 @@ The lowering is the one every TileLang target shares; what differs here:
   square root, subnormals kept) and never ``--use_fast_math`` (``tl.enable_fast_math`` off).
 - Launch: one thread block of one thread runs the shared serial program, the correctness baseline every
   kernel lowers to. Layered on it (:mod:`.cuda_kernels`): a graph whose one effect is a whole write runs on a
-  grid of threads, one or eight elements each (``flat_nest``), a graph's top-level ``parallel`` loop runs one iteration per thread
-  (``parallel_grid``; a failed check is claimed atomically, ``claim_source``), and recognised graphs get
-  tiled tensor-core specialisations.
+  grid of threads, one or eight elements each (``flat_nest``); a graph's top-level ``parallel`` loop runs one
+  iteration per thread (``parallel_grid``; a failed check is claimed atomically, ``claim_source``); and
+  recognised graphs get tiled specialisations (matmuls, :mod:`.cuda_matmul`; flash attention).
 - Buffers sized at run time are hidden buffer parameters the executable allocates (``host_workspaces``,
   :mod:`.storage`), not device-heap allocations.
 - Arguments live in device memory: the staged host copies go to the GPU for the call and come back
@@ -62,10 +62,10 @@ early_exit = "T.evaluate(T.call_extern('int32', 'itc_return'))"
 _HEADER = "#define itc_return() return\n"
 
 
-def launch(prelude: str | None, nest=None) -> str:
+def launch(prelude: str | None, plan=None) -> str:
     prelude = prelude or repr(_HEADER)  # every launch defines itc_return
-    if nest is not None:
-        return nest.launch(prelude)
+    if plan is not None:  # a grid of threads (cuda_kernels.FlatNest, ParallelGrid)
+        return plan.launch(prelude)
     return f"with T.Kernel(1, threads=1, prelude={prelude}) as _:"
 
 

@@ -87,10 +87,7 @@ def extern_source(name: str, family: str, dtypes: tuple, ret: T.DType, args: tup
         return None
     op, rest = family[len("atomic_"):].split("_", 1)
     orders = tuple(_ORDERS.findall(rest))
-    names = ("p", "a", "b")
-    params = [f"{c._TIR_C[a]}* {m}" if isinstance(a, str) else f"{c.C_TYPE[a.name]} {m}" for a, m in zip(args, names)]
-    body = atomic_body(op, orders, d, combine)
-    return f'extern "C" inline {c.C_TYPE[ret.name]} {name}({", ".join(params)}) {{ {body} }}'
+    return c.pointer_helper(name, ret, args, ("p", "a", "b"), atomic_body(op, orders, d, combine))
 
 
 _CAS_CALL = re.compile(r"\bitc_cas_(\w+)\(")

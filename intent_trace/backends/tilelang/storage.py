@@ -142,14 +142,13 @@ class StorageMixin:
         if None in sizes:
             raise self.reject("this needs a buffer whose size depends on data computed in the kernel; this target's "
                               "kernels cannot allocate memory and the host cannot size it before the call")
-        if dtype == "bool":  # TileLang's host wrappers mistype bool buffers: the host passes bytes, seen as bools here
-            space = Workspace(f"W{len(self.workspaces)}", sizes, "uint8")
+        # TileLang's host wrappers mistype bool buffers: the host passes bytes, seen as bools here
+        space = Workspace(f"W{len(self.workspaces)}", sizes, "uint8" if dtype == "bool" else dtype)
+        name = space.name
+        if dtype == "bool":
             name = self.fresh("wb")
             self.line(f"{name} = T.make_tensor_from_addr(T.access_ptr({space.name}[{', '.join('0' * len(dims))}], "
                       f"'rw'), ({', '.join(dims)},), 'bool')")
-        else:
-            space = Workspace(f"W{len(self.workspaces)}", sizes, dtype)
-            name = space.name
         self.workspaces.append(space)
         self.zero_fill(name, dims, dtype, zero)
         return name
