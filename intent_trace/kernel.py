@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import threading
 import types as pytypes
 
 import numpy as np
@@ -57,6 +58,9 @@ class Kernel:
         self.specs = self._parse_params()
         self._traces: dict = {}
         self._compiled: dict = {}
+        # Guards the two caches: threads tracing or compiling one key concurrently get one graph and one
+        # executable (re-entrant: compiling traces). Lookups of a filled key take no lock.
+        self._lock = threading.RLock()
 
     def _parse_params(self) -> dict:
         ann = _annotations(self.fn)
@@ -109,8 +113,11 @@ class Kernel:
         key = self.bind_constexprs(constexprs)
         graph = self._traces.get(key)
         if graph is None:
-            graph = _trace_kernel(self, key)
-            self._traces[key] = graph
+            with self._lock:
+                graph = self._traces.get(key)
+                if graph is None:
+                    graph = _trace_kernel(self, key)
+                    self._traces[key] = graph
         return graph
 
     def __call__(self, *args, target: str | None = None, **constexprs):
@@ -123,8 +130,11 @@ class Kernel:
         key = (target, self.bind_constexprs(constexprs))
         exe = self._compiled.get(key)
         if exe is None:
-            exe = compile_kernel(self, target=target, **constexprs)
-            self._compiled[key] = exe
+            with self._lock:
+                exe = self._compiled.get(key)
+                if exe is None:
+                    exe = compile_kernel(self, target=target, **constexprs)
+                    self._compiled[key] = exe
         return exe(*args)
 
     def __repr__(self) -> str:

@@ -7,6 +7,7 @@ a proof of equality).
 """
 from __future__ import annotations
 
+import contextvars
 from typing import Union
 
 import attrs
@@ -261,20 +262,21 @@ def extent_str(e: Extent) -> str:
         return str(e)
     if e.name is not None:
         return e.name
-    return _derived_dim_namer(e)
+    return _derived_dim_namer.get()(e)
 
 
 def _default_namer(d: Dim) -> str:
     return repr(d)
 
 
-_derived_dim_namer = _default_namer
+# Per thread/task: a print in one thread names derived Dims by its own graph's names only.
+_derived_dim_namer: contextvars.ContextVar = contextvars.ContextVar("intent_trace_dim_namer", default=_default_namer)
 
 
 def set_dim_namer(namer) -> object:
-    """Install a function naming derived Dims (used by the printer); returns the previous one."""
-    global _derived_dim_namer
-    previous, _derived_dim_namer = _derived_dim_namer, namer
+    """Install a function naming derived Dims in this thread/task (used by the printer); returns the previous one."""
+    previous = _derived_dim_namer.get()
+    _derived_dim_namer.set(namer)
     return previous
 
 

@@ -6,18 +6,22 @@ the coordinate provenance of index values in ``⟨...⟩`` and the user's source
 """
 from __future__ import annotations
 
+import contextvars
 import enum
 import html
 
 from .. import types as T
 from .values import KernelGraph, Literal, Region, Var
 
-_names: list = []  # stack of active name maps (printing may nest through reprs)
+# The name map of the print in progress, per thread/task (graphs may be printed concurrently, and
+# printing may nest through reprs: each print restores the map it found).
+_names: contextvars.ContextVar = contextvars.ContextVar("intent_trace_print_names", default=None)
 
 
 def current_name(var) -> str:
-    if _names:
-        name = _names[-1].get(var)
+    namer = _names.get()
+    if namer is not None:
+        name = namer.get(var)
         if name is not None:
             return name
     return getattr(var, "hint", None) or "%?"
@@ -137,7 +141,7 @@ def _constexpr(v) -> str:
 
 def format_graph(graph: KernelGraph) -> str:
     namer = _Namer(graph)
-    _names.append(namer)
+    token = _names.set(namer)
     previous = T.set_dim_namer(namer.dim)
     try:
         params = ", ".join(f"{p.name}: {p.type!r}" for p in graph.params)
@@ -152,7 +156,7 @@ def format_graph(graph: KernelGraph) -> str:
         return "\n".join(lines)
     finally:
         T.set_dim_namer(previous)
-        _names.pop()
+        _names.reset(token)
 
 
 def format_graph_html(graph: KernelGraph) -> str:

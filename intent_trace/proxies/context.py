@@ -4,9 +4,16 @@ One :class:`Trace` exists while a kernel is traced. Surface code calls :func:`em
 node to the innermost open region; the context records which scope defined each value, so that
 a value created inside a traced loop body and used after it is caught at the use, with both
 lines in the message.
+
+The stack of open traces is a context variable, not a module global: each thread (and each asyncio
+task, which runs in a copy of its creator's context) traces on its own, so kernels traced
+concurrently never see each other's values. Helpers are traced inline in their caller's context, so
+they see the trace that called them. The stack is an immutable tuple, so a copied context never
+shares a mutable list with the one it was copied from.
 """
 from __future__ import annotations
 
+import contextvars
 import os
 import sys
 
@@ -227,40 +234,42 @@ class Trace:
             f", in {loc.function}"
 
 
-_current: list = []
+_current: contextvars.ContextVar = contextvars.ContextVar("intent_trace_traces", default=())
 # Type-rule results by (op, attrs, operand kinds and types): types are values, so rules are pure.
 _INFERRED: dict = {}
 
 
 def current() -> Trace:
-    if not _current:
+    traces = _current.get()
+    if not traces:
         raise TraceTypeError("intent_trace operations can only be used while tracing a kernel "
                          "(inside an @intent.kernel function or an @intent.fn helper it calls)")
-    return _current[-1]
+    return traces[-1]
 
 
 def tracing() -> bool:
-    return bool(_current)
+    return bool(_current.get())
 
 
 class active_trace:
-    """Context manager installing a Trace as the current one."""
+    """Context manager installing a Trace as the current one (in this thread / task only)."""
 
     def __init__(self, trace: Trace):
         self.trace = trace
+        self._token = None
 
     def __enter__(self) -> Trace:
-        _current.append(self.trace)
+        self._token = _current.set(_current.get() + (self.trace,))
         return self.trace
 
     def __exit__(self, *exc) -> None:
-        _current.pop()
+        _current.reset(self._token)
 
 
 def fail(message: str, kind: str = "value"):
     """Raise a TraceError located at the user's current line."""
     cls = TraceTypeError if kind == "type" else TraceValueError if kind == "value" else TraceError
-    where = current().where() if _current else None
-    raise cls(message, where=where)
+    traces = _current.get()
+    raise cls(message, where=traces[-1].where() if traces else None)
 
 
