@@ -15,7 +15,7 @@ from numbers import Integral, Real
 import numpy as np
 
 from . import types as T
-from .floatbits import round_f64, round_python_int
+from .floatbits import number_text, round_number
 from .graph.values import KernelGraph
 from .limits import check_allocation
 
@@ -96,15 +96,19 @@ def _scalar(name: str, dtype: T.DType, value):
             raise TypeError(f"scalar {name} is {dtype}; got {type(value).__name__} {value!r}")
         v = int(value)
         if not dtype.min <= v <= dtype.max:
-            raise ValueError(f"scalar {name} = {v} is out of range for {dtype} ({dtype.min}..{dtype.max})")
+            raise ValueError(f"scalar {name} = {number_text(v)} is out of range for {dtype} ({dtype.min}..{dtype.max})")
         return np.asarray(v, dtype=dtype.np)
     if not isinstance(value, (Real, np.integer, np.floating)):
         raise TypeError(f"scalar {name} is {dtype}; got {type(value).__name__} {value!r}")
-    if isinstance(value, (Integral, np.integer)):
-        return np.asarray(round_python_int(int(value), dtype.np))
     if isinstance(value, np.floating) and value.dtype == dtype.np:
         return np.asarray(value)
-    return np.asarray(round_f64(np.float64(value), dtype.np))
+    if not isinstance(value, (Integral, np.integer, np.floating)):
+        value = float(value)  # other Reals (Fraction, Decimal) through float64, as float literals
+    stored, overflowed = round_number(value, dtype.np)
+    if overflowed:
+        raise ValueError(f"scalar {name} = {number_text(value)} overflows {dtype} (largest finite value "
+                         f"{float(np.finfo(dtype.np).max)!r}); pass a value of the dtype, or ±inf explicitly")
+    return stored
 
 
 def bind_arguments(graph: KernelGraph, args: tuple, accept=(np.ndarray,)):

@@ -48,7 +48,7 @@ def int_to_f64_round_to_odd(v: int) -> float:
     if mag < 2**53:
         return float(v)
     if mag.bit_length() > 1024:
-        return math.copysign(math.inf, v)
+        return math.inf if v > 0 else -math.inf  # (math.copysign(inf, v) would convert v to float: OverflowError)
     shift = mag.bit_length() - 53
     q = (mag >> shift) | int(mag & ((1 << shift) - 1) != 0)
     return math.ldexp(float(q), shift) * (1 if v >= 0 else -1)
@@ -78,6 +78,31 @@ def round_python_int(v: int, target: np.dtype) -> np.ndarray:
     if target == np.dtype(np.float64):
         try:
             return np.asarray(float(v))  # Python's int -> float is correctly rounded
-        except OverflowError:
-            return np.asarray(math.copysign(math.inf, v))
+        except OverflowError:  # past the largest float64: RNE overflows to inf
+            return np.asarray(math.inf if v > 0 else -math.inf)
     return round_f64(np.float64(int_to_f64_round_to_odd(v)), target)
+
+
+def round_number(value, target: np.dtype) -> tuple:
+    """A Python or NumPy real number -> float ``target``, RNE once: ``(stored, overflowed)``.
+
+    ``stored`` is a 0-d array of ``target``; ``overflowed`` says a finite ``value`` (ints of any size
+    are finite) became ±inf, which literals and runtime scalars refuse: the number the user wrote
+    is not a value of the type.
+    """
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        stored = round_python_int(int(value), target)
+        return stored, bool(np.isinf(stored))
+    stored = round_f64(np.float64(value), target)
+    return stored, bool(np.isinf(stored)) and math.isfinite(float(value))
+
+
+def number_text(value) -> str:
+    """A number for a message: integers of more than 24 digits are abbreviated (10**400 is 401 digits)."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        text = str(int(value))
+        digits = len(text.lstrip("-"))
+        if digits > 24:
+            return f"{text[:8]}...{text[-4:]} ({digits} digits)"
+        return text
+    return repr(value)

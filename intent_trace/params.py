@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import enum
 import keyword
+import math
 
 import attrs
 
@@ -39,8 +40,14 @@ class _ViewAccess:
                 raise TypeError(f"view extents are names (dynamic) or ints (static), got {e!r}")
             if isinstance(e, int) and e < 0:
                 raise ValueError(f"static extent {e} is negative")
+            if isinstance(e, int) and e > T.index.max:
+                raise ValueError(f"static extent {e} does not fit the index type (at most 2**63 - 1 = {T.index.max})")
             if isinstance(e, str) and (not e.isidentifier() or keyword.iskeyword(e) or e.startswith("_")):
                 raise ValueError(f"extent name {e!r} must be an identifier not starting with '_'")
+        static = [e for e in shape if isinstance(e, int)]
+        if math.prod(static) > T.index.max:
+            raise ValueError(f"static extents {tuple(static)} have {math.prod(static)} elements, more than the index "
+                             f"type holds (at most 2**63 - 1 = {T.index.max})")
         return ViewSpec(self.access, dtype, shape)
 
     def __repr__(self) -> str:

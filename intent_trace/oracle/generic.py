@@ -14,6 +14,7 @@ from ..compiler import register_target
 from ..graph import ops
 from ..graph.interpreter import Interpreter, rule_registrar
 from ..graph.values import KernelGraph, Literal
+from ..limits import check_allocation
 from . import numerics as N
 
 
@@ -67,6 +68,7 @@ class GenericInterpreter(Interpreter):
 
     def run_node(self, node):
         try:
+            self._check_results(node)
             super().run_node(node)
         except LoopExit:
             raise
@@ -81,6 +83,27 @@ class GenericInterpreter(Interpreter):
                 for e, n in zip(t.shape, self.env[v].shape):
                     if not isinstance(e, int):
                         self.dims[e] = n
+
+
+    def _check_results(self, node) -> None:
+        """Refuse a tensor result that cannot fit (intent_trace.limits) before its rule allocates it.
+
+        One check for every op whose result shape is known from its operands' extents (pointwise results,
+        broadcasts, reads, contracts, reduces, gathers...). An op that takes new extents from runtime values
+        (``full``, ``reshape``: its ``extents`` attribute; domains and buffers) checks the shape its rule
+        computes, as the extents recorded here may be a previous iteration's.
+        """
+        if node.attr("extents"):
+            return
+        dims = self.dims
+        for v in node.outputs:
+            for t in T.leaf_types(v.type):
+                if t.__class__ is not T.TensorType:
+                    continue
+                shape = tuple(e if isinstance(e, int) else dims.get(e) for e in t.shape)
+                if None not in shape:
+                    check_allocation(f"the {node.op.name} result at {node.loc!r} (shape {shape})", shape,
+                                     t.dtype.np.itemsize)
 
 
 RULES = GenericInterpreter.rules
@@ -214,6 +237,8 @@ def _fresh_extents(it, node, operands) -> tuple:
         n = int(value)
         if n < 0:
             raise ValueError(f"extent {n} (axis {axis}) is negative")
+        if n > T.index.max:
+            raise ValueError(f"extent {n} (axis {axis}) does not fit the index type (at most {T.index.max})")
         shape[axis] = n
         it.dims[node.attr("type").shape[axis]] = n
     return it.shape(shape)
@@ -221,7 +246,10 @@ def _fresh_extents(it, node, operands) -> tuple:
 
 @rule("full")
 def _full(it, node, args):
-    return np.full(_fresh_extents(it, node, args[1:]), args[0], dtype=node.attr("type").dtype.np)
+    shape = _fresh_extents(it, node, args[1:])
+    dtype = node.attr("type").dtype.np
+    check_allocation(f"I.full at {node.loc!r} (shape {shape})", shape, dtype.itemsize)
+    return np.full(shape, args[0], dtype=dtype)
 
 
 @rule("reshape")
@@ -286,7 +314,12 @@ def _domain(it, node, args):
     b, e, s = (int(a) for a in args)
     if s <= 0:
         raise ValueError(f"domain step must be positive, got {s}")
-    return _bound(it, node, DomainValue(np.arange(b, e, s, dtype=np.int64) if e > b else np.zeros(0, np.int64)))
+    n = max(0, -(-(e - b) // s))  # exact (Python ints): the bounds may be u64 values
+    if n and not (T.index.min <= b and b + (n - 1) * s <= T.index.max):
+        raise ValueError(f"the domain at {node.loc!r} ({b} to {e} step {s}) has members that do not fit the index "
+                         f"type ({T.index.min}..{T.index.max})")
+    check_allocation(f"the domain at {node.loc!r} ({n} members)", (n,), 8)
+    return _bound(it, node, DomainValue(np.arange(b, e, s, dtype=np.int64) if n else np.zeros(0, np.int64)))
 
 
 def _bound(it, node, d: DomainValue) -> DomainValue:
@@ -476,6 +509,9 @@ class GenericExecutable:
     def __call__(self, *args) -> None:
         values, dims = bind_arguments(self.graph, args)
         staged = []
+        for i, p in enumerate(self.graph.params):
+            if p.kind == "view" and p.type.access != "In":
+                check_allocation(f"the staging copy of {p.name}", values[i].shape, values[i].itemsize)
         for i, p in enumerate(self.graph.params):
             if p.kind == "view" and p.type.access != "In":
                 copy = np.array(values[i], copy=True)

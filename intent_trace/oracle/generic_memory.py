@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..limits import check_allocation
 from .generic import DomainValue, _read, _write, rule
 
 
@@ -105,9 +106,10 @@ def _buffer(it, node, args):
     for axis, n in enumerate(shape):
         if n < 0:
             raise ValueError(f"{label}: extent {n} (axis {axis}) is negative")
+    dtype = t.dtype.np
+    check_allocation(f"{label} (shape {shape})", shape, dtype.itemsize)
     it.views[var] = label
     state["depth"][var] = len(it.parallel_writes)
-    dtype = t.dtype.np
     if args:
         return np.array(np.broadcast_to(np.asarray(args[0], dtype=dtype), shape))
     # No init: the contents are unspecified until stored; NaN makes a stray read of a float buffer visible.

@@ -12,7 +12,7 @@ from numbers import Integral
 import numpy as np
 
 from .. import types as T
-from ..floatbits import round_f64, round_python_int
+from ..floatbits import number_text, round_number
 from ..graph import ops
 from ..graph.provenance import AxisPos, BinExpr, Const, Ref, simplify_add, through_arith, through_axes
 from ..graph.values import Literal, Var
@@ -43,16 +43,14 @@ def make_literal(value, dtype: T.DType, role: str = "literal") -> Literal:
                  f"write an integer or I.cast the other operand to a float dtype", "type")
         v = int(value)
         if not dtype.min <= v <= dtype.max:
-            fail(f"{role} {v} does not fit {dtype} (range {dtype.min}..{dtype.max}); cast the other operand "
-                 f"to a wider dtype", "value")
+            fail(f"{role} {number_text(v)} does not fit {dtype} (range {dtype.min}..{dtype.max}); cast the other "
+                 f"operand to a wider dtype", "value")
         return Literal(v, T.ScalarType(dtype))
     if dtype.is_float:
-        if isinstance(value, (Integral, np.integer)):
-            stored = round_python_int(int(value), dtype.np)
-        else:
-            stored = round_f64(np.float64(value), dtype.np)
-        if np.isinf(stored) and math.isfinite(float(value)):
-            fail(f"{role} {value!r} overflows {dtype}", "value")
+        stored, overflowed = round_number(value, dtype.np)
+        if overflowed:
+            fail(f"{role} {number_text(value)} overflows {dtype} (largest finite value "
+                 f"{float(np.finfo(dtype.np).max)!r})", "value")
         return Literal(stored[()], T.ScalarType(dtype))
     fail(f"{dtype} values have no arithmetic", "type")
 
@@ -317,8 +315,8 @@ def extent_operand(x, role: str):
         fail(f"{role} must be an integer, got {x!r}", "type")
     if isinstance(x, (int, np.integer)):
         if x < 0:
-            fail(f"{role} {x} is negative", "value")
-        return int(x), None
+            fail(f"{role} {number_text(x)} is negative", "value")
+        return fits_index(int(x), role), None
     if isinstance(x, ScalarProxy) and x.dtype.is_int:
         v = x._var
         if v.extent is not None:
@@ -340,7 +338,14 @@ def _shape_arg(shape, role: str):
         if var is not None:
             fresh.append(k)
             operands.append(var)
+    check_static_count(extents, role)
     return tuple(extents), tuple(fresh), tuple(operands)
+
+
+def check_static_count(extents, role: str) -> None:
+    """A static shape's element count must be an index value too (flat offsets are computed in 64 bits)."""
+    if all(isinstance(e, int) for e in extents):
+        fits_index(math.prod(extents), f"{role} {tuple(extents)} has an element count that")
 
 
 def full(shape, fill, dtype):
@@ -440,12 +445,21 @@ def join(a, b):
     return wrap(out)
 
 
+def fits_index(n: int, role: str) -> int:
+    """``n``, or a TraceError when it is not a value of the ``index`` type (signed 64-bit, T1): every
+    coordinate, bound and extent is one, and every target computes with them in 64 bits."""
+    if not T.index.min <= n <= T.index.max:
+        fail(f"{role} {number_text(n)} does not fit the index type (signed 64-bit, {T.index.min}..{T.index.max})",
+             "value")
+    return n
+
+
 def index_operand(x, role: str):
     """An index given by the user: a Literal index or an integer scalar Var."""
     if isinstance(x, (bool, np.bool_)):
         fail(f"{role} must be an integer, got {x!r}", "type")
     if isinstance(x, (int, np.integer)):
-        return Literal(int(x), T.ScalarType(T.index))
+        return Literal(fits_index(int(x), role), T.ScalarType(T.index))
     if isinstance(x, ScalarProxy) and x.dtype.is_int:
         return x._var
     fail(f"{role} must be an integer or a traced integer scalar, got {getattr(x, 'type', type(x).__name__)!r}",

@@ -12,7 +12,7 @@ from .. import types as T
 from ..graph import ops
 from ..graph.provenance import AxisPos, IndexRelation, Ordinal, simplify_add, substitute
 from ..graph.values import Literal, Var
-from .build import _operand_expr, index_operand, shape_values
+from .build import _operand_expr, fits_index, index_operand, shape_values
 from .context import current, fail
 from .values import Proxy, ScalarProxy, TensorProxy, register_proxy
 
@@ -61,7 +61,8 @@ def domain(begin, end=None, step=1) -> DomainProxy:
     s = index_operand(step, "I.domain step")
     sb, se, ss = _static(b), _static(e), _static(s)
     if sb is not None and se is not None and ss is not None:
-        extent = len(range(sb, se, ss))
+        # (len(range(...)) is limited to a C ssize_t; the member count must be an index value anyway)
+        extent = fits_index(max(0, -(-(se - sb) // ss)), f"I.domain({sb}, {se}, {ss}) has a member count that")
     elif sb == 0 and ss == 1 and e.__class__ is Var:
         extent = e.extent if e.extent is not None else current().value_dim(e)
     else:

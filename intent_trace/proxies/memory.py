@@ -17,8 +17,8 @@ import numpy as np
 from .. import types as T
 from ..graph import ops
 from ..graph.values import Var
-from .build import (as_dtype, binary, broadcast_shapes, broadcast_to, constant, extent_operand, is_py_number,
-                    make_literal)
+from .build import (as_dtype, binary, broadcast_shapes, broadcast_to, check_static_count, constant, extent_operand,
+                    fits_index, is_py_number, make_literal)
 from .context import current, fail
 from .structured import trace_pure
 from .values import Proxy, ScalarProxy, TensorProxy, ValueProxy, register_proxy
@@ -143,6 +143,7 @@ def histogram(values, *, bins, valid=None, count_dtype):
         fail(f"{who}: bins must be a constexpr positive integer, got {bins!r}", "type")
     if bins <= 0:
         fail(f"{who}: bins must be positive, got {int(bins)}", "value")
+    fits_index(int(bins), f"{who}: bins")
     count = as_dtype(count_dtype, f"{who} count_dtype")
     if not count.is_int:
         fail(f"{who}: count_dtype must be an integer dtype, got {count}", "type")
@@ -238,6 +239,7 @@ def buffer(shape, dtype, *, init=None):
         extents.append(ext)
         fresh = fresh or var is not None
     extents = tuple(extents)
+    check_static_count(extents, "I.buffer shape")
     trace = current()
     name = f"buffer@{trace.location()!r}"
     inputs = ()
