@@ -9,6 +9,7 @@ from __future__ import annotations
 from ..graph import surface
 from ..graph.values import Var
 from ..types import RecordType, ScalarType, TensorType, TupleType
+from . import numpy_interop as _numpy
 from .context import fail
 
 
@@ -41,6 +42,16 @@ class Proxy:
 
     def __hash__(self):
         return id(self)
+
+    # NumPy on a traced value: operator ufuncs trace as the operator, anything else is a TraceError.
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return _numpy.array_ufunc(self, ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        return _numpy.array_function(func, types, args, kwargs)
+
+    def __array__(self, dtype=None, copy=None):
+        return _numpy.array(self, dtype, copy)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self._var.type!r}>"
