@@ -13,12 +13,19 @@ helpers, slices, shape transforms and affine arithmetic make of them) carries an
 Rules that rewrite values (reshape, transpose, broadcast, slice, arithmetic) rewrite these
 expressions, so the facts survive any number of helper boundaries: helpers are inlined by the
 tracer and the relation travels with the value, never with the call.
+
+Expressions are bounded: constant offsets fold (``(c + 1) - 1`` is ``c``), and a value whose
+expression would be deeper than :data:`MAX_DEPTH` operations carries no relation (provenance is
+information, never semantics). Without the bound a Python loop of ``i = i * 3 + 1`` would grow one
+expression per op, and printing, comparing or rewriting it would recurse as deep as the loop ran.
 """
 from __future__ import annotations
 
 from typing import Any
 
 import attrs
+
+MAX_DEPTH = 64  # operations in one provenance expression; deeper values carry no relation
 
 
 class Expr:
@@ -86,6 +93,11 @@ class BinExpr(Expr):
     op: str  # "+", "-", "*", "//", "%"
     lhs: Expr
     rhs: Expr
+    depth: int = attrs.field(init=False, eq=False, hash=False)
+
+    @depth.default
+    def _depth(self) -> int:
+        return 1 + max(depth(self.lhs), depth(self.rhs))
 
     def __repr__(self) -> str:
         return f"({self.lhs!r} {self.op} {self.rhs!r})"
@@ -94,9 +106,19 @@ class BinExpr(Expr):
 @attrs.frozen(slots=True, repr=False)
 class NegExpr(Expr):
     arg: Expr
+    depth: int = attrs.field(init=False, eq=False, hash=False)
+
+    @depth.default
+    def _depth(self) -> int:
+        return 1 + depth(self.arg)
 
     def __repr__(self) -> str:
         return f"-{self.arg!r}"
+
+
+def depth(expr) -> int:
+    """Operations on the longest path of ``expr`` (leaves: 0), kept on each node so it costs nothing."""
+    return getattr(expr, "depth", 0)
 
 
 def wrap(x) -> Expr:
@@ -146,11 +168,18 @@ class IndexRelation:
             text += f", value = {self.coord!r}"
         return text
 
-    def map_member(self, mapping) -> "IndexRelation":
-        return attrs.evolve(self, member=substitute(self.member, mapping))
+    def map_member(self, mapping) -> "IndexRelation | None":
+        return bounded(attrs.evolve(self, member=substitute(self.member, mapping)))
 
-    def map_coord(self, fn) -> "IndexRelation":
-        return attrs.evolve(self, coord=fn(self.coord))
+    def map_coord(self, fn) -> "IndexRelation | None":
+        return bounded(attrs.evolve(self, coord=fn(self.coord)))
+
+
+def bounded(rel: IndexRelation | None) -> IndexRelation | None:
+    """``rel``, or None when one of its expressions is deeper than :data:`MAX_DEPTH`."""
+    if rel is None or depth(rel.member) > MAX_DEPTH or depth(rel.coord) > MAX_DEPTH:
+        return None
+    return rel
 
 
 def through_axes(rel: IndexRelation | None, new_axis_of_old) -> IndexRelation | None:
@@ -161,6 +190,23 @@ def through_axes(rel: IndexRelation | None, new_axis_of_old) -> IndexRelation | 
     return rel.map_member(lambda e: new_axis_of_old(e.k) if isinstance(e, AxisPos) else None)
 
 
+_SIGN = {"+": 1, "-": -1}
+
+
+def _offset(lhs: Expr, op: str, rhs: Expr) -> Expr:
+    """``lhs op rhs``, folding constant offsets: ``x + 0`` is ``x``, ``(x + a) - b`` is ``x + (a - b)``
+    (exact: index arithmetic wraps modulo 2^64 either way)."""
+    if op not in _SIGN or not isinstance(rhs, Const) or not isinstance(rhs.value, int):
+        return BinExpr(op, lhs, rhs)
+    shift = _SIGN[op] * rhs.value
+    if isinstance(lhs, BinExpr) and lhs.op in _SIGN and isinstance(lhs.rhs, Const) and isinstance(lhs.rhs.value, int):
+        shift += _SIGN[lhs.op] * lhs.rhs.value
+        lhs = lhs.lhs
+    if shift == 0:
+        return lhs
+    return BinExpr("+", lhs, Const(shift)) if shift > 0 else BinExpr("-", lhs, Const(-shift))
+
+
 def through_arith(rel: IndexRelation | None, op: str, other, relation_on_left: bool) -> IndexRelation | None:
     """Affine arithmetic with a provenance-free operand keeps the relation (``i = n - 1 - o``)."""
     if rel is None:
@@ -169,5 +215,5 @@ def through_arith(rel: IndexRelation | None, op: str, other, relation_on_left: b
     if op == "neg":
         return rel.map_coord(NegExpr)
     if relation_on_left:
-        return rel.map_coord(lambda c: BinExpr(op, c, other_expr))
+        return rel.map_coord(lambda c: _offset(c, op, other_expr))
     return rel.map_coord(lambda c: BinExpr(op, other_expr, c))

@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import types as T
 from ..graph import ops
-from ..graph.provenance import AxisPos, IndexRelation, Ordinal, simplify_add, substitute
+from ..graph.provenance import AxisPos, IndexRelation, Ordinal, bounded, simplify_add, substitute
 from ..graph.values import Literal, Var
 from .build import _operand_expr, fits_index, index_operand, shape_values
 from .context import current, fail
@@ -97,7 +97,7 @@ def subregion(parent: DomainProxy, begin, end, step=None) -> DomainProxy:
         extent = T.Dim(label=f"the length of the subregion at {current().location()}")
     root, member = root_of(pvar)
     shifted = substitute(member, lambda x: simplify_add(AxisPos(0), _operand_expr(b)) if isinstance(x, AxisPos) else None)
-    rel = IndexRelation("subregion", root, 0, shifted)
+    rel = bounded(IndexRelation("subregion", root, 0, shifted))
     t = T.DomainType(extent)
     (out,) = current().emit(ops.subregion, (pvar, b, e), (("type", t),), types=(t,), provenance=rel)
     if isinstance(extent, T.Dim) and extent.origin is None:
