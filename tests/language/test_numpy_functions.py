@@ -89,3 +89,21 @@ def test_numpy_scalar_operand_first_is_in_operand_order():
     g = _kernel(lambda v: np.float32(1) - v).trace()
     (sub,) = [n for n in g.walk() if n.op.name == "sub"]
     assert type(sub.inputs[0]).__name__ == "Literal" and sub.inputs[0].value == 1
+
+
+UFUNCS = sorted({getattr(np, n) for n in dir(np) if isinstance(getattr(np, n), np.ufunc)}, key=lambda u: u.__name__)
+
+
+@pytest.mark.parametrize("ufunc", UFUNCS, ids=lambda u: u.__name__)
+def test_every_numpy_ufunc_traces_as_an_operator_or_is_a_trace_error_at_the_line(ufunc):
+    """Never NumPy's own TypeError: each ufunc either traces (the Python operators) or names the user's line."""
+    body = lambda v: ufunc(*([v] * ufunc.nin))  # noqa: E731
+    k = _kernel(lambda v: I.cast(body(v), I.f32) if ufunc.nout == 1 else body(v)[0])
+    try:
+        k.trace()
+    except intent.TraceError as e:  # a non-operator ufunc, or an operator on a dtype it does not take
+        assert f"{FILE}:{_line(body)}," in str(e), str(e)
+    else:
+        from intent_trace.proxies.numpy_interop import operator_ufuncs
+
+        assert ufunc in operator_ufuncs()
