@@ -12,7 +12,6 @@ from hypothesis import given, strategies as st
 
 import intent_trace as intent
 from intent_trace import I
-from intent_trace import types as T
 
 FILE = os.path.basename(__file__)
 FLOATS = (I.f16, I.bf16, I.f32, I.f64)
