@@ -18,7 +18,8 @@ from hypothesis import given, settings, strategies as st
 
 import intent_trace as intent
 from intent_trace import I
-from intent_trace.arguments import _overlaps, bind_arguments
+from intent_trace.arguments import bind_arguments
+from intent_trace.host_views import overlaps as _overlaps
 
 # The TileLang targets convert tensors on their side (backends/, helper B) until they rely on
 # bind_arguments; these tests cover the two oracle targets.
@@ -226,3 +227,31 @@ def test_overlap_check_matches_the_element_addresses(axes, itemsize):
         overlap |= bool(bytes_used & span)
         bytes_used |= span
     assert _overlaps(a) == overlap
+
+
+class _Producer:
+    """A DLPack producer that is neither a NumPy array nor a torch tensor (it exports a NumPy array's memory)."""
+
+    def __init__(self, array, device=None):
+        self.array, self.device = array, device
+
+    def __dlpack__(self, **kwargs):
+        return self.array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.device or self.array.__dlpack_device__()
+
+
+@pytest.mark.parametrize("target", CPU_ORACLES)
+def test_host_dlpack_arrays_are_views_written_in_place(run):
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    y, z, old = np.zeros((2, 3), np.float32), np.full((2, 3), 4, np.float32), np.zeros((2, 3), np.float32)
+    run(_swap_kernel(I.f32), _Producer(x), _Producer(y), _Producer(z), old)
+    assert (y == x).all() and (z == x).all() and (old == 4).all()
+
+
+@pytest.mark.parametrize("target", CPU_ORACLES)
+def test_dlpack_array_on_a_device_is_a_type_error_saying_so(run):
+    f = np.zeros((2, 2), np.float32)
+    with pytest.raises(TypeError, match=r"\bx\b.*device \(2, 0\).*CPU"):
+        run(_swap_kernel(I.f32), _Producer(f, device=(2, 0)), f.copy(), f.copy(), f.copy())
