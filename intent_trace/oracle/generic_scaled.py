@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _format_mx as MX
+from ..limits import check_allocation
 from . import numerics as N
 from .generic import rule
 from .generic_contract import contract_arithmetic, subscripts
@@ -36,9 +37,18 @@ def decode_rhs(codes, scales, fmt) -> np.ndarray:
     return v.reshape(v.shape[0] * v.shape[1], v.shape[2])
 
 
+def _check_decoded(what: str, codes, fmt) -> None:
+    """The float64 decoding of ``codes`` must fit (limits.py): one value per element code, and a carrier
+    byte holds 2 // carrier_extent(fmt, 2) codes (e2m1: 2, e4m3: 1)."""
+    codes = np.asarray(codes)
+    check_allocation(what, (codes.size * (2 // MX.carrier_extent(fmt, 2)),), 8)
+
+
 @rule("scaled_contract")
 def _scaled_contract(it, node, args):
     acc = node.attr("acc_dtype")
+    _check_decoded(f"the decoded lhs of scaled_contract at {node.loc!r}", args[0], node.attr("lhs_format"))
+    _check_decoded(f"the decoded rhs of scaled_contract at {node.loc!r}", args[2], node.attr("rhs_format"))
     lhs = decode_lhs(args[0], args[1], node.attr("lhs_format"))
     rhs = decode_rhs(args[2], args[3], node.attr("rhs_format"))
     with N._errstate():
@@ -65,6 +75,8 @@ def densify(compressed: np.ndarray, meta: np.ndarray, axis: int, fmt) -> np.ndar
     c = np.moveaxis(np.asarray(compressed), axis, -1)
     c = c.reshape(m.shape)
     groups = m.shape[-2]
+    check_allocation(f"the dense lhs of sparse_contract (shape {m.shape[:-2] + (groups * fmt.group,)})",
+                     m.shape[:-2] + (groups, fmt.group), c.dtype.itemsize)
     dense = np.zeros(m.shape[:-2] + (groups, fmt.group), dtype=c.dtype)
     np.put_along_axis(dense, m, c, axis=-1)
     dense = dense.reshape(m.shape[:-2] + (groups * fmt.group,))

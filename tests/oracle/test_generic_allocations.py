@@ -121,3 +121,36 @@ def test_staging_copy_too_large_is_a_value_error_naming_the_view(monkeypatch):
     monkeypatch.setenv("INTENT_TRACE_MAX_ALLOCATION", str(x.nbytes - 1))
     message = _call(copy, x, np.full(1024, 7, np.float32))
     assert "y" in message and "1024" in message and str(x.nbytes) in message
+
+
+@intent.kernel
+def sparse_lhs(c: I.In[I.f32, ("M", 128)], meta: I.In[I.u8, ("M", 128)], b: I.In[I.f32, (256, "N")],
+               y: I.Out[I.f32, ("M", "N")]):
+    out = I.sparse_matmul(c[:, :], meta[:, :], b[:, :], format=I.sparse.two_of_four(), acc_dtype=I.f32)
+    y[I.domain(0, y.shape[0]), I.domain(0, y.shape[1])] = out
+
+
+def test_sparse_contract_dense_operand_too_large_is_a_value_error(small_limit):
+    m, k = 128, 256  # a compressed lhs of 64 KiB (the limit), its dense form 128 KiB: over it
+    meta = np.tile(np.array([0, 1], np.uint8), (m, k // 4))
+    message = _call(sparse_lhs, np.ones((m, k // 2), np.float32), meta, np.ones((k, 1), np.float32),
+                    np.full((m, 1), 7, np.float32))
+    assert "dense" in message and str(m * k) in message and str(4 * m * k) in message
+
+
+@pytest.mark.parametrize("fmt,per_byte", [(I.e2m1, 2), (I.e4m3, 1)], ids=str)
+def test_scaled_contract_decoded_operand_too_large_is_a_value_error(small_limit, fmt, per_byte):
+    m, g, gs = 16, 16, 32  # lhs codes of 8 KiB (e4m3) or 4 KiB (e2m1); decoded in float64: 64 KiB each, and more
+    c = gs // per_byte
+
+    @intent.kernel
+    def k(a: I.In[I.u8, (m * 2, g, c)], sa: I.In[I.u8, (m * 2, g)], b: I.In[I.u8, (g, c, 1)],
+          sb: I.In[I.u8, (1, g)], y: I.Out[I.f32, (m * 2, 1)]):
+        y[:, :] = I.scaled_matmul(a[:, :, :], sa[:, :], b[:, :, :], sb[:, :], lhs_format=fmt, rhs_format=fmt,
+                                  group_size=gs, acc_dtype=I.f32)
+
+    codes = np.zeros((m * 2, g, c), np.uint8)
+    message = _call(k, codes, np.full((m * 2, g), 127, np.uint8), np.zeros((g, c, 1), np.uint8),
+                    np.full((1, g), 127, np.uint8), np.full((m * 2, 1), 7, np.float32))
+    elements = m * 2 * g * gs
+    assert "decoded lhs" in message and str(elements) in message and str(8 * elements) in message
