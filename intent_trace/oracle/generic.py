@@ -50,6 +50,7 @@ class GenericInterpreter(Interpreter):
         self.dims = dict(dims)
         self.views: dict = {}  # view Var -> (name, array the kernel reads/writes)
         self.parallel_writes: list = []  # stack of {view name: {flat index: point}} for conflict checks
+        self._checked_results: dict = {}  # node -> its tensor result types (see _check_results)
         for p, v in zip(graph.params, values):
             self.env[p.var] = v
             if p.kind == "view":
@@ -93,17 +94,17 @@ class GenericInterpreter(Interpreter):
         (``full``, ``reshape``: its ``extents`` attribute; domains and buffers) checks the shape its rule
         computes, as the extents recorded here may be a previous iteration's.
         """
-        if node.attr("extents"):
-            return
+        checked = self._checked_results.get(node)
+        if checked is None:  # the node's tensor result types, found once per run (region bodies run often)
+            checked = () if node.attr("extents") else tuple(
+                t for v in node.outputs for t in T.leaf_types(v.type) if t.__class__ is T.TensorType)
+            self._checked_results[node] = checked
         dims = self.dims
-        for v in node.outputs:
-            for t in T.leaf_types(v.type):
-                if t.__class__ is not T.TensorType:
-                    continue
-                shape = tuple(e if isinstance(e, int) else dims.get(e) for e in t.shape)
-                if None not in shape:
-                    check_allocation(f"the {node.op.name} result at {node.loc!r} (shape {shape})", shape,
-                                     t.dtype.np.itemsize)
+        for t in checked:
+            shape = tuple(e if isinstance(e, int) else dims.get(e) for e in t.shape)
+            if None not in shape:
+                check_allocation(f"the {node.op.name} result at {node.loc!r} (shape {shape})", shape,
+                                 t.dtype.np.itemsize)
 
 
 RULES = GenericInterpreter.rules

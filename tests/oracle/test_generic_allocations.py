@@ -8,6 +8,7 @@ the machine's own limit with an extent no machine can hold.
 """
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import intent_trace as intent
 from intent_trace import I
@@ -154,3 +155,43 @@ def test_scaled_contract_decoded_operand_too_large_is_a_value_error(small_limit,
                     np.full((1, g), 127, np.uint8), np.full((m * 2, 1), 7, np.float32))
     elements = m * 2 * g * gs
     assert "decoded lhs" in message and str(elements) in message and str(8 * elements) in message
+
+
+@intent.kernel
+def runtime_extents(y: I.Out[I.f32, ("N",)], a: I.i64, b: I.u64, c: I.index):
+    d = I.domain(a, I.cast(b, I.index))
+    t = I.full((c, 2), 1.0, I.f32)
+    buf = I.buffer((c,), I.f32, init=2.0)
+    total = I.cast(I.reduce.sum(I.indices(d), axis=0), I.f32) + I.reduce.sum(t, axis=(0, 1))
+    y[I.domain(0, y.shape[0])] = I.full((y.shape[0],), 0.0, I.f32) + total + buf[I.domain(0, 1)][0]
+
+
+_WIDE = st.integers(-2**63, 2**63 - 1)
+
+
+@settings(max_examples=120)
+@given(a=_WIDE | st.integers(-8, 8), b=st.integers(0, 2**64 - 1) | st.integers(0, 8),
+       c=_WIDE | st.integers(0, 8))
+def test_runtime_extents_of_any_size_run_or_are_value_errors(a, b, c):
+    """Every domain bound, full shape and buffer extent: the call runs, or is refused with a ValueError and
+    the output untouched; never MemoryError, OverflowError or NumPy's own size errors."""
+    import os
+
+    old = os.environ.get("INTENT_TRACE_MAX_ALLOCATION")
+    os.environ["INTENT_TRACE_MAX_ALLOCATION"] = str(LIMIT)
+    try:
+        y = np.full(2, 7, np.float32)
+        try:
+            intent.compile(runtime_extents, target="generic")(y, a, b, c)
+        except ValueError as e:
+            assert not isinstance(e, MemoryError) and np.all(y == 7), e
+            assert any(w in str(e) for w in ("needs", "index", "negative", "step")), e
+        except IndexError as e:  # c == 0: the buffer has no element 0 to read
+            assert c == 0 and "outside its extent 0" in str(e) and np.all(y == 7), e
+        else:
+            assert 1 <= c <= LIMIT  # the buffer's first element was read, and t fit
+    finally:
+        if old is None:
+            del os.environ["INTENT_TRACE_MAX_ALLOCATION"]
+        else:
+            os.environ["INTENT_TRACE_MAX_ALLOCATION"] = old
