@@ -134,3 +134,28 @@ def test_threads_compiling_distinct_kernels(target):
     assert {text for text, _ in results} == {str(intent.kernel(_chain).trace(n=60))}
     for _, y in results:
         np.testing.assert_array_equal(y, x + np.float32(15.0))
+
+
+def test_asyncio_tasks_trace_on_their_own_and_a_coroutine_run_while_tracing_sees_the_trace():
+    """Trace state is a context variable: each asyncio task runs in a copy of its creator's context, so a
+    coroutine run from inside a kernel (its helpers) records into that kernel's trace, and tasks started
+    outside any trace trace their own kernels."""
+    import asyncio
+
+    async def scaled(v):
+        return v * 2.0
+
+    def kernel_fn(x: I.In[I.f32, ("N",)], y: I.Out[I.f32, ("N",)]):
+        d = I.domain(0, x.shape[0])
+        y[d] = asyncio.run(scaled(x[d]))
+
+    k = intent.kernel(kernel_fn)
+    assert [n.op.name for n in k.trace().walk()][-2:] == ["mul", "write"]
+
+    async def trace_both():
+        kernels = [intent.kernel(_chain) for _ in range(2)]
+        return await asyncio.gather(*(asyncio.to_thread(lambda k=k: str(k.trace(n=50))) for k in kernels))
+
+    texts = asyncio.run(trace_both())
+    assert texts == [str(intent.kernel(_chain).trace(n=50))] * 2
+    assert not context.tracing()
