@@ -25,6 +25,12 @@ cpu checks (``checks=False`` drops them, as on cpu) when its module says how a k
 (``early_exit``; a target without it does not check, T9). A failed check records an error code and up to
 three int64 values in the hidden parameter ``E`` (four int64) and leaves the kernel at once; the executable
 raises the site's exception after the call and commits no output (every output is staged).
+
+A condition that leaves a block is evaluated once, into a local (:meth:`StorageMixin.flag`). TileLang's
+``IfStmtBinding`` distributes an ``if`` over the statements of its body and re-evaluates the condition before
+each one when the body writes none of the buffers it reads; a ``free`` is an opaque call, not a write, so
+``if mask[j] != 0: E[0] = 3; free(h); return`` became three ``if``s, two of them reading the freed mask (a read
+after free, then a double free). A local is never freed, so re-reading it is harmless.
 """
 from __future__ import annotations
 
@@ -185,7 +191,7 @@ class StorageMixin:
         if self.in_grid:  # threads may fail at once: the first to claim the record writes it (target's itc_claim)
             self.helpers.setdefault("itc_claim", self.target.claim_source())
             claim = f"T.call_extern('bool', 'itc_claim', {address(ERROR_PARAM, ['0'])}, {code})"
-            with self.block(f"if {claim}:"):
+            with self.block(f"if {self.flag(claim)}:"):
                 self._record(values)
         else:
             self.line(f"{ERROR_PARAM}[0] = {code}")
@@ -201,8 +207,16 @@ class StorageMixin:
         """``fail`` when the TIR condition ``bad`` holds."""
         if not self.checks:
             return
-        with self.block(f"if {bad}:"):
+        with self.block(f"if {self.flag(bad)}:"):
             self.fail(exception, message, *values)
+
+    def flag(self, condition: str) -> str:
+        """A local holding ``condition`` evaluated once here: the condition of a block that frees, writes or
+        leaves (TileLang may re-evaluate an ``if``'s condition before each statement of its body)."""
+        name = self.fresh("b")
+        self.line(f"{name} = T.alloc_var('bool')")
+        self.line(f"{name} = {condition}")
+        return name
 
 
 _ITEMSIZE = {"bool": 1, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "float32": 4,

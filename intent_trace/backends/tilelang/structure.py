@@ -328,7 +328,7 @@ def _while(em, node, args):
     with em.block(f"while {guard}:"):
         depth = em.depth
         (p,) = em.run_region(cond, (em.current(names, t),))
-        with em.block(f"if not {p.expr}:"):
+        with em.block(f"if not {em.flag(p.expr)}:"):
             em.free_from(depth)  # the heap buffers of the condition
             em.line("break")
         em.loop_stack.append(("while", names, t, em.depth))
@@ -354,7 +354,7 @@ def _if(em, node, args):
 @rule("break", "continue")
 def _exit(em, node, args):
     _, names, t, depth = em.loop_stack[-1]
-    with em.block(f"if {args[0].expr}:"):
+    with em.block(f"if {em.flag(args[0].expr)}:"):
         if len(args) > 1:
             em.store(names, args[1], t)
         em.free_from(depth)  # the heap buffers of this iteration
