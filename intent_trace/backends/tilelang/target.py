@@ -179,6 +179,26 @@ def _torch_dtype(np_dtype):
     return torch.from_numpy(np.zeros(0, dtype=np_dtype)).dtype
 
 
+def _empty_tensor(shape: tuple, np_dtype):
+    """A torch tensor with no elements, strided as TVM strides a compact buffer (each stride the product of the
+    later extents, so 0 before a zero extent): TileLang's wrapper checks static strides, and ``torch.empty``
+    strides (3, 0) as (1, 1) where a buffer of static shape (M, 0) has strides (0, 1)."""
+    import torch
+
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return torch.empty_strided(tuple(shape), tuple(reversed(strides)), dtype=_torch_dtype(np_dtype))
+
+
+def _host_tensor(work: np.ndarray):
+    """A torch tensor sharing ``work``'s memory (an empty one strided as TileLang expects)."""
+    import torch
+
+    return torch.from_numpy(work) if work.size else _empty_tensor(work.shape, work.dtype)
+
+
 def _host_array(name: str, value):
     """A NumPy view of a torch tensor (sharing its memory); anything else unchanged."""
     if type(value).__module__.startswith("torch") and hasattr(value, "detach") and hasattr(value, "device"):
@@ -249,7 +269,7 @@ class TileLangExecutable:
                 work = work.view(_NP_STORAGE[storage])
             if not p.type.shape:
                 work = work.reshape(1)
-            tensor = torch.from_numpy(work) if work.size else torch.empty(work.shape, dtype=_torch_dtype(work.dtype))
+            tensor = _host_tensor(work)
             tensor = self._module.to_device(tensor)
             if special and storage:  # a specialisation declares its buffers in the value dtype
                 tensor = tensor.view(_torch_dtype(p.type.dtype.np))
@@ -297,10 +317,8 @@ class TileLangExecutable:
         """Fresh target-memory buffers for the program's workspaces (:mod:`.storage`), sized by this call."""
         if not self.workspaces:
             return []
-        import torch
-
         extents = {k: dims[ev.extent] for k, ev in enumerate(self.graph.extents)}
-        return [self._module.to_device(torch.empty(space.sizes(extents, args), dtype=_torch_dtype(np.dtype(space.dtype))))
+        return [self._module.to_device(_empty_tensor(space.sizes(extents, args), np.dtype(space.dtype)))
                 for space in self.workspaces]
 
     def specialization_for(self, dims: dict):
