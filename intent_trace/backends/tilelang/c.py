@@ -130,10 +130,11 @@ def supports(d: T.DType) -> bool:
     return d.name in C_TYPE
 
 
-# TileLang's C-target wrapper has no uint32 (and keeps bool buffers as int8): such views and scalars travel as
-# the TIR dtype of the same width given here and are converted where they are loaded, stored or bound.
+# TileLang's C-target wrapper has no uint32 (and keeps bool buffers as int8), and passes scalars through a ctypes
+# table without uint8, uint16 or uint32: such views and scalars travel as the TIR dtype of the same width given
+# here (the bits unchanged) and are converted where they are loaded, stored or bound.
 _VIEW_STORAGE = {"bool": "uint8", "u32": "int32", "f16": "uint16", "bf16": "uint16"}
-_SCALAR_STORAGE = {"u32": "int32"}
+_SCALAR_STORAGE = {"u8": "int8", "u16": "int16", "u32": "int32"}
 
 
 def view_storage(d: T.DType) -> str | None:

@@ -170,7 +170,8 @@ def compile_program(program: str, target: str = "tilelang-c"):
 
 # --- the executable --------------------------------------------------------------------------------------
 
-_NP_STORAGE = {"uint8": np.uint8, "int32": np.int32, "uint16": np.uint16, "int64": np.int64}
+_NP_STORAGE = {"uint8": np.uint8, "int8": np.int8, "int16": np.int16, "int32": np.int32, "uint16": np.uint16,
+               "int64": np.int64}
 
 
 def _torch_dtype(np_dtype):
