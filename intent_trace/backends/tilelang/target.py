@@ -18,6 +18,7 @@ import hashlib
 import linecache
 
 import attrs
+import ml_dtypes
 import numpy as np
 
 from ...arguments import bind_arguments
@@ -26,6 +27,7 @@ from ...graph.values import KernelGraph
 from . import c, cuda, metal
 
 TARGETS = {c.NAME: c, cuda.NAME: cuda, metal.NAME: metal}
+_BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 
 
 def _target_module(target: str):
@@ -177,7 +179,19 @@ _NP_STORAGE = {"uint8": np.uint8, "int8": np.int8, "int16": np.int16, "int32": n
 def _torch_dtype(np_dtype):
     import torch
 
+    if np.dtype(np_dtype) == _BFLOAT16:  # NumPy has no bfloat16: torch cannot take ml_dtypes' from NumPy
+        return torch.bfloat16
     return torch.from_numpy(np.zeros(0, dtype=np_dtype)).dtype
+
+
+def _program_tensor(tensor, p, storage: str | None, special: bool):
+    """A view argument of ``launch`` in the dtype the chosen program declares (the same memory): the general
+    program's storage dtype (``view_storage``), a specialisation's value dtype. Either may be given."""
+    if storage is None or not hasattr(tensor, "view"):
+        return tensor
+    value, stored = _torch_dtype(p.type.dtype.np), _torch_dtype(np.dtype(storage))
+    want, other = (value, stored) if special else (stored, value)
+    return tensor.view(want) if tensor.dtype == other else tensor
 
 
 def _empty_tensor(shape: tuple, np_dtype):
@@ -296,9 +310,10 @@ class TileLangExecutable:
             np.copyto(caller, host_work)
 
     def launch(self, *device_args) -> None:
-        """Run on arguments already in the target's memory and storage dtypes (e.g. CUDA torch tensors), with
-        no checks and no staging: for benchmarks and pipelines that keep their data on the device. The
-        extents come from the tensors' shapes; a specialisation is used when its tiles divide them."""
+        """Run on arguments already in the target's memory (e.g. CUDA torch tensors), in their value dtypes or
+        their storage dtypes (``view_storage``: f16 as uint16, ...), with no checks and no staging: for benchmarks
+        and pipelines that keep their data on the device. The extents come from the tensors' shapes; a
+        specialisation is used when its tiles divide them."""
         dims = {}
         for p, a in zip(self.graph.params, device_args):
             if p.kind == "view":
@@ -306,6 +321,8 @@ class TileLangExecutable:
                     if not isinstance(e, int):
                         dims[e] = n
         kernel, special = self._kernel_for(dims)
+        device_args = tuple(_program_tensor(a, p, self._module.view_storage(p.type.dtype), special)
+                            if p.kind == "view" else a for p, a in zip(self.graph.params, device_args))
         if not special:
             device_args = (*device_args, *self._workspace_tensors(dims, device_args))
             if self.error_sites:
