@@ -179,14 +179,16 @@ class StorageMixin:
                 self.line(self.free_line(handle))
 
     # -- the error channel -----------------------------------------------------------------------------------
-    def fail(self, exception: type, message: str, *values: str) -> None:
-        """Record a run-time error here (``message`` formats ``{0}``, ``{1}``, ``{2}`` with ``values``, int64
-        expressions) and leave the kernel; the executable raises ``exception``. A no-op without checks."""
+    def fail(self, exception: type, message: str, *values: str, **texts: str) -> None:
+        """Record a run-time error here and leave the kernel; the executable raises ``exception``. ``message``
+        formats ``{0}``, ``{1}``, ``{2}`` with ``values`` (int64 expressions) and ``{name}`` with the keyword
+        ``name`` of ``texts``: user text (a view's name, a buffer's label holding its file name) is always
+        such a keyword, never part of the template (ErrorSite). A no-op without checks."""
         if not self.checks:
             return
         node = self.node
         note = f"in op `{node.op.name}` at {node.loc!r}" if node is not None and node.loc is not None else ""
-        self.error_sites.append(ErrorSite(exception, message, note))
+        self.error_sites.append(ErrorSite(exception, message, note, **texts))
         code = f"T.int64({len(self.error_sites)})"
         if self.in_grid:  # threads may fail at once: the first to claim the record writes it (target's itc_claim)
             self.helpers.setdefault("itc_claim", self.target.claim_source())
@@ -203,12 +205,12 @@ class StorageMixin:
         for k, v in enumerate(values[:3]):
             self.line(f"{ERROR_PARAM}[{k + 1}] = T.Cast('int64', {v})")
 
-    def check(self, bad: str, exception: type, message: str, *values: str) -> None:
+    def check(self, bad: str, exception: type, message: str, *values: str, **texts: str) -> None:
         """``fail`` when the TIR condition ``bad`` holds."""
         if not self.checks:
             return
         with self.block(f"if {self.flag(bad)}:"):
-            self.fail(exception, message, *values)
+            self.fail(exception, message, *values, **texts)
 
     def flag(self, condition: str) -> str:
         """A local holding ``condition`` evaluated once here: the condition of a block that frees, writes or
