@@ -525,12 +525,18 @@ _WORKSPACE = {
                   "  return n < 0 ? (void*)0 : calloc(n > 0 ? (size_t)n : 1, (size_t)size);\n"
                   "}",
     "itw_free": "extern \"C\" inline int32_t itw_free(void* p) { free(p); return 0; }",
+    # a * b for element counts, or -1 when an operand is -1 or negative or the product overflows int64
+    "itw_mul": "extern \"C\" inline int64_t itw_mul(int64_t a, int64_t b) {\n"
+               "  if (a < 0 || b < 0 || (a != 0 && b > INT64_MAX / a)) return -1;\n"
+               "  return a * b;\n"
+               "}",
     "itw_null": "extern \"C\" inline bool itw_null(void* p) { return p == 0; }",
 }
 
 
 def workspace_source(name: str) -> str | None:
-    """The C++ definition of a workspace helper (``itw_alloc``, ``itw_calloc``, ``itw_free``, ``itw_null``)."""
+    """The C++ definition of a workspace helper (``itw_alloc``, ``itw_calloc``, ``itw_free``, ``itw_null``,
+    ``itw_mul``)."""
     return _WORKSPACE.get(name)
 
 

@@ -24,6 +24,7 @@ import numpy as np
 from ...arguments import bind_arguments
 from ...errors import LoweringError
 from ...graph.values import KernelGraph
+from ...limits import allocation_limit, check_allocation
 from . import c, cuda, metal
 
 TARGETS = {c.NAME: c, cuda.NAME: cuda, metal.NAME: metal}
@@ -56,6 +57,7 @@ class Program:
     text: str
     error_sites: tuple  # ErrorSite per run-time check; the error record ``E`` is the last parameter when any
     workspaces: tuple  # storage.Workspace parameters, which follow the graph's own
+    allocation_limit: bool = False  # the hidden int64 LIMIT_PARAM (limits.allocation_limit) follows them
 
 
 def generate_program(graph: KernelGraph, target: str = "tilelang-c", checks: bool = True) -> Program:
@@ -77,7 +79,7 @@ def generate_program(graph: KernelGraph, target: str = "tilelang-c", checks: boo
 
 def _generate(graph: KernelGraph, module, checks: bool, nest, grid) -> Program:
     from .emitter import Scalar, TileLangEmitter, View
-    from .storage import ERROR_PARAM, GridFallback
+    from .storage import ERROR_PARAM, LIMIT_PARAM, GridFallback
 
     em = TileLangEmitter(graph, module, checks)
     em.flat_nest, em.grid = nest, grid
@@ -109,6 +111,8 @@ def _generate(graph: KernelGraph, module, checks: bool, nest, grid) -> Program:
     if nest is not None and em.flat_nest is not None:  # the launch is a grid but no loop became its threads
         raise GridFallback("the planned pointwise nest was not the one the emitter wrote")
     params += [space.param() for space in em.workspaces]
+    if em.uses_limit:  # heap allocations compare their size with the call's allocation limit (.storage)
+        params.append(f"{LIMIT_PARAM}: T.int64")
     dims += [line for space in em.workspaces for line in space.dynamic_lines()]
     if em.error_sites:  # the hidden error record, last (the executable passes it)
         params.append(f"{ERROR_PARAM}: T.Tensor((4,), 'int64')")
@@ -126,7 +130,7 @@ def _generate(graph: KernelGraph, module, checks: bool, nest, grid) -> Program:
     launch = module.launch("PRELUDE" if prelude is not None else None, *((plan,) if plan is not None else ()))
     lines += [*dims, "", "", "@T.prim_func", f"def kernel({', '.join(params)}):", "    " + launch,
               *(body or ["        pass"]), ""]
-    return Program("\n".join(lines), tuple(em.error_sites), tuple(em.workspaces))
+    return Program("\n".join(lines), tuple(em.error_sites), tuple(em.workspaces), em.uses_limit)
 
 
 # --- compilation -------------------------------------------------------------------------------------------
@@ -243,6 +247,7 @@ class TileLangExecutable:
         self.checks = checks
         program = generate_program(graph, target, checks)
         self.program, self.error_sites, self.workspaces = program.text, program.error_sites, program.workspaces
+        self.allocation_limit = program.allocation_limit
         # tiled programs for recognised graphs, chosen per call by its extents (JIT specialisations)
         self.specializations = tuple(getattr(self._module, "specializations", lambda g: ())(graph))
         self._kernel = None
@@ -277,6 +282,8 @@ class TileLangExecutable:
                 storage = self._module.scalar_storage(p.type.dtype)
                 call_args.append((v.view(_NP_STORAGE[storage]) if storage else v).item())
                 continue
+            if p.type.access != "In" or not v.flags.c_contiguous:
+                check_allocation(f"the staging copy of view {p.name} of shape {v.shape}", v.shape, v.itemsize)
             host_work = np.array(v, copy=True, order="C") if p.type.access != "In" else np.ascontiguousarray(v)
             work = host_work
             storage = self._module.view_storage(p.type.dtype)
@@ -294,6 +301,8 @@ class TileLangExecutable:
             call_args.append(tensor)
         if not special:
             call_args += self._workspace_tensors(dims, values)
+            if self.allocation_limit:
+                call_args.append(allocation_limit())
         err = None
         if self.error_sites and not special:  # the hidden error record (.storage): code, then three values
             err = self._module.to_device(torch.zeros(4, dtype=torch.int64))
@@ -325,6 +334,8 @@ class TileLangExecutable:
                             if p.kind == "view" else a for p, a in zip(self.graph.params, device_args))
         if not special:
             device_args = (*device_args, *self._workspace_tensors(dims, device_args))
+            if self.allocation_limit:
+                device_args = (*device_args, allocation_limit())
             if self.error_sites:
                 import torch
 
