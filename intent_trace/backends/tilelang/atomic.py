@@ -36,7 +36,8 @@ def _element(em, node, view, entries) -> str:
         raise em.reject("an atomic address must name one element")
     for axis, (c, n) in enumerate(zip(coords, view.shape)):
         em.check(f"{c} < T.int64(0) or {c} >= {as_index(n)}", IndexError,
-                 f"{view.label}: coordinate {{0}} on axis {axis} is outside its extent {{1}}", c, as_index(n))
+                 f"{{view}}: coordinate {{0}} on axis {axis} is outside its extent {{1}}", c, as_index(n),
+                 view=view.label)
     return extern.address(view.name, coords if not view.rank0 else ["0"])
 
 

@@ -130,10 +130,11 @@ def supports(d: T.DType) -> bool:
     return d.name in C_TYPE
 
 
-# TileLang's C-target wrapper has no uint32 (and keeps bool buffers as int8): such views and scalars travel as
-# the TIR dtype of the same width given here and are converted where they are loaded, stored or bound.
+# TileLang's C-target wrapper has no uint32 (and keeps bool buffers as int8), and passes scalars through a ctypes
+# table without uint8, uint16 or uint32: such views and scalars travel as the TIR dtype of the same width given
+# here (the bits unchanged) and are converted where they are loaded, stored or bound.
 _VIEW_STORAGE = {"bool": "uint8", "u32": "int32", "f16": "uint16", "bf16": "uint16"}
-_SCALAR_STORAGE = {"u32": "int32"}
+_SCALAR_STORAGE = {"u8": "int8", "u16": "int16", "u32": "int32"}
 
 
 def view_storage(d: T.DType) -> str | None:
@@ -524,12 +525,18 @@ _WORKSPACE = {
                   "  return n < 0 ? (void*)0 : calloc(n > 0 ? (size_t)n : 1, (size_t)size);\n"
                   "}",
     "itw_free": "extern \"C\" inline int32_t itw_free(void* p) { free(p); return 0; }",
+    # a * b for element counts, or -1 when an operand is -1 or negative or the product overflows int64
+    "itw_mul": "extern \"C\" inline int64_t itw_mul(int64_t a, int64_t b) {\n"
+               "  if (a < 0 || b < 0 || (a != 0 && b > INT64_MAX / a)) return -1;\n"
+               "  return a * b;\n"
+               "}",
     "itw_null": "extern \"C\" inline bool itw_null(void* p) { return p == 0; }",
 }
 
 
 def workspace_source(name: str) -> str | None:
-    """The C++ definition of a workspace helper (``itw_alloc``, ``itw_calloc``, ``itw_free``, ``itw_null``)."""
+    """The C++ definition of a workspace helper (``itw_alloc``, ``itw_calloc``, ``itw_free``, ``itw_null``,
+    ``itw_mul``)."""
     return _WORKSPACE.get(name)
 
 

@@ -19,6 +19,7 @@ the rules here are the same for all of them.
 """
 from __future__ import annotations
 
+import bisect
 import contextlib
 from collections.abc import Callable
 from typing import ClassVar
@@ -31,7 +32,7 @@ from ...graph import ops
 from ...graph.interpreter import Interpreter, rule_registrar
 from ...graph.lowering import components, extent_expr, index_add, index_mul, intern_constant, name_extents
 from ...graph.values import KernelGraph, Literal, Var
-from ...oracle.numba.analysis import fusible_values
+from ...oracle.numba.analysis import fusion
 from ...oracle.numba.writer import SourceWriter
 from .scalar_rules import SCALAR_RULES, constant_expr, tir_dtype
 from .storage import StorageMixin
@@ -50,6 +51,7 @@ class Lazy:
 
     shape: tuple  # extent expressions
     elem: Callable
+    operands: tuple = ()  # lazy values ``elem`` evaluates at its own index (an elementwise op's): see TileLangEmitter.elem
 
 
 @attrs.frozen(slots=True)
@@ -95,6 +97,10 @@ def as_index(expr: str) -> str:
     return f"T.int64({expr})" if expr.lstrip("-").isdigit() else f"T.Cast('int64', {expr})"
 
 
+LAZY_DEPTH = 64  # lazy links evaluated by nested elem calls before a value is materialised (_too_deep)
+CHAIN_LENGTH = 512  # ops emitted per element of a lazy value before it is materialised (_too_deep)
+
+
 class TileLangEmitter(StorageMixin, SourceWriter, Interpreter):
     rules: ClassVar[dict] = {}
     rejected: ClassVar[dict] = {}  # OpDef -> why this lowering does not handle it (filled below)
@@ -110,9 +116,14 @@ class TileLangEmitter(StorageMixin, SourceWriter, Interpreter):
         self.constants: dict = {}
         self.constant_lines: list = []
         self.dim_names: dict = {}
-        self.fused, self.reads, self.aligned = fusible_values(graph)
+        analysis = fusion(graph)
+        self.fused, self.reads, self.aligned = analysis.fused, analysis.reads, analysis.aligned
+        # Lazy values whose elements each run a loop (a reduction, a contraction) and whose consumer would evaluate
+        # an element more than once: held in a buffer, computed once (analysis.Fusion.materialized).
+        self.materialized = analysis.materialized
         self.snapshots = snapshot_values(graph, self.fused, self.reads)
         self.memo: list = [{}]  # per open block: (id(lazy), idx) -> (lazy, element expression)
+        self.depths: dict = {}  # Var -> (nesting of elem calls, ops per element) of its lazy value (_too_deep)
         self.loop_stack: list = []  # (kind, carry leaf names, carry type, body depth) of enclosing KIR loops
         self.node = None
         self.grid = None  # the top-level parallel loop mapped onto threads, if any (cuda_kernels.ParallelGrid)
@@ -134,10 +145,28 @@ class TileLangEmitter(StorageMixin, SourceWriter, Interpreter):
             self.node = outer
         for v in node.outputs:
             value = self.env[v]
-            if v in self.snapshots and isinstance(value, Lazy):
-                value = self.materialize(value, v.type)
+            if v in self.snapshots or v in self.materialized or self._too_deep(node, value):
+                value = self.hold(value, v.type)
                 self.env[v] = value
             self.bind_dims(v, value)
+
+    def _too_deep(self, node, value) -> bool:
+        """Whether ``value``'s element code is too deep or too long to stay lazy. Depth: each lazy link that is
+        not a same-index operand (a broadcast, reshape, gather, ...) nests one more Python ``elem`` call
+        (LAZY_DEPTH). Length: the ops emitted per element (CHAIN_LENGTH), summed over distinct operands (an
+        over-estimate where operands share values, which the memo emits once). TileLang's front end and TVM
+        crash (a C++ stack overflow) on a loop body of 10,000 bound values. Such a value is materialised, so
+        code generation is bounded for chains of any length, and so is every loop body handed to TileLang."""
+        if not isinstance(value, Lazy):
+            return False
+        below = [self.depths.get(x, (0, 0)) for x in dict.fromkeys(x for x in node.inputs if isinstance(x, Var))]
+        depth = max((d for d, _ in below), default=0) + (0 if value.operands or not below else 1)
+        length = 1 + sum(n for _, n in below)
+        if depth > LAZY_DEPTH or length > CHAIN_LENGTH:
+            return True
+        for v in node.outputs:
+            self.depths[v] = (depth, length)
+        return False
 
     # -- text --------------------------------------------------------------------------------------------
     def fresh(self, prefix: str = "v") -> str:
@@ -284,14 +313,43 @@ class TileLangEmitter(StorageMixin, SourceWriter, Interpreter):
             return value.expr
         if isinstance(value, Array):
             return f"{value.name}[{', '.join(idx) or '0'}]"
+        hit = self._memoised(value, idx)
+        if hit is not None:
+            return hit
+        if value.operands:
+            self._operands_first(value, idx)
+        out = value.elem(list(idx))
+        self.memo[-1][(id(value), tuple(idx))] = (value, out)
+        return out
+
+    def _memoised(self, value, idx) -> str | None:
         key = (id(value), tuple(idx))
         for scope in reversed(self.memo):
             hit = scope.get(key)
             if hit is not None and hit[0] is value:
                 return hit[1]
-        out = value.elem(list(idx))
-        self.memo[-1][key] = (value, out)
-        return out
+        return None
+
+    def _operands_first(self, value: Lazy, idx) -> None:
+        """Evaluate the chain of same-index operands below ``value`` bottom-up, without recursion: a chain of
+        10,000 elementwise ops would otherwise nest 10,000 ``elem`` calls. Each is then memoised, so ``value``'s
+        own ``elem`` (and every one below it) finds its operands at once."""
+        order, stack, seen = [], [(value, False)], set()
+        while stack:
+            v, done = stack.pop()
+            if done:
+                order.append(v)
+                continue
+            if id(v) in seen:
+                continue
+            seen.add(id(v))
+            stack.append((v, True))
+            for o in v.operands:
+                if isinstance(o, Lazy) and id(o) not in seen and self._memoised(o, idx) is None:
+                    stack.append((o, False))
+        for v in order[:-1]:  # the last is value itself
+            if self._memoised(v, idx) is None:
+                self.memo[-1][(id(v), tuple(idx))] = (v, v.elem(list(idx)))
 
     def materialize(self, value, t: T.Type):
         """A snapshot of a lazy tensor in a local buffer (.storage: on the stack or the heap)."""
@@ -301,6 +359,12 @@ class TileLangEmitter(StorageMixin, SourceWriter, Interpreter):
         with self.loop_nest(value.shape) as idx:
             self.line(f"{name}[{', '.join(idx) or '0'}] = {self.elem(value, idx)}")
         return Array(name, value.shape)
+
+    def hold(self, value, t: T.Type):
+        """``value`` with each lazy tensor leaf materialised (an aggregate's leaves one by one)."""
+        if isinstance(value, Aggregate):
+            return Aggregate(tuple(self.hold(v, it) for v, it in zip(value.items, components(t))))
+        return self.materialize(value, t)
 
     def bind_dims(self, var: Var, value) -> None:
         t = var.type
@@ -379,7 +443,11 @@ class Slot:
 
 def snapshot_values(graph: KernelGraph, fused: set, reads: dict) -> set:
     """Tensor values that would be evaluated after a write to a view they read: evaluated lazily at
-    each use, they would see the write, so they are snapshotted where they are defined."""
+    each use, they would see the write, so they are snapshotted where they are defined.
+
+    A value defined at node i is snapshotted when some later node j uses it (in its operands, or anywhere in its
+    regions) after a node between them wrote what it reads, or when j itself has regions that write it. Linear
+    in the region's length for a chain without writes (an unrolled chain of 10,000 ops)."""
     out: set = set()
 
     def writes(node) -> set:
@@ -389,11 +457,21 @@ def snapshot_values(graph: KernelGraph, fused: set, reads: dict) -> set:
                 w |= writes(n)
         return w
 
-    def uses_in(node, v) -> bool:
-        return any(x is v for x in node.inputs) or any(x is v for r in node.regions for x in r.results) or \
-            any(uses_in(n, v) for r in node.regions for n in r.nodes)
+    def used(node, into: set) -> set:
+        into.update(x for x in node.inputs if isinstance(x, Var))
+        for r in node.regions:
+            into.update(x for x in r.results if isinstance(x, Var))
+            for n in r.nodes:
+                used(n, into)
+        return into
 
     def region(r) -> None:
+        written = [writes(n) for n in r.nodes]
+        writers = [k for k, w in enumerate(written) if w]
+        uses: dict = {}  # Var -> positions of the nodes that use it, ascending
+        for j, node in enumerate(r.nodes):
+            for x in used(node, set()):
+                uses.setdefault(x, []).append(j)
         for i, node in enumerate(r.nodes):
             for sub in node.regions:
                 region(sub)
@@ -401,12 +479,16 @@ def snapshot_values(graph: KernelGraph, fused: set, reads: dict) -> set:
                 if not isinstance(v.type, T.TensorType) or not reads.get(v):
                     continue
                 seen: set = set()
-                for j in range(i + 1, len(r.nodes)):
-                    consumer = r.nodes[j]
-                    if uses_in(consumer, v) and (seen | (writes(consumer) if consumer.regions else set())) & reads[v]:
+                w = bisect.bisect_right(writers, i)
+                for j in uses.get(v, ()):
+                    if j <= i:
+                        continue
+                    while w < len(writers) and writers[w] < j:
+                        seen |= written[writers[w]]
+                        w += 1
+                    if (seen | (written[j] if r.nodes[j].regions else set())) & reads[v]:
                         out.add(v)
                         break
-                    seen |= writes(consumer)
 
     region(graph.body)
     return out
@@ -427,7 +509,7 @@ def _elementwise(em: TileLangEmitter, node, args):
     def elem(idx):
         return em.assign(scalar_rule(em, node, d, *(em.elem(a, idx) for a in args)), "t")
 
-    return Lazy(em.shape(out_t), elem)
+    return Lazy(em.shape(out_t), elem, tuple(a for a in args if isinstance(a, Lazy)))
 
 
 @rule("constant")

@@ -111,7 +111,7 @@ def _buffer_extent(em, e, label: str, axis: int) -> str:
     if value is None:
         return em.extent(e)
     n = em.assign(as_index(value.expr), "n")  # an extent given by a runtime value: negative is an error
-    em.check(f"{n} < T.int64(0)", ValueError, f"{label}: extent {{0}} (axis {axis}) is negative", n)
+    em.check(f"{n} < T.int64(0)", ValueError, f"{{view}}: extent {{0}} (axis {axis}) is negative", n, view=label)
     n = em.assign(f"T.max(T.int64(0), {n})", "n")
     em.sized_by(n, value.expr)
     em.dim_names.setdefault(e, n)
@@ -152,7 +152,7 @@ def _scatter_reduce(em, node, args):
             n = as_index(dest.shape[axis])
             c = em.assign(as_index(at(em, ix, x.type, idx, out_t)), "j")
             em.check(f"{c} < T.int64(0) or {c} >= {n}", IndexError,
-                     f"{dest.label}: coordinate {{0}} on axis {axis} is outside its extent {{1}}", c, n)
+                     f"{{view}}: coordinate {{0}} on axis {axis} is outside its extent {{1}}", c, n, view=dest.label)
             coords.append(c)
         cell = f"{dest.name}[{', '.join(coords) if not dest.rank0 else '0'}]"
         old = em.assign(_decode(em, dest, cell), "x")

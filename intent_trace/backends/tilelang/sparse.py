@@ -31,7 +31,7 @@ def _check_metadata(em, meta, cshape, axis: int, fmt) -> None:
     with em.loop_nest(cshape) as idx:
         x = _position(em, meta, idx)
         em.check(f"{x} < T.int64(0) or {x} >= T.int64({group})", ValueError,
-                 f"I.sparse_contract {fmt!r}: metadata position {{0}} is outside 0..{group - 1}", x)
+                 f"I.sparse_contract {{fmt}}: metadata position {{0}} is outside 0..{group - 1}", x, fmt=repr(fmt))
     if keep == 1:
         return
     with em.loop_nest(cshape) as idx:
@@ -40,8 +40,8 @@ def _check_metadata(em, meta, cshape, axis: int, fmt) -> None:
             before = list(idx)
             before[axis] = f"({idx[axis]} - 1)"
             p = _position(em, meta, before)
-            em.check(f"{x} <= {p}", ValueError, f"I.sparse_contract {fmt!r}: metadata positions {{0}} then {{1}} "
-                                                 f"within one group are not strictly increasing", p, x)
+            em.check(f"{x} <= {p}", ValueError, "I.sparse_contract {fmt}: metadata positions {0} then {1} "
+                                                 "within one group are not strictly increasing", p, x, fmt=repr(fmt))
 
 
 @rule("sparse_contract")

@@ -25,6 +25,17 @@ cpu checks (``checks=False`` drops them, as on cpu) when its module says how a k
 (``early_exit``; a target without it does not check, T9). A failed check records an error code and up to
 three int64 values in the hidden parameter ``E`` (four int64) and leaves the kernel at once; the executable
 raises the site's exception after the call and commits no output (every output is staged).
+
+Allocation limits (:mod:`intent_trace.limits`). A heap buffer's element count is computed without overflow and
+compared with the call's limit (the hidden scalar ``L``) before ``malloc``; one that cannot fit is limits.py's
+ValueError naming it, its shape and its size (:class:`AllocationSite`). Host workspaces are checked on the host
+(:meth:`Workspace.sizes`), as are the executable's staging copies.
+
+A condition that leaves a block is evaluated once, into a local (:meth:`StorageMixin.flag`). TileLang's
+``IfStmtBinding`` distributes an ``if`` over the statements of its body and re-evaluates the condition before
+each one when the body writes none of the buffers it reads; a ``free`` is an opaque call, not a write, so
+``if mask[j] != 0: E[0] = 3; free(h); return`` became three ``if``s, two of them reading the freed mask (a read
+after free, then a double free). A local is never freed, so re-reading it is harmless.
 """
 from __future__ import annotations
 
@@ -34,10 +45,12 @@ import re
 import attrs
 
 from ...graph.lowering import ErrorSite
+from ...limits import allocation_error, check_allocation
 from .extern import address
 
 STACK_LIMIT = 1024  # elements: static buffers up to this size live on the stack
 ERROR_PARAM = "E"  # the hidden int64[4] error record: code (1-based site number, 0 = none), then three values
+LIMIT_PARAM = "L"  # the hidden int64 scalar: the bytes one allocation may take (limits.allocation_limit)
 _KERNEL_EXTENT = re.compile(r"d\d+")  # the emitter's names of the graph's extents (target.generate_program)
 SCALAR_PARAM = re.compile(r"p(\d+)")  # the emitter's names of the graph's parameters
 
@@ -56,6 +69,7 @@ class Workspace:
     name: str
     shape: tuple
     dtype: str  # TIR dtype
+    what: str = ""  # " for op `reduce` at file.py:12": where the program needs it, for error messages
 
     def dims(self) -> tuple:
         """The parameter's shape: a scalar-sized axis is a dynamic variable of its own, bound by the buffer."""
@@ -68,13 +82,16 @@ class Workspace:
         return f"{self.name}: T.Tensor(({', '.join(self.dims())},), {self.dtype!r})"
 
     def sizes(self, extents: dict, args) -> tuple:
-        """The shape for one call, given {graph extent index: size} and the call's arguments in parameter order."""
+        """The shape for one call, given {graph extent index: size} and the call's arguments in parameter order;
+        a ValueError (limits.py) when it cannot fit."""
         def size(s):
             if s.isdigit():
                 return int(s)
             param = SCALAR_PARAM.fullmatch(s)
             return max(0, int(args[int(param[1])])) if param else int(extents[int(s[1:])])
-        return tuple(size(s) for s in self.shape)
+        shape = tuple(size(s) for s in self.shape)
+        check_allocation(f"workspace {self.name} of shape {shape}{self.what}", shape, _itemsize(self.dtype))
+        return shape
 
 
 class StorageMixin:
@@ -90,6 +107,7 @@ class StorageMixin:
         self.in_grid = False  # emitting the body of a parallel loop mapped onto threads
         self.grid_planned = False  # the program's launch is a grid of threads (cuda_kernels.FlatNest/ParallelGrid)
         self.workspaces: list = []  # Workspace parameters, in order
+        self.uses_limit = False  # a heap allocation compares its size with the hidden LIMIT_PARAM
         # what the host sizes a workspace axis by, for extents the kernel computes: {local name: "pK" or a bound}
         self.host_sizes: dict = {}
 
@@ -118,7 +136,7 @@ class StorageMixin:
             return self._host_workspace(dims, dtype, zero)
         alloc = self._workspace_helper("itw_calloc" if zero else "itw_alloc")
         self._workspace_helper("itw_free")
-        count = " * ".join(f"T.Cast('int64', {s})" for s in dims)
+        count = self._checked_count(dims, _itemsize(dtype))
         size = f"T.int64({_itemsize(dtype)})"
         handle = self.assign(f"T.call_extern('handle', {alloc!r}, {count}, {size})", "h")
         self.heap.append((self.depth, handle))
@@ -128,6 +146,43 @@ class StorageMixin:
                    count)
         self.line(f"{name} = T.make_tensor_from_addr({handle}, ({', '.join(dims)},), {dtype!r})")
         return name
+
+    def _checked_count(self, dims: tuple, itemsize: int) -> str:
+        """The element count of a heap buffer of extents ``dims``, computed without overflow (``itw_mul``: -1 when
+        the product does not fit in int64), after a check that refuses it (limits.py's ValueError naming the
+        shape and size, through the error record) when it is more than the call's allocation limit allows."""
+        count = self.assign(self._product(dims), "n")
+        if self.checks:
+            self.uses_limit = True
+            dynamic = [s for s in dims if not s.isdigit()]
+            # up to three values travel in the record: the run-time extents (the leading ones as one product)
+            recorded = dynamic if len(dynamic) <= 3 else [self._product(dynamic[:-2]), *dynamic[-2:]]
+            shape = tuple(int(s) if s.isdigit() else None for s in dims) if len(dynamic) <= 3 else None
+            static = math.prod(int(s) for s in dims if s.isdigit())
+            site = AllocationSite(f"a local buffer{self._for_op()}", shape, static, itemsize, len(recorded),
+                                  self._note())
+            bad = f"{count} < T.int64(0) or {count} > T.floordiv({LIMIT_PARAM}, T.int64({itemsize}))"
+            with self.block(f"if {self.flag(bad)}:"):
+                self.fail_at(site, *recorded)
+        return count
+
+    def _product(self, dims) -> str:
+        """The int64 product of extents ``dims``, -1 when it overflows (``itw_mul``)."""
+        self._workspace_helper("itw_mul")
+        out = "T.int64(1)"
+        for s in dims:
+            out = f"T.call_extern('int64', 'itw_mul', {out}, T.Cast('int64', {s}))"
+        return out
+
+    def _for_op(self) -> str:
+        node = self.node
+        if node is None:
+            return ""
+        return f" for op `{node.op.name}`" + (f" at {node.loc!r}" if node.loc is not None else "")
+
+    def _note(self) -> str:
+        node = self.node
+        return f"in op `{node.op.name}` at {node.loc!r}" if node is not None and node.loc is not None else ""
 
     def sized_by(self, name: str, value: str) -> None:
         """Note that the extent ``name`` is max(0, ``value``): when ``value`` is a scalar parameter, the host can
@@ -143,7 +198,7 @@ class StorageMixin:
             raise self.reject("this needs a buffer whose size depends on data computed in the kernel; this target's "
                               "kernels cannot allocate memory and the host cannot size it before the call")
         # TileLang's host wrappers mistype bool buffers: the host passes bytes, seen as bools here
-        space = Workspace(f"W{len(self.workspaces)}", sizes, "uint8" if dtype == "bool" else dtype)
+        space = Workspace(f"W{len(self.workspaces)}", sizes, "uint8" if dtype == "bool" else dtype, self._for_op())
         name = space.name
         if dtype == "bool":
             name = self.fresh("wb")
@@ -173,19 +228,25 @@ class StorageMixin:
                 self.line(self.free_line(handle))
 
     # -- the error channel -----------------------------------------------------------------------------------
-    def fail(self, exception: type, message: str, *values: str) -> None:
-        """Record a run-time error here (``message`` formats ``{0}``, ``{1}``, ``{2}`` with ``values``, int64
-        expressions) and leave the kernel; the executable raises ``exception``. A no-op without checks."""
+    def fail(self, exception: type, message: str, *values: str, **texts: str) -> None:
+        """Record a run-time error here and leave the kernel; the executable raises ``exception``. ``message``
+        formats ``{0}``, ``{1}``, ``{2}`` with ``values`` (int64 expressions) and ``{name}`` with the keyword
+        ``name`` of ``texts``: user text (a view's name, a buffer's label holding its file name) is always
+        such a keyword, never part of the template (ErrorSite). A no-op without checks."""
         if not self.checks:
             return
-        node = self.node
-        note = f"in op `{node.op.name}` at {node.loc!r}" if node is not None and node.loc is not None else ""
-        self.error_sites.append(ErrorSite(exception, message, note))
+        self.fail_at(ErrorSite(exception, message, self._note(), **texts), *values)
+
+    def fail_at(self, site: ErrorSite, *values: str) -> None:
+        """``fail`` with the error site given."""
+        if not self.checks:
+            return
+        self.error_sites.append(site)
         code = f"T.int64({len(self.error_sites)})"
         if self.in_grid:  # threads may fail at once: the first to claim the record writes it (target's itc_claim)
             self.helpers.setdefault("itc_claim", self.target.claim_source())
             claim = f"T.call_extern('bool', 'itc_claim', {address(ERROR_PARAM, ['0'])}, {code})"
-            with self.block(f"if {claim}:"):
+            with self.block(f"if {self.flag(claim)}:"):
                 self._record(values)
         else:
             self.line(f"{ERROR_PARAM}[0] = {code}")
@@ -197,12 +258,50 @@ class StorageMixin:
         for k, v in enumerate(values[:3]):
             self.line(f"{ERROR_PARAM}[{k + 1}] = T.Cast('int64', {v})")
 
-    def check(self, bad: str, exception: type, message: str, *values: str) -> None:
+    def check(self, bad: str, exception: type, message: str, *values: str, **texts: str) -> None:
         """``fail`` when the TIR condition ``bad`` holds."""
         if not self.checks:
             return
-        with self.block(f"if {bad}:"):
-            self.fail(exception, message, *values)
+        with self.block(f"if {self.flag(bad)}:"):
+            self.fail(exception, message, *values, **texts)
+
+    def flag(self, condition: str) -> str:
+        """A local holding ``condition`` evaluated once here: the condition of a block that frees, writes or
+        leaves (TileLang may re-evaluate an ``if``'s condition before each statement of its body)."""
+        name = self.fresh("b")
+        self.line(f"{name} = T.alloc_var('bool')")
+        self.line(f"{name} = {condition}")
+        return name
+
+
+class AllocationSite(ErrorSite):
+    """The error site of a heap buffer too large for the call's allocation limit (or whose element count does not
+    fit in int64): its exception is limits.py's ValueError naming the buffer, its shape and its size, computed
+    exactly here from the run-time extents the kernel recorded."""
+
+    __slots__ = ("shape", "static", "itemsize", "recorded")
+
+    def __init__(self, what: str, shape: tuple | None, static: int, itemsize: int, recorded: int, note: str = ""):
+        super().__init__(ValueError, what, note)
+        self.recorded = recorded  # how many of the record's values are this site's
+        self.shape = shape  # static extents, None where the kernel records one; None: more than three recorded
+        self.static = static  # the product of the static extents
+        self.itemsize = itemsize
+
+    def error(self, values) -> Exception:
+        values = [int(v) for v in values[:self.recorded]]
+        what = self.message
+        if self.shape is not None:
+            it = iter(values)
+            what += f" of shape {tuple(n if n is not None else next(it) for n in self.shape)}"
+        if any(v < 0 for v in values):  # a product of the leading extents overflowed
+            error = ValueError(f"{what} needs more than {2 ** 63 - 1} elements of {self.itemsize} bytes, more "
+                               f"than one allocation may take")
+        else:
+            error = allocation_error(what, self.static * math.prod(values), self.itemsize)
+        if self.note:
+            error.add_note(self.note)
+        return error
 
 
 _ITEMSIZE = {"bool": 1, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "float32": 4,

@@ -206,7 +206,7 @@ def _index_plan(em, node, view: View, entries):
     shape, plan = [], []
     for axis, kind in enumerate(node.attr("index")):
         n = as_index(view.shape[axis]) if not view.rank0 else "T.int64(1)"
-        message = f"{view.label}: coordinate {{0}} on axis {axis} is outside its extent {{1}}"
+        message = f"{{view}}: coordinate {{0}} on axis {axis} is outside its extent {{1}}"
         if kind == "all":
             shape.append(view.shape[axis])
             plan.append(("all", None))
@@ -217,14 +217,14 @@ def _index_plan(em, node, view: View, entries):
             if not covers_axis(value, var, extent):
                 first_c, last_c = as_index(value.start), as_index(coordinate(value, f"({value.length} - 1)"))
                 em.check(f"{value.length} > 0 and ({first_c} < T.int64(0) or {last_c} >= {n})", IndexError, message,
-                         f"T.if_then_else({first_c} < T.int64(0), {first_c}, {last_c})", n)
+                         f"T.if_then_else({first_c} < T.int64(0), {first_c}, {last_c})", n, view=view.label)
             shape.append(value.length)
             plan.append(("domain", value))
         elif kind == "point":
             p = em.assign(as_index(value.expr), "j")
             static = isinstance(var, Literal) and isinstance(extent, int)  # the tracer checked it
             if not (static or safe_point(em.env, var, extent, Domain)):
-                em.check(f"{p} < T.int64(0) or {p} >= {n}", IndexError, message, p, n)
+                em.check(f"{p} < T.int64(0) or {p} >= {n}", IndexError, message, p, n, view=view.label)
             plan.append(("point", p))
         else:
             shape.extend(value.shape)
@@ -236,7 +236,7 @@ def _coords(em, view: View, plan, idx) -> str:
     def data_coord(info, element_idx):
         value, _, message, n = info
         c = em.assign(as_index(em.elem(value, element_idx)), "j")
-        em.check(f"{c} < T.int64(0) or {c} >= {n}", IndexError, message, c, n)
+        em.check(f"{c} < T.int64(0) or {c} >= {n}", IndexError, message, c, n, view=view.label)
         return c
 
     out = access_coords(plan, idx, coordinate, data_coord)
@@ -271,8 +271,8 @@ def _write(em, node, args):
         at = _coords(em, view, plan, idx)
         if mask is not None:
             em.check(f"{mask}[{at}] != T.uint8(0)", RuntimeError,
-                     f"{view.label}: a unique store writes one element twice (its index relation is not injective); "
-                     f"use scatter_reduce to combine collisions")
+                     "{view}: a unique store writes one element twice (its index relation is not injective); "
+                     "use scatter_reduce to combine collisions", view=view.label)
             em.line(f"{mask}[{at}] = T.uint8(1)")
         em.line(f"{view.name}[{at}] = {_encode(em, view, v)}")
 
@@ -328,7 +328,7 @@ def _while(em, node, args):
     with em.block(f"while {guard}:"):
         depth = em.depth
         (p,) = em.run_region(cond, (em.current(names, t),))
-        with em.block(f"if not {p.expr}:"):
+        with em.block(f"if not {em.flag(p.expr)}:"):
             em.free_from(depth)  # the heap buffers of the condition
             em.line("break")
         em.loop_stack.append(("while", names, t, em.depth))
@@ -354,7 +354,7 @@ def _if(em, node, args):
 @rule("break", "continue")
 def _exit(em, node, args):
     _, names, t, depth = em.loop_stack[-1]
-    with em.block(f"if {args[0].expr}:"):
+    with em.block(f"if {em.flag(args[0].expr)}:"):
         if len(args) > 1:
             em.store(names, args[1], t)
         em.free_from(depth)  # the heap buffers of this iteration

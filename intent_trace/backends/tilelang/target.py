@@ -18,14 +18,17 @@ import hashlib
 import linecache
 
 import attrs
+import ml_dtypes
 import numpy as np
 
 from ...arguments import bind_arguments
 from ...errors import LoweringError
 from ...graph.values import KernelGraph
+from ...limits import allocation_limit, check_allocation
 from . import c, cuda, metal
 
 TARGETS = {c.NAME: c, cuda.NAME: cuda, metal.NAME: metal}
+_BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 
 
 def _target_module(target: str):
@@ -54,6 +57,7 @@ class Program:
     text: str
     error_sites: tuple  # ErrorSite per run-time check; the error record ``E`` is the last parameter when any
     workspaces: tuple  # storage.Workspace parameters, which follow the graph's own
+    allocation_limit: bool = False  # the hidden int64 LIMIT_PARAM (limits.allocation_limit) follows them
 
 
 def generate_program(graph: KernelGraph, target: str = "tilelang-c", checks: bool = True) -> Program:
@@ -75,7 +79,7 @@ def generate_program(graph: KernelGraph, target: str = "tilelang-c", checks: boo
 
 def _generate(graph: KernelGraph, module, checks: bool, nest, grid) -> Program:
     from .emitter import Scalar, TileLangEmitter, View
-    from .storage import ERROR_PARAM, GridFallback
+    from .storage import ERROR_PARAM, LIMIT_PARAM, GridFallback
 
     em = TileLangEmitter(graph, module, checks)
     em.flat_nest, em.grid = nest, grid
@@ -107,6 +111,8 @@ def _generate(graph: KernelGraph, module, checks: bool, nest, grid) -> Program:
     if nest is not None and em.flat_nest is not None:  # the launch is a grid but no loop became its threads
         raise GridFallback("the planned pointwise nest was not the one the emitter wrote")
     params += [space.param() for space in em.workspaces]
+    if em.uses_limit:  # heap allocations compare their size with the call's allocation limit (.storage)
+        params.append(f"{LIMIT_PARAM}: T.int64")
     dims += [line for space in em.workspaces for line in space.dynamic_lines()]
     if em.error_sites:  # the hidden error record, last (the executable passes it)
         params.append(f"{ERROR_PARAM}: T.Tensor((4,), 'int64')")
@@ -124,7 +130,7 @@ def _generate(graph: KernelGraph, module, checks: bool, nest, grid) -> Program:
     launch = module.launch("PRELUDE" if prelude is not None else None, *((plan,) if plan is not None else ()))
     lines += [*dims, "", "", "@T.prim_func", f"def kernel({', '.join(params)}):", "    " + launch,
               *(body or ["        pass"]), ""]
-    return Program("\n".join(lines), tuple(em.error_sites), tuple(em.workspaces))
+    return Program("\n".join(lines), tuple(em.error_sites), tuple(em.workspaces), em.uses_limit)
 
 
 # --- compilation -------------------------------------------------------------------------------------------
@@ -170,13 +176,46 @@ def compile_program(program: str, target: str = "tilelang-c"):
 
 # --- the executable --------------------------------------------------------------------------------------
 
-_NP_STORAGE = {"uint8": np.uint8, "int32": np.int32, "uint16": np.uint16, "int64": np.int64}
+_NP_STORAGE = {"uint8": np.uint8, "int8": np.int8, "int16": np.int16, "int32": np.int32, "uint16": np.uint16,
+               "int64": np.int64}
 
 
 def _torch_dtype(np_dtype):
     import torch
 
+    if np.dtype(np_dtype) == _BFLOAT16:  # NumPy has no bfloat16: torch cannot take ml_dtypes' from NumPy
+        return torch.bfloat16
     return torch.from_numpy(np.zeros(0, dtype=np_dtype)).dtype
+
+
+def _program_tensor(tensor, p, storage: str | None, special: bool):
+    """A view argument of ``launch`` in the dtype the chosen program declares (the same memory): the general
+    program's storage dtype (``view_storage``), a specialisation's value dtype. Either may be given."""
+    if storage is None or not hasattr(tensor, "view"):
+        return tensor
+    value, stored = _torch_dtype(p.type.dtype.np), _torch_dtype(np.dtype(storage))
+    want, other = (value, stored) if special else (stored, value)
+    return tensor.view(want) if tensor.dtype == other else tensor
+
+
+def _empty_tensor(shape: tuple, np_dtype):
+    """A torch tensor with no elements, strided as TVM strides a compact buffer (each stride the product of the
+    later extents, so 0 before a zero extent): TileLang's wrapper checks static strides, and ``torch.empty``
+    strides (3, 0) as (1, 1) where a buffer of static shape (M, 0) has strides (0, 1)."""
+    import torch
+
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return torch.empty_strided(tuple(shape), tuple(reversed(strides)), dtype=_torch_dtype(np_dtype))
+
+
+def _host_tensor(work: np.ndarray):
+    """A torch tensor sharing ``work``'s memory (an empty one strided as TileLang expects)."""
+    import torch
+
+    return torch.from_numpy(work) if work.size else _empty_tensor(work.shape, work.dtype)
 
 
 def _host_array(name: str, value):
@@ -208,6 +247,7 @@ class TileLangExecutable:
         self.checks = checks
         program = generate_program(graph, target, checks)
         self.program, self.error_sites, self.workspaces = program.text, program.error_sites, program.workspaces
+        self.allocation_limit = program.allocation_limit
         # tiled programs for recognised graphs, chosen per call by its extents (JIT specialisations)
         self.specializations = tuple(getattr(self._module, "specializations", lambda g: ())(graph))
         self._kernel = None
@@ -242,6 +282,8 @@ class TileLangExecutable:
                 storage = self._module.scalar_storage(p.type.dtype)
                 call_args.append((v.view(_NP_STORAGE[storage]) if storage else v).item())
                 continue
+            if p.type.access != "In" or not v.flags.c_contiguous:
+                check_allocation(f"the staging copy of view {p.name} of shape {v.shape}", v.shape, v.itemsize)
             host_work = np.array(v, copy=True, order="C") if p.type.access != "In" else np.ascontiguousarray(v)
             work = host_work
             storage = self._module.view_storage(p.type.dtype)
@@ -249,7 +291,7 @@ class TileLangExecutable:
                 work = work.view(_NP_STORAGE[storage])
             if not p.type.shape:
                 work = work.reshape(1)
-            tensor = torch.from_numpy(work) if work.size else torch.empty(work.shape, dtype=_torch_dtype(work.dtype))
+            tensor = _host_tensor(work)
             tensor = self._module.to_device(tensor)
             if special and storage:  # a specialisation declares its buffers in the value dtype
                 tensor = tensor.view(_torch_dtype(p.type.dtype.np))
@@ -259,6 +301,8 @@ class TileLangExecutable:
             call_args.append(tensor)
         if not special:
             call_args += self._workspace_tensors(dims, values)
+            if self.allocation_limit:
+                call_args.append(allocation_limit())
         err = None
         if self.error_sites and not special:  # the hidden error record (.storage): code, then three values
             err = self._module.to_device(torch.zeros(4, dtype=torch.int64))
@@ -275,9 +319,10 @@ class TileLangExecutable:
             np.copyto(caller, host_work)
 
     def launch(self, *device_args) -> None:
-        """Run on arguments already in the target's memory and storage dtypes (e.g. CUDA torch tensors), with
-        no checks and no staging: for benchmarks and pipelines that keep their data on the device. The
-        extents come from the tensors' shapes; a specialisation is used when its tiles divide them."""
+        """Run on arguments already in the target's memory (e.g. CUDA torch tensors), in their value dtypes or
+        their storage dtypes (``view_storage``: f16 as uint16, ...), with no checks and no staging: for benchmarks
+        and pipelines that keep their data on the device. The extents come from the tensors' shapes; a
+        specialisation is used when its tiles divide them."""
         dims = {}
         for p, a in zip(self.graph.params, device_args):
             if p.kind == "view":
@@ -285,8 +330,12 @@ class TileLangExecutable:
                     if not isinstance(e, int):
                         dims[e] = n
         kernel, special = self._kernel_for(dims)
+        device_args = tuple(_program_tensor(a, p, self._module.view_storage(p.type.dtype), special)
+                            if p.kind == "view" else a for p, a in zip(self.graph.params, device_args))
         if not special:
             device_args = (*device_args, *self._workspace_tensors(dims, device_args))
+            if self.allocation_limit:
+                device_args = (*device_args, allocation_limit())
             if self.error_sites:
                 import torch
 
@@ -297,10 +346,8 @@ class TileLangExecutable:
         """Fresh target-memory buffers for the program's workspaces (:mod:`.storage`), sized by this call."""
         if not self.workspaces:
             return []
-        import torch
-
         extents = {k: dims[ev.extent] for k, ev in enumerate(self.graph.extents)}
-        return [self._module.to_device(torch.empty(space.sizes(extents, args), dtype=_torch_dtype(np.dtype(space.dtype))))
+        return [self._module.to_device(_empty_tensor(space.sizes(extents, args), np.dtype(space.dtype)))
                 for space in self.workspaces]
 
     def specialization_for(self, dims: dict):

@@ -5,8 +5,18 @@ has exactly one use, in the region that defines it, by an op that consumes eleme
 node between definition and use writes a view that the value reads. Everything else becomes an
 array at its definition. This keeps pointwise chains free of temporaries without ever reading a
 view after a write that the program order puts later.
+
+A *costly* value is one whose every element runs a loop: a reduction or a contraction, or anything that
+fuses one. It is fused only into a consumer that evaluates each of its elements once (an elementwise op, a
+shape permutation, the source of a reduce, the value of a write); under a broadcast, as a contract operand,
+a gather source, an index, a reduce capture or with several uses it is materialised at its definition.
+Otherwise a row reduction under a broadcast runs once per element of the row, not once per row (N^3 per
+row for a whole-tensor softmax). Generators that keep tensors lazy (TileLang) must materialise every
+costly value the analysis does not fuse (``Fusion.materialized``); cpu computes reductions eagerly.
 """
 from __future__ import annotations
+
+import attrs
 
 from ... import types as T
 from ...graph.values import KernelGraph, Region, Var
@@ -41,6 +51,39 @@ ELEMENTWISE = FUSING_CONSUMERS - {"broadcast", "reshape", "transpose", "slice", 
                                   "unique_store"}
 
 
+# Ops whose every result element runs a loop (over the reduced or contracted positions).
+LOOPING = frozenset({"reduce", "contract", "scaled_contract", "sparse_contract", "quantized_dot"})
+
+# The operand positions a consumer evaluates once per element (a costly value fuses only into these): every
+# operand of an elementwise op or a shape permutation, a reduce's or scan's source and identity, the value of a
+# write, the values of a scatter_reduce, the values of a histogram. Anything else (a broadcast, a contract
+# operand, a gather source, index operands, reduce captures) evaluates an element many times.
+_ONCE_ALL = ELEMENTWISE | {"reshape", "transpose", "slice", "join"}
+_ONCE_AT = {"reduce": (0, 1), "scan": (0, 1), "write": (1,), "store": (1,), "unique_store": (1,),
+            "scatter_reduce": (1,), "histogram": (0,)}
+
+
+def evaluates_once(consumer, v: Var) -> bool:
+    """Whether ``consumer`` evaluates each element of its operand ``v`` (used once by it) at most once."""
+    name = consumer.op.name
+    if name in _ONCE_ALL:
+        return True
+    positions = _ONCE_AT.get(name, ())
+    return any(consumer.inputs[k] is v for k in positions if k < len(consumer.inputs))
+
+
+@attrs.frozen(slots=True)
+class Fusion:
+    """The analysis' result: ``fused``, ``reads`` and ``aligned`` as :func:`fusible_values` returns them, and
+    ``materialized``: the costly values (see the module docstring) that are not fused, which a generator that
+    keeps tensors lazy must hold in an array at their definition."""
+
+    fused: frozenset
+    reads: dict
+    aligned: dict
+    materialized: frozenset
+
+
 def fusible_values(graph: KernelGraph) -> tuple:
     """(fused values, {value: views it reads}, {value: {(view, index operands, kinds) or (view, None)}}).
 
@@ -48,7 +91,14 @@ def fusible_values(graph: KernelGraph) -> tuple:
     used (aligned), or through a shape transform (None). A write may consume a fused value that
     reads the destination only when every such read is aligned with the write's own index.
     """
+    f = fusion(graph)
+    return set(f.fused), f.reads, f.aligned
+
+
+def fusion(graph: KernelGraph) -> Fusion:
+    """The fusion decisions for ``graph`` (:class:`Fusion`)."""
     fused: set = set()
+    costly: set = set()
     reads: dict = {}  # Var -> views it reads (transitively)
     aligned: dict = {}  # Var -> set of (view, signature or None)
 
@@ -56,10 +106,12 @@ def fusible_values(graph: KernelGraph) -> tuple:
         position: dict = {}
         uses: dict = {}
         producer: dict = {}
+        made_by: dict = {}
         for i, node in enumerate(r.nodes):
             for v in node.outputs:
                 position[v] = i
                 producer[v] = node.op.name
+                made_by[v] = node
             deps = set()
             if "read" in node.op.effects:
                 deps.add(node.inputs[0])
@@ -89,10 +141,15 @@ def fusible_values(graph: KernelGraph) -> tuple:
         for x in r.results:
             if isinstance(x, Var):
                 uses.setdefault(x, []).append((None, None))
-        for v, i in position.items():
+        for v, i in position.items():  # in definition order: a value's operands are decided before it
+            node = made_by[v]
+            if node.op.name in LOOPING or any(x in fused and x in costly for x in node.inputs if isinstance(x, Var)):
+                costly.add(v)  # each element runs a loop: its producer's, or that of a costly value it fuses
             if not isinstance(v.type, T.TensorType):
                 continue
             u = uses.get(v, [])
+            if v in costly and (len(u) != 1 or u[0][0] is None or not evaluates_once(u[0][1], v)):
+                continue
             if len(u) > 1 and producer[v] in REMATERIALIZED and all(j is not None for j, _ in u) and \
                     all(c.op.name in FUSING_CONSUMERS for _, c in u):
                 # A cheap value (a view read, a broadcast, a constant) is recomputed by each consumer
@@ -117,7 +174,7 @@ def fusible_values(graph: KernelGraph) -> tuple:
             fused.add(v)
 
     region(graph.body)
-    return fused, reads, aligned
+    return Fusion(frozenset(fused), reads, aligned, frozenset(costly - fused))
 
 
 def _walk(r: Region):
