@@ -415,6 +415,14 @@ def kernel_source(program: str) -> str:
     return artifact.kernel_source
 
 
+def emulated_executable(graph, checks: bool = True):
+    """The executable that runs this target's Metal program in the host emulator (``emulate=True``: any OS, no
+    Metal device; :mod:`.metal_emulation`)."""
+    from .metal_emulation.executable import build_emulated
+
+    return build_emulated(graph, checks)
+
+
 def to_device(tensor):
     return tensor.to("mps")
 

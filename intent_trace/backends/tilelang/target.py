@@ -328,14 +328,19 @@ class TileLangExecutable:
 _EXECUTABLES: dict = {}
 
 
-def build(graph: KernelGraph, target: str = "tilelang-c", checks: bool = True) -> TileLangExecutable:
+def build(graph: KernelGraph, target: str = "tilelang-c", checks: bool = True,
+          emulate: bool = False) -> TileLangExecutable:
     """Lower ``graph`` for a TileLang target. With ``checks`` (the default) the kernel checks at run time what
     cpu checks (coordinates, extents, unique stores, histogram bins, ...) and the executable raises the same
-    exceptions, leaving every output unchanged; ``checks=False`` drops the checks, as on cpu (T9)."""
-    key = (graph, target, bool(checks))
+    exceptions, leaving every output unchanged; ``checks=False`` drops the checks, as on cpu (T9).
+    ``emulate=True`` runs the target's program in its host emulator (tilelang-metal: metal_emulation)."""
+    key = (graph, target, bool(checks), bool(emulate))
     exe = _EXECUTABLES.get(key)
     if exe is None:
-        exe = TileLangExecutable(graph, target, bool(checks))
+        emulated = getattr(_target_module(target), "emulated_executable", None)
+        if emulate and emulated is None:
+            raise ValueError(f"target {target} has no emulator: emulate=True is for tilelang-metal")
+        exe = emulated(graph, bool(checks)) if emulate else TileLangExecutable(graph, target, bool(checks))
         _EXECUTABLES[key] = exe
     return exe
 
