@@ -300,3 +300,11 @@ def test_the_emulator_says_what_it_cannot_read():
         k({}, threads=2)
     with pytest.raises(ValueError, match="grid or threadgroup size"):
         k({"out": np.zeros(2, np.int32)}, threads=0)
+
+
+def test_a_threadgroup_larger_than_the_kernel_or_the_gpu_allows_is_refused():
+    with pytest.raises(ValueError, match="1025 threads exceeds the 1024"):
+        EmulatedKernel(CLASH)({"out": np.zeros(1024, np.int32)}, threads=(1025, 1, 1))
+    capped = CLASH.replace("kernel void clash", "[[kernel, max_total_threads_per_threadgroup(4)]] void clash")
+    with pytest.raises(ValueError, match="8 threads exceeds the 4"):
+        EmulatedKernel(capped)({"out": np.zeros(8, np.int32)}, threads=(2, 4))

@@ -28,6 +28,7 @@ HEADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "itm_metal.h")
 FLAGS = ("-std=c++17", "-O1", "-fPIC", "-ffp-contract=off", "-fno-fast-math", "-fno-strict-aliasing",
          "-Wno-unknown-pragmas", "-Wno-attributes")
 _REPORT_SIZE = 1 << 16
+MAX_THREADS = 1024  # threads per threadgroup on Apple GPUs
 
 
 class EmulationError(RuntimeError):
@@ -160,7 +161,13 @@ class EmulatedKernel:
         k = max(1, len(t.fields))
         ints = (ctypes.c_long * k)(*(0 if c in FLOAT_TYPES else int(fields[name]) for c, name, _ in t.fields))
         floats = (ctypes.c_double * k)(*(float(fields[name]) if c in FLOAT_TYPES else 0.0 for c, name, _ in t.fields))
-        launch = (ctypes.c_uint * 6)(*_dims(grid), *_dims(threads))
+        group = _dims(threads)
+        size = group[0] * group[1] * group[2]
+        limit = min(MAX_THREADS, t.max_threads or MAX_THREADS)
+        if size > limit:
+            raise ValueError(f"emulated Metal kernel {self.name}: a threadgroup of {size} threads exceeds the "
+                             f"{limit} the kernel can run with (max_total_threads_per_threadgroup, Apple GPUs' 1024)")
+        launch = (ctypes.c_uint * 6)(*_dims(grid), *group)
         reports = ctypes.create_string_buffer(_REPORT_SIZE)
         found = self.library.itm_run(bases, sizes, ints, floats, launch, ctypes.c_ulonglong(seed), reports,
                                      _REPORT_SIZE)

@@ -65,6 +65,7 @@ class Translation:
 
     cpp: str
     kernel: str
+    max_threads: int | None  # the kernel's max_total_threads_per_threadgroup, if it says
     params: tuple
     buffers: tuple  # Param (buffer or reference), in the order itm_run takes them
     fields: tuple  # (ctype, name, is_array) of the argument struct, if any
@@ -186,7 +187,8 @@ def translate(source: str, kernel: str | None = None) -> Translation:
         raise TranslationError(f"kernel {km[1]}: more than one argument struct")
     fields = structs_[0].fields if structs_ else ()
     lines.append(_driver(km[1], params, buffers, structs_[0] if structs_ else None))
-    return Translation("\n".join(lines), km[1], params, buffers, fields)
+    limit = re.search(r"max_total_threads_per_threadgroup\(\s*(\d+)\s*\)", km[0])
+    return Translation("\n".join(lines), km[1], int(limit[1]) if limit else None, params, buffers, fields)
 
 
 def _driver(kernel: str, params: tuple, buffers: tuple, struct: Param | None) -> str:
