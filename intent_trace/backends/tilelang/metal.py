@@ -7,7 +7,8 @@ The lowering is the one every TileLang target shares (:mod:`.emitter`); what dif
   uses it when the target module has it, instead of compiling). Running a kernel needs a Metal runtime (macOS
   on Apple silicon, through PyTorch's MPS backend: ``torch.mps.compile_shader``, TileLang's ``torch``
   execution backend, not exercised yet); elsewhere calling the executable raises RuntimeError
-  (:func:`require_runtime`).
+  (:func:`require_runtime`). ``emulate=True`` runs the same Metal source on any OS instead, compiled as host C++
+  against an emulation header that checks bounds and data races (:mod:`.metal_emulation`, :func:`emulated_executable`).
 - Launch: one threadgroup of one thread runs the serial program (``T.Kernel(1, threads=1)``), as on
   ``tilelang-cuda``: the correctness baseline. Atomics are then plain read-modify-writes, like on ``tilelang-c``.
 - Helpers: Metal has no 64-bit float, so the bodies are not :mod:`.c`'s: they compute the same results with
