@@ -308,3 +308,49 @@ def test_a_threadgroup_larger_than_the_kernel_or_the_gpu_allows_is_refused():
     capped = CLASH.replace("kernel void clash", "[[kernel, max_total_threads_per_threadgroup(4)]] void clash")
     with pytest.raises(ValueError, match="8 threads exceeds the 4"):
         EmulatedKernel(capped)({"out": np.zeros(8, np.int32)}, threads=(2, 4))
+
+
+def test_threadgroup_atomics_count_per_group():
+    src = HEADER + """
+kernel void hits(device const int* keys [[buffer(0)]], device int* out [[buffer(1)]],
+                 uint tid [[thread_index_in_threadgroup]], uint gid [[threadgroup_position_in_grid]]) {
+  threadgroup atomic_int count;
+  if (tid == 0) atomic_store_explicit(&count, 0, memory_order_relaxed);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  if (keys[gid * 32 + tid] > 0) atomic_fetch_add_explicit(&count, 1, memory_order_relaxed);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  if (tid == 0) out[gid] = atomic_load_explicit(&count, memory_order_relaxed);
+}
+"""
+    keys = RNG.integers(-3, 3, 4 * 32).astype(np.int32)
+    out = np.zeros(4, np.int32)
+    EmulatedKernel(src)({"keys": keys, "out": out}, grid=4, threads=32, seed=11)
+    assert out.tolist() == (keys.reshape(4, 32) > 0).sum(axis=1).tolist()
+    plain = src.replace("threadgroup atomic_int count;", "threadgroup int count;").replace(
+        "atomic_store_explicit(&count, 0, memory_order_relaxed)", "count = 0").replace(
+        "atomic_fetch_add_explicit(&count, 1, memory_order_relaxed);", "count += 1;  // ADD").replace(
+        "atomic_load_explicit(&count, memory_order_relaxed)", "count")
+    add = line_of(plain, "ADD")
+    with pytest.raises(EmulationError, match=rf"data race on threadgroup array count\[0\]: write by {thread(0)} at "
+                                             rf"line {add} and read by {thread(1)} at line {add}"):
+        EmulatedKernel(plain)({"keys": np.ones(32, np.int32), "out": np.zeros(1, np.int32)}, threads=32)
+
+
+def test_threadgroup_out_of_bounds_is_reported_and_not_performed():
+    src = HEADER + """
+kernel void tg(device float* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
+  threadgroup float buf[8];
+  buf[tid] = (float)tid;  // WRITE
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  out[tid] = buf[tid];  // READ
+}
+"""
+    out = np.full(10, -1.0, np.float32)
+    with pytest.raises(EmulationError) as e:
+        EmulatedKernel(src)({"out": out}, threads=10)
+    for t in (8, 9):
+        assert re.search(rf"out-of-bounds write of threadgroup array buf: element {t} of 8, by {thread(t)} at line "
+                         rf"{line_of(src, 'WRITE')} \(not performed\)", str(e.value)), str(e.value)
+        assert re.search(rf"out-of-bounds read of threadgroup array buf: element {t} of 8, by {thread(t)} at line "
+                         rf"{line_of(src, 'READ')}", str(e.value))
+    assert out.tolist() == [*range(8), 0, 0]
