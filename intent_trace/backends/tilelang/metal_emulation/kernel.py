@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 
 import numpy as np
 
@@ -29,6 +30,7 @@ FLAGS = ("-std=c++17", "-O1", "-fPIC", "-ffp-contract=off", "-fno-fast-math", "-
          "-Wno-unknown-pragmas", "-Wno-attributes")
 _REPORT_SIZE = 1 << 16
 MAX_THREADS = 1024  # threads per threadgroup on Apple GPUs
+COMPILE_SECONDS: list = []  # wall time of each kernel compiled in this process (the suite plugin reports them)
 
 
 class EmulationError(RuntimeError):
@@ -89,12 +91,14 @@ def build(cpp: str) -> ctypes.CDLL:
         with os.fdopen(fd, "w") as f:
             f.write(cpp)
         tmp = lib + f".{os.getpid()}.tmp"
+        start = time.perf_counter()
         try:
             done = subprocess.run([cxx, *FLAGS, "-shared", f"-I{directory}", src, "-o", tmp], capture_output=True,
                                   text=True, timeout=600)
             if done.returncode != 0:
                 raise RuntimeError(f"the Metal emulator failed to compile the kernel as C++:\n{done.stderr[-4000:]}")
             os.replace(tmp, lib)
+            COMPILE_SECONDS.append(time.perf_counter() - start)
         finally:
             os.unlink(src)
             if os.path.exists(tmp):
