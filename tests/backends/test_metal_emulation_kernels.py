@@ -354,3 +354,9 @@ kernel void tg(device float* out [[buffer(0)]], uint tid [[thread_index_in_threa
         assert re.search(rf"out-of-bounds read of threadgroup array buf: element {t} of 8, by {thread(t)} at line "
                          rf"{line_of(src, 'READ')}", str(e.value))
     assert out.tolist() == [*range(8), 0, 0]
+
+
+def test_a_one_line_kernel_names_its_line():
+    src = HEADER + "kernel void one(device int* o [[buffer(0)]], uint t [[thread_position_in_grid]]) { o[0] = (int)t; }\n"
+    with pytest.raises(EmulationError, match=rf"o\[0\]: write by {thread(0)} at line 3 and write by {thread(1)} at line 3"):
+        EmulatedKernel(src)({"o": np.zeros(1, np.int32)}, threads=2)

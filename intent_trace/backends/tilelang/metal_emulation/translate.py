@@ -165,22 +165,24 @@ def translate(source: str, kernel: str | None = None) -> Translation:
     signature = "static void " + km[1] + "(" + _ATTRIBUTE.sub("", text[km.end():close])
     text = text[:km.start()] + signature + text[close:]
     lines = text.split("\n")
-    first = text[:km.start()].count("\n")
-    last = _body_end(lines, first)
+    end = km.start() + len(signature)  # the body starts on this line, after this column
+    head, col = text.count("\n", 0, end), end - (text.rfind("\n", 0, end) + 1)
     names = [p.name for p in params if p.kind == "buffer"]
-    for i in range(first, last + 1):
-        line = lines[i]
+    for i in range(head, _body_end(lines, head) + 1):
+        start = col if i == head else 0
+        line = lines[i][start:]
         for pattern, macro in ((_SHARED_ARRAY, "ITM_THREADGROUP_ARRAY({t}, {n}, {e});"),
                                (_SHARED_SCALAR, "ITM_THREADGROUP_SCALAR({t}, {n});")):
             m = pattern.match(line)
             if m is not None:
                 names.append(m[3])
-                lines[i] = m[1] + macro.format(t=m[2], n=m[3], e=m[4] if m.lastindex >= 4 else "") + line[m.end():]
+                line = m[1] + macro.format(t=m[2], n=m[3], e=m[4] if m.lastindex >= 4 else "") + line[m.end():]
                 break
         else:
-            if i > first + signature.count("\n") and names:
-                lines[i] = re.sub(r"(?<![\w.])(?<!->)(" + "|".join(map(re.escape, names)) + r")\b(?!\s*\()",
-                                  lambda m: f"{m[1]}.at_line({i + 1})", line)
+            if names:
+                line = re.sub(r"(?<![\w.])(?<!->)(" + "|".join(map(re.escape, names)) + r")\b(?!\s*\()",
+                              lambda m: f"{m[1]}.at_line({i + 1})", line)
+        lines[i] = lines[i][:start] + line
     buffers = tuple(p for p in params if p.kind in ("buffer", "reference"))
     structs_ = [p for p in params if p.kind == "struct"]
     if len(structs_) > 1:
