@@ -360,3 +360,29 @@ def test_a_one_line_kernel_names_its_line():
     src = HEADER + "kernel void one(device int* o [[buffer(0)]], uint t [[thread_position_in_grid]]) { o[0] = (int)t; }\n"
     with pytest.raises(EmulationError, match=rf"o\[0\]: write by {thread(0)} at line 3 and write by {thread(1)} at line 3"):
         EmulatedKernel(src)({"o": np.zeros(1, np.int32)}, threads=2)
+
+
+def test_standard_library_scalars_and_same_size_pointer_casts():
+    src = HEADER + """
+kernel void lib(device const float* x [[buffer(0)]], device const float* y [[buffer(1)]], device float* out [[buffer(2)]],
+                device uchar* flags [[buffer(3)]], device long* ints [[buffer(4)]], uint t [[thread_position_in_grid]]) {
+  out[4 * t] = max(x[t], y[t]);
+  out[4 * t + 1] = min(x[t], y[t]);
+  out[4 * t + 2] = clamp(x[t], -1.0f, 1.0f);
+  out[4 * t + 3] = select(x[t], y[t], x[t] < y[t]);
+  device bool* b = (device bool*)(&(flags[0]));
+  ((device char*)b)[t] = (char)(x[t] > 0.0f);
+  ints[2 * t] = max((long)0, (long)t - 2);
+  ints[2 * t + 1] = min((int)t, 2);
+}
+"""
+    x = np.array([1.5, np.nan, -3.0, 0.25, 2.0], np.float32)
+    y = np.array([np.nan, 2.0, -4.0, 0.5, np.nan], np.float32)
+    out, flags, ints = np.zeros(20, np.float32), np.zeros(5, np.uint8), np.zeros(10, np.int64)
+    EmulatedKernel(src)({"x": x, "y": y, "out": out, "flags": flags, "ints": ints}, threads=5)
+    out = out.reshape(5, 4)
+    assert out[:, 0].tolist() == np.fmax(x, y).tolist() and out[:, 1].tolist() == np.fmin(x, y).tolist()
+    np.testing.assert_array_equal(out[:, 2], np.fmin(np.fmax(x, -1), 1))  # Metal: clamp = fmin(fmax(x, lo), hi)
+    np.testing.assert_array_equal(out[:, 3], np.where(x < y, y, x))
+    assert flags.tolist() == [1, 0, 0, 1, 1]
+    assert ints.tolist() == [v for t in range(5) for v in (max(0, t - 2), min(t, 2))]

@@ -274,6 +274,10 @@ template <typename T> struct ptr {
   ptr(T* b, Region* r, long n, long o, int l) : base(b), region(r), count(n), off(o), line(l) {}
   template <typename U, typename = std::enable_if_t<std::is_same<const U, T>::value && !std::is_same<U, T>::value>>
   ptr(const ptr<U>& p) : base(p.base), region(p.region), count(p.count), off(p.off), line(p.line) {}
+  // a cast between element types of one size (TVM's `(device char*)bool_buffer`): the same elements
+  template <typename U, typename = std::enable_if_t<sizeof(U) == sizeof(T) && !std::is_same<const U, T>::value>,
+            typename = void>
+  explicit ptr(const ptr<U>& p) : base((T*)p.base), region(p.region), count(p.count), off(p.off), line(p.line) {}
   ptr at_line(int l) const { return ptr(base, region, count, off, l); }
   template <typename I> static long index(I i) {
     static_assert(std::is_integral<I>::value, "a Metal pointer is indexed by an integer");
@@ -389,6 +393,29 @@ static inline bool active(uint mask, int lane) { return lane >= 0 && lane < SIMD
 }  // namespace itm
 
 namespace metal {
+// The scalar functions of the Metal standard library TVM's code generator emits (max/min of extents and indices).
+// Float max/min return the other operand when one is a NaN, as Metal's (and C's fmax/fmin) do.
+template <typename A, typename B> using itm_common = std::common_type_t<itm::value_t<A>, itm::value_t<B>>;
+template <typename A, typename B> static inline itm_common<A, B> max(const A& a, const B& b) {
+  using C = itm_common<A, B>;
+  C x = (C)(itm::value_t<A>)a, y = (C)(itm::value_t<B>)b;
+  if constexpr (std::is_floating_point<C>::value) return (C)fmax(x, y);
+  else return x > y ? x : y;
+}
+template <typename A, typename B> static inline itm_common<A, B> min(const A& a, const B& b) {
+  using C = itm_common<A, B>;
+  C x = (C)(itm::value_t<A>)a, y = (C)(itm::value_t<B>)b;
+  if constexpr (std::is_floating_point<C>::value) return (C)fmin(x, y);
+  else return x < y ? x : y;
+}
+template <typename T, typename L, typename H> static inline itm::value_t<T> clamp(const T& x, const L& lo, const H& hi) {
+  using V = itm::value_t<T>;
+  return (V)min(max((V)x, (V)(itm::value_t<L>)lo), (V)(itm::value_t<H>)hi);
+}
+template <typename T, typename C> static inline itm::value_t<T> select(const T& a, const T& b, const C& c) {
+  return (bool)(itm::value_t<C>)c ? (itm::value_t<T>)b : (itm::value_t<T>)a;
+}
+
 enum class mem_flags : int { mem_none = 0, mem_device = 1, mem_threadgroup = 2, mem_texture = 4 };
 static inline mem_flags operator|(mem_flags a, mem_flags b) { return (mem_flags)((int)a | (int)b); }
 static inline void itm_threadgroup_barrier(mem_flags f, int line) { itm::block(itm::AT_BARRIER, 0, (int)f, line); }

@@ -27,6 +27,7 @@ _POINTER = re.compile(r"\b((?:(?:const|volatile)\s+)*)(device|threadgroup)\s+((?
                       r"([A-Za-z_][\w:]*(?:<[\w\s,:]*>)?)\s*\*\s*(?:__restrict\w*\s+)?")
 _SHARED_ARRAY = re.compile(r"^(\s*)threadgroup\s+([A-Za-z_][\w:]*(?:<[\w\s,:]*>)?)\s+([A-Za-z_]\w*)\s*\[([^\]]+)\]\s*;")
 _SHARED_SCALAR = re.compile(r"^(\s*)threadgroup\s+([A-Za-z_][\w:]*(?:<[\w\s,:]*>)?)\s+([A-Za-z_]\w*)\s*;")
+_LOCAL_POINTER = re.compile(r"itm::ptr<[^>]*>\s+([A-Za-z_]\w*)\s*=")
 _KERNEL = re.compile(r"(?:\[\[\s*kernel\b[^\]]*\]\]|\bkernel)\s*void\s+([A-Za-z_]\w*)\s*\(")
 _ATTRIBUTE = re.compile(r"\[\[\s*([A-Za-z_]\w*)\s*(?:\(\s*(\d+)\s*\))?\s*\]\]")
 _STRUCT = re.compile(r"struct\s+([A-Za-z_]\w*)\s*\{([^}]*)\}\s*;")
@@ -183,6 +184,7 @@ def translate(source: str, kernel: str | None = None) -> Translation:
                 line = re.sub(r"(?<![\w.])(?<!->)(" + "|".join(map(re.escape, names)) + r")\b(?!\s*\()",
                               lambda m: f"{m[1]}.at_line({i + 1})", line)
         lines[i] = lines[i][:start] + line
+        names += _LOCAL_POINTER.findall(line)  # a pointer the body declares: its accesses carry their line too
     buffers = tuple(p for p in params if p.kind in ("buffer", "reference"))
     structs_ = [p for p in params if p.kind == "struct"]
     if len(structs_) > 1:
