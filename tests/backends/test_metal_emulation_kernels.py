@@ -386,3 +386,29 @@ kernel void lib(device const float* x [[buffer(0)]], device const float* y [[buf
     np.testing.assert_array_equal(out[:, 3], np.where(x < y, y, x))
     assert flags.tolist() == [1, 0, 0, 1, 1]
     assert ints.tolist() == [v for t in range(5) for v in (max(0, t - 2), min(t, 2))]
+
+
+def test_a_thread_that_overflows_its_stack_faults_instead_of_writing_past_it():
+    """Each fiber's stack has an inaccessible page below it and frames are probed page by page
+    (-fstack-clash-protection): a kernel whose thread needs more than its stack dies of SIGSEGV, and nothing
+    below the stack is written."""
+    import signal
+    import subprocess
+    import sys
+
+    code = f"""
+import numpy as np
+from intent_trace.backends.tilelang.metal_emulation.kernel import EmulatedKernel
+src = {HEADER!r} + '''
+kernel void deep(device int* out [[buffer(0)]], uint t [[thread_position_in_grid]]) {{
+  volatile char big[(8 << 20) + (16 << 10)];
+  big[t] = 1;
+  big[(8 << 20) + (16 << 10) - 1] = 2;
+  out[t] = big[t];
+}}
+'''
+EmulatedKernel(src)({{"out": np.zeros(2, np.int32)}}, threads=2)
+print("returned")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert done.returncode == -signal.SIGSEGV, (done.returncode, done.stdout, done.stderr[-2000:])

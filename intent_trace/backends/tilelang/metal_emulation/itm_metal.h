@@ -145,6 +145,7 @@ enum Space { DEVICE = 0, THREADGROUP = 1 };
 enum State { RUNNING, DONE, AT_BARRIER, AT_SIMD };
 constexpr int SIMD_WIDTH = 32;
 constexpr int MAX_REPORTS = 16;
+constexpr size_t GUARD = 1 << 16;  // bytes of inaccessible memory below each fiber's stack
 
 struct Access {  // one remembered access to an element
   int group = -1, tid = -1, epoch = 0, sepoch = 0, line = 0;
@@ -755,14 +756,17 @@ static long dispatch(void (*body)(), Dispatch& d, uint3 grid, uint3 threads, std
     Thread& t = d.th[i];
     t.lin = i;
     t.pos = uint3(i % threads.x, i / threads.x % threads.y, i / (threads.x * threads.y));
-    void* m = mmap(nullptr, d.stack_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (m == MAP_FAILED) {
+    // a fiber's stack, with an inaccessible page below it: an overflow faults instead of writing past it
+    void* m = mmap(nullptr, d.stack_size + GUARD, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (m == MAP_FAILED || mprotect(m, GUARD, PROT_NONE) != 0) {
       report("the emulator could not map a thread's stack");
-      for (uint j = 0; j < i; ++j) munmap(d.th[j].stack, d.stack_size);
+      if (m != MAP_FAILED) munmap(m, d.stack_size + GUARD);
+      for (uint j = 0; j < i; ++j) munmap(d.th[j].stack - GUARD, d.stack_size + GUARD);
       D = nullptr;
       return d.nreports;
     }
-    t.stack = (char*)m;
+    t.stack = (char*)m + GUARD;
   }
   std::vector<uint> thread_order = order(d.n, seed);
   for (uint g : order(groups, seed)) {
@@ -779,7 +783,7 @@ static long dispatch(void (*body)(), Dispatch& d, uint3 grid, uint3 threads, std
     d.shared.clear();
     if (d.nreports >= MAX_REPORTS) break;
   }
-  for (Thread& t : d.th) munmap(t.stack, d.stack_size);
+  for (Thread& t : d.th) munmap(t.stack - GUARD, d.stack_size + GUARD);
   D = nullptr;
   return d.nreports;
 }

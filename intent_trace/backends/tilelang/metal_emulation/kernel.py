@@ -26,7 +26,7 @@ import numpy as np
 from .translate import FLOAT_TYPES, translate
 
 HEADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "itm_metal.h")
-FLAGS = ("-std=c++17", "-O1", "-fPIC", "-ffp-contract=off", "-fno-fast-math", "-fno-strict-aliasing",
+FLAGS = ("-std=c++17", "-O1", "-fPIC", "-ffp-contract=off", "-fno-fast-math", "-fno-strict-aliasing", "-fstack-clash-protection",
          "-Wno-unknown-pragmas", "-Wno-attributes")
 _REPORT_SIZE = 1 << 16
 MAX_THREADS = 1024  # threads per threadgroup on Apple GPUs
