@@ -1,6 +1,8 @@
 """The emulated tilelang-metal executable (``emulate=True``): the real Metal program TileLang generates, compiled as
 host C++ against the emulation header, gives the right answers (NumPy/ml_dtypes references) and behaves as the
 other TileLang executables do on failure (the same exception, the caller's arrays unchanged)."""
+import re
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -170,3 +172,28 @@ def test_an_emulator_report_raises_and_commits_nothing():
     assert y.tolist() == [5, 6, 7, 8]
     exe(np.ones(3, np.float32), np.array([1, 3, 2], np.int32), y)  # in bounds: committed
     assert y.tolist() == [5, 1, 1, 1]
+
+
+SMALL_SCALARS = (I.bool, I.i8, I.i16, I.u8, I.u16)
+
+
+@pytest.mark.parametrize("dt", SMALL_SCALARS, ids=str)
+def test_scalar_arguments_narrower_than_32_bits(dt):
+    """TVM's Metal code generator passes a scalar narrower than 32 bits through a union member it never declares
+    (``arg.p.v_char`` of ``union { int v_int[2]; }``): invalid Metal. tilelang-metal passes them widened to int32."""
+    @intent.kernel
+    def k(x: I.In[dt, ("N",)], y: I.Out[dt, ("N",)], s: dt):
+        n = I.domain(0, x.shape[0])
+        y[n] = I.select(x[n] == s, s, x[n])
+
+    exe = emulated(k)
+    assert not re.search(r"\.v_(?!int\b)\w+", exe.source)  # only the union member TVM declares
+    np_dt = np.dtype(dt.np).type
+    info = None if dt == I.bool else np.iinfo(np_dt)
+    for s in ([True, False] if dt == I.bool else [info.min, -1 if info.min else 1, info.max]):
+        x = np.array([s, 0, s, 1], np_dt)
+        y = np.zeros(4, np_dt)
+        exe(x, y, np_dt(s))
+        assert y.tolist() == x.tolist()
+        exe(np.array([0, 1, 0, 1], np_dt), y, np_dt(s))
+        assert y.tolist() == [s if v == s else v for v in np.array([0, 1, 0, 1], np_dt).tolist()]

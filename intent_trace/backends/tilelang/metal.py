@@ -59,7 +59,16 @@ COMPILE_FLAGS = ()  # torch.mps.compile_shader takes none: the prelude's pragmas
 M_TYPE = {"bool": "bool", "i8": "char", "i16": "short", "i32": "int", "i64": "long", "index": "long", "u8": "uchar",
           "u16": "ushort", "u32": "uint", "u64": "ulong", "f32": "float", "f16": "float", "bf16": "float"}
 view_storage = c.view_storage
-scalar_storage = c.scalar_storage
+# TVM's Metal code generator passes a scalar narrower than 32 bits through a member of its argument union that it
+# never declares (``arg.p.v_char`` of ``union __TVMArgUnion { int v_int[2]; }``: invalid Metal), so those scalars
+# are int32 parameters holding the value (the kernel casts them back).
+_SCALAR_STORAGE = {"bool": "int32", "i8": "int32", "i16": "int32", "u8": "int32", "u16": "int32"}
+
+
+def scalar_storage(d: T.DType) -> str | None:
+    """The TIR dtype of a runtime scalar parameter when it differs from the value dtype."""
+    return _SCALAR_STORAGE.get(d.name) or c.scalar_storage(d)
+
 
 host_workspaces = True  # Metal kernels cannot allocate: the host sizes every large buffer (storage.py)
 early_exit = "T.evaluate(T.call_extern('int32', 'itm_return'))"  # `return;` from the kernel (see _HEADER)

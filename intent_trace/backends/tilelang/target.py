@@ -240,7 +240,10 @@ class TileLangExecutable:
         for p, v in zip(params, values):
             if p.kind != "view":
                 storage = self._module.scalar_storage(p.type.dtype)
-                call_args.append((v.view(_NP_STORAGE[storage]) if storage else v).item())
+                if storage:  # the same width: the bits (u32 as int32); narrower: the value widened (Metal)
+                    v, store = np.asarray(v), np.dtype(_NP_STORAGE[storage])
+                    v = v.view(store) if v.dtype.itemsize == store.itemsize else v.astype(store)
+                call_args.append(v.item())
                 continue
             host_work = np.array(v, copy=True, order="C") if p.type.access != "In" else np.ascontiguousarray(v)
             work = host_work
