@@ -197,3 +197,17 @@ def test_scalar_arguments_narrower_than_32_bits(dt):
         assert y.tolist() == x.tolist()
         exe(np.array([0, 1, 0, 1], np_dt), y, np_dt(s))
         assert y.tolist() == [s if v == s else v for v in np.array([0, 1, 0, 1], np_dt).tolist()]
+
+
+def test_torch_tensors_and_launch_on_host_memory():
+    import torch
+
+    a = torch.tensor(RNG.integers(-4, 4, (2, 3)).astype(np.float32))
+    b = torch.tensor(RNG.integers(-4, 4, (3, 4)).astype(np.float32))
+    c = torch.zeros(2, 4)
+    exe = emulated(matmul)
+    exe(a, b, c)
+    assert c.tolist() == (a @ b).tolist()
+    d = torch.zeros(2, 4)
+    exe.launch(a, b, d)  # no staging: the kernel writes the tensor it is given
+    assert d.tolist() == (a @ b).tolist()
