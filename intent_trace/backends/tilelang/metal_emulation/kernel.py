@@ -25,7 +25,8 @@ import numpy as np
 
 from .translate import FLOAT_TYPES, translate
 
-HEADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "itm_metal.h")
+HERE = os.path.dirname(os.path.abspath(__file__))
+HEADERS = ("itm_metal.h", "itm_memory.h", "itm_library.h", "itm_dispatch.h")  # itm_metal.h includes the others
 FLAGS = ("-std=c++17", "-O1", "-fPIC", "-ffp-contract=off", "-fno-fast-math", "-fno-strict-aliasing", "-fstack-clash-protection",
          "-Wno-unknown-pragmas", "-Wno-attributes")
 _REPORT_SIZE = 1 << 16
@@ -56,24 +57,28 @@ def _cache_root() -> str:
 
 @functools.lru_cache(maxsize=None)
 def _header_dir(cxx: str) -> str:
-    """The directory holding the header and its precompiled form for this header text, compiler and flags."""
-    with open(HEADER) as f:
-        header = f.read()
+    """The directory holding the headers and the precompiled itm_metal.h for these header texts, compiler and flags."""
+    texts = {}
+    for name in HEADERS:
+        with open(os.path.join(HERE, name)) as f:
+            texts[name] = f.read()
     version = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=True).stdout
-    key = hashlib.sha256("\0".join([header, cxx, version, *FLAGS]).encode()).hexdigest()[:16]
+    key = hashlib.sha256("\0".join([*texts.values(), cxx, version, *FLAGS]).encode()).hexdigest()[:16]
     directory = os.path.join(_cache_root(), f"metal-emulation-{key}")
     if not os.path.exists(os.path.join(directory, "itm_metal.h")):
         os.makedirs(directory, exist_ok=True)
         tmp = tempfile.mkdtemp(dir=directory)
-        with open(os.path.join(tmp, "itm_metal.h"), "w") as f:
-            f.write(header)
+        for name, text in texts.items():
+            with open(os.path.join(tmp, name), "w") as f:
+                f.write(text)
         try:  # a precompiled header only saves time: without it the plain header is parsed
             subprocess.run([cxx, *FLAGS, "-x", "c++-header", os.path.join(tmp, "itm_metal.h"), "-o",
                             os.path.join(tmp, "itm_metal.h.gch")], capture_output=True, check=True, timeout=300)
             os.replace(os.path.join(tmp, "itm_metal.h.gch"), os.path.join(directory, "itm_metal.h.gch"))
         except (subprocess.SubprocessError, OSError):
             pass
-        os.replace(os.path.join(tmp, "itm_metal.h"), os.path.join(directory, "itm_metal.h"))
+        for name in (*HEADERS[1:], HEADERS[0]):  # itm_metal.h last: its presence means the directory is complete
+            os.replace(os.path.join(tmp, name), os.path.join(directory, name))
         shutil.rmtree(tmp, ignore_errors=True)
     return directory
 
