@@ -357,15 +357,17 @@ kernel void tg(device float* out [[buffer(0)]], uint tid [[thread_index_in_threa
 
 
 def test_a_one_line_kernel_names_its_line():
-    src = HEADER + "kernel void one(device int* o [[buffer(0)]], uint t [[thread_position_in_grid]]) { o[0] = (int)t; }\n"
-    with pytest.raises(EmulationError, match=rf"o\[0\]: write by {thread(0)} at line 3 and write by {thread(1)} at line 3"):
+    src = HEADER + "kernel void one(device int* o [[buffer(0)]], uint t [[thread_position_in_grid]]) { o[0] = t; }\n"
+    with pytest.raises(EmulationError, match=rf"o\[0\]: write by {thread(0)} at line 3 and write by {thread(1)} at "
+                                             "line 3"):
         EmulatedKernel(src)({"o": np.zeros(1, np.int32)}, threads=2)
 
 
 def test_standard_library_scalars_and_same_size_pointer_casts():
     src = HEADER + """
-kernel void lib(device const float* x [[buffer(0)]], device const float* y [[buffer(1)]], device float* out [[buffer(2)]],
-                device uchar* flags [[buffer(3)]], device long* ints [[buffer(4)]], uint t [[thread_position_in_grid]]) {
+kernel void lib(device const float* x [[buffer(0)]], device const float* y [[buffer(1)]],
+                device float* out [[buffer(2)]], device uchar* flags [[buffer(3)]], device long* ints [[buffer(4)]],
+                uint t [[thread_position_in_grid]]) {
   out[4 * t] = max(x[t], y[t]);
   out[4 * t + 1] = min(x[t], y[t]);
   out[4 * t + 2] = clamp(x[t], -1.0f, 1.0f);

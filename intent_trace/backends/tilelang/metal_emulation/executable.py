@@ -99,8 +99,8 @@ def _signature(program: str) -> tuple:
             params.append((a.arg, tuple(shape)))
         else:
             params.append((a.arg, None))
-    launch = next(item.context_expr for node in ast.walk(fn) if isinstance(node, ast.With) for item in node.items
-                  if isinstance(item.context_expr, ast.Call) and getattr(item.context_expr.func, "attr", "") == "Kernel")
+    calls = [item.context_expr for node in ast.walk(fn) if isinstance(node, ast.With) for item in node.items]
+    launch = next(c for c in calls if isinstance(c, ast.Call) and getattr(c.func, "attr", "") == "Kernel")
     grid = tuple(_constant(g) for g in launch.args) or (1,)
     threads = next((_constant(k.value) for k in launch.keywords if k.arg == "threads"), 1)
     return params, grid, threads

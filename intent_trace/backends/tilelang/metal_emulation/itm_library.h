@@ -32,7 +32,8 @@ template <typename T> Ref<T> shared_scalar(const void* site, const char* name, i
   return *shared_array<T>(site, 1, name, line);
 }
 #define ITM_THREADGROUP_ARRAY(T, NAME, N) \
-  static const char itm_site_##NAME = 0; ::itm::ptr<T> NAME = ::itm::shared_array<T>(&itm_site_##NAME, (N), #NAME, __LINE__)
+  static const char itm_site_##NAME = 0;  \
+  ::itm::ptr<T> NAME = ::itm::shared_array<T>(&itm_site_##NAME, (N), #NAME, __LINE__)
 #define ITM_THREADGROUP_SCALAR(T, NAME) \
   static const char itm_site_##NAME = 0; ::itm::Ref<T> NAME = ::itm::shared_scalar<T>(&itm_site_##NAME, #NAME, __LINE__)
 
@@ -72,7 +73,8 @@ template <typename A, typename B> static inline itm_common<A, B> min(const A& a,
   if constexpr (std::is_floating_point<C>::value) return (C)fmin(x, y);
   else return x < y ? x : y;
 }
-template <typename T, typename L, typename H> static inline itm::value_t<T> clamp(const T& x, const L& lo, const H& hi) {
+template <typename T, typename L, typename H>
+static inline itm::value_t<T> clamp(const T& x, const L& lo, const H& hi) {
   using V = itm::value_t<T>;
   return (V)min(max((V)x, (V)(itm::value_t<L>)lo), (V)(itm::value_t<H>)hi);
 }

@@ -27,8 +27,8 @@ from .translate import FLOAT_TYPES, translate
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HEADERS = ("itm_metal.h", "itm_memory.h", "itm_library.h", "itm_dispatch.h")  # itm_metal.h includes the others
-FLAGS = ("-std=c++17", "-O1", "-fPIC", "-ffp-contract=off", "-fno-fast-math", "-fno-strict-aliasing", "-fstack-clash-protection",
-         "-Wno-unknown-pragmas", "-Wno-attributes")
+FLAGS = ("-std=c++17", "-O1", "-fPIC", "-ffp-contract=off", "-fno-fast-math", "-fno-strict-aliasing",
+         "-fstack-clash-protection", "-Wno-unknown-pragmas", "-Wno-attributes")
 _REPORT_SIZE = 1 << 16
 MAX_THREADS = 1024  # threads per threadgroup on Apple GPUs
 COMPILE_SECONDS: list = []  # wall time of each kernel compiled in this process (the suite plugin reports them)

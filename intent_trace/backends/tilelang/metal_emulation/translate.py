@@ -214,7 +214,8 @@ def _driver(kernel: str, params: tuple, buffers: tuple, struct: Param | None) ->
                "const unsigned* launch, unsigned long long seed, char* reports, long size) {")
     out.append(f"  std::vector<itm::Region> regions({len(buffers)});")
     for k, p in enumerate(buffers):
-        out.append(f'  regions[{k}].base = bases[{k}]; regions[{k}].bytes = bytes[{k}]; regions[{k}].name = "{p.name}";')
+        out.append(f"  regions[{k}].base = bases[{k}]; regions[{k}].bytes = bytes[{k}]; "
+                   f'regions[{k}].name = "{p.name}";')
     if struct is not None:
         out.append(f"  {struct.ctype} a;")
         out.append("  memset(&a, 0, sizeof a);")
