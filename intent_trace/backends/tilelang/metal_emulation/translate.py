@@ -14,7 +14,8 @@ cannot spell as Metal does:
 - after the last line, a driver: ``itm_run`` binds the buffers and the argument struct, and runs the kernel once per
   thread through :func:`itm::dispatch`.
 
-Only the kernel's own syntax is parsed (the parameter list, the argument struct TVM emits, threadgroup declarations);
+A local variable that shadows a buffer parameter's or threadgroup variable's name is not supported (its uses
+would be rewritten too; TVM never emits one). Only the kernel's own syntax is parsed (the parameter list, the argument struct TVM emits, threadgroup declarations);
 anything else is compiled as it is, so a Metal feature the header lacks is a C++ compile error naming it.
 """
 from __future__ import annotations
