@@ -7,7 +7,8 @@ The lowering is the one every TileLang target shares (:mod:`.emitter`); what dif
   uses it when the target module has it, instead of compiling). Running a kernel needs a Metal runtime (macOS
   on Apple silicon, through PyTorch's MPS backend: ``torch.mps.compile_shader``, TileLang's ``torch``
   execution backend, not exercised yet); elsewhere calling the executable raises RuntimeError
-  (:func:`require_runtime`).
+  (:func:`require_runtime`). ``emulate=True`` runs the same Metal source on any OS instead, compiled as host C++
+  against an emulation header that checks bounds and data races (:mod:`.metal_emulation`, :func:`emulated_executable`).
 - Launch: one threadgroup of one thread runs the serial program (``T.Kernel(1, threads=1)``), as on
   ``tilelang-cuda``: the correctness baseline. Atomics are then plain read-modify-writes, like on ``tilelang-c``.
 - Helpers: Metal has no 64-bit float, so the bodies are not :mod:`.c`'s: they compute the same results with
@@ -58,7 +59,16 @@ COMPILE_FLAGS = ()  # torch.mps.compile_shader takes none: the prelude's pragmas
 M_TYPE = {"bool": "bool", "i8": "char", "i16": "short", "i32": "int", "i64": "long", "index": "long", "u8": "uchar",
           "u16": "ushort", "u32": "uint", "u64": "ulong", "f32": "float", "f16": "float", "bf16": "float"}
 view_storage = c.view_storage
-scalar_storage = c.scalar_storage
+# TVM's Metal code generator passes a scalar narrower than 32 bits through a member of its argument union that it
+# never declares (``arg.p.v_char`` of ``union __TVMArgUnion { int v_int[2]; }``: invalid Metal), so those scalars
+# are int32 parameters holding the value (the kernel casts them back).
+_SCALAR_STORAGE = {"bool": "int32", "i8": "int32", "i16": "int32", "u8": "int32", "u16": "int32"}
+
+
+def scalar_storage(d: T.DType) -> str | None:
+    """The TIR dtype of a runtime scalar parameter when it differs from the value dtype."""
+    return _SCALAR_STORAGE.get(d.name) or c.scalar_storage(d)
+
 
 host_workspaces = True  # Metal kernels cannot allocate: the host sizes every large buffer (storage.py)
 early_exit = "T.evaluate(T.call_extern('int32', 'itm_return'))"  # `return;` from the kernel (see _HEADER)
@@ -413,6 +423,14 @@ def kernel_source(program: str) -> str:
     except Exception as e:
         raise LoweringError(f"target {NAME}: TileLang failed to lower the generated program to Metal: {e}") from e
     return artifact.kernel_source
+
+
+def emulated_executable(graph, checks: bool = True):
+    """The executable that runs this target's Metal program in the host emulator (``emulate=True``: any OS, no
+    Metal device; :mod:`.metal_emulation`)."""
+    from .metal_emulation.executable import build_emulated
+
+    return build_emulated(graph, checks)
 
 
 def to_device(tensor):

@@ -280,7 +280,10 @@ class TileLangExecutable:
         for p, v in zip(params, values):
             if p.kind != "view":
                 storage = self._module.scalar_storage(p.type.dtype)
-                call_args.append((v.view(_NP_STORAGE[storage]) if storage else v).item())
+                if storage:  # the same width: the bits (u32 as int32); narrower: the value widened (Metal)
+                    v, store = np.asarray(v), np.dtype(_NP_STORAGE[storage])
+                    v = v.view(store) if v.dtype.itemsize == store.itemsize else v.astype(store)
+                call_args.append(v.item())
                 continue
             if p.type.access != "In" or not v.flags.c_contiguous:
                 check_allocation(f"the staging copy of view {p.name} of shape {v.shape}", v.shape, v.itemsize)
@@ -375,14 +378,19 @@ class TileLangExecutable:
 _EXECUTABLES: dict = {}
 
 
-def build(graph: KernelGraph, target: str = "tilelang-c", checks: bool = True) -> TileLangExecutable:
+def build(graph: KernelGraph, target: str = "tilelang-c", checks: bool = True,
+          emulate: bool = False) -> TileLangExecutable:
     """Lower ``graph`` for a TileLang target. With ``checks`` (the default) the kernel checks at run time what
     cpu checks (coordinates, extents, unique stores, histogram bins, ...) and the executable raises the same
-    exceptions, leaving every output unchanged; ``checks=False`` drops the checks, as on cpu (T9)."""
-    key = (graph, target, bool(checks))
+    exceptions, leaving every output unchanged; ``checks=False`` drops the checks, as on cpu (T9).
+    ``emulate=True`` runs the target's program in its host emulator (tilelang-metal: metal_emulation)."""
+    key = (graph, target, bool(checks), bool(emulate))
     exe = _EXECUTABLES.get(key)
     if exe is None:
-        exe = TileLangExecutable(graph, target, bool(checks))
+        emulated = getattr(_target_module(target), "emulated_executable", None)
+        if emulate and emulated is None:
+            raise ValueError(f"target {target} has no emulator: emulate=True is for tilelang-metal")
+        exe = emulated(graph, bool(checks)) if emulate else TileLangExecutable(graph, target, bool(checks))
         _EXECUTABLES[key] = exe
     return exe
 
