@@ -60,9 +60,11 @@ def float32_ulp_distance(expected: int | float, actual: int | float) -> int:
 
 @attrs.frozen(slots=True)
 class Tolerance:
-    absolute: float
-    relative: float
-    ulps: int
+    """Per-component limits; a component left out is unconstrained (``Tolerance(ulps=4)``)."""
+
+    absolute: float = math.inf
+    relative: float = math.inf
+    ulps: int = MAX_ULP_DISTANCE
 
     def to_json(self) -> dict:
         return {"absolute": json_number(self.absolute), "relative": json_number(self.relative),
