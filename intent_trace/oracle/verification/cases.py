@@ -106,7 +106,9 @@ def _sum_abs_bound(terms: np.ndarray, axis: int) -> tuple:
 # --- operation cases --------------------------------------------------------------------------
 
 def operation_cases(op: Operation, plan: PlanKey, classes: tuple) -> list:
-    build = {POINTWISE: _pointwise_cases, REDUCE: _fibre_cases, SCAN: _fibre_cases, MATMUL: _matmul_cases}[op.kind]
+    build = {POINTWISE: _pointwise_cases, REDUCE: _fibre_cases, SCAN: _fibre_cases, MATMUL: _matmul_cases}.get(op.kind)
+    if build is None:  # the kinds of coverage_ops
+        from .coverage_cases import coverage_cases as build
     cases = []
     for cls in classes:
         cases.extend(build(op, plan, cls))

@@ -12,6 +12,8 @@ from ... import language as I
 from ... import types as T
 from ...kernel import Kernel
 from .catalogue import MATMUL, POINTWISE, REDUCE, SCAN, Operation
+from .coverage_ops import KINDS as COVERAGE_KINDS
+from .coverage_witnesses import coverage_kernel
 from .records import PlanKey
 
 
@@ -84,6 +86,8 @@ def operation_kernel(op: Operation, plan: PlanKey) -> Kernel:
             value = I.matmul(a[m, k], b[k, n], acc_dtype=acc)
             y[m, n] = I.cast(value, out) if acc is not out else value
         return _named(matmul, name)
+    if op.kind in COVERAGE_KINDS:
+        return coverage_kernel(op.name, op.kind, plan)
     raise ValueError(f"operation {op.name}: unknown kind {op.kind!r}")
 
 

@@ -1,0 +1,111 @@
+"""The data-dependent, packed-format, RNG, atomic and region ops have plans, classes and evidence: every
+case passes Stage One (cpu vs generic) and Stage Two on c-tilelang, metal-tilelang classifies them, and
+one wrong element planted through the target's compiled executable fails every case of every plan."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from intent_trace.graph import ops as kir
+from intent_trace.oracle.verification import catalogue as C
+from intent_trace.oracle.verification import coverage_ops as K
+from intent_trace.oracle.verification import stages
+from intent_trace.oracle.verification.evidence import Outcome
+from intent_trace.oracle.verification.profiles import catalogue_for, classify_profile_plans, operation
+from intent_trace.oracle.verification.records import VerificationClass as VC, VerificationStage as S
+
+NEWLY_COVERED = ("quantize", "scaled_contract", "sparse_contract", "histogram", "scatter_reduce", "unique_store",
+                 "region_fold", "region_scan", "random_bits", "atomic_load", "atomic_store", "atomic_rmw",
+                 "atomic_compare_exchange")
+
+
+def _coverage_classifications(profile="cpu-compiled"):
+    return [c for c in classify_profile_plans(profile) if operation(c.plan.operation).kind in K.KINDS]
+
+
+def test_only_non_covered_ops_stay_excluded_and_metal_classifies_every_new_op():
+    assert set(C.EXCLUDED_OPS) <= {"quantized_dot"}
+    for profile in ("cpu-compiled", "c-tilelang", "metal-tilelang", "cuda-tilelang"):
+        active = {operation(c.plan.operation).canonical_op for c in _coverage_classifications(profile) if c.active}
+        assert set(NEWLY_COVERED) <= active, (profile, set(NEWLY_COVERED) - active)
+    assert set(NEWLY_COVERED) <= set(kir.REGISTRY)
+
+
+def test_classes_are_exact_where_the_result_is_exact():
+    classes = {c.plan.plan_id: c.classes for c in _coverage_classifications()}
+    exact = (VC.BIT_EXACT, VC.SPECIAL_VALUES)
+    for plan_id, cls in classes.items():
+        op = plan_id.split("(")[0]
+        if op in ("scaled_contract", "sparse_contract_two_of_four", "sparse_contract_one_of_two") or \
+                ("f32" in plan_id and ("sum:f32" in plan_id or "scan-sum:f32" in plan_id)):
+            assert cls == (VC.STRUCTURAL,), plan_id
+        else:
+            assert cls == exact, plan_id
+
+
+class _Planted:
+    """A target runner whose compiled executables write one wrong element of their first output."""
+
+    def __init__(self, base: stages._Runner, where: str):
+        self.base, self.where = base, where
+        self.target, self.profile_id, self.receipts = base.target, base.profile_id, base.receipts
+
+    def executable(self, kernel):
+        exe = self.base.executable(kernel)
+        where = self.where
+
+        class Wrong:
+            graph = exe.graph
+
+            def __call__(self, *args):
+                exe(*args)
+                outputs = [a for a, p in zip(args, exe.graph.params) if getattr(p.type, "access", None) == "Out"]
+                flat = outputs[0].reshape(-1)
+                i = 0 if where == "first" else flat.size - 1
+                if flat.dtype == np.bool_:
+                    flat[i] = not flat[i]
+                else:
+                    flat.view(np.dtype(f"u{flat.dtype.itemsize}"))[i] ^= 1 << (flat.dtype.itemsize * 8 - 2)
+
+        return Wrong()
+
+    def run(self, kernel, logical, plan, case, arrays):
+        outputs = stages.execute(self.executable(kernel), case, arrays)
+        return outputs, self.base._receipt(self.base.executable(kernel), logical, plan, case, arrays)
+
+
+@pytest.fixture(scope="module")
+def evidence():
+    """(stage one, stage two, planted stage two) evidence per plan id of every coverage plan."""
+    generic, cpu = stages._Runner("cpu-compiled", "generic"), stages._Runner("cpu-compiled", "cpu")
+    target = stages._Runner("c-tilelang", "tilelang-c")
+    out = {}
+    for i, c in enumerate(_coverage_classifications()):
+        one = stages._plan_evidence(S.ORACLE, "cpu-compiled", c, generic, cpu, None, None)
+        two = stages._plan_evidence(S.TARGET, "c-tilelang", c, cpu, target, None, None)
+        planted = stages._plan_evidence(S.TARGET, "c-tilelang", c, cpu,
+                                        _Planted(target, "first" if i % 2 else "last"), None, None)
+        out[c.plan.plan_id] = (one, two, planted)
+    return out
+
+
+def test_every_new_case_passes_stage_one_and_stage_two_on_c_tilelang(evidence):
+    assert len(evidence) == len(_coverage_classifications())
+    for plan_id, (one, two, _) in evidence.items():
+        bad = [(e.stage.value, e.case_id, e.outcome.value, e.reason) for e in one + two
+               if e.outcome is not Outcome.PASSED]
+        assert not bad, bad
+        assert len(one) == len(two) > 0
+
+
+def test_a_planted_wrong_element_fails_every_case_of_every_new_plan(evidence):
+    for plan_id, (_, _, planted) in evidence.items():
+        assert planted and all(e.outcome is Outcome.FAILED for e in planted), \
+            [(e.case_id, e.outcome.value) for e in planted if e.outcome is not Outcome.FAILED]
+
+
+def test_every_catalogue_plan_of_the_new_ops_is_in_the_profile():
+    cat = catalogue_for("c-tilelang")
+    plans = {p for _, p in cat.plans}
+    for name, _, kind, op_plans in K.specs():
+        assert set(op_plans) <= plans, name
