@@ -13,13 +13,13 @@ import math
 import attrs
 import numpy as np
 
+from .bounds import fibre_sums, prefix_sums, product_sums
 from .catalogue import MATMUL, POINTWISE, REDUCE, SCAN, Operation
 from .payloads import (EncodedBoolPayload, EncodedFloat32Payload, EncodedInputs, EncodedInt32Payload,
                        adversarial_float32_payload, analytic_cases, arbitrary_float32_payload,
                        exact_structural_payload, wide_exponent_float32_payload)
 from .records import PlanKey, Subject, VerificationClass as VC
 
-F32_UNIT_ROUNDOFF = 2.0 ** -24
 _INT_EDGES = (0, 1, -1, 2, -2, 7, 31, 32, 33, 64, -32, 12345, -98765, 2**31 - 1, -2**31, -2**31 + 1)
 _SIGNED_ZERO_F32 = (0.0, -0.0, 1.0, -1.0, 2.0 ** -149, -2.0 ** -149, math.inf, -math.inf)
 
@@ -35,8 +35,10 @@ class Case:
     contraction_length: int | None = None
     seed: int | None = None
     expected: tuple | None = None  # analytic cases: the independent expected values of the first output
-    gamma_terms: int | None = None  # numerical classes: K of the gamma-K envelope (before stage adjustments)
-    sum_absolute_terms: float | None = None  # numerical classes: max over outputs of sum |exact terms|
+    # numerical classes: one bounds.OutputBound per output (None for an exact output): each element's own
+    # K and sum |exact terms|, the accumulator and the output rounding. The stage's policy derives every
+    # element's envelope from it (bounds.path_envelope); see bounds.py for how a new op fills it.
+    bounds: tuple | None = None
 
     def to_json(self) -> dict:
         return {"case_id": self.case_id, "class": self.verification_class.value,
@@ -94,13 +96,6 @@ def _all_combinations(dtypes, pools) -> tuple:
     """
     combos = [c for c in itertools.product(*pools) if sum(_is_nan_word(d, w) for d, w in zip(dtypes, c)) < 2]
     return tuple(_payload_of_words(d, [c[i] for c in combos]) for i, d in enumerate(dtypes))
-
-
-def _sum_abs_bound(terms: np.ndarray, axis: int) -> tuple:
-    """(max over fibres of sum |t|, fibre length), computed in float64 and inflated past its own rounding."""
-    k = terms.shape[axis]
-    total = float(np.max(np.sum(np.abs(terms.astype(np.float64)), axis=axis), initial=0.0))
-    return total * (1.0 + 2.0 * (k + 1) * 2.0 ** -53), k
 
 
 # --- operation cases --------------------------------------------------------------------------
@@ -165,7 +160,7 @@ def _fibre_cases(op: Operation, plan: PlanKey, cls: VC) -> list:
         return [Case(f"{base}/0", cls, EncodedInputs.of(x), ((k, k),), (out_shape(k, k),), (plan.output_dtype,), k)]
     for i, (r, k) in enumerate(_fibre_shapes(cls)):
         seed = case_seed(base, i)
-        terms = None
+        bounds = None
         if cls is VC.STRUCTURAL:
             x = exact_structural_payload(seed, k, product=False, rows=r).lhs
         elif cls is VC.NUMERICAL:
@@ -177,10 +172,10 @@ def _fibre_cases(op: Operation, plan: PlanKey, cls: VC) -> list:
         else:  # BIT_EXACT
             x = _random(dtype, seed, r * k)
         if cls in (VC.NUMERICAL, VC.WIDE_EXPONENT):
-            terms = _sum_abs_bound(x.as_array().reshape(r, k), axis=1)
+            build = prefix_sums if op.kind == SCAN else fibre_sums
+            bounds = (build(x.as_array().reshape(r, k), plan.accumulation_dtype, plan.output_dtype),)
         cases.append(Case(f"{base}/{i}", cls, EncodedInputs.of(x), ((r, k),), (out_shape(r, k),),
-                          (plan.output_dtype,), k, seed, None,
-                          None if terms is None else terms[1], None if terms is None else terms[0]))
+                          (plan.output_dtype,), k, seed, None, bounds))
     return cases
 
 
@@ -239,13 +234,12 @@ def _matmul_cases(op: Operation, plan: PlanKey, cls: VC) -> list:
             a, b = wide_exponent_float32_payload(seed, m * k), wide_exponent_float32_payload(seed + 1, k * n)
         else:
             a, b = _random(dtype, seed, m * k), _random(dtype, seed + 1, k * n)
-        terms = None
+        bounds = None
         if cls in (VC.NUMERICAL, VC.WIDE_EXPONENT):
-            products = a.as_array().astype(np.float64).reshape(m, k, 1) * b.as_array().astype(np.float64).reshape(1, k, n)
-            terms = _sum_abs_bound(products, axis=1)
+            bounds = (product_sums(a.as_array().reshape(m, k), b.as_array().reshape(k, n), plan.accumulation_dtype,
+                                   plan.output_dtype),)
         cases.append(Case(f"{base}/{i}", cls, EncodedInputs.of(a, b), ((m, k), (k, n)), ((m, n),),
-                          (plan.output_dtype,), k, seed, None,
-                          None if terms is None else terms[1], None if terms is None else terms[0]))
+                          (plan.output_dtype,), k, seed, None, bounds))
     return cases
 
 

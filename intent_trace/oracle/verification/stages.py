@@ -12,14 +12,15 @@ import contextvars
 import hashlib
 import importlib
 
+import attrs
 import numpy as np
 
 from ... import compiler
 from ...errors import LoweringError
-from .cases import F32_UNIT_ROUNDOFF, Case, execute, operation_cases, subject_case
+from .bounds import envelope_ratio, inflate, path_envelope
+from .cases import Case, execute, operation_cases, subject_case
 from .catalogue import f64_authority
-from .comparison import compare_exact, compare_float32, exact_policy, stage_one_two_path_policy, \
-    stage_two_float32_policy
+from .comparison import ElementEnvelope, compare_exact, compare_float32, element_envelope_policy, exact_policy
 from .evidence import (CompilationReceipt, Evidence, OracleCertificate, OracleStageResult, Outcome, StageReport,
                        evidence_digest)
 from .profiles import ORACLE_PROFILE_ID, _resolve, catalogue_for, operation, verification_profile
@@ -94,11 +95,11 @@ def _provider_version(target: str) -> str:
     return f"{module} {importlib.import_module(module).__version__}"
 
 
-def _merge(comparisons):
+def _merge(comparisons, envelope=None):
     from .comparison import Comparison, Deviations
 
     if len(comparisons) == 1:
-        return comparisons[0]
+        return attrs.evolve(comparisons[0], envelope=envelope)
     devs = [c.deviations for c in comparisons]
 
     def worst(field):
@@ -107,17 +108,29 @@ def _merge(comparisons):
 
     return Comparison(Deviations(worst("absolute"), worst("relative"), worst("ulps")),
                       sum(c.mismatches for c in comparisons), sum(c.signed_zero_mismatches for c in comparisons),
-                      sum(c.nan_payload_mismatches for c in comparisons))
+                      sum(c.nan_payload_mismatches for c in comparisons), envelope)
 
 
-def compare_outputs(expected: tuple, actual: tuple, dtypes: tuple):
+def compare_outputs(expected: tuple, actual: tuple, dtypes: tuple, envelopes: tuple | None = None):
+    """Compare every output; with ``envelopes`` (per output, a per-element float64 array or None) also record
+    the worst element's deviation relative to its own envelope (flat index over the outputs in order)."""
     comparisons = []
     for e, a, d in zip(expected, actual, dtypes):
         if d == "f32":
             comparisons.append(compare_float32(e, a))
         else:
             comparisons.append(compare_exact(_words(e), _words(a)))
-    return _merge(comparisons)
+    envelope = None
+    if envelopes is not None:
+        worst, offset = (0.0, None, None), 0
+        for e, a, env in zip(expected, actual, envelopes):
+            if env is not None:
+                ratio, i = envelope_ratio(e, a, env)
+                if i is not None and (worst[1] is None or ratio > worst[0]):
+                    worst = (ratio, offset + i, float(np.asarray(env).reshape(-1)[i]))
+            offset += np.asarray(e).size
+        envelope = ElementEnvelope(*worst)
+    return _merge(comparisons, envelope)
 
 
 def _words(a: np.ndarray) -> list:
@@ -127,16 +140,40 @@ def _words(a: np.ndarray) -> list:
     return a.view(np.dtype(f"u{a.dtype.itemsize}")).astype(np.uint64).tolist()
 
 
-def _policy(case: Case, plan, stage: VerificationStage):
-    if case.verification_class.exact:
+def case_envelopes(case: Case, reference_plan) -> tuple | None:
+    """Per output, each element's envelope: the candidate's accumulation path (the case's own bound) plus
+    the reference's path (the same terms accumulated in ``reference_plan``'s accumulator and rounded to
+    its output). Stage One's two paths share one plan (twice one path); Stage Two's reference is the
+    float64 authority, so nearly all of the envelope is the target's own."""
+    if case.bounds is None:
+        return None
+    out = []
+    for b in case.bounds:
+        if b is None:
+            out.append(None)
+            continue
+        ref = attrs.evolve(b, accumulation_dtype=reference_plan.accumulation_dtype or b.accumulation_dtype,
+                           output_dtype=reference_plan.output_dtype)
+        out.append(inflate(path_envelope(b) + path_envelope(ref), 1))
+    return tuple(out)
+
+
+_POLICY_IDS = {VerificationStage.ORACLE: "stage-one-two-path-gamma-v1",
+               VerificationStage.TARGET: "stage-two-float32-gamma-v1"}
+
+
+def _policy(case: Case, plan, stage: VerificationStage, reference_plan=None):
+    if case.verification_class.exact or case.bounds is None:
         return exact_policy()
-    terms = case.gamma_terms
-    if stage is VerificationStage.ORACLE:
-        # a float64 accumulator rounded once to the f32 output: one more term at f32's unit roundoff
-        extra = 1 if plan.accumulation_dtype == "f64" and plan.output_dtype == "f32" else 0
-        return stage_one_two_path_policy(F32_UNIT_ROUNDOFF, terms + extra, case.sum_absolute_terms)
-    # single path: the target's K terms, plus two for the reference's own f64 sum and its rounding to f32
-    return stage_two_float32_policy(terms + 2, case.sum_absolute_terms)
+    reference_plan = reference_plan or plan
+    envelopes = case_envelopes(case, reference_plan)
+    b = next(b for b in case.bounds if b is not None)
+    description = (f"|reference - candidate| <= E_i for every element i, E_i = gamma-K path envelope of the "
+                   f"candidate (u={b.unit_roundoff!r}, rounded to {b.output_dtype}) + that of the reference "
+                   f"({reference_plan.accumulation_dtype} accumulator, rounded to {reference_plan.output_dtype}), "
+                   f"K_i and S_i = sum |exact terms| of element i (max K={b.max_terms}, "
+                   f"max S={b.max_sum_absolute_terms!r}); zero signs and NaN payloads must match")
+    return element_envelope_policy(_POLICY_IDS[stage], envelopes, description)
 
 
 def _evidence(stage, profile_id, logical, plan, subject, case: Case, outcome, reason="", **kw) -> Evidence:
@@ -154,7 +191,8 @@ def _run_case(stage, profile_id, logical, plan, subject, case, reference, candid
     """Run ``case`` on the reference and the candidate and compare; any recoverable error becomes evidence."""
     policy = None
     try:
-        policy = _policy(case, plan, stage) if plan is not None else exact_policy()
+        policy = _policy(case, plan, stage, reference_plan) if plan is not None else exact_policy()
+        envelopes = case_envelopes(case, reference_plan or plan) if policy.envelope_digest else None
         ref_out, _ = reference.run(reference_kernel, logical, reference_plan or plan, case, case.inputs.oracle_arrays())
         out, receipt = candidate.run(candidate_kernel, logical, plan, case, case.inputs.target_arrays())
         if alteration is not None:
@@ -169,10 +207,12 @@ def _run_case(stage, profile_id, logical, plan, subject, case, reference, candid
         ok = policy.accepts(comparison) and ref_ok
         reason = "" if ref_ok else f"the reference ({reference.target}) disagrees with the analytic expectation"
     else:
-        comparison = compare_outputs(ref_out, out, case.output_dtypes)
+        comparison = compare_outputs(ref_out, out, case.output_dtypes, envelopes)
         ok, reason = policy.accepts(comparison), ""
     if not ok and not reason:
-        reason = f"{comparison.mismatches} mismatching elements outside {policy.policy_id}"
+        reason = f"{comparison.mismatches} mismatching elements outside {policy.policy_id}" + (
+            "" if comparison.envelope is None else
+            f" (worst element {comparison.envelope.index}: {comparison.envelope.ratio:.3g} x its own envelope)")
     return _evidence(stage, profile_id, logical, plan, subject, case, Outcome.PASSED if ok else Outcome.FAILED, reason,
                      policy=policy, comparison=comparison, reference_plan=reference_plan, receipt_id=receipt,
                      synchronized=True)
