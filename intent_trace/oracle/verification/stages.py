@@ -17,12 +17,12 @@ import numpy as np
 
 from ... import compiler
 from ...errors import LoweringError
-from .bounds import envelope_ratio, inflate, path_envelope
+from .acceptance import case_envelopes, case_policy, compare_outputs
+from .authority import certify, reconstruct_authority
 from .cases import Case, execute, operation_cases, subject_case
 from .catalogue import f64_authority
-from .comparison import ElementEnvelope, compare_exact, compare_float32, element_envelope_policy, exact_policy
-from .evidence import (CompilationReceipt, Evidence, OracleCertificate, OracleStageResult, Outcome, StageReport,
-                       evidence_digest)
+from .comparison import exact_policy
+from .evidence import CompilationReceipt, Evidence, OracleStageResult, Outcome, StageReport
 from .profiles import ORACLE_PROFILE_ID, _resolve, catalogue_for, operation, verification_profile
 from .records import VerificationClass as VC, VerificationStage
 from .witnesses import operation_kernel, subject_kernels
@@ -95,87 +95,6 @@ def _provider_version(target: str) -> str:
     return f"{module} {importlib.import_module(module).__version__}"
 
 
-def _merge(comparisons, envelope=None):
-    from .comparison import Comparison, Deviations
-
-    if len(comparisons) == 1:
-        return attrs.evolve(comparisons[0], envelope=envelope)
-    devs = [c.deviations for c in comparisons]
-
-    def worst(field):
-        values = [getattr(d, field) for d in devs]
-        return None if any(v is None for v in values) else max(values)
-
-    return Comparison(Deviations(worst("absolute"), worst("relative"), worst("ulps")),
-                      sum(c.mismatches for c in comparisons), sum(c.signed_zero_mismatches for c in comparisons),
-                      sum(c.nan_payload_mismatches for c in comparisons), envelope)
-
-
-def compare_outputs(expected: tuple, actual: tuple, dtypes: tuple, envelopes: tuple | None = None):
-    """Compare every output; with ``envelopes`` (per output, a per-element float64 array or None) also record
-    the worst element's deviation relative to its own envelope (flat index over the outputs in order)."""
-    comparisons = []
-    for e, a, d in zip(expected, actual, dtypes):
-        if d == "f32":
-            comparisons.append(compare_float32(e, a))
-        else:
-            comparisons.append(compare_exact(_words(e), _words(a)))
-    envelope = None
-    if envelopes is not None:
-        worst, offset = (0.0, None, None), 0
-        for e, a, env in zip(expected, actual, envelopes):
-            if env is not None:
-                ratio, i = envelope_ratio(e, a, env)
-                if i is not None and (worst[1] is None or ratio > worst[0]):
-                    worst = (ratio, offset + i, float(np.asarray(env).reshape(-1)[i]))
-            offset += np.asarray(e).size
-        envelope = ElementEnvelope(*worst)
-    return _merge(comparisons, envelope)
-
-
-def _words(a: np.ndarray) -> list:
-    a = np.ascontiguousarray(a)
-    if a.dtype == np.bool_:
-        return a.astype(np.uint32).tolist()
-    return a.view(np.dtype(f"u{a.dtype.itemsize}")).astype(np.uint64).tolist()
-
-
-def case_envelopes(case: Case, reference_plan) -> tuple | None:
-    """Per output, each element's envelope: the candidate's accumulation path (the case's own bound) plus
-    the reference's path (the same terms accumulated in ``reference_plan``'s accumulator and rounded to
-    its output). Stage One's two paths share one plan (twice one path); Stage Two's reference is the
-    float64 authority, so nearly all of the envelope is the target's own."""
-    if case.bounds is None:
-        return None
-    out = []
-    for b in case.bounds:
-        if b is None:
-            out.append(None)
-            continue
-        ref = attrs.evolve(b, accumulation_dtype=reference_plan.accumulation_dtype or b.accumulation_dtype,
-                           output_dtype=reference_plan.output_dtype)
-        out.append(inflate(path_envelope(b) + path_envelope(ref), 1))
-    return tuple(out)
-
-
-_POLICY_IDS = {VerificationStage.ORACLE: "stage-one-two-path-gamma-v1",
-               VerificationStage.TARGET: "stage-two-float32-gamma-v1"}
-
-
-def _policy(case: Case, plan, stage: VerificationStage, reference_plan=None):
-    if case.verification_class.exact or case.bounds is None:
-        return exact_policy()
-    reference_plan = reference_plan or plan
-    envelopes = case_envelopes(case, reference_plan)
-    b = next(b for b in case.bounds if b is not None)
-    description = (f"|reference - candidate| <= E_i for every element i, E_i = gamma-K path envelope of the "
-                   f"candidate (u={b.unit_roundoff!r}, rounded to {b.output_dtype}) + that of the reference "
-                   f"({reference_plan.accumulation_dtype} accumulator, rounded to {reference_plan.output_dtype}), "
-                   f"K_i and S_i = sum |exact terms| of element i (max K={b.max_terms}, "
-                   f"max S={b.max_sum_absolute_terms!r}); zero signs and NaN payloads must match")
-    return element_envelope_policy(_POLICY_IDS[stage], envelopes, description)
-
-
 def _evidence(stage, profile_id, logical, plan, subject, case: Case, outcome, reason="", **kw) -> Evidence:
     hashes = case.inputs.input_hashes
     return Evidence(stage, profile_id, logical, plan, subject, case.verification_class, case.case_id, outcome,
@@ -191,7 +110,7 @@ def _run_case(stage, profile_id, logical, plan, subject, case, reference, candid
     """Run ``case`` on the reference and the candidate and compare; any recoverable error becomes evidence."""
     policy = None
     try:
-        policy = _policy(case, plan, stage, reference_plan) if plan is not None else exact_policy()
+        policy = case_policy(case, plan, stage, reference_plan) if plan is not None else exact_policy()
         envelopes = case_envelopes(case, reference_plan or plan) if policy.envelope_digest else None
         ref_out, _ = reference.run(reference_kernel, logical, reference_plan or plan, case, case.inputs.oracle_arrays())
         out, receipt = candidate.run(candidate_kernel, logical, plan, case, case.inputs.target_arrays())
@@ -203,19 +122,20 @@ def _run_case(stage, profile_id, logical, plan, subject, case, reference, candid
     if case.expected is not None:  # analytic: both paths against the independent expectation
         expected = (np.asarray(case.expected, np.float32),)
         comparison = compare_outputs(expected, out, case.output_dtypes)
-        ref_ok = compare_outputs(expected, ref_out, case.output_dtypes).mismatches == 0
+        reference_comparison = compare_outputs(expected, ref_out, case.output_dtypes)
+        ref_ok = reference_comparison.mismatches == 0
         ok = policy.accepts(comparison) and ref_ok
         reason = "" if ref_ok else f"the reference ({reference.target}) disagrees with the analytic expectation"
     else:
         comparison = compare_outputs(ref_out, out, case.output_dtypes, envelopes)
-        ok, reason = policy.accepts(comparison), ""
+        ok, reason, reference_comparison = policy.accepts(comparison), "", None
     if not ok and not reason:
         reason = f"{comparison.mismatches} mismatching elements outside {policy.policy_id}" + (
             "" if comparison.envelope is None else
             f" (worst element {comparison.envelope.index}: {comparison.envelope.ratio:.3g} x its own envelope)")
     return _evidence(stage, profile_id, logical, plan, subject, case, Outcome.PASSED if ok else Outcome.FAILED, reason,
                      policy=policy, comparison=comparison, reference_plan=reference_plan, receipt_id=receipt,
-                     synchronized=True)
+                     synchronized=True, reference_comparison=reference_comparison)
 
 
 def _deferred(stage, profile_id, classification) -> Evidence:
@@ -253,7 +173,7 @@ def run_oracle_stage(profile) -> OracleStageResult:
                                           _result_alterations.get(stage)))
         _tick(stage, len(cat.classifications) + i + 1, total, f"subject {s.subject.name}")
     evidence = tuple(evidence)
-    certificates = tuple(_certify(profile.profile_id, cat, evidence))
+    certificates = tuple(certify(profile.profile_id, cat, evidence))
     receipts = tuple(oracle.receipts.values())
     return OracleStageResult(StageReport(profile.profile_id, stage, evidence, receipts), certificates)
 
@@ -287,57 +207,7 @@ def _subject_evidence(stage, profile_id, subject, reference, candidate, alterati
                       alteration)]
 
 
-def _certify(profile_id, cat, evidence):
-    by_obligation: dict = {}
-    for e in evidence:
-        by_obligation.setdefault(e.obligation, []).append(e)
-    for c in cat.classifications:
-        if c.active:
-            cert = _certificate_from(profile_id, (c.kernel, c.plan), c.classes, by_obligation.get((c.kernel, c.plan)))
-            if cert is not None:
-                yield cert
-    for s in cat.subjects:
-        cert = _certificate_from(profile_id, s.subject, s.classes, by_obligation.get(s.subject))
-        if cert is not None:
-            yield cert
-
-
-def _certificate_from(profile_id, obligation, classes, records):
-    """A certificate only for complete passing coverage: every class attempted, every attempt passed."""
-    if not records or any(r.outcome is not Outcome.PASSED for r in records):
-        return None
-    if {r.verification_class for r in records} != set(classes):
-        return None
-    if isinstance(obligation, tuple):
-        kernel, plan = obligation
-        return OracleCertificate(profile_id, kernel, None, plan.operation, plan, tuple(classes), evidence_digest(records))
-    return OracleCertificate(profile_id, None, obligation, f"subject:{obligation.name}", None, tuple(classes),
-                             evidence_digest(records))
-
-
 # --- Stage Two ------------------------------------------------------------------------------------
-
-def reconstruct_authority(oracle_result: OracleStageResult) -> dict:
-    """Certificates that rebuild exactly from the result's own evidence, keyed by obligation (plan or subject).
-
-    A certificate whose digest, classes or coverage does not follow from that evidence is forged or
-    stale and grants nothing.
-    """
-    oracle_cat = catalogue_for(ORACLE_PROFILE_ID)
-    by_obligation: dict = {}
-    for e in oracle_result.report.evidence:
-        by_obligation.setdefault(e.obligation, []).append(e)
-    classes = {(c.kernel, c.plan): c.classes for c in oracle_cat.classifications if c.active}
-    classes.update({s.subject: s.classes for s in oracle_cat.subjects})
-    authority = {}
-    for cert in oracle_result.certificates:
-        obligation = cert.obligation
-        rebuilt = _certificate_from(ORACLE_PROFILE_ID, obligation, classes.get(obligation, ()),
-                                    by_obligation.get(obligation))
-        if rebuilt is not None and rebuilt == cert:
-            authority[cert.plan if cert.plan is not None else cert.subject] = cert
-    return authority
-
 
 def require_runtime(profile) -> None:
     """Raise the actionable RuntimeError when the profile's provider or runtime is missing."""
@@ -378,7 +248,8 @@ def run_target_stage(profile, oracle_result) -> StageReport:
         cert = authority.get(reference_plan)
         missing = () if cert is None else tuple(cls for cls in c.classes if cls not in cert.classes)
         if cert is None or missing:
-            why = (f"no valid cpu-compiled certificate for {reference_plan.plan_id}" if cert is None else
+            why = (f"no valid cpu-compiled certificate for {reference_plan.plan_id}: "
+                   f"{authority.why_not(reference_plan)}" if cert is None else
                    f"the certificate of {reference_plan.plan_id} lacks {', '.join(m.value for m in missing)}")
             evidence.extend(Evidence(stage, profile.profile_id, c.kernel, c.plan, None, cls,
                                      f"{c.plan.plan_id}/{cls.value}/blocked", Outcome.BLOCKED, why,
@@ -388,10 +259,11 @@ def run_target_stage(profile, oracle_result) -> StageReport:
                                        _result_alterations.get(stage)))
     for i, s in enumerate(cat.subjects):
         _tick(stage, len(cat.classifications) + i, total, f"subject {s.subject.name}")
-        if s.subject not in authority:
+        if authority.get(s.subject) is None:
             evidence.append(Evidence(stage, profile.profile_id, None, None, s.subject, VC.BIT_EXACT,
                                      f"subject/{s.subject.name}/blocked", Outcome.BLOCKED,
-                                     f"no valid cpu-compiled certificate for subject {s.subject.name}"))
+                                     f"no valid cpu-compiled certificate for subject {s.subject.name}: "
+                                     f"{authority.why_not(s.subject)}"))
             continue
         evidence.extend(_subject_evidence(stage, profile.profile_id, s.subject, oracle, target,
                                           _result_alterations.get(stage)))

@@ -15,6 +15,7 @@ from hypothesis import given, settings, strategies as st
 
 from intent_trace.oracle import Outcome, classify_profile_plans, gamma_bound
 from intent_trace.oracle.verification import stages
+from intent_trace.oracle.verification.authority import certificate_from
 from intent_trace.oracle.verification.bounds import (OutputBound, envelope_ratio, fibre_sums, path_envelope,
                                                      prefix_sums, product_sums)
 from intent_trace.oracle.verification.cases import operation_cases
@@ -138,7 +139,7 @@ def test_a_float64_accumulator_plan_that_accumulates_in_float32_is_not_certified
     assert numerical and any(e.outcome is Outcome.FAILED for e in numerical)
     for e in numerical:  # the envelope is float64's: u = 2**-53 plus one rounding to binary32
         assert "u=1.1102230246251565e-16" in e.policy.description
-    assert stages._certificate_from("cpu-compiled", (evidence[0].kernel, evidence[0].plan),
+    assert certificate_from("cpu-compiled", (evidence[0].kernel, evidence[0].plan),
                                     tuple(sorted({e.verification_class for e in evidence}, key=list(VC).index)),
                                     evidence) is None
 
