@@ -270,20 +270,62 @@ def subject_case(subject: Subject, kernel) -> Case:
 
 # --- execution ------------------------------------------------------------------------------------
 
+# Two poison fills per output: an element is unwritten when it holds the first fill after the run that
+# started from it *and* the second fill after the run that started from that one. One fill is not enough:
+# a Boolean output pre-filled with False hides a kernel that never stores False, and a caller's buffer
+# that already holds the answer hides a kernel that writes nothing. Two fills no single result equals
+# (NaN patterns for floats, bytes 0xA5 / 0x5A elsewhere, False / True for Booleans) cannot both be hidden.
+POISON_BYTES = (0xA5, 0x5A)
+_POISON_F32 = (0x7FBADBAD, 0xFFD5A5A5)  # two NaNs of different sign and payload
+
+
+def poison(shape, dtype, which: int) -> np.ndarray:
+    """An array of ``shape`` and NumPy ``dtype`` holding poison fill ``which`` (0 or 1)."""
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return np.full(shape, bool(which), np.bool_)
+    if dtype == np.float32:
+        return np.full(shape, np.uint32(_POISON_F32[which]), np.uint32).view(np.float32)
+    return np.full(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, POISON_BYTES[which], np.uint8) \
+        .view(dtype).reshape(shape)
+
+
+def poisoned_run(call, specs) -> tuple:
+    """Run ``call(outputs)`` twice, its outputs (``specs``: ``(shape, numpy dtype)`` each) poisoned with two
+    different fills; return (the first run's outputs, per output the number of elements neither run wrote).
+
+    The reusable form of the two-fill rule, for every runner that owns its output buffers (the stages here,
+    ``intent.verify``). ``call`` must run the kernel with fresh inputs each time and synchronise before
+    returning. Nondeterministic results are fine: an element counts as unwritten only when each run left
+    its own fill in place.
+    """
+    runs = []
+    for which in (0, 1):
+        outputs = [poison(shape, dtype, which) for shape, dtype in specs]
+        call(outputs)
+        runs.append(outputs)
+    unwritten = []
+    for (shape, dtype), first, second in zip(specs, *runs):
+        a, b = (np.ascontiguousarray(x).reshape(-1).view(np.uint8).reshape(-1, np.dtype(dtype).itemsize)
+                for x in (first, second))
+        fill_a, fill_b = (poison((1,), dtype, w).view(np.uint8) for w in (0, 1))
+        unwritten.append(int(np.sum(np.all(a == fill_a, axis=1) & np.all(b == fill_b, axis=1))))
+    return tuple(runs[0]), tuple(unwritten)
+
+
+_NUMPY = {"f32": np.float32, "i32": np.int32, "bool": np.bool_, "f64": np.float64, "i64": np.int64}
+
+
 def execute(executable, case: Case, arrays: tuple) -> tuple:
-    """Run one case on decoded ``arrays``; outputs start as NaN/sentinel-filled so unwritten elements show."""
-    inputs = [a.reshape(shape) for a, shape in zip(arrays, case.shapes)]
-    outputs = [_sentinel(shape, dtype) for shape, dtype in zip(case.output_shapes, case.output_dtypes)]
-    executable(*inputs, *outputs)
-    sync = getattr(executable, "synchronize", None)
-    if sync is not None:  # queued target work completes before anything is decoded or compared
-        sync()
-    return tuple(o.reshape(-1) for o in outputs)
+    """Run one case on decoded ``arrays`` under the two-fill rule (``poisoned_run``); returns (flat outputs,
+    unwritten counts per output)."""
+    def call(outputs):
+        inputs = [np.array(a, copy=True).reshape(shape) for a, shape in zip(arrays, case.shapes)]
+        executable(*inputs, *outputs)
+        sync = getattr(executable, "synchronize", None)
+        if sync is not None:  # queued target work completes before anything is decoded or compared
+            sync()
 
-
-def _sentinel(shape, dtype: str) -> np.ndarray:
-    if dtype == "f32":
-        return np.full(shape, np.uint32(0x7FBADBAD), np.uint32).view(np.float32)  # a signalling-NaN pattern
-    if dtype == "bool":
-        return np.zeros(shape, np.bool_)
-    return np.full(shape, -0x5A5A5A5B, np.int32)
+    specs = [(tuple(shape), _NUMPY[dtype]) for shape, dtype in zip(case.output_shapes, case.output_dtypes)]
+    outputs, unwritten = poisoned_run(call, specs)
+    return tuple(o.reshape(-1) for o in outputs), unwritten

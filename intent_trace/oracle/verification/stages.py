@@ -71,9 +71,10 @@ class _Runner:
         return exe
 
     def run(self, kernel, logical, plan, case: Case, arrays) -> tuple:
+        """(flat outputs, unwritten element count per output, receipt id) of one case."""
         exe = self.executable(kernel)
-        outputs = execute(exe, case, arrays)
-        return outputs, self._receipt(exe, logical, plan, case, arrays)
+        outputs, unwritten = execute(exe, case, arrays)
+        return outputs, unwritten, self._receipt(exe, logical, plan, case, arrays)
 
     def _receipt(self, exe, logical, plan, case: Case, arrays) -> str:
         spec = tuple((str(a.dtype), tuple(s)) for a, s in zip(arrays, case.shapes))
@@ -112,8 +113,9 @@ def _run_case(stage, profile_id, logical, plan, subject, case, reference, candid
     try:
         policy = case_policy(case, plan, stage, reference_plan) if plan is not None else exact_policy()
         envelopes = case_envelopes(case, reference_plan or plan) if policy.envelope_digest else None
-        ref_out, _ = reference.run(reference_kernel, logical, reference_plan or plan, case, case.inputs.oracle_arrays())
-        out, receipt = candidate.run(candidate_kernel, logical, plan, case, case.inputs.target_arrays())
+        ref_out, ref_unwritten, _ = reference.run(reference_kernel, logical, reference_plan or plan, case,
+                                                  case.inputs.oracle_arrays())
+        out, unwritten, receipt = candidate.run(candidate_kernel, logical, plan, case, case.inputs.target_arrays())
         if alteration is not None:
             out = alteration(case, out)
     except RECOVERABLE as e:
@@ -129,13 +131,19 @@ def _run_case(stage, profile_id, logical, plan, subject, case, reference, candid
     else:
         comparison = compare_outputs(ref_out, out, case.output_dtypes, envelopes)
         ok, reason, reference_comparison = policy.accepts(comparison), "", None
+    unwritten_total = sum(unwritten) + sum(ref_unwritten)
+    if unwritten_total:
+        ok = False
+        who = [f"{n} by the candidate ({candidate.target})" for n in [sum(unwritten)] if n] + \
+              [f"{n} by the reference ({reference.target})" for n in [sum(ref_unwritten)] if n]
+        reason = f"output elements never written: {', '.join(who)}"
     if not ok and not reason:
         reason = f"{comparison.mismatches} mismatching elements outside {policy.policy_id}" + (
             "" if comparison.envelope is None else
             f" (worst element {comparison.envelope.index}: {comparison.envelope.ratio:.3g} x its own envelope)")
     return _evidence(stage, profile_id, logical, plan, subject, case, Outcome.PASSED if ok else Outcome.FAILED, reason,
                      policy=policy, comparison=comparison, reference_plan=reference_plan, receipt_id=receipt,
-                     synchronized=True, reference_comparison=reference_comparison)
+                     synchronized=True, reference_comparison=reference_comparison, unwritten=unwritten_total)
 
 
 def _deferred(stage, profile_id, classification) -> Evidence:

@@ -13,13 +13,14 @@ from intent_trace.oracle.verification.witnesses import operation_kernel
 
 class PlantedExecutable:
     """A compiled executable whose call goes through ``fault(run, kernel, args)``: ``run()`` is the real call
-    (a fault may skip it, call it, then rewrite the outputs in ``args``, or raise)."""
+    on ``args`` and ``run(*other)`` the real call on other arguments (a fault may skip it, call it, then
+    rewrite the outputs in ``args``, or raise)."""
 
     def __init__(self, exe, kernel, fault):
         self._exe, self._kernel, self._fault = exe, kernel, fault
 
     def __call__(self, *args):
-        return self._fault(lambda: self._exe(*args), self._kernel, args)
+        return self._fault(lambda *other: self._exe(*(other or args)), self._kernel, args)
 
     def __getattr__(self, name):
         return getattr(self._exe, name)
@@ -38,6 +39,17 @@ def planted(monkeypatch, target: str, fault):
     with monkeypatch.context() as m:
         m.setattr(compiler, "compile", compile)
         yield
+
+
+def stage_one(plan_id: str) -> list:
+    """Stage One evidence of one plan (every class), on fresh runners."""
+    from intent_trace.oracle import classify_profile_plans
+    from intent_trace.oracle.verification import stages
+    from intent_trace.oracle.verification.records import VerificationStage
+
+    c = next(c for c in classify_profile_plans("cpu-compiled") if c.plan.plan_id == plan_id)
+    return stages._plan_evidence(VerificationStage.ORACLE, "cpu-compiled", c, stages._Runner("cpu-compiled", "generic"),
+                                 stages._Runner("cpu-compiled", "cpu"), None, None)
 
 
 def plan(plan_id: str):
@@ -80,4 +92,4 @@ def after(rewrite):
     return fault
 
 
-__all__ = ["PlantedExecutable", "planted", "plan", "kernel_of", "only", "after", "is_case", "operation"]
+__all__ = ["PlantedExecutable", "planted", "plan", "kernel_of", "only", "after", "is_case", "stage_one", "operation"]

@@ -21,7 +21,7 @@ from intent_trace.oracle.verification.bounds import (OutputBound, envelope_ratio
 from intent_trace.oracle.verification.cases import operation_cases
 from intent_trace.oracle.verification.records import VerificationClass as VC, VerificationStage
 
-from .planting import after, is_case, only, plan, planted
+from .planting import after, is_case, only, plan, planted, stage_one
 
 U32, U64 = 2.0 ** -24, 2.0 ** -53
 MATMUL_F32 = "matmul(lhs:f32,rhs:f32|compute:f32|dot:f32)->f32"
@@ -33,13 +33,6 @@ F64_PLANS = ("reduce_sum(x:f32|f32->f64;f64->f32|compute:f64|sum:f64)->f32",
 
 def gamma(k: int, u: float) -> float:
     return k * u / (1 - k * u)
-
-
-def stage_one(plan_id: str) -> list:
-    """Stage One evidence of one plan (every class), on fresh runners."""
-    c = next(c for c in classify_profile_plans("cpu-compiled") if c.plan.plan_id == plan_id)
-    return stages._plan_evidence(VerificationStage.ORACLE, "cpu-compiled", c, stages._Runner("cpu-compiled", "generic"),
-                                 stages._Runner("cpu-compiled", "cpu"), None, None)
 
 
 def the_case(plan_id: str, cls: VC):
