@@ -13,13 +13,13 @@ import math
 import attrs
 import numpy as np
 
+from .bounds import fibre_sums, prefix_sums, product_sums
 from .catalogue import MATMUL, POINTWISE, REDUCE, SCAN, Operation
 from .payloads import (EncodedBoolPayload, EncodedFloat32Payload, EncodedInputs, EncodedInt32Payload,
                        adversarial_float32_payload, analytic_cases, arbitrary_float32_payload,
                        exact_structural_payload, wide_exponent_float32_payload)
 from .records import PlanKey, Subject, VerificationClass as VC
 
-F32_UNIT_ROUNDOFF = 2.0 ** -24
 _INT_EDGES = (0, 1, -1, 2, -2, 7, 31, 32, 33, 64, -32, 12345, -98765, 2**31 - 1, -2**31, -2**31 + 1)
 _SIGNED_ZERO_F32 = (0.0, -0.0, 1.0, -1.0, 2.0 ** -149, -2.0 ** -149, math.inf, -math.inf)
 
@@ -35,8 +35,10 @@ class Case:
     contraction_length: int | None = None
     seed: int | None = None
     expected: tuple | None = None  # analytic cases: the independent expected values of the first output
-    gamma_terms: int | None = None  # numerical classes: K of the gamma-K envelope (before stage adjustments)
-    sum_absolute_terms: float | None = None  # numerical classes: max over outputs of sum |exact terms|
+    # numerical classes: one bounds.OutputBound per output (None for an exact output): each element's own
+    # K and sum |exact terms|, the accumulator and the output rounding. The stage's policy derives every
+    # element's envelope from it (bounds.path_envelope); see bounds.py for how a new op fills it.
+    bounds: tuple | None = None
 
     def to_json(self) -> dict:
         return {"case_id": self.case_id, "class": self.verification_class.value,
@@ -94,13 +96,6 @@ def _all_combinations(dtypes, pools) -> tuple:
     """
     combos = [c for c in itertools.product(*pools) if sum(_is_nan_word(d, w) for d, w in zip(dtypes, c)) < 2]
     return tuple(_payload_of_words(d, [c[i] for c in combos]) for i, d in enumerate(dtypes))
-
-
-def _sum_abs_bound(terms: np.ndarray, axis: int) -> tuple:
-    """(max over fibres of sum |t|, fibre length), computed in float64 and inflated past its own rounding."""
-    k = terms.shape[axis]
-    total = float(np.max(np.sum(np.abs(terms.astype(np.float64)), axis=axis), initial=0.0))
-    return total * (1.0 + 2.0 * (k + 1) * 2.0 ** -53), k
 
 
 # --- operation cases --------------------------------------------------------------------------
@@ -167,7 +162,7 @@ def _fibre_cases(op: Operation, plan: PlanKey, cls: VC) -> list:
         return [Case(f"{base}/0", cls, EncodedInputs.of(x), ((k, k),), (out_shape(k, k),), (plan.output_dtype,), k)]
     for i, (r, k) in enumerate(_fibre_shapes(cls)):
         seed = case_seed(base, i)
-        terms = None
+        bounds = None
         if cls is VC.STRUCTURAL:
             x = exact_structural_payload(seed, k, product=False, rows=r).lhs
         elif cls is VC.NUMERICAL:
@@ -179,10 +174,10 @@ def _fibre_cases(op: Operation, plan: PlanKey, cls: VC) -> list:
         else:  # BIT_EXACT
             x = _random(dtype, seed, r * k)
         if cls in (VC.NUMERICAL, VC.WIDE_EXPONENT):
-            terms = _sum_abs_bound(x.as_array().reshape(r, k), axis=1)
+            build = prefix_sums if op.kind == SCAN else fibre_sums
+            bounds = (build(x.as_array().reshape(r, k), plan.accumulation_dtype, plan.output_dtype),)
         cases.append(Case(f"{base}/{i}", cls, EncodedInputs.of(x), ((r, k),), (out_shape(r, k),),
-                          (plan.output_dtype,), k, seed, None,
-                          None if terms is None else terms[1], None if terms is None else terms[0]))
+                          (plan.output_dtype,), k, seed, None, bounds))
     return cases
 
 
@@ -241,13 +236,12 @@ def _matmul_cases(op: Operation, plan: PlanKey, cls: VC) -> list:
             a, b = wide_exponent_float32_payload(seed, m * k), wide_exponent_float32_payload(seed + 1, k * n)
         else:
             a, b = _random(dtype, seed, m * k), _random(dtype, seed + 1, k * n)
-        terms = None
+        bounds = None
         if cls in (VC.NUMERICAL, VC.WIDE_EXPONENT):
-            products = a.as_array().astype(np.float64).reshape(m, k, 1) * b.as_array().astype(np.float64).reshape(1, k, n)
-            terms = _sum_abs_bound(products, axis=1)
+            bounds = (product_sums(a.as_array().reshape(m, k), b.as_array().reshape(k, n), plan.accumulation_dtype,
+                                   plan.output_dtype),)
         cases.append(Case(f"{base}/{i}", cls, EncodedInputs.of(a, b), ((m, k), (k, n)), ((m, n),),
-                          (plan.output_dtype,), k, seed, None,
-                          None if terms is None else terms[1], None if terms is None else terms[0]))
+                          (plan.output_dtype,), k, seed, None, bounds))
     return cases
 
 
@@ -278,20 +272,62 @@ def subject_case(subject: Subject, kernel) -> Case:
 
 # --- execution ------------------------------------------------------------------------------------
 
+# Two poison fills per output: an element is unwritten when it holds the first fill after the run that
+# started from it *and* the second fill after the run that started from that one. One fill is not enough:
+# a Boolean output pre-filled with False hides a kernel that never stores False, and a caller's buffer
+# that already holds the answer hides a kernel that writes nothing. Two fills no single result equals
+# (NaN patterns for floats, bytes 0xA5 / 0x5A elsewhere, False / True for Booleans) cannot both be hidden.
+POISON_BYTES = (0xA5, 0x5A)
+_POISON_F32 = (0x7FBADBAD, 0xFFD5A5A5)  # two NaNs of different sign and payload
+
+
+def poison(shape, dtype, which: int) -> np.ndarray:
+    """An array of ``shape`` and NumPy ``dtype`` holding poison fill ``which`` (0 or 1)."""
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return np.full(shape, bool(which), np.bool_)
+    if dtype == np.float32:
+        return np.full(shape, np.uint32(_POISON_F32[which]), np.uint32).view(np.float32)
+    return np.full(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, POISON_BYTES[which], np.uint8) \
+        .view(dtype).reshape(shape)
+
+
+def poisoned_run(call, specs) -> tuple:
+    """Run ``call(outputs)`` twice, its outputs (``specs``: ``(shape, numpy dtype)`` each) poisoned with two
+    different fills; return (the first run's outputs, per output the number of elements neither run wrote).
+
+    The reusable form of the two-fill rule, for every runner that owns its output buffers (the stages here,
+    ``intent.verify``). ``call`` must run the kernel with fresh inputs each time and synchronise before
+    returning. Nondeterministic results are fine: an element counts as unwritten only when each run left
+    its own fill in place.
+    """
+    runs = []
+    for which in (0, 1):
+        outputs = [poison(shape, dtype, which) for shape, dtype in specs]
+        call(outputs)
+        runs.append(outputs)
+    unwritten = []
+    for (shape, dtype), first, second in zip(specs, *runs):
+        a, b = (np.ascontiguousarray(x).reshape(-1).view(np.uint8).reshape(-1, np.dtype(dtype).itemsize)
+                for x in (first, second))
+        fill_a, fill_b = (poison((1,), dtype, w).view(np.uint8) for w in (0, 1))
+        unwritten.append(int(np.sum(np.all(a == fill_a, axis=1) & np.all(b == fill_b, axis=1))))
+    return tuple(runs[0]), tuple(unwritten)
+
+
+_NUMPY = {"f32": np.float32, "i32": np.int32, "bool": np.bool_, "f64": np.float64, "i64": np.int64}
+
+
 def execute(executable, case: Case, arrays: tuple) -> tuple:
-    """Run one case on decoded ``arrays``; outputs start as NaN/sentinel-filled so unwritten elements show."""
-    inputs = [a.reshape(shape) for a, shape in zip(arrays, case.shapes)]
-    outputs = [_sentinel(shape, dtype) for shape, dtype in zip(case.output_shapes, case.output_dtypes)]
-    executable(*inputs, *outputs)
-    sync = getattr(executable, "synchronize", None)
-    if sync is not None:  # queued target work completes before anything is decoded or compared
-        sync()
-    return tuple(o.reshape(-1) for o in outputs)
+    """Run one case on decoded ``arrays`` under the two-fill rule (``poisoned_run``); returns (flat outputs,
+    unwritten counts per output)."""
+    def call(outputs):
+        inputs = [np.array(a, copy=True).reshape(shape) for a, shape in zip(arrays, case.shapes)]
+        executable(*inputs, *outputs)
+        sync = getattr(executable, "synchronize", None)
+        if sync is not None:  # queued target work completes before anything is decoded or compared
+            sync()
 
-
-def _sentinel(shape, dtype: str) -> np.ndarray:
-    if dtype == "f32":
-        return np.full(shape, np.uint32(0x7FBADBAD), np.uint32).view(np.float32)  # a signalling-NaN pattern
-    if dtype == "bool":
-        return np.zeros(shape, np.bool_)
-    return np.full(shape, -0x5A5A5A5B, np.int32)
+    specs = [(tuple(shape), _NUMPY[dtype]) for shape, dtype in zip(case.output_shapes, case.output_dtypes)]
+    outputs, unwritten = poisoned_run(call, specs)
+    return tuple(o.reshape(-1) for o in outputs), unwritten
