@@ -2,10 +2,9 @@
 
 Beyond the spec (DESIGN.md §4). The caller's arrays are encoded once (their bytes hashed) and every
 execution decodes fresh copies of those bytes, so no run can see another's writes and the caller's
-arrays are never modified. Out parameters start as poison, twice (a NaN pattern, then a finite one;
-for integers two complementary words), and each target run is compared with the oracle run of the
-same fill: an element the target leaves unwritten equals at most one of the fills, so it always fails,
-while an element that the oracle leaves unwritten too compares equal.
+arrays are never modified. Out parameters start as poison, twice (``cases.poisoned_run``): an element
+that keeps each run's own fill was not written, and a target that leaves more elements unwritten than
+the oracle fails (an element the oracle leaves alone too compares equal: both hold the first fill).
 
 Acceptance is per output, by default derived from the graph (:mod:`.kernel_bounds`): exact where every
 op feeding the output is exact or correctly rounded, a bound that adds up vendor-math and accumulation
@@ -24,6 +23,7 @@ import numpy as np
 from ... import compiler
 from ...kernel import Kernel
 from .comparison import MAX_ULP_DISTANCE, Comparison, Tolerance
+from .cases import poisoned_run
 from .evidence import canonical_json
 from .kernel_bounds import output_bounds
 from .kernel_policy import OutputPolicy, accept, graph_policy, user_policy
@@ -85,24 +85,6 @@ def _encode(value):
     return digest, (lambda: value)
 
 
-# Two fills per dtype kind that no single result can equal both of (floats: a NaN pattern, a finite word).
-_FILLS = {"f": (0x7FBADBAD7FBADBAD, 0x3BADF00D3BADF00D), "i": (0x5A5A5A5A5A5A5A5B, -0x5A5A5A5A5A5A5A5C),
-          "u": (0x5A5A5A5A5A5A5A5B, 0xA5A5A5A5A5A5A5A4), "b": (0, 1)}
-
-
-def poisoned(like: np.ndarray, fill: int) -> np.ndarray:
-    """An array shaped and typed like ``like``, every element the ``fill``-th poison word of its dtype."""
-    kind = like.dtype.kind
-    word = _FILLS.get(kind, _FILLS["u"])[fill]
-    if kind == "b":
-        return np.full(like.shape, bool(word))
-    width = like.dtype.itemsize * 8
-    bits = np.full(like.shape, word & ((1 << width) - 1), np.dtype(f"u{like.dtype.itemsize}"))
-    if kind == "f" and width == 16 and like.dtype != np.float16:  # bfloat16 (ml_dtypes): the upper half's pattern
-        bits = np.full(like.shape, (word >> 16) & 0xFFFF, np.uint16)
-    return bits.view(like.dtype)
-
-
 def _check_tolerance(tolerance) -> None:
     if tolerance is None:
         return
@@ -120,19 +102,27 @@ def _check_tolerance(tolerance) -> None:
         raise ValueError("a Tolerance must constrain at least one of absolute, relative, ulps")
 
 
-def _runs(exe, encoded, outputs: dict) -> list:
-    """The argument lists of two runs of ``exe``: fresh decoded inputs, Out parameters poisoned per fill."""
+def _runs(exe, encoded, poison: list) -> tuple:
+    """(arguments of the first of two runs, unwritten count per poisoned output) under the two-fill rule
+    (``cases.poisoned_run``): fresh decoded inputs each run, the Out parameters ``poison`` poisoned."""
+    specs = []
+    for i in poison:
+        a = np.asarray(encoded[i][1]())
+        specs.append((a.shape, a.dtype))
     runs = []
-    for fill in (0, 1):
+
+    def call(outputs):
         values = [decode() for _, decode in encoded]
-        for i in outputs:
-            values[i] = poisoned(np.asarray(values[i]), fill)
+        for i, o in zip(poison, outputs):
+            values[i] = o
         exe(*values)
         sync = getattr(exe, "synchronize", None)
         if sync is not None:
             sync()
         runs.append(values)
-    return runs
+
+    _, unwritten = poisoned_run(call, specs)
+    return runs[0], dict(zip(poison, unwritten))
 
 
 def verify(kernel: Kernel, target: str, *args, tolerance: Tolerance | None = None, **constexprs) -> KernelVerification:
@@ -153,16 +143,17 @@ def verify(kernel: Kernel, target: str, *args, tolerance: Tolerance | None = Non
     written = {i: p for i, p in enumerate(graph.params)
                if getattr(p.type, "access", None) in ("Out", "InOut") and i < len(args)}
     poison = [i for i, p in written.items() if p.type.access == "Out"]
-    target_runs, oracle_runs = _runs(candidate, encoded, poison), _runs(oracle, encoded, poison)
+    (got, got_unwritten), (want, want_unwritten) = _runs(candidate, encoded, poison), _runs(oracle, encoded, poison)
     bounds = output_bounds(graph, [decode() for _, decode in encoded], target)
     outputs = []
     for i, p in written.items():
-        want0 = np.asarray(oracle_runs[0][i])
+        w = np.asarray(want[i])
         policy = user_policy(tolerance) if tolerance is not None else graph_policy(p.name, bounds[p.name],
-                                                                                    want0.dtype, target)
-        results = [accept(np.asarray(o[i]), np.asarray(t[i]), policy, tolerance)
-                   for o, t in zip(oracle_runs, target_runs)]
-        worst = max(results, key=lambda r: (not r[1], r[0].mismatches))
-        outputs.append(OutputComparison(p.name, str(want0.dtype), tuple(want0.shape), worst[0], policy,
-                                        all(ok for _, ok in results)))
+                                                                                    w.dtype, target)
+        cmp, ok = accept(w, np.asarray(got[i]), policy, tolerance)
+        unwritten = got_unwritten.get(i, 0) - want_unwritten.get(i, 0)  # the oracle may leave elements alone too
+        if unwritten:
+            policy = attrs.evolve(policy, reason=f"{policy.reason}; the target left {unwritten} more element(s) "
+                                                 f"unwritten than the oracle")
+        outputs.append(OutputComparison(p.name, str(w.dtype), tuple(w.shape), cmp, policy, ok and not unwritten))
     return KernelVerification(kernel.name, target, ORACLE_TARGET, tuple(h for h, _ in encoded), tuple(outputs))
