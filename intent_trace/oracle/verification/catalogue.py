@@ -156,9 +156,7 @@ SUBJECTS: tuple = (
 )
 
 # Registry ops that are neither a verification operation nor exercised by a subject, and why.
-EXCLUDED_OPS: dict = {
-    "quantized_dot": "its f32 accumulation of scaled block sums needs a per-output gamma bound (not yet wired)",
-}
+EXCLUDED_OPS: dict = {}
 
 # What a carrier cannot execute: plans that use these dtypes are not advertised by it.
 CARRIER_LIMITS: dict = {"tilelang-metal": frozenset({"f64"})}  # Metal has no 64-bit float (it has long)

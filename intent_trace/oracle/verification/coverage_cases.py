@@ -14,7 +14,10 @@ import itertools
 
 import numpy as np
 
+from ... import _format_mx as mx
+from .. import generic_quant
 from . import coverage_ops as K
+from .bounds import OutputBound, fibre_sums, inflate, magnitude_of, prefix_sums, product_sums
 from .cases import _INT_EDGES, Case, case_seed
 from .coverage_witnesses import HISTOGRAM_BINS, MX_CARRIERS, QUANT_K, SPARSE_KC
 from .payloads import (EncodedBoolPayload, EncodedFloat32Payload, EncodedInputs, EncodedInt32Payload,
@@ -40,11 +43,12 @@ def _rng(*parts) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(case_seed(*parts)))
 
 
-def _case(plan, cls: VC, i: int, operands, outputs, seed=None) -> Case:
-    """``operands``: (payload, shape) pairs; ``outputs``: (shape, dtype) pairs."""
+def _case(plan, cls: VC, i: int, operands, outputs, seed=None, bounds=None, k=None) -> Case:
+    """``operands``: (payload, shape) pairs; ``outputs``: (shape, dtype) pairs; ``bounds``: one
+    ``bounds.OutputBound`` (or None) per output, for the numerical class."""
     return Case(f"{plan.plan_id}/{cls.value}/{i}", cls, EncodedInputs.of(*(p for p, _ in operands)),
                 tuple(tuple(s) for _, s in operands), tuple(tuple(s) for s, _ in outputs),
-                tuple(d for _, d in outputs), None, seed)
+                tuple(d for _, d in outputs), k, seed, None, None if bounds is None else tuple(bounds))
 
 
 def _nan_free_edges() -> np.ndarray:
@@ -155,9 +159,20 @@ def _combine_cases(op, plan, cls):
         else:
             v, init = _values(dtype, rng, len(idx), structural=structural), _values(dtype, rng, n, structural=structural)
         enc = _i32 if dtype == "i32" else _f32
+        bounds = (_collision_sums(idx, v, init),) if cls is VC.NUMERICAL else None
         cases.append(_case(plan, cls, i, ((_i32(idx), (len(idx),)), (enc(v), (len(idx),)), (enc(init), (n,))),
-                           (((n,), dtype),)))
+                           (((n,), dtype),), bounds=bounds))
     return cases
+
+
+def _collision_sums(idx, v, init) -> OutputBound:
+    """Destination d sums its initial value and every value scattered to it, in any order: K_d terms."""
+    n = len(init)
+    t, i0 = np.asarray(v, np.float64), np.asarray(init, np.float64)
+    counts = np.bincount(idx, minlength=n) + 1
+    s = inflate(np.abs(i0) + np.bincount(idx, np.abs(t), minlength=n), counts)
+    total = i0 + np.bincount(idx, t, minlength=n)
+    return OutputBound.of(counts, s, "f32", "f32", magnitude_of(total, s, counts))
 
 
 def _load_store_cases(op, plan, cls):
@@ -216,10 +231,13 @@ def _quantize_cases(op, plan, cls):
 _E4M3_STRUCTURAL = np.array([s | (e << 3) | m for s in (0, 0x80) for e in (7, 8) for m in range(8)] + [0, 0x80])
 
 
-def _mx_codes(fmt: str, rng, shape) -> np.ndarray:
+_E4M3_FINITE = np.array([c for c in range(256) if c & 0x7F != 0x7F])  # every code but the two NaNs
+
+
+def _mx_codes(fmt: str, rng, shape, numerical: bool = False) -> np.ndarray:
     if fmt == "e2m1":  # every byte is two valid e2m1 codes (no NaN, no inf): |value| <= 6 in steps of 0.5
         return rng.integers(0, 256, shape)
-    return rng.choice(_E4M3_STRUCTURAL, shape)
+    return rng.choice(_E4M3_FINITE if numerical else _E4M3_STRUCTURAL, shape)
 
 
 def _scaled_cases(op, plan, cls):
@@ -227,13 +245,27 @@ def _scaled_cases(op, plan, cls):
     G*32 <= 96 products needs at most 21 bits: every association gives the one exact result."""
     fl, fr = plan.operand_dtypes[0], plan.operand_dtypes[2]
     rng = _rng(plan.plan_id, cls.value)
+    numerical = cls is VC.NUMERICAL
     cases = []
     for i, (m, g, n) in enumerate(((5, 3, 4), (1, 1, 1), (2, 2, 7))):
-        a, b = _mx_codes(fl, rng, (m, g, MX_CARRIERS[fl])), _mx_codes(fr, rng, (g, MX_CARRIERS[fr], n))
-        sa, sb = rng.integers(126, 129, (m, g)), rng.integers(126, 129, (n, g))
+        a, b = (_mx_codes(fl, rng, (m, g, MX_CARRIERS[fl]), numerical),
+                _mx_codes(fr, rng, (g, MX_CARRIERS[fr], n), numerical))
+        lo, hi = (112, 143) if numerical else (126, 129)  # scales 2^-15..2^15, or 2^-1..2^1
+        sa, sb = rng.integers(lo, hi, (m, g)), rng.integers(lo, hi, (n, g))
+        bounds = (_scaled_sums(fl, fr, a, sa, b, sb),) if numerical else None
         cases.append(_case(plan, cls, i, ((_i32(a), a.shape), (_i32(sa), sa.shape), (_i32(b), b.shape),
-                                          (_i32(sb), sb.shape)), (((m, n), "f32"),)))
+                                          (_i32(sb), sb.shape)), (((m, n), "f32"),), bounds=bounds, k=g * 32))
     return cases
+
+
+def _scaled_sums(fl, fr, a, sa, b, sb) -> OutputBound:
+    """The decoded operands (T6: value = 2^(s-127) * decode(code)) as an (M, G*32) @ (G*32, N) contraction;
+    every product is exact in float64 (and in the f32 accumulator: no exponent leaves its range here)."""
+    m, g, _ = a.shape
+    n = b.shape[2]
+    lhs = mx.decode_elements(a, fl, axis=2) * mx.decode_scales(sa)[:, :, None]  # (m, g, 32)
+    rhs = mx.decode_elements(b, fr, axis=1) * mx.decode_scales(sb).T[:, None, :]  # (g, 32, n)
+    return product_sums(lhs.reshape(m, g * 32), rhs.reshape(g * 32, n), "f32", "f32")
 
 
 def _sparse_metadata(schema: str, rng, m: int) -> np.ndarray:
@@ -247,31 +279,92 @@ def _sparse_cases(op, plan, cls):
     """Structural: nonzero integers of magnitude <= 16, so every partial sum of <= 64 products is exact."""
     schema = op.name.split("sparse_contract_")[1]
     rng = _rng(plan.plan_id, cls.value)
+    numerical = cls is VC.NUMERICAL
     cases = []
     for i, (m, n) in enumerate(((5, 6), (1, 1), (3, 9))):
-        a = rng.choice(np.r_[-16:0, 1:17], (m, SPARSE_KC)).astype(np.float32)
-        b = rng.choice(np.r_[-16:0, 1:17], (2 * SPARSE_KC, n)).astype(np.float32)
+        if numerical:
+            a, b = _values("f32", rng, m * SPARSE_KC).reshape(m, SPARSE_KC), \
+                _values("f32", rng, 2 * SPARSE_KC * n).reshape(2 * SPARSE_KC, n)
+        else:
+            a = rng.choice(np.r_[-16:0, 1:17], (m, SPARSE_KC)).astype(np.float32)
+            b = rng.choice(np.r_[-16:0, 1:17], (2 * SPARSE_KC, n)).astype(np.float32)
         meta = _sparse_metadata(schema, rng, m)
+        bounds = (product_sums(_dense(schema, a, meta), b, "f32", "f32"),) if numerical else None
         cases.append(_case(plan, cls, i, ((_f32(a), a.shape), (_i32(meta), meta.shape), (_f32(b), b.shape)),
-                           (((m, n), "f32"),)))
+                           (((m, n), "f32"),), bounds=bounds, k=2 * SPARSE_KC))
     return cases
+
+
+def _dense(schema: str, a: np.ndarray, meta: np.ndarray) -> np.ndarray:
+    """T7's logical dense lhs: the kept value whose metadata is p at position p of its group, else 0."""
+    keep, group = (1, 2) if schema == "one_of_two" else (2, 4)
+    m, kc = a.shape
+    dense = np.zeros((m, kc // keep * group))
+    cols = (np.arange(kc) // keep) * group + meta
+    np.put_along_axis(dense, cols, a.astype(np.float64), axis=1)
+    return dense
 
 
 def _region_cases(op, plan, cls):
     dtype, rng = plan.operand_dtypes[0], _rng(plan.plan_id, cls.value)
     cases = []
-    lengths = (1, 37, 1000) if cls is VC.STRUCTURAL else ((4099,) if cls is VC.BIT_EXACT else (64,))
+    lengths = {VC.STRUCTURAL: (1, 37, 1000), VC.NUMERICAL: (37, 1000), VC.BIT_EXACT: (4099,)}.get(cls, (64,))
     for i, n in enumerate(lengths):
         if cls is VC.SPECIAL_VALUES:
             x = _edge_values(dtype, n, i)
         else:
             x = _values(dtype, rng, n, structural=cls is VC.STRUCTURAL)
         outs = (((2,), dtype),) if op.kind == K.REGION_FOLD else (((n,), dtype), ((1,), dtype))
-        cases.append(_case(plan, cls, i, (((_i32 if dtype == "i32" else _f32)(x), (n,)),), outs))
+        bounds = _region_bounds(op.kind, x) if cls is VC.NUMERICAL else None
+        cases.append(_case(plan, cls, i, (((_i32 if dtype == "i32" else _f32)(x), (n,)),), outs, bounds=bounds,
+                           k=n))
     return cases
 
 
+def _region_bounds(kind: str, x: np.ndarray) -> tuple:
+    """The fold's (sum, max): the sum of all n terms in any legal segmentation, the max exact (K = 0); the
+    scan's outputs: prefix j sums its j + 1 terms (any segmentation re-associates only), the state all n."""
+    whole = fibre_sums(np.asarray(x).reshape(1, -1), "f32", "f32")
+    if kind == K.REGION_FOLD:
+        return (OutputBound.of([whole.terms[0], 0], [whole.sum_absolute_terms[0], 0.0], "f32", "f32",
+                               [whole.magnitude[0], 0.0]),)
+    return prefix_sums(np.asarray(x).reshape(1, -1), "f32", "f32"), whole
+
+
+def _quantized_dot_cases(op, plan, cls):
+    lf = op.name.split("_")[2] + "_k"
+    rng = _rng(plan.plan_id, cls.value)
+    x, y = _quantize_rows(VC.BIT_EXACT, rng, lf == "q4_k"), _quantize_rows(VC.BIT_EXACT, rng, False)
+    y = y[::-1].copy()  # pair large rows with small ones
+    return [_case(plan, cls, 0, ((_f32(x), x.shape), (_f32(y), y.shape)), (((x.shape[0],), "f32"),),
+                  bounds=(_quantized_sums(lf, x, y),), k=QUANT_K)]
+
+
+def _quantized_sums(lf: str, x: np.ndarray, y: np.ndarray) -> OutputBound:
+    """quantization.md Q3: per block, f32(x.d) * y.d * (exact integer sum) [- f32(x.dmin) * y.d * (exact
+    integer sum)], the block terms summed in f32. The quantized fields are quantize's (bit-exact on every
+    target, its own plan verifies that), computed here by the reference's host codec; every piece of a
+    term passes through at most nb + 6 roundings (two products, the integer sum's conversion, the
+    subtraction, nb additions), so K = nb + 6 and S = sum over blocks of |pieces|."""
+    yd, yqs, ybs = (np.asarray(v) for v in generic_quant.quantize_q8_k(y))
+    nb = yd.shape[-1]
+    if lf == "q8_k":
+        xd, xqs, _ = (np.asarray(v) for v in generic_quant.quantize_q8_k(x))
+        isum = np.einsum("rbi,rbi->rb", xqs.astype(np.int64), yqs.astype(np.int64))
+        pieces = np.abs(xd.astype(np.float64) * yd.astype(np.float64) * isum)
+    else:
+        xd, xdmin, sc, mn, q = (np.asarray(v) for v in generic_quant.quantize_q4_k(x))
+        prod = (q.astype(np.int64) * yqs.astype(np.int64)).reshape(q.shape[:-1] + (8, 32)).sum(axis=-1)
+        blockint = (prod * sc.astype(np.int64)).sum(axis=-1)
+        sumi = (ybs.astype(np.int64) * np.repeat(mn.astype(np.int64), 2, axis=-1)).sum(axis=-1)
+        pieces = np.abs(xd.astype(np.float64) * yd.astype(np.float64) * blockint) + \
+            np.abs(xdmin.astype(np.float64) * yd.astype(np.float64) * sumi)
+    s = inflate(pieces.sum(axis=-1), 4 * nb)
+    return OutputBound.of(nb + 6, s, "f32", "f32")
+
+
 BUILDERS = {
+    K.QUANTIZED_DOT: _quantized_dot_cases,
     K.RANDOM: _random_cases, K.HISTOGRAM: _histogram_cases, K.UNIQUE_STORE: _unique_store_cases,
     K.SCATTER: _combine_cases, K.ATOMIC_RMW: _combine_cases, K.ATOMIC_LOAD: _load_store_cases,
     K.ATOMIC_STORE: _load_store_cases, K.ATOMIC_CAS: _cas_cases, K.QUANTIZE: _quantize_cases,

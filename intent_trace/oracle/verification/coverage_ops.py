@@ -12,7 +12,8 @@ Classes: ``bit-exact`` and ``special-values`` where the result is exact whatever
 bits, integer histograms and scatters, commutative atomics' final state, unique stores, quantize's
 bytes); ``structural-exact`` for floating accumulations fed with exactly representable terms (every
 association gives one result: scaled/sparse contract, float scatter-add, float atomic add, region
-fold/scan).
+fold/scan), then ``numerical-gamma`` for ordinary terms of those and of quantized_dot, each output
+element within its own gamma-K envelope.
 
 This module imports only records, so ``catalogue`` can append its entries without an import cycle.
 """
@@ -28,13 +29,15 @@ KINDS = (RANDOM, HISTOGRAM, UNIQUE_STORE, SCATTER, ATOMIC_RMW, ATOMIC_LOAD, ATOM
          QUANTIZED_DOT, SCALED, SPARSE, REGION_FOLD, REGION_SCAN)
 
 EXACT_CLASSES = (VC.BIT_EXACT, VC.SPECIAL_VALUES)
-STRUCTURAL_CLASSES = (VC.STRUCTURAL,)
+# floating accumulations: exactly representable terms (every association agrees), then ordinary terms
+# within each output element's own gamma-K envelope (``bounds.OutputBound``)
+ACCUMULATING_CLASSES = (VC.STRUCTURAL, VC.NUMERICAL)
 
 # kind -> the classes an active plan of that kind must pass, by whether the plan accumulates in floating point
 _CLASSES = {
     RANDOM: EXACT_CLASSES, HISTOGRAM: EXACT_CLASSES, UNIQUE_STORE: EXACT_CLASSES, ATOMIC_LOAD: EXACT_CLASSES,
     ATOMIC_STORE: EXACT_CLASSES, ATOMIC_CAS: EXACT_CLASSES, QUANTIZE: EXACT_CLASSES,
-    SCALED: STRUCTURAL_CLASSES, SPARSE: STRUCTURAL_CLASSES, QUANTIZED_DOT: (VC.NUMERICAL,),
+    SCALED: ACCUMULATING_CLASSES, SPARSE: ACCUMULATING_CLASSES, QUANTIZED_DOT: (VC.NUMERICAL,),
 }
 
 
@@ -88,6 +91,10 @@ def specs() -> tuple:
         ("quantize_q4_k", "quantize", QUANTIZE,
          (_plan("quantize_q4_k", (("values", "f32"),), "u8", compute="f32",
                 conversions=("f32->f16", "f32->u8")),)),
+        *((f"quantized_dot_{lf}_q8_k", "quantized_dot", QUANTIZED_DOT,
+           (_plan(f"quantized_dot_{lf}_q8_k", (("lhs", "f32"), ("rhs", "f32")), "f32", acc="dot", acc_dtype="f32",
+                  conversions=(f"f32->{lf}", "f32->q8_k")),))
+          for lf in ("q4_k", "q8_k")),
         ("scaled_contract", "scaled_contract", SCALED,
          tuple(_plan("scaled_contract", (("lhs", fl), ("lhs_scale", "e8m0"), ("rhs", fr), ("rhs_scale", "e8m0")),
                      "f32", compute="f32", acc="dot", acc_dtype="f32")
@@ -113,4 +120,4 @@ def required_classes(kind: str, plan: PlanKey) -> tuple | None:
     if kind in _CLASSES:
         return _CLASSES[kind]
     floating_sum = plan.accumulation in ("sum", "scan-sum") and plan.accumulation_dtype == "f32"
-    return STRUCTURAL_CLASSES if floating_sum else EXACT_CLASSES
+    return ACCUMULATING_CLASSES if floating_sum else EXACT_CLASSES

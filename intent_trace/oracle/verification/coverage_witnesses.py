@@ -137,6 +137,16 @@ def _quantize_q4_k():
     return quantize_q4_k
 
 
+def _quantized_dot(lf: str):
+    lhs_format = getattr(I.quant, lf)
+
+    def quantized_dot(x: I.In[I.f32, ("R", QUANT_K)], y: I.In[I.f32, ("R", QUANT_K)], o: I.Out[I.f32, ("R",)]):
+        a = I.quantize(x[:, :], format=lhs_format)
+        b = I.quantize(y[:, :], format=I.quant.q8_k)
+        o[:] = I.quantized_dot(a, b, lhs_format=lhs_format, rhs_format=I.quant.q8_k, acc_dtype=I.f32)
+    return quantized_dot
+
+
 def _scaled(plan):
     fl, fr = plan.operand_dtypes[0], plan.operand_dtypes[2]
     cl, cr = MX_CARRIERS[fl], MX_CARRIERS[fr]
@@ -202,6 +212,7 @@ def coverage_kernel(op_name: str, kind: str, plan) -> Kernel:
         K.SCATTER: lambda: _scatter(suffix, _dt(out)), K.ATOMIC_RMW: lambda: _atomic_rmw(suffix, _dt(out)),
         K.ATOMIC_LOAD: lambda: _atomic_load(_dt(out)), K.ATOMIC_STORE: lambda: _atomic_store(_dt(out)),
         K.QUANTIZE: _quantize_q8_k if op_name == "quantize_q8_k" else _quantize_q4_k,
+        K.QUANTIZED_DOT: lambda: _quantized_dot(op_name.split("_")[2] + "_k"),
         K.SCALED: lambda: _scaled(plan), K.SPARSE: lambda: _sparse(op_name.split("sparse_contract_")[1]),
         K.REGION_FOLD: lambda: _region_fold(_dt(out)), K.REGION_SCAN: lambda: _region_scan(_dt(out)),
     }[kind]

@@ -14,7 +14,7 @@ from intent_trace.oracle.verification.evidence import Outcome
 from intent_trace.oracle.verification.profiles import catalogue_for, classify_profile_plans, operation
 from intent_trace.oracle.verification.records import VerificationClass as VC, VerificationStage as S
 
-NEWLY_COVERED = ("quantize", "scaled_contract", "sparse_contract", "histogram", "scatter_reduce", "unique_store",
+NEWLY_COVERED = ("quantize", "quantized_dot", "scaled_contract", "sparse_contract", "histogram", "scatter_reduce", "unique_store",
                  "region_fold", "region_scan", "random_bits", "atomic_load", "atomic_store", "atomic_rmw",
                  "atomic_compare_exchange")
 
@@ -24,7 +24,7 @@ def _coverage_classifications(profile="cpu-compiled"):
 
 
 def test_only_non_covered_ops_stay_excluded_and_metal_classifies_every_new_op():
-    assert set(C.EXCLUDED_OPS) <= {"quantized_dot"}
+    assert C.EXCLUDED_OPS == {}
     for profile in ("cpu-compiled", "c-tilelang", "metal-tilelang", "cuda-tilelang"):
         active = {operation(c.plan.operation).canonical_op for c in _coverage_classifications(profile) if c.active}
         assert set(NEWLY_COVERED) <= active, (profile, set(NEWLY_COVERED) - active)
@@ -36,26 +36,28 @@ def test_classes_are_exact_where_the_result_is_exact():
     exact = (VC.BIT_EXACT, VC.SPECIAL_VALUES)
     for plan_id, cls in classes.items():
         op = plan_id.split("(")[0]
-        if op in ("scaled_contract", "sparse_contract_two_of_four", "sparse_contract_one_of_two") or \
-                ("f32" in plan_id and ("sum:f32" in plan_id or "scan-sum:f32" in plan_id)):
-            assert cls == (VC.STRUCTURAL,), plan_id
+        if op.startswith("quantized_dot"):
+            assert cls == (VC.NUMERICAL,), plan_id
+        elif op.startswith(("scaled_contract", "sparse_contract")) or "sum:f32" in plan_id:
+            assert cls == (VC.STRUCTURAL, VC.NUMERICAL), plan_id
         else:
             assert cls == exact, plan_id
 
 
-class _Planted:
-    """A target runner whose compiled executables write one wrong element of their first output."""
+class _Planted(stages._Runner):
+    """A target runner whose compiled executables (the base runner's, shared) write one wrong element of
+    their first output after the real call."""
 
     def __init__(self, base: stages._Runner, where: str):
+        super().__init__(base.profile_id, base.target)
         self.base, self.where = base, where
-        self.target, self.profile_id, self.receipts = base.target, base.profile_id, base.receipts
 
     def executable(self, kernel):
         exe = self.base.executable(kernel)
         where = self.where
 
         class Wrong:
-            graph = exe.graph
+            graph, source = exe.graph, getattr(exe, "source", None)
 
             def __call__(self, *args):
                 exe(*args)
@@ -68,10 +70,6 @@ class _Planted:
                     flat.view(np.dtype(f"u{flat.dtype.itemsize}"))[i] ^= 1 << (flat.dtype.itemsize * 8 - 2)
 
         return Wrong()
-
-    def run(self, kernel, logical, plan, case, arrays):
-        outputs = stages.execute(self.executable(kernel), case, arrays)
-        return outputs, self.base._receipt(self.base.executable(kernel), logical, plan, case, arrays)
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +100,12 @@ def test_a_planted_wrong_element_fails_every_case_of_every_new_plan(evidence):
     for plan_id, (_, _, planted) in evidence.items():
         assert planted and all(e.outcome is Outcome.FAILED for e in planted), \
             [(e.case_id, e.outcome.value) for e in planted if e.outcome is not Outcome.FAILED]
+
+
+def test_numerical_cases_carry_per_element_bounds_and_really_differ_from_exact(evidence):
+    numerical = [e for one, two, _ in evidence.values() for e in one + two if e.verification_class is VC.NUMERICAL]
+    assert numerical and all(e.policy.envelope_digest for e in numerical)
+    assert any(e.comparison.mismatches for e in numerical)  # the bound is exercised, not only exact agreement
 
 
 def test_every_catalogue_plan_of_the_new_ops_is_in_the_profile():
