@@ -15,6 +15,7 @@ import numpy as np
 
 from .bounds import fibre_sums, prefix_sums, product_sums
 from .catalogue import MATMUL, POINTWISE, REDUCE, SCAN, Operation
+from .layouts import SUBJECT_LAYOUTS, place
 from .payloads import (EncodedBoolPayload, EncodedFloat32Payload, EncodedInputs, EncodedInt32Payload,
                        adversarial_float32_payload, analytic_cases, arbitrary_float32_payload,
                        exact_structural_payload, wide_exponent_float32_payload)
@@ -39,6 +40,7 @@ class Case:
     # K and sum |exact terms|, the accumulator and the output rounding. The stage's policy derives every
     # element's envelope from it (bounds.path_envelope); see bounds.py for how a new op fills it.
     bounds: tuple | None = None
+    layouts: tuple | None = None  # per operand then output, a layouts.LAYOUTS name (None: all compact)
 
     def to_json(self) -> dict:
         return {"case_id": self.case_id, "class": self.verification_class.value,
@@ -255,6 +257,7 @@ SUBJECT_SHAPES = {
     "multi-output": (((4, 9),), ((4,), (4,))), "carried-loop": (((17,),), ((1,),)),
     "while-loop": (((23,),), ((2,),)), "branch": (((8,),), ((8,),)), "forall": (((12,),), ((12,),)),
     "staging-buffer": (((15,),), ((15,),)), "hierarchical-contraction": (((2, 3, 4), (2, 4, 5)), ((2, 3, 5),)),
+    **dict.fromkeys(("strided-view", "transposed-view", "offset-view"), (((5, 7), (5, 7)), ((5, 7),))),
 }
 
 
@@ -267,7 +270,8 @@ def subject_case(subject: Subject, kernel) -> Case:
     operands = tuple(_random(s.dtype.name, seed + i, int(np.prod(shape)))
                      for i, (s, shape) in enumerate(zip(ins, in_shapes)))
     return Case(f"subject/{subject.name}/{VC.BIT_EXACT.value}/0", VC.BIT_EXACT, EncodedInputs.of(*operands),
-                in_shapes, out_shapes, tuple(s.dtype.name for s in outs), None, seed)
+                in_shapes, out_shapes, tuple(s.dtype.name for s in outs), None, seed,
+                layouts=SUBJECT_LAYOUTS.get(subject.name))
 
 
 # --- execution ------------------------------------------------------------------------------------
@@ -323,7 +327,15 @@ def execute(executable, case: Case, arrays: tuple) -> tuple:
     unwritten counts per output)."""
     def call(outputs):
         inputs = [np.array(a, copy=True).reshape(shape) for a, shape in zip(arrays, case.shapes)]
-        executable(*inputs, *outputs)
+        if case.layouts:  # real non-compact views (layouts.place); outputs read back after the run
+            n = len(inputs)
+            inputs = [place(a, lay) for a, lay in zip(inputs, case.layouts[:n])]
+            views = [place(o, lay) for o, lay in zip(outputs, case.layouts[n:])]
+            executable(*inputs, *views)
+            for o, v in zip(outputs, views):
+                o[...] = v
+        else:
+            executable(*inputs, *outputs)
         sync = getattr(executable, "synchronize", None)
         if sync is not None:  # queued target work completes before anything is decoded or compared
             sync()

@@ -153,6 +153,8 @@ SUBJECTS: tuple = (
     Subject("structural", "forall", ("parallel", "for"), "compact"),
     Subject("structural", "staging-buffer", ("buffer", "load", "store"), "compact"),
     Subject("structural", "hierarchical-contraction", ("contract",), "hierarchical"),
+    *(Subject("movement", name, ("read", "write", "domain"), "non-compact")  # real views: layouts.py
+      for name in ("strided-view", "transposed-view", "offset-view")),
 )
 
 # Registry ops that are neither a verification operation nor exercised by a subject, and why.

@@ -59,6 +59,7 @@ class Evidence:
     # analytic cases: the reference's own comparison with the independent expectation (both must match it)
     reference_comparison: Comparison | None = None
     unwritten: int = 0  # output elements neither poisoned run wrote (cases.poisoned_run), both executions
+    layouts: tuple = ()  # non-compact operands: layouts.evidence_layouts (caller view, what each target did)
 
     def __attrs_post_init__(self) -> None:
         if tuple(self.target_input_hashes) != tuple(self.oracle_input_hashes):
@@ -88,6 +89,7 @@ class Evidence:
             "comparison": _opt(self.comparison), "reference_plan": _opt(self.reference_plan),
             "receipt_id": self.receipt_id, "synchronized": self.synchronized,
             "reference_comparison": _opt(self.reference_comparison), "unwritten": self.unwritten,
+            "layouts": [list(x) for x in self.layouts],
         }
 
 

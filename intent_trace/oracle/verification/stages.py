@@ -18,6 +18,7 @@ import numpy as np
 from ... import compiler
 from ...errors import LoweringError
 from .acceptance import case_envelopes, case_policy, compare_outputs
+from .layouts import evidence_layouts
 from .authority import certify, reconstruct_authority
 from .cases import Case, execute, operation_cases, subject_case
 from .catalogue import f64_authority
@@ -143,7 +144,8 @@ def _run_case(stage, profile_id, logical, plan, subject, case, reference, candid
             f" (worst element {comparison.envelope.index}: {comparison.envelope.ratio:.3g} x its own envelope)")
     return _evidence(stage, profile_id, logical, plan, subject, case, Outcome.PASSED if ok else Outcome.FAILED, reason,
                      policy=policy, comparison=comparison, reference_plan=reference_plan, receipt_id=receipt,
-                     synchronized=True, reference_comparison=reference_comparison, unwritten=unwritten_total)
+                     synchronized=True, reference_comparison=reference_comparison, unwritten=unwritten_total,
+                     layouts=evidence_layouts(case, reference.target, candidate.target))
 
 
 def _deferred(stage, profile_id, classification) -> Evidence:
