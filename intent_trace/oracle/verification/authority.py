@@ -103,7 +103,8 @@ def record_problem(record, case, kernel, plan, subject) -> str | None:
         return f"record {record.case_id} is {record.outcome.value}"
     if record.comparison is None or not record.policy.accepts(record.comparison):
         return f"record {record.case_id} is labelled passed, but its recorded comparison fails its policy"
-    if case.expected is not None and (record.reference_comparison is None or record.reference_comparison.mismatches):
+    if case.expected is not None and (record.reference_comparison is None or
+                                      not record.policy.accepts(record.reference_comparison)):
         return f"record {record.case_id} is labelled passed, but the reference disagreed with the analytic expectation"
     if record.reason or record.unwritten or not record.synchronized or record.receipt_id is None:
         return f"record {record.case_id} is labelled passed without a clean synchronized execution"

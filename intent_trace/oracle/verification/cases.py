@@ -41,6 +41,9 @@ class Case:
     # element's envelope from it (bounds.path_envelope); see bounds.py for how a new op fills it.
     bounds: tuple | None = None
     layouts: tuple | None = None  # per operand then output, a layouts.LAYOUTS name (None: all compact)
+    # exact classes: NaN results need only be NaN (any payload), where the association may pick between
+    # several NaN payloads of one fibre (IEEE 754 §6.2.3); every other bit stays exact
+    nan_payloads_free: bool = False
 
     def to_json(self) -> dict:
         return {"case_id": self.case_id, "class": self.verification_class.value,
@@ -157,6 +160,12 @@ def _fibre_cases(op: Operation, plan: PlanKey, cls: VC) -> list:
                 cases.append(Case(f"{base}/{a.case_id}", cls, EncodedInputs.of(x), ((1, k),), (out_shape(1, k),),
                                   (plan.output_dtype,), k, None, tuple(a.expected)))
         return cases
+    if cls is VC.SPECIAL_VALUES and dtype == "f32" and plan.accumulation in SUMMING:
+        for i, rows in enumerate(special_sum_rows()):
+            r, k = rows.shape
+            cases.append(Case(f"{base}/{i}", cls, EncodedInputs.of(_payload_of_words(dtype, rows.reshape(-1))),
+                              ((r, k),), (out_shape(r, k),), (plan.output_dtype,), k, nan_payloads_free=i == 1))
+        return cases
     if cls is VC.SPECIAL_VALUES:
         rows = _edge_fibres(dtype)
         k = len(rows[0])
@@ -197,6 +206,62 @@ def _edge_fibres(dtype: str) -> list:
     return rows
 
 
+SUMMING = ("sum", "scan-sum", "dot")  # accumulations that add (their special values are built below)
+
+_QNANS = (0x7FC00000, 0x7FC00001, 0xFFC00123, 0x7FFFFFFF, 0xFFC00000, 0x7FC12345, 0xFFFFFFFF, 0x7FD00000)
+_MAX, _INF, _SPECIAL_K = 0x7F7FFFFF, 0x7F800000, 8
+
+
+def special_sum_rows() -> tuple:
+    """Fibres (rows of 8 binary32 words) whose sums, prefix sums and products with 1 or 2 have one result
+    in every association, so special values are exact obligations of floating accumulations:
+
+    * one NaN per fibre (a distinct quiet payload, at every position): the result is that NaN, payload and
+      all; the other terms are small dyadic values whose partial sums are exact;
+    * +inf / -inf at several positions: an infinity of that sign; +inf and -inf together: the default NaN
+      of the invalid operation (x86's 0xFFC00000, which T10 makes every target's);
+    * two largest finite values of one sign: overflow to an infinity of that sign (prefixes before the
+      second stay at the largest finite value, small terms being below its half ulp);
+    * subnormals of both signs small enough (< 2^-129 each) that every partial sum, doubled, is exact, and
+      a fibre that cancels to +0: a target that flushes subnormals fails.
+
+    The second array holds fibres with two distinct NaN payloads, where the association may return
+    either: those cases require NaN-ness only (``Case.nan_payloads_free``).
+    """
+    small = np.array([1.0, 2.0, -3.0, 0.5, 4.0, -0.25, 8.0, 1.5], np.float32).view(np.uint32)
+    rows = []
+    for i, nan in enumerate(_QNANS):  # one NaN at position i
+        row = np.roll(small, i).copy()
+        row[i] = nan
+        rows.append(row)
+    for sign, positions in ((0, (0, 3, 7)), (0x80000000, (1, 5))):
+        for p in positions:
+            row = small.copy()
+            row[p] = _INF | sign
+            rows.append(row)
+    for a, b in ((0, 7), (2, 3), (6, 1)):
+        row = small.copy()
+        row[a], row[b] = _INF, _INF | 0x80000000
+        rows.append(row)
+    for sign in (0, 0x80000000):
+        for a, b in ((0, 1), (3, 6)):
+            row = np.abs(small.view(np.float32)).view(np.uint32) | sign
+            row[a], row[b] = _MAX | sign, _MAX | sign
+            rows.append(row)
+    subnormals = np.array([0x00000001, 0x000FFFFF, 0x80000003, 0x00080000, 0x800ABCDE, 0x00000000, 0x80000000,
+                           0x00012345], np.uint32)
+    for i in range(0, 8, 3):
+        rows.append(np.roll(subnormals, i))
+    rows.append(np.array([0x00000005, 0x80000005, 0x000FFFFF, 0x800FFFFF, 0x80000000, 0x00000000, 0x00001000,
+                          0x80001000], np.uint32))  # cancels to +0
+    multi = []
+    for i in range(8):
+        row = small.copy()
+        row[i], row[(i + 3) % 8] = _QNANS[i], _QNANS[(i + 1) % 8]
+        multi.append(row)
+    return np.stack(rows), np.stack(multi)
+
+
 def _matmul_shapes(cls: VC) -> list:
     return {VC.STRUCTURAL: [(8, 64, 8), (1, 1, 1), (3, 700, 3)], VC.NUMERICAL: [(16, 129, 16)],
             VC.WIDE_EXPONENT: [(8, 64, 8)], VC.BIT_EXACT: [(9, 33, 7)], VC.SIGNED_ZERO: [(2, 3, 2)],
@@ -213,6 +278,14 @@ def _matmul_cases(op: Operation, plan: PlanKey, cls: VC) -> list:
                 n = math.isqrt(len(a.inputs[0]))
                 cases.append(Case(f"{base}/{a.case_id}", cls, EncodedInputs.of(_f32(a.inputs[0]), _f32(a.inputs[1])),
                                   ((n, n), (n, n)), ((n, n),), (plan.output_dtype,), n, None, tuple(a.expected)))
+        return cases
+    if cls is VC.SPECIAL_VALUES and dtype == "f32":
+        cases = []
+        for i, rows in enumerate(special_sum_rows()):
+            m, k = rows.shape  # rhs: a column of ones and a column of twos (products exact or overflowing)
+            b = _f32(np.stack([np.ones(k), np.full(k, 2.0)], axis=1))
+            cases.append(Case(f"{base}/{i}", cls, EncodedInputs.of(_payload_of_words(dtype, rows.reshape(-1)), b),
+                              ((m, k), (k, 2)), ((m, 2),), (plan.output_dtype,), k, nan_payloads_free=i == 1))
         return cases
     if cls is VC.SPECIAL_VALUES:
         rows = _edge_fibres(dtype)

@@ -250,12 +250,15 @@ class TolerancePolicy:
     tolerance: Tolerance | None
     description: str
     envelope_digest: str | None = None
+    nan_payloads_free: bool = False  # exact rule: a NaN against a NaN of another payload still matches
+
 
     def accepts(self, comparison: Comparison) -> bool:
         if not isinstance(comparison, Comparison):
             raise TypeError(f"comparison must be a Comparison, not {type(comparison).__name__}")
         if self.tolerance is None:
-            return comparison.mismatches == 0
+            free = comparison.nan_payload_mismatches if self.nan_payloads_free else 0
+            return comparison.mismatches - free == 0
         if self.envelope_digest is not None and comparison.mismatches:
             if comparison.envelope is None or not comparison.envelope.ratio <= 1.0:
                 return False
@@ -267,11 +270,22 @@ class TolerancePolicy:
                "description": self.description}
         if self.envelope_digest is not None:
             out["envelope_digest"] = self.envelope_digest
+        if self.nan_payloads_free:
+            out["nan_payloads_free"] = True
         return out
 
 
 def exact_policy() -> TolerancePolicy:
     return TolerancePolicy("exact-bits-v1", None, "encoded results must be identical bit for bit")
+
+
+def nan_ness_policy() -> TolerancePolicy:
+    """Exact bits, except that a NaN matches any NaN: for fibres holding several NaN payloads, of which the
+    association may return any (IEEE 754 §6.2.3). A NaN against a non-NaN still fails."""
+    return TolerancePolicy("exact-bits-nan-ness-v1", None,
+                           "encoded results identical bit for bit, except that NaN results need only be NaN: "
+                           "their fibres hold several NaN payloads and the association may return any of them",
+                           nan_payloads_free=True)
 
 
 def _envelope(absolute: float) -> Tolerance:

@@ -99,8 +99,10 @@ def required_classes(op: C.Operation, plan: PlanKey) -> tuple:
     if op.kind == C.POINTWISE or op.name == "reduce_max" or not floating:
         return (VC.BIT_EXACT, VC.SIGNED_ZERO, VC.SPECIAL_VALUES) if floating else (VC.BIT_EXACT, VC.SPECIAL_VALUES)
     analytic = (VC.ANALYTIC,) if op.name in ("reduce_sum", "matmul") else ()
-    return tuple(sorted((VC.SIGNED_ZERO, VC.STRUCTURAL, *analytic, VC.NUMERICAL, VC.WIDE_EXPONENT),
-                        key=list(VC).index))
+    # special values (NaN, signed infinities, overflow, subnormals) are exact obligations of floating
+    # accumulations too: a target that flushes subnormals or replaces non-finite results must fail
+    return tuple(sorted((VC.SIGNED_ZERO, VC.SPECIAL_VALUES, VC.STRUCTURAL, *analytic, VC.NUMERICAL,
+                         VC.WIDE_EXPONENT), key=list(VC).index))
 
 
 def _classification(profile: VerificationProfile, kernel: LogicalKernel, op: C.Operation,
