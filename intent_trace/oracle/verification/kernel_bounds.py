@@ -43,8 +43,9 @@ import numpy as np
 from ... import types as T
 from ...graph import ops as kir
 from ...graph.values import Literal, walk_region
+from .bounds import FLOAT_ROUNDING
 
-UNIT_ROUNDOFF = {"f16": 2.0 ** -11, "bf16": 2.0 ** -8, "f32": 2.0 ** -24, "f64": 2.0 ** -53}
+UNIT_ROUNDOFF = {name: u for name, (u, _) in FLOAT_ROUNDING.items()}
 
 # T4's bound for the oracle's own math library (and for targets that call a C library).
 DEFAULT_VENDOR_ULPS = 2
@@ -62,7 +63,9 @@ _CONDITION = {"exp": 104.0, "exp2": 104.0, "sigmoid": 104.0, "i0": 104.0, "erfc"
               "rsqrt": 0.5, "log": None, "log1p": None, "sin": None, "cos": None, "asin": None, "lgamma": None}
 _POSITIVE = ("exp", "exp2", "sigmoid", "i0", "erfc", "rsqrt", "sqrt", "abs")
 
+OP = kir.REGISTRY
 VENDOR = {kir.REGISTRY[n]: n for n in _CONDITION}
+_SHAPED = {kir.REGISTRY[n] for n in ("broadcast", "reshape", "transpose", "slice", "full")}
 _ROUNDED = {kir.REGISTRY[n] for n in ("add", "sub", "mul", "div", "fma", "sqrt", "cast", "pow")}
 _ADDITIVE = {kir.REGISTRY["add"], kir.REGISTRY["sub"]}
 _MULTIPLICATIVE = {kir.REGISTRY["mul"], kir.REGISTRY["div"]}
@@ -233,58 +236,58 @@ class Analysis:
         return source
 
     def _passing(self, node, ins) -> Bound:
-        name = node.op.name
-        if name == "abs":
+        op = node.op
+        if op is OP["abs"]:
             return attrs.evolve(ins[0], sign=1)
-        if name == "neg":
+        if op is OP["neg"]:
             return attrs.evolve(ins[0], sign=-ins[0].sign)
-        if name in ("maximum", "minimum"):
+        if op in (OP["maximum"], OP["minimum"]):
             signs = {b.sign for b in ins}
-            sign = 1 if (name == "maximum" and 1 in signs) else (-1 if name == "minimum" and -1 in signs else None)
+            sign = 1 if (op is OP["maximum"] and 1 in signs) else (-1 if op is OP["minimum"] and -1 in signs else None)
             return join(ins, sign=sign)
-        return join(ins[:1] if name in ("broadcast", "reshape", "transpose", "slice", "full") else ins)
+        return join(ins[:1] if op in _SHAPED else ins)  # extents after the value are exact coordinates
 
     def _rounded(self, node, ins, out_dtype) -> Bound:
         op, u = node.op, _unit(out_dtype)
-        if node.op.name == "cast" and out_dtype is not None and not out_dtype.is_float:
+        if op is OP["cast"] and out_dtype is not None and not out_dtype.is_float:
             b = ins[0]
             return b if b.exact else _unbound(b, f"cast of an inexact value to {out_dtype}{_where(node)}")
-        if all(b.exact for b in ins) and op is not kir.REGISTRY["pow"]:
+        if all(b.exact for b in ins) and op is not OP["pow"]:
             return Bound(sign=self._rounded_sign(node, ins))
-        if op is kir.REGISTRY["pow"]:
+        if op is OP["pow"]:
             b = join(ins)
             vendor = 2 * u * (self._vendor_ulps("pow") + DEFAULT_VENDOR_ULPS)
             return Bound(b.rel + vendor, b.cancel or f"pow{_where(node)}", b.unbounded, 0, b.accumulates,
                          b.why + (f"pow{_where(node)}: vendor math",))
         sign = self._rounded_sign(node, ins)
-        if op in _MULTIPLICATIVE or op.name == "fma":
+        if op in _MULTIPLICATIVE or op is OP["fma"]:
             rel = sum(b.rel for b in ins[:2]) + (ins[2].rel if len(ins) > 2 else 0.0)
-        elif op.name == "sqrt":
+        elif op is OP["sqrt"]:
             rel = ins[0].rel / 2
         else:
             rel = max(b.rel for b in ins)
         b = join(ins, sign=sign)
         cancel = b.cancel
-        if op in _ADDITIVE or op.name == "fma":
-            same = ins[0].sign * (ins[1].sign if op.name == "add" else -ins[1].sign) if len(ins) > 1 else 1
+        if op in _ADDITIVE or op is OP["fma"]:
+            same = ins[0].sign * (ins[1].sign if op is OP["add"] else -ins[1].sign) if len(ins) > 1 else 1
             if same <= 0 and any(not x.exact for x in ins):
                 cancel = cancel or f"{op.name} of inexact values of unknown sign{_where(node)}"
         return Bound(rel + 2 * u, cancel, b.unbounded, sign, b.accumulates, b.why)
 
     @staticmethod
     def _rounded_sign(node, ins) -> int:
-        name = node.op.name
-        if name in ("mul", "div"):
-            if node.inputs[0] is node.inputs[1] and name == "mul":
+        op = node.op
+        if op in _MULTIPLICATIVE:
+            if node.inputs[0] is node.inputs[1] and op is OP["mul"]:
                 return 1
             return ins[0].sign * ins[1].sign
-        if name == "add" and ins[0].sign == ins[1].sign:
+        if op is OP["add"] and ins[0].sign == ins[1].sign:
             return ins[0].sign
-        if name == "sub" and ins[0].sign == -ins[1].sign:
+        if op is OP["sub"] and ins[0].sign == -ins[1].sign:
             return ins[0].sign
-        if name == "sqrt":
+        if op is OP["sqrt"]:
             return 1
-        if name == "cast":
+        if op is OP["cast"]:
             return ins[0].sign
         return 0
 
@@ -330,12 +333,12 @@ class Analysis:
         return self._accumulated(node, terms, k, _unit(acc), out_dtype, node.op.name)
 
     def _contraction_length(self, node) -> int:
-        op = node.op.name
+        op = node.op
         a = node.inputs[0].type
-        if op == "contract" or op == "sparse_contract":
+        if op in (OP["contract"], OP["sparse_contract"]):
             k = math.prod(self.extent(a.shape[i]) for i, _ in node.attr("reduce"))
-            return 2 * k if op == "sparse_contract" else k
-        if op == "scaled_contract":
+            return 2 * k if op is OP["sparse_contract"] else k  # the compressed axis holds half of K
+        if op is OP["scaled_contract"]:
             g = node.attr("group_size") or 32
             return self.extent(a.shape[1]) * g
         return self.largest  # quantized_dot: blocks x block length, bounded by the largest argument
@@ -352,7 +355,7 @@ class Analysis:
             if src.exact or not any(exacts):
                 return join(ins[:2])
             return _unbound(src, f"{node.op.name} combining inexact values through a comparison{_where(node)}")
-        if node.op.name == "reduce":
+        if node.op is OP["reduce"]:
             k = math.prod(self.extent(node.inputs[0].type.shape[a]) for a in node.attr("axes"))
         else:
             k = self.extent(node.inputs[0].type.shape[node.attr("axis")])
