@@ -12,6 +12,8 @@ from intent_trace.oracle.verification import stages
 from intent_trace.oracle.verification.evidence import Outcome
 from intent_trace.oracle.verification.records import VerificationStage as S
 
+from .test_coverage_ops import PlantedRunner
+
 NON_COMPACT = ("strided-read", "strided-view", "transposed-view", "offset-view")
 
 
@@ -33,30 +35,16 @@ def test_place_builds_real_views_with_the_same_values(shape):
         assert not offset.flags.c_contiguous
 
 
-class _CompactReader(stages._Runner):
-    """A target runner whose executables read every non-contiguous In view's buffer as if it were compact (the
-    classic stride bug): the real kernel runs on a compact reinterpretation of the view's first bytes."""
-
-    def __init__(self, base):
-        super().__init__(base.profile_id, base.target)
-        self.base = base
-
-    def executable(self, kernel):
-        exe = self.base.executable(kernel)
-
-        class Compact:
-            graph, source = exe.graph, getattr(exe, "source", None)
-
-            def __call__(self, *args):
-                bad = []
-                for a, p in zip(args, exe.graph.params):
-                    if p.type.access == "In" and not a.flags.c_contiguous:
-                        start = a.__array_interface__["data"][0] - a.base.__array_interface__["data"][0]
-                        a = np.ndarray(a.shape, a.dtype, buffer=a.base, offset=start)
-                    bad.append(a)
-                exe(*bad)
-
-        return Compact()
+def read_views_as_compact(exe, args):
+    """A fault (the classic stride bug): every non-contiguous In view's buffer is read as if it were compact,
+    from the view's first element on."""
+    bad = []
+    for a, p in zip(args, exe.graph.params):
+        if p.type.access == "In" and not a.flags.c_contiguous:
+            start = a.__array_interface__["data"][0] - a.base.__array_interface__["data"][0]
+            a = np.ndarray(a.shape, a.dtype, buffer=a.base, offset=start)
+        bad.append(a)
+    exe(*bad)
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +56,7 @@ def evidence():
         s = _subject(name)
         out[name] = (stages._subject_evidence(S.ORACLE, "cpu-compiled", s, generic, cpu, None),
                      stages._subject_evidence(S.TARGET, "c-tilelang", s, cpu, target, None),
-                     stages._subject_evidence(S.TARGET, "c-tilelang", s, cpu, _CompactReader(target), None))
+                     stages._subject_evidence(S.TARGET, "c-tilelang", s, cpu, PlantedRunner(target, read_views_as_compact), None))
     return out
 
 

@@ -44,32 +44,39 @@ def test_classes_are_exact_where_the_result_is_exact():
             assert cls == exact, plan_id
 
 
-class _Planted(stages._Runner):
-    """A target runner whose compiled executables (the base runner's, shared) write one wrong element of
-    their first output after the real call."""
+class PlantedRunner(stages._Runner):
+    """A target runner whose compiled executables (the base runner's, shared) run through
+    ``fault(exe, args)``: the fault calls the real executable and alters what it wrote (or what it read)."""
 
-    def __init__(self, base: stages._Runner, where: str):
+    def __init__(self, base: stages._Runner, fault):
         super().__init__(base.profile_id, base.target)
-        self.base, self.where = base, where
+        self.base, self.fault = base, fault
 
     def executable(self, kernel):
-        exe = self.base.executable(kernel)
-        where = self.where
+        exe, fault = self.base.executable(kernel), self.fault
 
-        class Wrong:
+        class Planted:
             graph, source = exe.graph, getattr(exe, "source", None)
 
             def __call__(self, *args):
-                exe(*args)
-                outputs = [a for a, p in zip(args, exe.graph.params) if getattr(p.type, "access", None) == "Out"]
-                flat = outputs[0].reshape(-1)
-                i = 0 if where == "first" else flat.size - 1
-                if flat.dtype == np.bool_:
-                    flat[i] = not flat[i]
-                else:
-                    flat.view(np.dtype(f"u{flat.dtype.itemsize}"))[i] ^= 1 << (flat.dtype.itemsize * 8 - 2)
+                fault(exe, args)
 
-        return Wrong()
+        return Planted()
+
+
+def wrong_element(where: str):
+    """A fault: the real call, then one bit flipped (a bool negated) in the first or last element of the
+    first Out parameter."""
+    def fault(exe, args):
+        exe(*args)
+        outputs = [a for a, p in zip(args, exe.graph.params) if getattr(p.type, "access", None) == "Out"]
+        flat = outputs[0].reshape(-1)
+        i = 0 if where == "first" else flat.size - 1
+        if flat.dtype == np.bool_:
+            flat[i] = not flat[i]
+        else:
+            flat.view(np.dtype(f"u{flat.dtype.itemsize}"))[i] ^= 1 << (flat.dtype.itemsize * 8 - 2)
+    return fault
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +89,7 @@ def evidence():
         one = stages._plan_evidence(S.ORACLE, "cpu-compiled", c, generic, cpu, None, None)
         two = stages._plan_evidence(S.TARGET, "c-tilelang", c, cpu, target, None, None)
         planted = stages._plan_evidence(S.TARGET, "c-tilelang", c, cpu,
-                                        _Planted(target, "first" if i % 2 else "last"), None, None)
+                                        PlantedRunner(target, wrong_element("first" if i % 2 else "last")), None, None)
         out[c.plan.plan_id] = (one, two, planted)
     return out
 
