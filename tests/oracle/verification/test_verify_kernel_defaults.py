@@ -188,3 +188,55 @@ def test_invalid_tolerances_are_rejected(bad, error):
     x, y = _inputs()
     with pytest.raises(error):
         intent.verify(softmax_rows, "generic", x, y, tolerance=bad)
+
+
+# --- the graph analysis itself (kernel_bounds), on traced graphs and argument shapes -------------------------
+
+@intent.kernel
+def exp_rows(x: I.In[I.f32, ("N",)], y: I.Out[I.f32, ("N",)]):
+    d = I.domain(0, x.shape[0])
+    y[d] = I.exp(x[d])
+
+
+@intent.kernel
+def counted(v: I.In[I.i32, ("K",)], counts: I.Out[I.i32, ("N",)], total: I.Out[I.f32, ("N",)],
+            w: I.In[I.f32, ("K",)]):
+    counts[I.domain(0, counts.shape[0])] = 0
+    total[I.domain(0, total.shape[0])] = 0.0
+    for i in I.parallel(I.domain(0, v.shape[0])):
+        I.atomic.add(counts[v[i]], 1, order="relaxed")
+    I.scatter_reduce(total, v[:], w[:], combine="add")
+
+
+@intent.kernel
+def carried_exp(x: I.In[I.f32, ("N",)], y: I.Out[I.f32, (1,)], z: I.Out[I.i32, ("N",)]):
+    d = I.domain(0, x.shape[0])
+    y[0] = I.loop(d, I.cast(0.0, I.f32), lambda i, acc: acc * 0.5 + I.exp(x[i]))
+    z[d] = I.cast(I.exp(x[d]), I.i32)
+
+
+def _bounds(kernel, *args, target="generic"):
+    from intent_trace.oracle.verification.kernel_bounds import output_bounds
+
+    return output_bounds(kernel.trace(), args, target)
+
+
+def test_vendor_bounds_follow_the_target_table():
+    x, y = np.zeros(5, np.float32), np.zeros(5, np.float32)
+    u = 2.0 ** -24
+    assert _bounds(exp_rows, x, y)["y"].rel == 2 * u * (2 + 2)  # T4's 2 ulp on both sides
+    assert _bounds(exp_rows, x, y, target="tilelang-cuda")["y"].rel == 2 * u * (2 + 2)
+    assert _bounds(exp_rows, x, y, target="tilelang-metal")["y"].rel == 2 * u * (4 + 2)  # MSL precise: 4 ulp
+
+
+def test_commutative_atomics_stay_exact_and_float_scatter_add_accumulates_its_collisions():
+    v, w = np.array([0, 1, 1, 2, 1], np.int32), np.ones(5, np.float32)
+    b = _bounds(counted, v, np.zeros(3, np.int32), np.zeros(3, np.float32), w)
+    assert b["counts"].exact
+    assert b["total"].accumulates and b["total"].rel == 2 * (5 + 1) * 2.0 ** -24 and b["total"].sign == 1
+
+
+def test_a_compounding_loop_carry_and_a_rounding_to_integer_have_no_bound():
+    b = _bounds(carried_exp, np.zeros(4, np.float32), np.zeros(1, np.float32), np.zeros(4, np.int32))
+    assert b["y"].unbounded and "loop carry" in b["y"].unbounded
+    assert b["z"].unbounded and "cast" in b["z"].unbounded
