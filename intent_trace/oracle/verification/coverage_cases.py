@@ -7,6 +7,8 @@ commutative kind, contended compare-exchanges all write one value, exchanges and
 permutations, floating accumulations get terms whose every partial sum is exact (``structural``:
 small integers times a power of two, far inside 24 bits), and no destination receives two NaNs.
 Special-value cases put every edge value at every collision position ("collisions at every index").
+Some cases pass real non-compact views (``layouts``): scatters and atomics on their interleaved layout,
+scaled and sparse contractions on their third shape (a transposed, Fortran-order rhs among them).
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from .. import generic_quant
 from . import coverage_ops as K
 from .bounds import OutputBound, fibre_sums, inflate, magnitude_of, prefix_sums, product_sums
 from .cases import _INT_EDGES, Case, case_seed
+from .layouts import COMPACT, OFFSET, STRIDED, TRANSPOSED
 from .coverage_witnesses import HISTOGRAM_BINS, MX_CARRIERS, QUANT_K, SPARSE_KC
 from .payloads import (EncodedBoolPayload, EncodedFloat32Payload, EncodedInputs, EncodedInt32Payload,
                        adversarial_float32_payload, arbitrary_float32_payload)
@@ -43,12 +46,14 @@ def _rng(*parts) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(case_seed(*parts)))
 
 
-def _case(plan, cls: VC, i: int, operands, outputs, seed=None, bounds=None, k=None) -> Case:
+def _case(plan, cls: VC, i: int, operands, outputs, seed=None, bounds=None, k=None, layouts=None) -> Case:
     """``operands``: (payload, shape) pairs; ``outputs``: (shape, dtype) pairs; ``bounds``: one
-    ``bounds.OutputBound`` (or None) per output, for the numerical class."""
+    ``bounds.OutputBound`` (or None) per output, for the numerical class; ``layouts``: one ``layouts``
+    name per operand then output (real non-compact views), or None for compact arrays."""
     return Case(f"{plan.plan_id}/{cls.value}/{i}", cls, EncodedInputs.of(*(p for p, _ in operands)),
                 tuple(tuple(s) for _, s in operands), tuple(tuple(s) for s, _ in outputs),
-                tuple(d for _, d in outputs), k, seed, None, None if bounds is None else tuple(bounds))
+                tuple(d for _, d in outputs), k, seed, None, None if bounds is None else tuple(bounds),
+                layouts=layouts)
 
 
 def _nan_free_edges() -> np.ndarray:
@@ -160,8 +165,9 @@ def _combine_cases(op, plan, cls):
             v, init = _values(dtype, rng, len(idx), structural=structural), _values(dtype, rng, n, structural=structural)
         enc = _i32 if dtype == "i32" else _f32
         bounds = (_collision_sums(idx, v, init),) if cls is VC.NUMERICAL else None
+        views = (STRIDED, OFFSET, COMPACT, STRIDED) if i == 1 else None  # real views for the second layout
         cases.append(_case(plan, cls, i, ((_i32(idx), (len(idx),)), (enc(v), (len(idx),)), (enc(init), (n,))),
-                           (((n,), dtype),), bounds=bounds))
+                           (((n,), dtype),), bounds=bounds, layouts=views))
     return cases
 
 
@@ -253,8 +259,10 @@ def _scaled_cases(op, plan, cls):
         lo, hi = (112, 143) if numerical else (126, 129)  # scales 2^-15..2^15, or 2^-1..2^1
         sa, sb = rng.integers(lo, hi, (m, g)), rng.integers(lo, hi, (n, g))
         bounds = (_scaled_sums(fl, fr, a, sa, b, sb),) if numerical else None
+        views = (OFFSET, STRIDED, TRANSPOSED, COMPACT, STRIDED) if i == 2 else None
         cases.append(_case(plan, cls, i, ((_i32(a), a.shape), (_i32(sa), sa.shape), (_i32(b), b.shape),
-                                          (_i32(sb), sb.shape)), (((m, n), "f32"),), bounds=bounds, k=g * 32))
+                                          (_i32(sb), sb.shape)), (((m, n), "f32"),), bounds=bounds, k=g * 32,
+                           layouts=views))
     return cases
 
 
@@ -290,8 +298,9 @@ def _sparse_cases(op, plan, cls):
             b = rng.choice(np.r_[-16:0, 1:17], (2 * SPARSE_KC, n)).astype(np.float32)
         meta = _sparse_metadata(schema, rng, m)
         bounds = (product_sums(_dense(schema, a, meta), b, "f32", "f32"),) if numerical else None
+        views = (STRIDED, STRIDED, TRANSPOSED, OFFSET) if i == 2 else None  # a Fortran-order rhs
         cases.append(_case(plan, cls, i, ((_f32(a), a.shape), (_i32(meta), meta.shape), (_f32(b), b.shape)),
-                           (((m, n), "f32"),), bounds=bounds, k=2 * SPARSE_KC))
+                           (((m, n), "f32"),), bounds=bounds, k=2 * SPARSE_KC, layouts=views))
     return cases
 
 

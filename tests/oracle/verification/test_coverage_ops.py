@@ -70,12 +70,12 @@ def wrong_element(where: str):
     def fault(exe, args):
         exe(*args)
         outputs = [a for a, p in zip(args, exe.graph.params) if getattr(p.type, "access", None) == "Out"]
-        flat = outputs[0].reshape(-1)
-        i = 0 if where == "first" else flat.size - 1
-        if flat.dtype == np.bool_:
-            flat[i] = not flat[i]
+        out = outputs[0]  # possibly a non-compact view: index it in place (a reshape could copy)
+        at = np.unravel_index(0 if where == "first" else out.size - 1, out.shape)
+        if out.dtype == np.bool_:
+            out[at] = not out[at]
         else:
-            flat.view(np.dtype(f"u{flat.dtype.itemsize}"))[i] ^= 1 << (flat.dtype.itemsize * 8 - 2)
+            out.view(np.dtype(f"u{out.dtype.itemsize}"))[at] ^= 1 << (out.dtype.itemsize * 8 - 2)
     return fault
 
 
@@ -120,3 +120,14 @@ def test_every_catalogue_plan_of_the_new_ops_is_in_the_profile():
     plans = {p for _, p in cat.plans}
     for name, _, kind, op_plans in K.specs():
         assert set(op_plans) <= plans, name
+
+
+def test_operation_cases_with_real_views_record_their_layouts(evidence):
+    laid = {}
+    for plan_id, (one, two, _) in evidence.items():
+        for e in one + two:
+            for role, layout, caller, *_ in e.layouts:
+                laid.setdefault(plan_id.split("(")[0], set()).add(layout)
+    assert {"strided", "offset"} <= laid["scatter_reduce_add"] and {"strided", "offset"} <= laid["atomic_max"]
+    assert {"transposed", "strided", "offset"} <= laid["sparse_contract_two_of_four"]
+    assert {"transposed", "strided", "offset"} <= laid["scaled_contract"]
