@@ -11,6 +11,7 @@ import tempfile
 
 import attrs
 
+from ...caches import CacheUse, check_cache_dir, verification_caches
 from .evidence import OracleStageResult, Outcome, StageReport, canonical_json
 from .profiles import ORACLE_PROFILE_ID, catalogue_for, verification_profile
 from .records import VerificationProfile, VerificationStage
@@ -29,6 +30,7 @@ class VerificationReport:
     subject_classifications: tuple
     oracle: OracleStageResult
     target: StageReport
+    caches: CacheUse | None = None  # which compile cache the run used (a kept directory or a temporary one)
 
     @property
     def certificates(self) -> tuple:
@@ -62,7 +64,7 @@ class VerificationReport:
         yield {"record": "report", "schema_version": self.schema_version,
                "target_profile": self.target_profile.to_json(), "oracle_profile": self.oracle_profile.to_json(),
                "oracle_counts": self.oracle.report.counts(), "target_counts": self.target.counts(),
-               "passed": self.passed}
+               "passed": self.passed, "compile_cache": None if self.caches is None else self.caches.to_json()}
         for c in self.classifications:
             yield {"record": "classification", **c.to_json()}
         for s in self.subject_classifications:
@@ -103,21 +105,27 @@ def write_atomically(path, text: str) -> None:
         raise
 
 
-def verify_backend(target, *, output=None) -> VerificationReport:
-    """Run Stage One on cpu-compiled, then Stage Two on the ``target`` profile; return (and optionally write) the report."""
+def verify_backend(target, *, output=None, cache_dir=None) -> VerificationReport:
+    """Run Stage One on cpu-compiled, then Stage Two on the ``target`` profile; return (and optionally write) the report.
+
+    Compiled kernels go to ``cache_dir`` (or ``$INTENT_TRACE_CACHE_DIR``), kept for later runs, or by default to a
+    temporary directory removed afterwards (``intent_trace.caches``); the report records which.
+    """
     if not isinstance(target, str):
         raise TypeError(f"verify_backend takes a str target profile_id, got {type(target).__name__}")
     _check_output(output)
+    check_cache_dir(cache_dir)
     profile = verification_profile(target)  # unknown: ValueError before anything runs or is written
     if not profile.serves(VerificationStage.TARGET):
         raise ValueError(f"profile {target} is not registered as a target")
     cat = catalogue_for(profile)
     require_runtime(profile)
     oracle_profile = verification_profile(ORACLE_PROFILE_ID)
-    oracle = run_oracle_stage(oracle_profile)
-    target_report = run_target_stage(profile, oracle)
+    with verification_caches(cache_dir) as caches:
+        oracle = run_oracle_stage(oracle_profile)
+        target_report = run_target_stage(profile, oracle)
     report = VerificationReport(SCHEMA_VERSION, profile, oracle_profile, cat.classifications, cat.subjects, oracle,
-                                target_report)
+                                target_report, caches)
     if output is not None:
         write_atomically(output, report.to_jsonl())
     return report
