@@ -2,6 +2,9 @@
 PY      := .venv/bin/python
 STAMP   := .venv/.installed
 TORCH_CPU ?= 2.13.0
+# where `make demo` keeps the kernels it compiles, so a second run skips the compilers (verify alone
+# would use a temporary cache and remove it)
+DEMO_CACHE ?= .venv/intent-trace-cache
 
 .PHONY: demo test clean
 
@@ -16,7 +19,7 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(PY) examples/quickstart.py
-	.venv/bin/intent-trace verify c-tilelang
+	.venv/bin/intent-trace verify c-tilelang --cache-dir $(DEMO_CACHE)
 
 test: $(STAMP)
 	$(PY) -m pytest

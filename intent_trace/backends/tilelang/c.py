@@ -27,6 +27,7 @@ import re
 import subprocess
 import tempfile
 
+from ... import caches
 from ... import types as T
 from .c_blocks import BLOCK_BASE, SCALAR_BASE
 from .integer_bodies import integer_renderers
@@ -60,11 +61,16 @@ def compile_flags() -> list:
     (``-include`` of a one-line header whose ``.gch`` sits beside it); g++ falls back to the plain
     header if the PCH does not match, so this only ever saves time.
     """
-    return [*COMPILE_FLAGS, *_pch_flags()]
+    flags = _pch_flags(caches.cache_root())
+    if flags and not os.path.exists(flags[1]):  # a removed temporary verification root: build it again
+        _pch_flags.cache_clear()
+        flags = _pch_flags(caches.cache_root())
+    return [*COMPILE_FLAGS, *flags]
 
 
 @functools.lru_cache(maxsize=None)
-def _pch_flags() -> tuple:
+def _pch_flags(root: str) -> tuple:
+    """The PCH flags for the cache ``root`` (``intent_trace.caches``; keyed by it, as a verification redirects it)."""
     try:
         import tilelang
         from tilelang.contrib.cc import get_cplus_compiler
@@ -75,8 +81,6 @@ def _pch_flags() -> tuple:
         src = os.path.join(os.path.dirname(tilelang.__file__), "src")
         version = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=True).stdout
         key = hashlib.sha256("\0".join([cxx, version, src, tilelang.__version__, *COMPILE_FLAGS]).encode()).hexdigest()
-        root = os.environ.get("INTENT_TRACE_CACHE_DIR") or os.path.join(
-            os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "intent_trace")
         directory = os.path.join(root, f"tilelang-pch-{key[:16]}")
         header = os.path.join(directory, "it_tl_common.h")
         if not os.path.exists(header + ".gch"):

@@ -21,6 +21,7 @@ import tempfile
 import numba
 import numpy as np
 
+from ... import caches
 from ...arguments import bind_arguments
 from ...compiler import register_target
 from ...graph.printer import format_graph
@@ -35,11 +36,8 @@ _SOURCE_VERSION = "1"
 
 
 def cache_dir() -> str:
-    root = os.environ.get("INTENT_TRACE_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "intent_trace")
-    path = os.path.join(root, f"numba-{numba.__version__}-v{_SOURCE_VERSION}")
-    os.makedirs(path, exist_ok=True)
-    return path
+    """This target's directory under the one cache root (``intent_trace.caches``: a verification redirects it)."""
+    return caches.cache_path(f"numba-{numba.__version__}-v{_SOURCE_VERSION}")
 
 
 # The disk cache is keyed by the graph, so the code that turns graphs into modules is part of the key:
@@ -234,9 +232,11 @@ class CpuExecutable:
     @property
     def source(self) -> str:
         """The generated Python module (what Numba compiles)."""
-        path = self.module.__file__
-        with open(path) as f:
-            return f.read()
+        try:
+            with open(self.module.__file__) as f:
+                return f.read()
+        except FileNotFoundError:  # loaded from a verification's temporary cache, since removed: the same text
+            return self._generate()[0]
 
     @property
     def error_sites(self) -> list:

@@ -13,13 +13,14 @@ import math
 import attrs
 import numpy as np
 
+from .bounds import fibre_sums, prefix_sums, product_sums
 from .catalogue import MATMUL, POINTWISE, REDUCE, SCAN, Operation
+from .layouts import SUBJECT_LAYOUTS, place
 from .payloads import (EncodedBoolPayload, EncodedFloat32Payload, EncodedInputs, EncodedInt32Payload,
                        adversarial_float32_payload, analytic_cases, arbitrary_float32_payload,
                        exact_structural_payload, wide_exponent_float32_payload)
 from .records import PlanKey, Subject, VerificationClass as VC
 
-F32_UNIT_ROUNDOFF = 2.0 ** -24
 _INT_EDGES = (0, 1, -1, 2, -2, 7, 31, 32, 33, 64, -32, 12345, -98765, 2**31 - 1, -2**31, -2**31 + 1)
 _SIGNED_ZERO_F32 = (0.0, -0.0, 1.0, -1.0, 2.0 ** -149, -2.0 ** -149, math.inf, -math.inf)
 
@@ -35,8 +36,14 @@ class Case:
     contraction_length: int | None = None
     seed: int | None = None
     expected: tuple | None = None  # analytic cases: the independent expected values of the first output
-    gamma_terms: int | None = None  # numerical classes: K of the gamma-K envelope (before stage adjustments)
-    sum_absolute_terms: float | None = None  # numerical classes: max over outputs of sum |exact terms|
+    # numerical classes: one bounds.OutputBound per output (None for an exact output): each element's own
+    # K and sum |exact terms|, the accumulator and the output rounding. The stage's policy derives every
+    # element's envelope from it (bounds.path_envelope); see bounds.py for how a new op fills it.
+    bounds: tuple | None = None
+    layouts: tuple | None = None  # per operand then output, a layouts.LAYOUTS name (None: all compact)
+    # exact classes: NaN results need only be NaN (any payload), where the association may pick between
+    # several NaN payloads of one fibre (IEEE 754 §6.2.3); every other bit stays exact
+    nan_payloads_free: bool = False
 
     def to_json(self) -> dict:
         return {"case_id": self.case_id, "class": self.verification_class.value,
@@ -96,17 +103,12 @@ def _all_combinations(dtypes, pools) -> tuple:
     return tuple(_payload_of_words(d, [c[i] for c in combos]) for i, d in enumerate(dtypes))
 
 
-def _sum_abs_bound(terms: np.ndarray, axis: int) -> tuple:
-    """(max over fibres of sum |t|, fibre length), computed in float64 and inflated past its own rounding."""
-    k = terms.shape[axis]
-    total = float(np.max(np.sum(np.abs(terms.astype(np.float64)), axis=axis), initial=0.0))
-    return total * (1.0 + 2.0 * (k + 1) * 2.0 ** -53), k
-
-
 # --- operation cases --------------------------------------------------------------------------
 
 def operation_cases(op: Operation, plan: PlanKey, classes: tuple) -> list:
-    build = {POINTWISE: _pointwise_cases, REDUCE: _fibre_cases, SCAN: _fibre_cases, MATMUL: _matmul_cases}[op.kind]
+    build = {POINTWISE: _pointwise_cases, REDUCE: _fibre_cases, SCAN: _fibre_cases, MATMUL: _matmul_cases}.get(op.kind)
+    if build is None:  # the kinds of coverage_ops
+        from .coverage_cases import coverage_cases as build
     cases = []
     for cls in classes:
         cases.extend(build(op, plan, cls))
@@ -158,6 +160,12 @@ def _fibre_cases(op: Operation, plan: PlanKey, cls: VC) -> list:
                 cases.append(Case(f"{base}/{a.case_id}", cls, EncodedInputs.of(x), ((1, k),), (out_shape(1, k),),
                                   (plan.output_dtype,), k, None, tuple(a.expected)))
         return cases
+    if cls is VC.SPECIAL_VALUES and dtype == "f32" and plan.accumulation in SUMMING:
+        for i, rows in enumerate(special_sum_rows()):
+            r, k = rows.shape
+            cases.append(Case(f"{base}/{i}", cls, EncodedInputs.of(_payload_of_words(dtype, rows.reshape(-1))),
+                              ((r, k),), (out_shape(r, k),), (plan.output_dtype,), k, nan_payloads_free=i == 1))
+        return cases
     if cls is VC.SPECIAL_VALUES:
         rows = _edge_fibres(dtype)
         k = len(rows[0])
@@ -165,7 +173,7 @@ def _fibre_cases(op: Operation, plan: PlanKey, cls: VC) -> list:
         return [Case(f"{base}/0", cls, EncodedInputs.of(x), ((k, k),), (out_shape(k, k),), (plan.output_dtype,), k)]
     for i, (r, k) in enumerate(_fibre_shapes(cls)):
         seed = case_seed(base, i)
-        terms = None
+        bounds = None
         if cls is VC.STRUCTURAL:
             x = exact_structural_payload(seed, k, product=False, rows=r).lhs
         elif cls is VC.NUMERICAL:
@@ -177,10 +185,10 @@ def _fibre_cases(op: Operation, plan: PlanKey, cls: VC) -> list:
         else:  # BIT_EXACT
             x = _random(dtype, seed, r * k)
         if cls in (VC.NUMERICAL, VC.WIDE_EXPONENT):
-            terms = _sum_abs_bound(x.as_array().reshape(r, k), axis=1)
+            build = prefix_sums if op.kind == SCAN else fibre_sums
+            bounds = (build(x.as_array().reshape(r, k), plan.accumulation_dtype, plan.output_dtype),)
         cases.append(Case(f"{base}/{i}", cls, EncodedInputs.of(x), ((r, k),), (out_shape(r, k),),
-                          (plan.output_dtype,), k, seed, None,
-                          None if terms is None else terms[1], None if terms is None else terms[0]))
+                          (plan.output_dtype,), k, seed, None, bounds))
     return cases
 
 
@@ -196,6 +204,62 @@ def _edge_fibres(dtype: str) -> list:
         row.insert(i % (len(plain) + 1), nans[i % len(nans)] if i < len(plain) else plain[i % len(plain)])
         rows.append(np.asarray(row, np.uint32))
     return rows
+
+
+SUMMING = ("sum", "scan-sum", "dot")  # accumulations that add (their special values are built below)
+
+_QNANS = (0x7FC00000, 0x7FC00001, 0xFFC00123, 0x7FFFFFFF, 0xFFC00000, 0x7FC12345, 0xFFFFFFFF, 0x7FD00000)
+_MAX, _INF, _SPECIAL_K = 0x7F7FFFFF, 0x7F800000, 8
+
+
+def special_sum_rows() -> tuple:
+    """Fibres (rows of 8 binary32 words) whose sums, prefix sums and products with 1 or 2 have one result
+    in every association, so special values are exact obligations of floating accumulations:
+
+    * one NaN per fibre (a distinct quiet payload, at every position): the result is that NaN, payload and
+      all; the other terms are small dyadic values whose partial sums are exact;
+    * +inf / -inf at several positions: an infinity of that sign; +inf and -inf together: the default NaN
+      of the invalid operation (x86's 0xFFC00000, which T10 makes every target's);
+    * two largest finite values of one sign: overflow to an infinity of that sign (prefixes before the
+      second stay at the largest finite value, small terms being below its half ulp);
+    * subnormals of both signs small enough (< 2^-129 each) that every partial sum, doubled, is exact, and
+      a fibre that cancels to +0: a target that flushes subnormals fails.
+
+    The second array holds fibres with two distinct NaN payloads, where the association may return
+    either: those cases require NaN-ness only (``Case.nan_payloads_free``).
+    """
+    small = np.array([1.0, 2.0, -3.0, 0.5, 4.0, -0.25, 8.0, 1.5], np.float32).view(np.uint32)
+    rows = []
+    for i, nan in enumerate(_QNANS):  # one NaN at position i
+        row = np.roll(small, i).copy()
+        row[i] = nan
+        rows.append(row)
+    for sign, positions in ((0, (0, 3, 7)), (0x80000000, (1, 5))):
+        for p in positions:
+            row = small.copy()
+            row[p] = _INF | sign
+            rows.append(row)
+    for a, b in ((0, 7), (2, 3), (6, 1)):
+        row = small.copy()
+        row[a], row[b] = _INF, _INF | 0x80000000
+        rows.append(row)
+    for sign in (0, 0x80000000):
+        for a, b in ((0, 1), (3, 6)):
+            row = np.abs(small.view(np.float32)).view(np.uint32) | sign
+            row[a], row[b] = _MAX | sign, _MAX | sign
+            rows.append(row)
+    subnormals = np.array([0x00000001, 0x000FFFFF, 0x80000003, 0x00080000, 0x800ABCDE, 0x00000000, 0x80000000,
+                           0x00012345], np.uint32)
+    for i in range(0, 8, 3):
+        rows.append(np.roll(subnormals, i))
+    rows.append(np.array([0x00000005, 0x80000005, 0x000FFFFF, 0x800FFFFF, 0x80000000, 0x00000000, 0x00001000,
+                          0x80001000], np.uint32))  # cancels to +0
+    multi = []
+    for i in range(8):
+        row = small.copy()
+        row[i], row[(i + 3) % 8] = _QNANS[i], _QNANS[(i + 1) % 8]
+        multi.append(row)
+    return np.stack(rows), np.stack(multi)
 
 
 def _matmul_shapes(cls: VC) -> list:
@@ -214,6 +278,14 @@ def _matmul_cases(op: Operation, plan: PlanKey, cls: VC) -> list:
                 n = math.isqrt(len(a.inputs[0]))
                 cases.append(Case(f"{base}/{a.case_id}", cls, EncodedInputs.of(_f32(a.inputs[0]), _f32(a.inputs[1])),
                                   ((n, n), (n, n)), ((n, n),), (plan.output_dtype,), n, None, tuple(a.expected)))
+        return cases
+    if cls is VC.SPECIAL_VALUES and dtype == "f32":
+        cases = []
+        for i, rows in enumerate(special_sum_rows()):
+            m, k = rows.shape  # rhs: a column of ones and a column of twos (products exact or overflowing)
+            b = _f32(np.stack([np.ones(k), np.full(k, 2.0)], axis=1))
+            cases.append(Case(f"{base}/{i}", cls, EncodedInputs.of(_payload_of_words(dtype, rows.reshape(-1)), b),
+                              ((m, k), (k, 2)), ((m, 2),), (plan.output_dtype,), k, nan_payloads_free=i == 1))
         return cases
     if cls is VC.SPECIAL_VALUES:
         rows = _edge_fibres(dtype)
@@ -239,13 +311,12 @@ def _matmul_cases(op: Operation, plan: PlanKey, cls: VC) -> list:
             a, b = wide_exponent_float32_payload(seed, m * k), wide_exponent_float32_payload(seed + 1, k * n)
         else:
             a, b = _random(dtype, seed, m * k), _random(dtype, seed + 1, k * n)
-        terms = None
+        bounds = None
         if cls in (VC.NUMERICAL, VC.WIDE_EXPONENT):
-            products = a.as_array().astype(np.float64).reshape(m, k, 1) * b.as_array().astype(np.float64).reshape(1, k, n)
-            terms = _sum_abs_bound(products, axis=1)
+            bounds = (product_sums(a.as_array().reshape(m, k), b.as_array().reshape(k, n), plan.accumulation_dtype,
+                                   plan.output_dtype),)
         cases.append(Case(f"{base}/{i}", cls, EncodedInputs.of(a, b), ((m, k), (k, n)), ((m, n),),
-                          (plan.output_dtype,), k, seed, None,
-                          None if terms is None else terms[1], None if terms is None else terms[0]))
+                          (plan.output_dtype,), k, seed, None, bounds))
     return cases
 
 
@@ -259,6 +330,7 @@ SUBJECT_SHAPES = {
     "multi-output": (((4, 9),), ((4,), (4,))), "carried-loop": (((17,),), ((1,),)),
     "while-loop": (((23,),), ((2,),)), "branch": (((8,),), ((8,),)), "forall": (((12,),), ((12,),)),
     "staging-buffer": (((15,),), ((15,),)), "hierarchical-contraction": (((2, 3, 4), (2, 4, 5)), ((2, 3, 5),)),
+    **dict.fromkeys(("strided-view", "transposed-view", "offset-view"), (((5, 7), (5, 7)), ((5, 7),))),
 }
 
 
@@ -271,25 +343,76 @@ def subject_case(subject: Subject, kernel) -> Case:
     operands = tuple(_random(s.dtype.name, seed + i, int(np.prod(shape)))
                      for i, (s, shape) in enumerate(zip(ins, in_shapes)))
     return Case(f"subject/{subject.name}/{VC.BIT_EXACT.value}/0", VC.BIT_EXACT, EncodedInputs.of(*operands),
-                in_shapes, out_shapes, tuple(s.dtype.name for s in outs), None, seed)
+                in_shapes, out_shapes, tuple(s.dtype.name for s in outs), None, seed,
+                layouts=SUBJECT_LAYOUTS.get(subject.name))
 
 
 # --- execution ------------------------------------------------------------------------------------
 
+# Two poison fills per output: an element is unwritten when it holds the first fill after the run that
+# started from it *and* the second fill after the run that started from that one. One fill is not enough:
+# a Boolean output pre-filled with False hides a kernel that never stores False, and a caller's buffer
+# that already holds the answer hides a kernel that writes nothing. Two fills no single result equals
+# (NaN patterns for floats, bytes 0xA5 / 0x5A elsewhere, False / True for Booleans) cannot both be hidden.
+POISON_BYTES = (0xA5, 0x5A)
+_POISON_F32 = (0x7FBADBAD, 0xFFD5A5A5)  # two NaNs of different sign and payload
+
+
+def poison(shape, dtype, which: int) -> np.ndarray:
+    """An array of ``shape`` and NumPy ``dtype`` holding poison fill ``which`` (0 or 1)."""
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return np.full(shape, bool(which), np.bool_)
+    if dtype == np.float32:
+        return np.full(shape, np.uint32(_POISON_F32[which]), np.uint32).view(np.float32)
+    return np.full(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, POISON_BYTES[which], np.uint8) \
+        .view(dtype).reshape(shape)
+
+
+def poisoned_run(call, specs) -> tuple:
+    """Run ``call(outputs)`` twice, its outputs (``specs``: ``(shape, numpy dtype)`` each) poisoned with two
+    different fills; return (the first run's outputs, per output the number of elements neither run wrote).
+
+    The reusable form of the two-fill rule, for every runner that owns its output buffers (the stages here,
+    ``intent.verify``). ``call`` must run the kernel with fresh inputs each time and synchronise before
+    returning. Nondeterministic results are fine: an element counts as unwritten only when each run left
+    its own fill in place.
+    """
+    runs = []
+    for which in (0, 1):
+        outputs = [poison(shape, dtype, which) for shape, dtype in specs]
+        call(outputs)
+        runs.append(outputs)
+    unwritten = []
+    for (shape, dtype), first, second in zip(specs, *runs):
+        a, b = (np.ascontiguousarray(x).reshape(-1).view(np.uint8).reshape(-1, np.dtype(dtype).itemsize)
+                for x in (first, second))
+        fill_a, fill_b = (poison((1,), dtype, w).view(np.uint8) for w in (0, 1))
+        unwritten.append(int(np.sum(np.all(a == fill_a, axis=1) & np.all(b == fill_b, axis=1))))
+    return tuple(runs[0]), tuple(unwritten)
+
+
+_NUMPY = {"f32": np.float32, "i32": np.int32, "bool": np.bool_, "f64": np.float64, "i64": np.int64}
+
+
 def execute(executable, case: Case, arrays: tuple) -> tuple:
-    """Run one case on decoded ``arrays``; outputs start as NaN/sentinel-filled so unwritten elements show."""
-    inputs = [a.reshape(shape) for a, shape in zip(arrays, case.shapes)]
-    outputs = [_sentinel(shape, dtype) for shape, dtype in zip(case.output_shapes, case.output_dtypes)]
-    executable(*inputs, *outputs)
-    sync = getattr(executable, "synchronize", None)
-    if sync is not None:  # queued target work completes before anything is decoded or compared
-        sync()
-    return tuple(o.reshape(-1) for o in outputs)
+    """Run one case on decoded ``arrays`` under the two-fill rule (``poisoned_run``); returns (flat outputs,
+    unwritten counts per output)."""
+    def call(outputs):
+        inputs = [np.array(a, copy=True).reshape(shape) for a, shape in zip(arrays, case.shapes)]
+        if case.layouts:  # real non-compact views (layouts.place); outputs read back after the run
+            n = len(inputs)
+            inputs = [place(a, lay) for a, lay in zip(inputs, case.layouts[:n])]
+            views = [place(o, lay) for o, lay in zip(outputs, case.layouts[n:])]
+            executable(*inputs, *views)
+            for o, v in zip(outputs, views):
+                o[...] = v
+        else:
+            executable(*inputs, *outputs)
+        sync = getattr(executable, "synchronize", None)
+        if sync is not None:  # queued target work completes before anything is decoded or compared
+            sync()
 
-
-def _sentinel(shape, dtype: str) -> np.ndarray:
-    if dtype == "f32":
-        return np.full(shape, np.uint32(0x7FBADBAD), np.uint32).view(np.float32)  # a signalling-NaN pattern
-    if dtype == "bool":
-        return np.zeros(shape, np.bool_)
-    return np.full(shape, -0x5A5A5A5B, np.int32)
+    specs = [(tuple(shape), _NUMPY[dtype]) for shape, dtype in zip(case.output_shapes, case.output_dtypes)]
+    outputs, unwritten = poisoned_run(call, specs)
+    return tuple(o.reshape(-1) for o in outputs), unwritten

@@ -15,6 +15,7 @@ import operator
 import attrs
 
 from ... import language as I
+from .coverage_ops import specs as coverage_specs
 from .records import PlanKey, Subject
 
 # Kinds of operation: how a case lays out operands and which comparison applies.
@@ -125,7 +126,12 @@ def _accumulations() -> tuple:
     )
 
 
-OPERATIONS: tuple = _operations()
+def _coverage_operations() -> tuple:
+    """The data-dependent, packed-format, RNG, atomic and region operations (``coverage_ops``)."""
+    return tuple(Operation(name, canonical, kind, None, plans) for name, canonical, kind, plans in coverage_specs())
+
+
+OPERATIONS: tuple = _operations() + _coverage_operations()
 
 # Movement and structural subjects every profile must show (exact, one witness kernel each, in
 # ``subjects.py``). ``covers`` is checked against the witness's traced graph.
@@ -147,22 +153,12 @@ SUBJECTS: tuple = (
     Subject("structural", "forall", ("parallel", "for"), "compact"),
     Subject("structural", "staging-buffer", ("buffer", "load", "store"), "compact"),
     Subject("structural", "hierarchical-contraction", ("contract",), "hierarchical"),
+    *(Subject("movement", name, ("read", "write", "domain"), "non-compact")  # real views: layouts.py
+      for name in ("strided-view", "transposed-view", "offset-view")),
 )
 
 # Registry ops that are neither a verification operation nor exercised by a subject, and why.
-EXCLUDED_OPS: dict = {
-    **dict.fromkeys(("quantize", "quantized_dot", "scaled_contract", "sparse_contract"),
-                    "packed operand formats (k-quant blocks, MX/e2m1 codes, 2:4 metadata) lie outside the spec's "
-                    "Float32/Int32/Boolean payloads; the kernel suite checks them against ggml/ml_dtypes references"),
-    **dict.fromkeys(("atomic_load", "atomic_store", "atomic_rmw", "atomic_compare_exchange"),
-                    "memory-order obligations of atomics are not a one-op value comparison; the kernel suite's "
-                    "collision tests check them"),
-    "random_bits": "Philox bits are checked against Random123's known-answer vectors by the kernel suite",
-    **dict.fromkeys(("region_fold", "region_scan"),
-                    "results depend on legal cut points by design; the law checker (check_laws) verifies them"),
-    **dict.fromkeys(("histogram", "scatter_reduce", "unique_store"),
-                    "data-dependent writes are checked against NumPy references by the kernel suite"),
-}
+EXCLUDED_OPS: dict = {}
 
 # What a carrier cannot execute: plans that use these dtypes are not advertised by it.
 CARRIER_LIMITS: dict = {"tilelang-metal": frozenset({"f64"})}  # Metal has no 64-bit float (it has long)

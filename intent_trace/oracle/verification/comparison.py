@@ -60,9 +60,11 @@ def float32_ulp_distance(expected: int | float, actual: int | float) -> int:
 
 @attrs.frozen(slots=True)
 class Tolerance:
-    absolute: float
-    relative: float
-    ulps: int
+    """Per-component limits; a component left out is unconstrained (``Tolerance(ulps=4)``)."""
+
+    absolute: float = math.inf
+    relative: float = math.inf
+    ulps: int = MAX_ULP_DISTANCE
 
     def to_json(self) -> dict:
         return {"absolute": json_number(self.absolute), "relative": json_number(self.relative),
@@ -83,11 +85,27 @@ class Deviations:
 
 
 @attrs.frozen(slots=True)
+class ElementEnvelope:
+    """The worst element of a comparison judged against per-element envelopes: ``ratio`` is
+    max_i |expected_i - actual_i| / envelope_i (``inf`` where no envelope covers the pair), at ``index``
+    (flat, over the outputs in order), whose own envelope is ``bound``."""
+
+    ratio: float
+    index: int | None
+    bound: float | None
+
+    def to_json(self) -> dict:
+        return {"ratio": json_number(self.ratio), "index": self.index,
+                "bound": None if self.bound is None else json_number(self.bound)}
+
+
+@attrs.frozen(slots=True)
 class Comparison:
     deviations: Deviations
     mismatches: int
     signed_zero_mismatches: int
     nan_payload_mismatches: int
+    envelope: ElementEnvelope | None = None  # set when the results were judged element by element
 
     @property
     def exact(self) -> bool:
@@ -108,9 +126,12 @@ class Comparison:
         return d.absolute <= tolerance.absolute and d.relative <= tolerance.relative and d.ulps <= tolerance.ulps
 
     def to_json(self) -> dict:
-        return {"deviations": self.deviations.to_json(), "mismatches": self.mismatches,
-                "signed_zero_mismatches": self.signed_zero_mismatches,
-                "nan_payload_mismatches": self.nan_payload_mismatches}
+        out = {"deviations": self.deviations.to_json(), "mismatches": self.mismatches,
+               "signed_zero_mismatches": self.signed_zero_mismatches,
+               "nan_payload_mismatches": self.nan_payload_mismatches}
+        if self.envelope is not None:
+            out["envelope"] = self.envelope.to_json()
+        return out
 
 
 def compare_float32(expected: Iterable, actual: Iterable) -> Comparison:
@@ -217,25 +238,54 @@ def gamma_bound(unit_roundoff: float, terms: int, sum_absolute_terms: float) -> 
 
 @attrs.frozen(slots=True)
 class TolerancePolicy:
-    """A versioned acceptance rule; ``tolerance`` None means bit-for-bit identity."""
+    """A versioned acceptance rule; ``tolerance`` None means bit-for-bit identity.
+
+    ``envelope_digest`` set: the rule is per element (``bounds.path_envelope``): every element must lie
+    within its own envelope (the comparison's ``envelope.ratio <= 1``) as well as within ``tolerance``,
+    whose absolute field is then the largest element envelope. The digest names those envelopes, so a
+    record's policy can be checked against the case generator that produced it.
+    """
 
     policy_id: str
     tolerance: Tolerance | None
     description: str
+    envelope_digest: str | None = None
+    nan_payloads_free: bool = False  # exact rule: a NaN against a NaN of another payload still matches
+
 
     def accepts(self, comparison: Comparison) -> bool:
         if not isinstance(comparison, Comparison):
             raise TypeError(f"comparison must be a Comparison, not {type(comparison).__name__}")
-        return comparison.mismatches == 0 if self.tolerance is None else comparison.within(self.tolerance)
+        if self.tolerance is None:
+            free = comparison.nan_payload_mismatches if self.nan_payloads_free else 0
+            return comparison.mismatches - free == 0
+        if self.envelope_digest is not None and comparison.mismatches:
+            if comparison.envelope is None or not comparison.envelope.ratio <= 1.0:
+                return False
+        return comparison.within(self.tolerance)
 
     def to_json(self) -> dict:
-        return {"policy_id": self.policy_id,
-                "tolerance": None if self.tolerance is None else self.tolerance.to_json(),
-                "description": self.description}
+        out = {"policy_id": self.policy_id,
+               "tolerance": None if self.tolerance is None else self.tolerance.to_json(),
+               "description": self.description}
+        if self.envelope_digest is not None:
+            out["envelope_digest"] = self.envelope_digest
+        if self.nan_payloads_free:
+            out["nan_payloads_free"] = True
+        return out
 
 
 def exact_policy() -> TolerancePolicy:
     return TolerancePolicy("exact-bits-v1", None, "encoded results must be identical bit for bit")
+
+
+def nan_ness_policy() -> TolerancePolicy:
+    """Exact bits, except that a NaN matches any NaN: for fibres holding several NaN payloads, of which the
+    association may return any (IEEE 754 §6.2.3). A NaN against a non-NaN still fails."""
+    return TolerancePolicy("exact-bits-nan-ness-v1", None,
+                           "encoded results identical bit for bit, except that NaN results need only be NaN: "
+                           "their fibres hold several NaN payloads and the association may return any of them",
+                           nan_payloads_free=True)
 
 
 def _envelope(absolute: float) -> Tolerance:
@@ -257,3 +307,15 @@ def stage_two_float32_policy(terms: int, sum_absolute_terms: float) -> Tolerance
     return TolerancePolicy("stage-two-float32-gamma-v1", _envelope(bound),
                            f"|oracle - target| <= gamma_K * S with u=2**-24, K={int(terms)}, "
                            f"S={float(sum_absolute_terms)!r}; zero signs and NaN payloads must match")
+
+
+def element_envelope_policy(policy_id: str, envelopes: tuple, description: str) -> TolerancePolicy:
+    """A per-element rule over ``envelopes`` (one float64 array per floating output, None for exact ones).
+
+    The tolerance's absolute field is the largest element envelope (a necessary condition, kept so the
+    record reads like a case-wide bound); acceptance also needs every element within its own envelope.
+    """
+    from .bounds import envelope_digest
+
+    largest = max((float(e.max(initial=0.0)) for e in envelopes if e is not None), default=0.0)
+    return TolerancePolicy(policy_id, _envelope(largest), description, envelope_digest(envelopes))

@@ -56,6 +56,10 @@ class Evidence:
     reference_plan: PlanKey | None = None  # Stage Two: the oracle plan the target was compared with
     receipt_id: str | None = None
     synchronized: bool = False
+    # analytic cases: the reference's own comparison with the independent expectation (both must match it)
+    reference_comparison: Comparison | None = None
+    unwritten: int = 0  # output elements neither poisoned run wrote (cases.poisoned_run), both executions
+    layouts: tuple = ()  # non-compact operands: layouts.evidence_layouts (caller view, what each target did)
 
     def __attrs_post_init__(self) -> None:
         if tuple(self.target_input_hashes) != tuple(self.oracle_input_hashes):
@@ -84,6 +88,8 @@ class Evidence:
             "contraction_length": self.contraction_length, "seed": self.seed, "policy": _opt(self.policy),
             "comparison": _opt(self.comparison), "reference_plan": _opt(self.reference_plan),
             "receipt_id": self.receipt_id, "synchronized": self.synchronized,
+            "reference_comparison": _opt(self.reference_comparison), "unwritten": self.unwritten,
+            "layouts": [list(x) for x in self.layouts],
         }
 
 

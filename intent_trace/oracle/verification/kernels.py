@@ -1,21 +1,32 @@
 """``intent.verify``: a user's whole kernel on a target against the CPU oracle, on the same encoded inputs.
 
-Beyond the spec (DESIGN.md §4). The caller's arrays are encoded once (their bytes hashed) and both
-executions decode fresh copies of those bytes, so neither can see the other's writes and the
-caller's arrays are never modified. Outputs are compared bit for bit unless the caller gives a
-Tolerance (a kernel with floating accumulations may legitimately differ by association).
+Beyond the spec (DESIGN.md §4). The caller's arrays are encoded once (their bytes hashed) and every
+execution decodes fresh copies of those bytes, so no run can see another's writes and the caller's
+arrays are never modified. Out parameters start as poison, twice (``cases.poisoned_run``): an element
+that keeps each run's own fill was not written, and a target that leaves more elements unwritten than
+the oracle fails (an element the oracle leaves alone too compares equal: both hold the first fill).
+
+Acceptance is per output, by default derived from the graph (:mod:`.kernel_bounds`): exact where every
+op feeding the output is exact or correctly rounded, a bound that adds up vendor-math and accumulation
+error where the language lets targets differ. A caller's ``Tolerance`` replaces it; give one component
+(``Tolerance(ulps=4)``, ``Tolerance(relative=1e-5)``) and the others are unconstrained.
 """
 from __future__ import annotations
 
 import hashlib
+import math
+import numbers
 
 import attrs
 import numpy as np
 
 from ... import compiler
 from ...kernel import Kernel
-from .comparison import Comparison, Tolerance, TolerancePolicy, compare_exact, compare_float32, exact_policy
+from .comparison import MAX_ULP_DISTANCE, Comparison, Tolerance
+from .cases import poisoned_run
 from .evidence import canonical_json
+from .kernel_bounds import output_bounds
+from .kernel_policy import OutputPolicy, accept, graph_policy, user_policy
 
 ORACLE_TARGET = "cpu"
 
@@ -25,8 +36,8 @@ class OutputComparison:
     name: str
     dtype: str
     shape: tuple
-    comparison: Comparison
-    policy: TolerancePolicy
+    comparison: Comparison  # the worse of the two fills' comparisons
+    policy: OutputPolicy
     passed: bool
 
     def to_json(self) -> dict:
@@ -59,6 +70,7 @@ class KernelVerification:
             rows.append(f"  {o.name}: {o.dtype}{list(o.shape)} {'ok ' if o.passed else 'BAD'} "
                         f"mismatches={o.comparison.mismatches} max_abs={d.absolute} max_ulps={d.ulps} "
                         f"[{o.policy.policy_id}]")
+            rows.append(f"      policy: {o.policy.reason}")
         return "\n".join(rows)
 
 
@@ -73,41 +85,75 @@ def _encode(value):
     return digest, (lambda: value)
 
 
-def _words(a: np.ndarray) -> list:
-    if a.dtype == np.bool_:
-        return a.reshape(-1).astype(np.uint32).tolist()
-    return np.ascontiguousarray(a).reshape(-1).view(np.dtype(f"u{a.dtype.itemsize}")).astype(np.uint64).tolist()
-
-
-def verify(kernel: Kernel, target: str, *args, tolerance: Tolerance | None = None, **constexprs) -> KernelVerification:
-    """Run ``kernel`` on ``target`` and on the cpu oracle with the same inputs; compare every output."""
-    if not isinstance(kernel, Kernel):
-        raise TypeError(f"intent.verify takes an @intent.kernel, got {kernel!r}")
-    if not isinstance(target, str):
-        raise TypeError(f"target must be a str, got {type(target).__name__}")
-    if tolerance is not None and not isinstance(tolerance, Tolerance):
+def _check_tolerance(tolerance) -> None:
+    if tolerance is None:
+        return
+    if not isinstance(tolerance, Tolerance):
         raise TypeError(f"tolerance must be a Tolerance or None, got {type(tolerance).__name__}")
-    candidate = compiler.compile(kernel, target=target, **constexprs)
-    oracle = compiler.compile(kernel, target=ORACLE_TARGET, **constexprs)
-    encoded = [_encode(a) for a in args]
-    runs = {}
-    for name, exe in (("target", candidate), ("oracle", oracle)):
+    for name in ("absolute", "relative", "ulps"):
+        v = getattr(tolerance, name)
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
+            raise TypeError(f"Tolerance.{name} must be a real number, got {type(v).__name__}")
+        if math.isnan(v) or v < 0:
+            raise ValueError(f"Tolerance.{name} must be a non-negative number, got {v!r}")
+    if not (isinstance(tolerance.ulps, (int, np.integer)) or tolerance.ulps == math.inf):
+        raise TypeError(f"Tolerance.ulps must be an integer, got {tolerance.ulps!r}")
+    if (tolerance.absolute, tolerance.relative, tolerance.ulps) == (math.inf, math.inf, MAX_ULP_DISTANCE):
+        raise ValueError("a Tolerance must constrain at least one of absolute, relative, ulps")
+
+
+def _runs(exe, encoded, poison: list) -> tuple:
+    """(arguments of the first of two runs, unwritten count per poisoned output) under the two-fill rule
+    (``cases.poisoned_run``): fresh decoded inputs each run, the Out parameters ``poison`` poisoned."""
+    specs = []
+    for i in poison:
+        a = np.asarray(encoded[i][1]())
+        specs.append((a.shape, a.dtype))
+    runs = []
+
+    def call(outputs):
         values = [decode() for _, decode in encoded]
+        for i, o in zip(poison, outputs):
+            values[i] = o
         exe(*values)
         sync = getattr(exe, "synchronize", None)
         if sync is not None:
             sync()
-        runs[name] = values
-    policy = exact_policy() if tolerance is None else TolerancePolicy(
-        "user-tolerance-v1", tolerance, "caller-supplied absolute/relative/ulp tolerance")
+        runs.append(values)
+
+    _, unwritten = poisoned_run(call, specs)
+    return runs[0], dict(zip(poison, unwritten))
+
+
+def verify(kernel: Kernel, target: str, *args, tolerance: Tolerance | None = None, **constexprs) -> KernelVerification:
+    """Run ``kernel`` on ``target`` and on the cpu oracle with the same inputs; compare every output.
+
+    Without ``tolerance`` each output is held to the bound its graph implies (see the module docstring);
+    ``print(result)`` says, per output, which rule applied and why.
+    """
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"intent.verify takes an @intent.kernel, got {kernel!r}")
+    if not isinstance(target, str):
+        raise TypeError(f"target must be a str, got {type(target).__name__}")
+    _check_tolerance(tolerance)
+    candidate = compiler.compile(kernel, target=target, **constexprs)
+    oracle = compiler.compile(kernel, target=ORACLE_TARGET, **constexprs)
+    graph = candidate.graph
+    encoded = [_encode(a) for a in args]
+    written = {i: p for i, p in enumerate(graph.params)
+               if getattr(p.type, "access", None) in ("Out", "InOut") and i < len(args)}
+    poison = [i for i, p in written.items() if p.type.access == "Out"]
+    (got, got_unwritten), (want, want_unwritten) = _runs(candidate, encoded, poison), _runs(oracle, encoded, poison)
+    bounds = output_bounds(graph, [decode() for _, decode in encoded], target)
     outputs = []
-    for i, p in enumerate(candidate.graph.params):
-        if getattr(p.type, "access", None) not in ("Out", "InOut") or i >= len(args):
-            continue
-        got, want = np.asarray(runs["target"][i]), np.asarray(runs["oracle"][i])
-        if want.dtype == np.float32:
-            cmp = compare_float32(want.reshape(-1), got.reshape(-1))
-        else:
-            cmp = compare_exact(_words(want), _words(got))
-        outputs.append(OutputComparison(p.name, str(want.dtype), tuple(want.shape), cmp, policy, policy.accepts(cmp)))
+    for i, p in written.items():
+        w = np.asarray(want[i])
+        policy = user_policy(tolerance) if tolerance is not None else graph_policy(p.name, bounds[p.name],
+                                                                                    w.dtype, target)
+        cmp, ok = accept(w, np.asarray(got[i]), policy, tolerance)
+        unwritten = got_unwritten.get(i, 0) - want_unwritten.get(i, 0)  # the oracle may leave elements alone too
+        if unwritten:
+            policy = attrs.evolve(policy, reason=f"{policy.reason}; the target left {unwritten} more element(s) "
+                                                 f"unwritten than the oracle")
+        outputs.append(OutputComparison(p.name, str(w.dtype), tuple(w.shape), cmp, policy, ok and not unwritten))
     return KernelVerification(kernel.name, target, ORACLE_TARGET, tuple(h for h, _ in encoded), tuple(outputs))

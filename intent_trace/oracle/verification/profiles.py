@@ -15,6 +15,7 @@ import attrs
 
 from ...graph import ops as kir_ops
 from . import catalogue as C
+from .coverage_ops import required_classes as coverage_classes
 from .records import (ClassificationDisposition, LogicalKernel, PlanClassification, PlanKey, Subject,
                       VerificationClass as VC, VerificationProfile, VerificationStage)
 
@@ -90,13 +91,18 @@ def kernel_id(profile: VerificationProfile, operation: str) -> str:
 
 def required_classes(op: C.Operation, plan: PlanKey) -> tuple:
     """The classes an active plan must pass, in canonical order."""
+    own = coverage_classes(op.kind, plan)
+    if own is not None:
+        return own
     dtype = plan.operand_dtypes[-1] if op.kind == C.POINTWISE else plan.operand_dtypes[0]
     floating = dtype == "f32" or (op.name in ("cast", "bitcast") and "f32" in plan.operand_dtypes)
     if op.kind == C.POINTWISE or op.name == "reduce_max" or not floating:
         return (VC.BIT_EXACT, VC.SIGNED_ZERO, VC.SPECIAL_VALUES) if floating else (VC.BIT_EXACT, VC.SPECIAL_VALUES)
     analytic = (VC.ANALYTIC,) if op.name in ("reduce_sum", "matmul") else ()
-    return tuple(sorted((VC.SIGNED_ZERO, VC.STRUCTURAL, *analytic, VC.NUMERICAL, VC.WIDE_EXPONENT),
-                        key=list(VC).index))
+    # special values (NaN, signed infinities, overflow, subnormals) are exact obligations of floating
+    # accumulations too: a target that flushes subnormals or replaces non-finite results must fail
+    return tuple(sorted((VC.SIGNED_ZERO, VC.SPECIAL_VALUES, VC.STRUCTURAL, *analytic, VC.NUMERICAL,
+                         VC.WIDE_EXPONENT), key=list(VC).index))
 
 
 def _classification(profile: VerificationProfile, kernel: LogicalKernel, op: C.Operation,

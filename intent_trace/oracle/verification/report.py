@@ -11,6 +11,7 @@ import tempfile
 
 import attrs
 
+from ...caches import CacheUse, check_cache_dir, verification_caches
 from .evidence import OracleStageResult, Outcome, StageReport, canonical_json
 from .profiles import ORACLE_PROFILE_ID, catalogue_for, verification_profile
 from .records import VerificationProfile, VerificationStage
@@ -29,6 +30,7 @@ class VerificationReport:
     subject_classifications: tuple
     oracle: OracleStageResult
     target: StageReport
+    caches: CacheUse | None = None  # which compile cache the run used (a kept directory or a temporary one)
 
     @property
     def certificates(self) -> tuple:
@@ -62,7 +64,7 @@ class VerificationReport:
         yield {"record": "report", "schema_version": self.schema_version,
                "target_profile": self.target_profile.to_json(), "oracle_profile": self.oracle_profile.to_json(),
                "oracle_counts": self.oracle.report.counts(), "target_counts": self.target.counts(),
-               "passed": self.passed}
+               "passed": self.passed, "compile_cache": None if self.caches is None else self.caches.to_json()}
         for c in self.classifications:
             yield {"record": "classification", **c.to_json()}
         for s in self.subject_classifications:
@@ -78,18 +80,50 @@ class VerificationReport:
         return "".join(canonical_json(line) + "\n" for line in self.lines())
 
 
-def _check_output(output):
-    if output is None or isinstance(output, (str, os.PathLike)):
-        return output
-    raise TypeError(f"output must be a str or path-like destination, or None; got {type(output).__name__}")
+def check_output(output) -> None:
+    """TypeError / ValueError for a destination ``write_atomically`` could not replace, raised before anything
+    runs: a directory, something that is not a regular file, a missing parent or a file as parent, or a
+    directory where no file can be created (``/proc``, read-only). The check creates and removes one probe
+    file beside the destination, as the write itself will."""
+    if output is None:
+        return
+    if not isinstance(output, (str, os.PathLike)):
+        raise TypeError(f"output must be a str or path-like destination, or None; got {type(output).__name__}")
+    path = os.path.abspath(os.fspath(output))
+    if os.path.isdir(path):
+        raise ValueError(f"output {path} is a directory, not a report file")
+    if os.path.lexists(path) and not os.path.isfile(path):
+        raise ValueError(f"output {path} exists and is not a regular file")
+    parent = os.path.dirname(path)
+    if not os.path.isdir(parent):
+        raise ValueError(f"output {path}: its directory {parent} does not exist or is not a directory")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".intent-trace-report-", suffix=".probe", dir=parent)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise ValueError(f"output {path}: no file can be written in {parent} ({e.strerror or e})") from None
+
+
+def _file_mode(path: str) -> int:
+    """The mode the destination keeps: an existing file's, else what ``open`` would create (0666 less umask);
+    mkstemp's 0600 would otherwise replace it."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except FileNotFoundError:
+        umask = os.umask(0o022)
+        os.umask(umask)
+        return 0o666 & ~umask
 
 
 def write_atomically(path, text: str) -> None:
     """Replace ``path`` with ``text`` (UTF-8) or leave it untouched: temp file in the same directory, then rename."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
+    mode = _file_mode(path)
     fd, tmp = tempfile.mkstemp(prefix=".intent-trace-report-", suffix=".tmp", dir=directory)
     try:
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as f:
             f.write(text.encode("utf-8"))
             f.flush()
@@ -103,21 +137,27 @@ def write_atomically(path, text: str) -> None:
         raise
 
 
-def verify_backend(target, *, output=None) -> VerificationReport:
-    """Run Stage One on cpu-compiled, then Stage Two on the ``target`` profile; return (and optionally write) the report."""
+def verify_backend(target, *, output=None, cache_dir=None) -> VerificationReport:
+    """Run Stage One on cpu-compiled, then Stage Two on the ``target`` profile; return (and optionally write) the report.
+
+    Compiled kernels go to ``cache_dir`` (or ``$INTENT_TRACE_CACHE_DIR``), kept for later runs, or by default to a
+    temporary directory removed afterwards (``intent_trace.caches``); the report records which.
+    """
     if not isinstance(target, str):
         raise TypeError(f"verify_backend takes a str target profile_id, got {type(target).__name__}")
-    _check_output(output)
+    check_output(output)
+    check_cache_dir(cache_dir)
     profile = verification_profile(target)  # unknown: ValueError before anything runs or is written
     if not profile.serves(VerificationStage.TARGET):
         raise ValueError(f"profile {target} is not registered as a target")
     cat = catalogue_for(profile)
     require_runtime(profile)
     oracle_profile = verification_profile(ORACLE_PROFILE_ID)
-    oracle = run_oracle_stage(oracle_profile)
-    target_report = run_target_stage(profile, oracle)
+    with verification_caches(cache_dir) as caches:
+        oracle = run_oracle_stage(oracle_profile)
+        target_report = run_target_stage(profile, oracle)
     report = VerificationReport(SCHEMA_VERSION, profile, oracle_profile, cat.classifications, cat.subjects, oracle,
-                                target_report)
+                                target_report, caches)
     if output is not None:
         write_atomically(output, report.to_jsonl())
     return report

@@ -1,9 +1,10 @@
 """Stage One (Generic certifies the CPU oracle) and Stage Two (the CPU oracle validates a target).
 
-Both stages walk the validated catalogue, run one case at a time and keep going after a
-recoverable error (RuntimeError, ValueError, or a LoweringError while preparing), so one broken
-witness never hides another. Certificates are issued only from complete, passing evidence, and
-Stage Two trusts a certificate only after rebuilding it from the evidence it names.
+Both stages walk the validated catalogue, run one case at a time and keep going after any error of
+one case (the spec's recoverable RuntimeError and ValueError, and every other Exception: a KeyError in a
+target's run is error evidence too), so one broken witness never hides another. Certificates are
+issued only from complete, passing evidence, and Stage Two trusts a certificate only after
+re-deriving it from the evidence it names (``authority``).
 """
 from __future__ import annotations
 
@@ -15,18 +16,21 @@ import importlib
 import numpy as np
 
 from ... import compiler
-from ...errors import LoweringError
-from .cases import F32_UNIT_ROUNDOFF, Case, execute, operation_cases, subject_case
+from .acceptance import case_envelopes, case_policy, compare_outputs
+from .layouts import evidence_layouts
+from .annex_f import annex_f_case
+from .authority import certify, reconstruct_authority
+from .cases import Case, execute, operation_cases, subject_case
 from .catalogue import f64_authority
-from .comparison import compare_exact, compare_float32, exact_policy, stage_one_two_path_policy, \
-    stage_two_float32_policy
-from .evidence import (CompilationReceipt, Evidence, OracleCertificate, OracleStageResult, Outcome, StageReport,
-                       evidence_digest)
+from .comparison import exact_policy
+from .evidence import CompilationReceipt, Evidence, OracleStageResult, Outcome, StageReport
 from .profiles import ORACLE_PROFILE_ID, _resolve, catalogue_for, operation, verification_profile
 from .records import VerificationClass as VC, VerificationStage
 from .witnesses import operation_kernel, subject_kernels
 
-RECOVERABLE = (RuntimeError, ValueError, LoweringError, IndexError)  # IndexError: a run-time bounds check
+# Any exception of one case becomes error evidence and the other cases run (a KeyError in a target run once
+# aborted the whole stage with no report). KeyboardInterrupt and SystemExit are not Exceptions: they stop.
+RECOVERABLE = (Exception,)
 REFERENCE_TARGET = "generic"
 
 # Non-public test seam: ``{VerificationStage: fn(case, outputs) -> outputs}`` applied to the candidate's
@@ -70,9 +74,10 @@ class _Runner:
         return exe
 
     def run(self, kernel, logical, plan, case: Case, arrays) -> tuple:
+        """(flat outputs, unwritten element count per output, receipt id) of one case."""
         exe = self.executable(kernel)
-        outputs = execute(exe, case, arrays)
-        return outputs, self._receipt(exe, logical, plan, case, arrays)
+        outputs, unwritten = execute(exe, case, arrays)
+        return outputs, unwritten, self._receipt(exe, logical, plan, case, arrays)
 
     def _receipt(self, exe, logical, plan, case: Case, arrays) -> str:
         spec = tuple((str(a.dtype), tuple(s)) for a, s in zip(arrays, case.shapes))
@@ -94,51 +99,6 @@ def _provider_version(target: str) -> str:
     return f"{module} {importlib.import_module(module).__version__}"
 
 
-def _merge(comparisons):
-    from .comparison import Comparison, Deviations
-
-    if len(comparisons) == 1:
-        return comparisons[0]
-    devs = [c.deviations for c in comparisons]
-
-    def worst(field):
-        values = [getattr(d, field) for d in devs]
-        return None if any(v is None for v in values) else max(values)
-
-    return Comparison(Deviations(worst("absolute"), worst("relative"), worst("ulps")),
-                      sum(c.mismatches for c in comparisons), sum(c.signed_zero_mismatches for c in comparisons),
-                      sum(c.nan_payload_mismatches for c in comparisons))
-
-
-def compare_outputs(expected: tuple, actual: tuple, dtypes: tuple):
-    comparisons = []
-    for e, a, d in zip(expected, actual, dtypes):
-        if d == "f32":
-            comparisons.append(compare_float32(e, a))
-        else:
-            comparisons.append(compare_exact(_words(e), _words(a)))
-    return _merge(comparisons)
-
-
-def _words(a: np.ndarray) -> list:
-    a = np.ascontiguousarray(a)
-    if a.dtype == np.bool_:
-        return a.astype(np.uint32).tolist()
-    return a.view(np.dtype(f"u{a.dtype.itemsize}")).astype(np.uint64).tolist()
-
-
-def _policy(case: Case, plan, stage: VerificationStage):
-    if case.verification_class.exact:
-        return exact_policy()
-    terms = case.gamma_terms
-    if stage is VerificationStage.ORACLE:
-        # a float64 accumulator rounded once to the f32 output: one more term at f32's unit roundoff
-        extra = 1 if plan.accumulation_dtype == "f64" and plan.output_dtype == "f32" else 0
-        return stage_one_two_path_policy(F32_UNIT_ROUNDOFF, terms + extra, case.sum_absolute_terms)
-    # single path: the target's K terms, plus two for the reference's own f64 sum and its rounding to f32
-    return stage_two_float32_policy(terms + 2, case.sum_absolute_terms)
-
-
 def _evidence(stage, profile_id, logical, plan, subject, case: Case, outcome, reason="", **kw) -> Evidence:
     hashes = case.inputs.input_hashes
     return Evidence(stage, profile_id, logical, plan, subject, case.verification_class, case.case_id, outcome,
@@ -154,9 +114,11 @@ def _run_case(stage, profile_id, logical, plan, subject, case, reference, candid
     """Run ``case`` on the reference and the candidate and compare; any recoverable error becomes evidence."""
     policy = None
     try:
-        policy = _policy(case, plan, stage) if plan is not None else exact_policy()
-        ref_out, _ = reference.run(reference_kernel, logical, reference_plan or plan, case, case.inputs.oracle_arrays())
-        out, receipt = candidate.run(candidate_kernel, logical, plan, case, case.inputs.target_arrays())
+        policy = case_policy(case, plan, stage, reference_plan) if plan is not None else exact_policy()
+        envelopes = case_envelopes(case, reference_plan or plan) if policy.envelope_digest else None
+        ref_out, ref_unwritten, _ = reference.run(reference_kernel, logical, reference_plan or plan, case,
+                                                  case.inputs.oracle_arrays())
+        out, unwritten, receipt = candidate.run(candidate_kernel, logical, plan, case, case.inputs.target_arrays())
         if alteration is not None:
             out = alteration(case, out)
     except RECOVERABLE as e:
@@ -165,22 +127,64 @@ def _run_case(stage, profile_id, logical, plan, subject, case, reference, candid
     if case.expected is not None:  # analytic: both paths against the independent expectation
         expected = (np.asarray(case.expected, np.float32),)
         comparison = compare_outputs(expected, out, case.output_dtypes)
-        ref_ok = compare_outputs(expected, ref_out, case.output_dtypes).mismatches == 0
+        reference_comparison = compare_outputs(expected, ref_out, case.output_dtypes)
+        ref_ok = policy.accepts(reference_comparison)
         ok = policy.accepts(comparison) and ref_ok
         reason = "" if ref_ok else f"the reference ({reference.target}) disagrees with the analytic expectation"
     else:
-        comparison = compare_outputs(ref_out, out, case.output_dtypes)
-        ok, reason = policy.accepts(comparison), ""
+        comparison = compare_outputs(ref_out, out, case.output_dtypes, envelopes)
+        ok, reason, reference_comparison = policy.accepts(comparison), "", None
+    unwritten_total = sum(unwritten) + sum(ref_unwritten)
+    if unwritten_total:
+        ok = False
+        who = [f"{n} by the candidate ({candidate.target})" for n in [sum(unwritten)] if n] + \
+              [f"{n} by the reference ({reference.target})" for n in [sum(ref_unwritten)] if n]
+        reason = f"output elements never written: {', '.join(who)}"
     if not ok and not reason:
-        reason = f"{comparison.mismatches} mismatching elements outside {policy.policy_id}"
+        reason = f"{comparison.mismatches} mismatching elements outside {policy.policy_id}" + (
+            "" if comparison.envelope is None else
+            f" (worst element {comparison.envelope.index}: {comparison.envelope.ratio:.3g} x its own envelope)")
     return _evidence(stage, profile_id, logical, plan, subject, case, Outcome.PASSED if ok else Outcome.FAILED, reason,
                      policy=policy, comparison=comparison, reference_plan=reference_plan, receipt_id=receipt,
-                     synchronized=True)
+                     synchronized=True, reference_comparison=reference_comparison, unwritten=unwritten_total,
+                     layouts=evidence_layouts(case, reference.target, candidate.target))
 
 
-def _deferred(stage, profile_id, classification) -> Evidence:
-    return Evidence(stage, profile_id, classification.kernel, classification.plan, None, None,
-                    f"{classification.plan.plan_id}/deferred", Outcome.DEFERRED, classification.reason)
+def _deferred_evidence(stage, profile_id, c, reference, candidate) -> list:
+    """A deferred plan's one DEFERRED record, plus what can still be checked: it runs anyway.
+
+    Accuracy stays deferred, but the record carries the measured deviation of the candidate from the
+    reference on ordinary inputs (information, not a gate), and the exact special values of T4's C99
+    Annex F list are a separate SPECIAL_VALUES obligation against an independent table (``annex_f``),
+    so a vendor ``exp`` that returns 0 fails.
+    """
+    op = operation(c.plan.operation)
+    kernel = operation_kernel(op, c.plan)
+    reason, extra = c.reason, {}
+    try:
+        (case,) = operation_cases(op, c.plan, (VC.BIT_EXACT,))
+        ref_out, _, _ = reference.run(kernel, c.kernel, c.plan, case, case.inputs.oracle_arrays())
+        out, unwritten, receipt = candidate.run(kernel, c.kernel, c.plan, case, case.inputs.target_arrays())
+        comparison = compare_outputs(ref_out, out, case.output_dtypes)
+        d = comparison.deviations
+        reason += (f" [information, not a gate: {comparison.mismatches} of {case.output_shapes[0][0]} results "
+                   f"differ from {reference.target}, max {d.ulps} ulp]")
+        hashes = case.inputs.input_hashes
+        extra = dict(target_input_hashes=hashes, oracle_input_hashes=hashes, shapes=case.shapes,
+                     output_shapes=case.output_shapes, seed=case.seed, comparison=comparison, receipt_id=receipt,
+                     synchronized=True, unwritten=sum(unwritten))
+    except RECOVERABLE as e:
+        reason += f" [information run failed: {_error_text(e)}]"
+    out = [Evidence(stage, profile_id, c.kernel, c.plan, None, None, f"{c.plan.plan_id}/deferred", Outcome.DEFERRED,
+                    reason, **extra)]
+    try:
+        special = annex_f_case(c.plan)
+    except RECOVERABLE as e:
+        return out + [_unprepared(stage, profile_id, c.kernel, c.plan, None, VC.SPECIAL_VALUES, e)]
+    if special is not None:
+        out.append(_run_case(stage, profile_id, c.kernel, c.plan, None, special, reference, candidate, kernel, kernel,
+                             _result_alterations.get(stage)))
+    return out
 
 
 def _unprepared(stage, profile_id, logical, plan, subject, cls, error) -> Evidence:
@@ -203,7 +207,7 @@ def run_oracle_stage(profile) -> OracleStageResult:
     total = len(cat.classifications) + len(cat.subjects)
     for i, c in enumerate(cat.classifications):
         if not c.active:
-            evidence.append(_deferred(stage, profile.profile_id, c))
+            evidence.extend(_deferred_evidence(stage, profile.profile_id, c, reference, oracle))
         else:
             evidence.extend(_plan_evidence(stage, profile.profile_id, c, reference, oracle, None,
                                            _result_alterations.get(stage)))
@@ -213,7 +217,7 @@ def run_oracle_stage(profile) -> OracleStageResult:
                                           _result_alterations.get(stage)))
         _tick(stage, len(cat.classifications) + i + 1, total, f"subject {s.subject.name}")
     evidence = tuple(evidence)
-    certificates = tuple(_certify(profile.profile_id, cat, evidence))
+    certificates = tuple(certify(profile.profile_id, cat, evidence))
     receipts = tuple(oracle.receipts.values())
     return OracleStageResult(StageReport(profile.profile_id, stage, evidence, receipts), certificates)
 
@@ -247,57 +251,7 @@ def _subject_evidence(stage, profile_id, subject, reference, candidate, alterati
                       alteration)]
 
 
-def _certify(profile_id, cat, evidence):
-    by_obligation: dict = {}
-    for e in evidence:
-        by_obligation.setdefault(e.obligation, []).append(e)
-    for c in cat.classifications:
-        if c.active:
-            cert = _certificate_from(profile_id, (c.kernel, c.plan), c.classes, by_obligation.get((c.kernel, c.plan)))
-            if cert is not None:
-                yield cert
-    for s in cat.subjects:
-        cert = _certificate_from(profile_id, s.subject, s.classes, by_obligation.get(s.subject))
-        if cert is not None:
-            yield cert
-
-
-def _certificate_from(profile_id, obligation, classes, records):
-    """A certificate only for complete passing coverage: every class attempted, every attempt passed."""
-    if not records or any(r.outcome is not Outcome.PASSED for r in records):
-        return None
-    if {r.verification_class for r in records} != set(classes):
-        return None
-    if isinstance(obligation, tuple):
-        kernel, plan = obligation
-        return OracleCertificate(profile_id, kernel, None, plan.operation, plan, tuple(classes), evidence_digest(records))
-    return OracleCertificate(profile_id, None, obligation, f"subject:{obligation.name}", None, tuple(classes),
-                             evidence_digest(records))
-
-
 # --- Stage Two ------------------------------------------------------------------------------------
-
-def reconstruct_authority(oracle_result: OracleStageResult) -> dict:
-    """Certificates that rebuild exactly from the result's own evidence, keyed by obligation (plan or subject).
-
-    A certificate whose digest, classes or coverage does not follow from that evidence is forged or
-    stale and grants nothing.
-    """
-    oracle_cat = catalogue_for(ORACLE_PROFILE_ID)
-    by_obligation: dict = {}
-    for e in oracle_result.report.evidence:
-        by_obligation.setdefault(e.obligation, []).append(e)
-    classes = {(c.kernel, c.plan): c.classes for c in oracle_cat.classifications if c.active}
-    classes.update({s.subject: s.classes for s in oracle_cat.subjects})
-    authority = {}
-    for cert in oracle_result.certificates:
-        obligation = cert.obligation
-        rebuilt = _certificate_from(ORACLE_PROFILE_ID, obligation, classes.get(obligation, ()),
-                                    by_obligation.get(obligation))
-        if rebuilt is not None and rebuilt == cert:
-            authority[cert.plan if cert.plan is not None else cert.subject] = cert
-    return authority
-
 
 def require_runtime(profile) -> None:
     """Raise the actionable RuntimeError when the profile's provider or runtime is missing."""
@@ -332,13 +286,14 @@ def run_target_stage(profile, oracle_result) -> StageReport:
     for i, c in enumerate(cat.classifications):
         _tick(stage, i, total, c.plan.plan_id)
         if not c.active:
-            evidence.append(_deferred(stage, profile.profile_id, c))
+            evidence.extend(_deferred_evidence(stage, profile.profile_id, c, oracle, target))
             continue
         reference_plan = f64_authority(c.plan) or c.plan
         cert = authority.get(reference_plan)
         missing = () if cert is None else tuple(cls for cls in c.classes if cls not in cert.classes)
         if cert is None or missing:
-            why = (f"no valid cpu-compiled certificate for {reference_plan.plan_id}" if cert is None else
+            why = (f"no valid cpu-compiled certificate for {reference_plan.plan_id}: "
+                   f"{authority.why_not(reference_plan)}" if cert is None else
                    f"the certificate of {reference_plan.plan_id} lacks {', '.join(m.value for m in missing)}")
             evidence.extend(Evidence(stage, profile.profile_id, c.kernel, c.plan, None, cls,
                                      f"{c.plan.plan_id}/{cls.value}/blocked", Outcome.BLOCKED, why,
@@ -348,10 +303,11 @@ def run_target_stage(profile, oracle_result) -> StageReport:
                                        _result_alterations.get(stage)))
     for i, s in enumerate(cat.subjects):
         _tick(stage, len(cat.classifications) + i, total, f"subject {s.subject.name}")
-        if s.subject not in authority:
+        if authority.get(s.subject) is None:
             evidence.append(Evidence(stage, profile.profile_id, None, None, s.subject, VC.BIT_EXACT,
                                      f"subject/{s.subject.name}/blocked", Outcome.BLOCKED,
-                                     f"no valid cpu-compiled certificate for subject {s.subject.name}"))
+                                     f"no valid cpu-compiled certificate for subject {s.subject.name}: "
+                                     f"{authority.why_not(s.subject)}"))
             continue
         evidence.extend(_subject_evidence(stage, profile.profile_id, s.subject, oracle, target,
                                           _result_alterations.get(stage)))

@@ -12,6 +12,8 @@ from ... import language as I
 from ... import types as T
 from ...kernel import Kernel
 from .catalogue import MATMUL, POINTWISE, REDUCE, SCAN, Operation
+from .coverage_ops import KINDS as COVERAGE_KINDS
+from .coverage_witnesses import coverage_kernel
 from .records import PlanKey
 
 
@@ -84,6 +86,8 @@ def operation_kernel(op: Operation, plan: PlanKey) -> Kernel:
             value = I.matmul(a[m, k], b[k, n], acc_dtype=acc)
             y[m, n] = I.cast(value, out) if acc is not out else value
         return _named(matmul, name)
+    if op.kind in COVERAGE_KINDS:
+        return coverage_kernel(op.name, op.kind, plan)
     raise ValueError(f"operation {op.name}: unknown kind {op.kind!r}")
 
 
@@ -183,10 +187,15 @@ def _subject_kernels() -> dict:
         k, n = I.domain(0, a.shape[2]), I.domain(0, b.shape[2])
         y[bb, m, n] = I.contract(a[bb, m, k], b[bb, k, n], reduce=((2, 1),), batch=((0, 0),), acc_dtype=I.i32)
 
+    def view_copy(x: I.In[f32, ("M", "N")], z: I.In[f32, ("M", "N")], y: I.Out[f32, ("M", "N")]):
+        m, n = I.domain(0, x.shape[0]), I.domain(0, x.shape[1])
+        y[m, n] = x[m, n] * 2.0 + z[m, n]  # x and y are non-compact views (layouts.py), z compact
+
     fns = {"copy": copy, "transpose": transpose, "broadcast": broadcast, "strided-read": strided_read, "tensor-slice": tensor_slice,
            "reshape": reshape, "join": join, "gather": gather, "subregion-write": subregion_write, "fill": fill,
            "multi-output": multi_output, "carried-loop": carried_loop, "while-loop": while_loop, "branch": branch,
-           "forall": forall, "staging-buffer": staging_buffer, "hierarchical-contraction": hierarchical_contraction}
+           "forall": forall, "staging-buffer": staging_buffer, "hierarchical-contraction": hierarchical_contraction,
+           "strided-view": view_copy, "transposed-view": view_copy, "offset-view": view_copy}
     return {name: _named(fn, "verify_" + name.replace("-", "_")) for name, fn in fns.items()}
 
 

@@ -184,3 +184,79 @@ def test_intent_verify_reports_a_differing_target(monkeypatch):
     assert loose.passed
     with pytest.raises(TypeError):
         intent.verify(scaled, "generic", x, y, 3.0, tolerance=0.1)
+
+
+# --- usage errors before anything runs; quiet third-party logs ------------------------------------------
+
+@pytest.mark.parametrize("where", ["directory", "missing-parent", "file-as-parent", "proc", "proc-file"])
+def test_cli_an_unusable_output_is_a_usage_error_before_anything_runs(where, tmp_path, capsys, monkeypatch):
+    ran = []
+    monkeypatch.setattr(R, "run_oracle_stage", lambda p: ran.append(p))
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    output = {"directory": tmp_path, "missing-parent": tmp_path / "no" / "r.jsonl",
+              "file-as-parent": a_file / "r.jsonl", "proc": "/proc/intent-trace-report.jsonl",
+              "proc-file": "/proc/self/status"}[where]
+    assert cli.main(["verify", "cpu-compiled", "--output", str(output)]) == 2
+    err = capsys.readouterr().err
+    assert "intent-trace verify: output" in err and "Traceback" not in err
+    assert not ran and sorted(os.listdir(tmp_path)) == ["file"]
+    with pytest.raises(ValueError):  # the API refuses it before running too
+        verify_backend("cpu-compiled", output=output)
+    assert not ran
+
+
+def test_cli_an_unusable_cache_dir_is_a_usage_error(tmp_path, capsys, monkeypatch):
+    ran = []
+    monkeypatch.setattr(R, "run_oracle_stage", lambda p: ran.append(p))
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    assert cli.main(["verify", "cpu-compiled", "--cache-dir", str(a_file)]) == 2
+    assert "cache directory" in capsys.readouterr().err and not ran
+
+
+def test_cli_silences_third_party_loggers_while_verifying(monkeypatch, capsys, oracle_result, stage_two):
+    import logging
+
+    def noisy_oracle(profile):
+        logging.getLogger("tilelang").info("TileLang begins to compile kernel verify_add")
+        logging.getLogger("tvm").info("tvm chatter")
+        logging.getLogger("tilelang").error("a real problem stays visible")
+        return oracle_result
+    monkeypatch.setattr(R, "run_oracle_stage", noisy_oracle)
+    monkeypatch.setattr(R, "run_target_stage", lambda p, o: stage_two)
+    handler_stream = __import__("io").StringIO()
+    handler = logging.StreamHandler(handler_stream)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    level = root.level
+    root.setLevel(logging.INFO)
+    before = logging.getLogger("tilelang").level
+    try:
+        cli.main(["verify", "cpu-compiled"])
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+    logged = handler_stream.getvalue()
+    assert "begins to compile" not in logged and "tvm chatter" not in logged
+    assert "a real problem stays visible" in logged
+    assert logging.getLogger("tilelang").level == before  # restored
+    assert "compiled in a temporary cache, removed" in capsys.readouterr().out
+
+
+def test_the_report_keeps_the_destination_file_mode(tmp_path):
+    out = tmp_path / "r.jsonl"
+    out.write_text("old\n")
+    os.chmod(out, 0o644)
+    R.write_atomically(out, "new\n")
+    assert out.read_text() == "new\n" and (os.stat(out).st_mode & 0o777) == 0o644
+    os.chmod(out, 0o640)
+    R.write_atomically(out, "newer\n")
+    assert (os.stat(out).st_mode & 0o777) == 0o640
+    fresh = tmp_path / "fresh.jsonl"
+    umask = os.umask(0o022)
+    try:
+        R.write_atomically(fresh, "x\n")
+    finally:
+        os.umask(umask)
+    assert (os.stat(fresh).st_mode & 0o777) == 0o644

@@ -27,8 +27,10 @@ def test_stage_one_attempts_every_class_of_every_active_plan(oracle_result):
         records = evidence[c.plan.plan_id]
         if c.active:
             assert {e.verification_class for e in records} == set(c.classes)
-        else:
-            assert [e.outcome for e in records] == [Outcome.DEFERRED]
+        else:  # exactly one deferred record; the Annex F special values still run (test_deferred.py)
+            assert [e.outcome for e in records if e.outcome is Outcome.DEFERRED] == [Outcome.DEFERRED]
+            assert all(e.verification_class.value == "special-values" for e in records if e.outcome is not
+                       Outcome.DEFERRED)
     counts = oracle_result.report.counts()
     assert counts["failed"] == counts["error"] == counts["blocked"] == 0
 
@@ -61,7 +63,7 @@ def test_fail_closed_on_one_required_witness(oracle_result, planted_oracle):
     assert WRONG_CASE.split("/")[0] not in certified and ERROR_CASE.split("/")[0] not in certified
     # independent cases continued and kept their certificates
     assert len(planted_oracle.report.evidence) == len(oracle_result.report.evidence)
-    assert len(planted_oracle.certificates) == len(oracle_result.certificates) - 2
+    assert len(planted_oracle.certificates) == len(oracle_result.certificates) - 4  # add, sub (i32 and f32), cumsum
 
 
 def test_compare_two_independently_associated_sums(oracle_result):
@@ -79,7 +81,8 @@ def test_compare_two_independently_associated_sums(oracle_result):
 
 def test_report_a_vendor_transcendental_plan(oracle_result):
     exp = [e for e in oracle_result.report.evidence if e.plan is not None and e.plan.plan_id.startswith("exp(")]
-    assert len(exp) == 1 and exp[0].outcome is Outcome.DEFERRED and "vendor-transcendental" in exp[0].reason
+    deferred = [e for e in exp if e.outcome is Outcome.DEFERRED]
+    assert len(deferred) == 1 and "vendor-transcendental" in deferred[0].reason
     assert not any(c.plan is not None and c.plan.operation == "exp" for c in oracle_result.certificates)
 
 
@@ -88,7 +91,7 @@ def test_split_pow_by_executable_plan(oracle_result):
     integer = pow_records["pow(lhs:i32,rhs:i32|compute:i32)->i32"]
     floating = pow_records["pow(lhs:f32,rhs:f32|compute:f32)->f32"]
     assert integer and all(e.outcome is Outcome.PASSED for e in integer)
-    assert [e.outcome for e in floating] == [Outcome.DEFERRED]
+    assert [e.outcome for e in floating if e.verification_class is None] == [Outcome.DEFERRED]
     certified = {c.plan.plan_id for c in oracle_result.certificates if c.plan is not None}
     assert "pow(lhs:i32,rhs:i32|compute:i32)->i32" in certified
     assert "pow(lhs:f32,rhs:f32|compute:f32)->f32" not in certified
