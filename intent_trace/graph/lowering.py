@@ -256,18 +256,26 @@ def rereads_destination(node, reads: dict, aligned: dict) -> bool:
 
 class ErrorSite:
     """What an executable needs to raise the right exception for the error code a failed run-time check
-    records (the code is the site's 1-based position in the emitter's list)."""
+    records (the code is the site's 1-based position in the emitter's list).
 
-    __slots__ = ("exception", "message", "note")
+    ``message`` is a template the emitter writes: ``{0}``, ``{1}``, ``{2}`` are the values recorded with the
+    error, ``{name}`` the text given as keyword ``name``. Text that comes from the user (view names, buffer
+    labels holding a file name, format names) is passed as a keyword and never spliced into the template:
+    ``str.format`` does not re-read the text it substitutes, so a file named ``k{x}.py`` or ``k{0}.py`` is
+    printed as it is instead of being read as a field of the template.
+    """
 
-    def __init__(self, exception: type, message: str, note: str = ""):
+    __slots__ = ("exception", "message", "note", "texts")
+
+    def __init__(self, exception: type, message: str, note: str = "", **texts: str):
         self.exception = exception
-        self.message = message  # formats {0}, {1}, {2}: the values recorded with the error
-        self.note = note
+        self.message = message
+        self.note = note  # never a template: added to the exception as it is
+        self.texts = texts
 
     def error(self, values) -> Exception:
         """The exception to raise for the values recorded with the error code."""
-        error = self.exception(self.message.format(*(int(v) for v in values)))
+        error = self.exception(self.message.format(*(int(v) for v in values), **self.texts))
         if self.note:
             error.add_note(self.note)
         return error

@@ -86,9 +86,8 @@ def _contract(em, node, args):
 
 def _pack(em, value, src: T.DType, acc: T.DType, dims: list, shape: tuple) -> str:
     """A contiguous acc-dtype copy of ``value`` with its axes in the order ``dims``; returns its name."""
-    name = em.fresh("a")
     packed = tuple(shape[k] for k in dims)
-    em.line(f"{name} = np.empty({_tuple(packed)}, dtype={np_type(acc)})")
+    name = em.allocate(packed, np_type(acc), f"the packed {acc.name} copy of an operand of `contract`")
     with em.loop_nest(packed, parallel=True) as idx:
         full = [None] * len(shape)
         for k, i in zip(dims, idx):
@@ -147,8 +146,9 @@ def _blas(em, node, args, acc: T.DType):
     a3 = em.assign(f"{a}.reshape(({nb}, {nk}, {nm}))" if ta else f"{a}.reshape(({nb}, {nm}, {nk}))", "a")
     b3 = em.assign(f"{b}.reshape(({nb}, {nn}, {nk}))" if tb else f"{b}.reshape(({nb}, {nk}, {nn}))", "a")
     dtype = np_type(acc)
-    c3 = em.assign(f"np.zeros(({nb}, {nm}, {nn}), dtype={dtype}) if {nk} == 0 else "
-                   f"np.empty(({nb}, {nm}, {nn}), dtype={dtype})", "a")
+    c3 = em.allocate((nb, nm, nn), dtype, f"the {acc.name} product workspace of `contract`")
+    with em.block(f"if {nk} == 0:"):
+        em.line(f"{c3}.fill(0)")
     with em.block(f"if {nk} > 0 and {nm} > 0 and {nn} > 0:"):
         j = em.fresh("b")
         with em.block(f"for {j} in range({nb}):"):
@@ -163,8 +163,7 @@ def _blas(em, node, args, acc: T.DType):
     if order == p.result_lhs:
         return Array(em.assign(f"{c3}.reshape({_tuple(p.result_shape)})", "a"), p.result_shape)
     c = em.assign(f"{c3}.reshape({_tuple(natural)})", "a")
-    out = em.fresh("a")
-    em.line(f"{out} = np.empty({_tuple(p.result_shape)}, dtype={dtype})")
+    out = em.allocate(p.result_shape, dtype, "the result of `contract`")
     with em.loop_nest(p.result_shape, parallel=True) as idx:
         pos = dict(zip(p.result_lhs, idx))
         src_idx = [pos[k] for k in order] + list(idx[len(p.result_lhs):])
@@ -193,8 +192,7 @@ def _loops(em, node, args, acc: T.DType):
     out_t = node.outputs[0].type
     out = None
     if out_t.rank:
-        out = em.fresh("a")
-        em.line(f"{out} = np.empty({_tuple(p.result_shape)}, dtype={np_type(acc)})")
+        out = em.allocate(p.result_shape, np_type(acc), "the result of `contract`")
     red_shape = [p.lhs_shape[a] for a, _ in p.reduce]
     with em.loop_nest(p.result_shape, parallel=True) as idx:
         s = em.assign(f"{np_type(work)}(0)", "c")

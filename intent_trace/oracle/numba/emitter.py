@@ -14,6 +14,9 @@ discards the staged outputs.
 from __future__ import annotations
 
 import contextlib
+import math
+
+import numpy as np
 
 from ... import types as T
 from ...graph.interpreter import Interpreter, rule_registrar
@@ -85,6 +88,51 @@ class NumbaEmitter(SourceWriter, Interpreter):
         with self.block(f"if {bad}:"):
             self.error_exit(site, *values)
 
+    # -- allocation ------------------------------------------------------------------------------
+    def allocate(self, shape, dtype: str, what: str, fill: str | None = None, prefix: str = "a") -> str:
+        """A new array of extent expressions ``shape`` and Numba type ``dtype`` (``np.float32``...), filled
+        with ``fill`` when given; the name of the local holding it.
+
+        Every allocation of generated code is made here, for two reasons.
+
+        Its size is checked against the call's allocation limit (the ``limit`` argument, read from
+        :func:`intent_trace.limits.allocation_limit` at each call, never baked into the module) before it
+        is attempted, whatever ``checks`` says: a failure is reported through the error record as a
+        ValueError naming ``what``, its element count and its size, and the executable then discards the
+        staged outputs. (A bare MemoryError or Numba's "array is too big" says neither what nor why.)
+
+        Inside a ``prange`` body it is made by a runtime function, never by ``np.empty``/``np.full``
+        there: Numba's parfor pass hoists every ``np.empty`` (and the ``np.empty`` it makes of
+        ``np.zeros``/``np.full``) whose arguments are loop invariant out of the parallel loop, at any
+        nesting depth inside it, and reuses one buffer for every execution of that statement. A loop
+        carry (``c = a`` at the end of an iteration, read by the next one while it fills ``a`` again)
+        then reads the buffer being overwritten. Numba treats a call of a compiled function as impure
+        and never hoists it, so each execution gets its own array, as in the serial build.
+        """
+        self.check_size(shape, np.dtype(dtype.removeprefix("np.")).itemsize, what)
+        name = self.fresh(prefix)
+        dims = "(" + "".join(f"{s}, " for s in shape) + ")"
+        if self.prange_depth:
+            call = f"R.alloc_empty({dims}, {dtype})" if fill is None else f"R.alloc_full({dims}, {dtype}({fill}))"
+        else:
+            call = f"np.empty({dims}, dtype={dtype})" if fill is None else f"np.full({dims}, {fill}, dtype={dtype})"
+        self.line(f"{name} = {call}")
+        return name
+
+    def check_size(self, shape, itemsize: int, what: str) -> None:
+        """Leave with the error of :func:`intent_trace.limits.allocation_error` when an array of ``shape``
+        would exceed the call's limit (see :meth:`allocate`; for scratch arrays written in templates).
+        The element count is a float64: a product of int64 extents may overflow, a float only rounds
+        (far above any limit)."""
+        if all(s.isdigit() for s in shape):
+            elements = "np.float64(" + str(math.prod(int(s) for s in shape)) + ")"
+        else:
+            elements = self.assign(" * ".join(["np.float64(1.0)", *(f"np.float64({s})" for s in shape)]), "e")
+        with self.block(f"if {elements} * {itemsize} > limit:"):
+            site = ErrorSite(ValueError, "{what} needs {0} elements ({1} bytes), more than the {2} bytes one "
+                             "allocation may take on this machine", what=what)
+            self.error_exit(site, f"min({elements}, 9.0e18)", f"min({elements} * {itemsize}, 9.0e18)", "limit")
+
     # -- values ----------------------------------------------------------------------------------
     def elem(self, value, idx) -> str:
         """One element of a scalar or tensor value at index expressions ``idx``."""
@@ -124,9 +172,8 @@ class NumbaEmitter(SourceWriter, Interpreter):
         shape = value.shape
         if not shape:  # rank 0: a scalar local (Numba's parfors mishandle 0-d arrays)
             return Scalar(value.elem([]))
-        name = self.fresh("a")
-        dims = "(" + "".join(f"{s}, " for s in shape) + ")"
-        self.line(f"{name} = np.empty({dims}, dtype={np_type(t.dtype)})")
+        what = f"the result of `{self.node.op.name}`" if self.node is not None else "a temporary"
+        name = self.allocate(shape, np_type(t.dtype), f"{what} of shape {_shape_text(t)}")
         with self.loop_nest(shape, parallel=True) as idx:
             v = value.elem(idx)
             self.line(f"{name}[{', '.join(idx)}] = {v}")
@@ -141,14 +188,14 @@ class NumbaEmitter(SourceWriter, Interpreter):
         outer, self.node = self.node, node
         try:
             super().run_node(node)
+            for v in node.outputs:
+                value = self.env[v]
+                if isinstance(value, Lazy) and v not in self.fused and not self.pointwise:
+                    value = self.materialize(value, v.type)
+                    self.env[v] = value
+                self.bind_dims(v, value)
         finally:
             self.node = outer
-        for v in node.outputs:
-            value = self.env[v]
-            if isinstance(value, Lazy) and v not in self.fused and not self.pointwise:
-                value = self.materialize(value, v.type)
-                self.env[v] = value
-            self.bind_dims(v, value)
 
     # -- leaves of carries and branch results ---------------------------------------------------
     def leaves(self, value, t: T.Type) -> list:
@@ -177,6 +224,11 @@ class NumbaEmitter(SourceWriter, Interpreter):
             return
         for name, leaf in pairs:
             self.line(f"{name} = {leaf}")
+
+
+def _shape_text(t: T.Type) -> str:
+    """A tensor type's shape as the user wrote it (extent names, numbers)."""
+    return "(" + ", ".join(str(e) for e in t.shape) + ("," if len(t.shape) == 1 else "") + ")"
 
 
 rule = rule_registrar(NumbaEmitter.rules)

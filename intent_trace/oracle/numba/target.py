@@ -23,15 +23,17 @@ import numpy as np
 
 from ...arguments import bind_arguments
 from ...compiler import register_target
+from ...graph.lowering import ErrorSite
 from ...graph.printer import format_graph
 from ...graph.values import KernelGraph, Literal
+from ...limits import allocation_limit, check_allocation
 
 # Numba's OpenMP workers spin for a while after each parallel loop; on a small machine they take the cores
 # from the BLAS threads that contract calls (and from the next call's work). Wait passively instead, unless
 # the user chose a policy (libgomp reads it when Numba first starts its thread pool, after this import).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-_SOURCE_VERSION = "1"
+_SOURCE_VERSION = "2"
 
 
 def cache_dir() -> str:
@@ -121,7 +123,7 @@ def generate(graph: KernelGraph, checks: bool = True):
         args.append(name)
         em.env[ev] = Scalar(name)
         em.dim_names[ev.extent] = name
-    args.append("err")
+    args += ["limit", "err"]  # the allocation limit (read at each call) and the error record
     em.run_region(graph.body)
     body = [*(em.lines or ["    pass"]), "    return", ""]
     flags = "cache=True, error_model='numpy', nogil=True"
@@ -166,19 +168,14 @@ def graph_key(graph: KernelGraph, checks: bool) -> str:
 
 
 def _sites_source(sites) -> str:
-    rows = ", ".join(repr((site.exception.__name__, site.message, site.note)) for site in sites)
+    rows = ", ".join(repr((site.exception.__name__, site.message, site.note, site.texts)) for site in sites)
     return f"ERROR_SITES = [{rows}]\n"
 
 
-class ErrorSiteRecord:
-    """An error site read back from a cached module."""
-
-    __slots__ = ("exception", "message", "note")
-
-    def __init__(self, exception: str, message: str, note: str):
-        self.exception = getattr(builtins, exception)
-        self.message = message
-        self.note = note
+def _site(row) -> ErrorSite:
+    """An error site read back from a generated module's ``ERROR_SITES`` row."""
+    exception, message, note, texts = row
+    return ErrorSite(getattr(builtins, exception), message, note, **texts)
 
 
 def load(key: str, build):
@@ -240,7 +237,7 @@ class CpuExecutable:
 
     @property
     def error_sites(self) -> list:
-        return [ErrorSiteRecord(*row) for row in self.module.ERROR_SITES]
+        return [_site(row) for row in self.module.ERROR_SITES]
 
     @property
     def function(self):
@@ -258,7 +255,10 @@ class CpuExecutable:
         staged, call_args = [], []
         for i, (p, v) in enumerate(zip(self.graph.params, values)):
             if p.kind == "view":
-                if p.type.access != "In" and ((self.checks and self.module.ERROR_SITES) or _aliases(i, values)):
+                # Outputs are staged whenever the kernel can fail after a write (any error site: run-time
+                # checks, and the allocation checks made whatever ``checks`` says) or an input aliases them.
+                if p.type.access != "In" and (self.module.ERROR_SITES or _aliases(i, values)):
+                    check_allocation(f"the staging copy of {p.name}", v.shape, v.itemsize)
                     copy = np.array(v, copy=True)
                     staged.append((v, copy))
                     v = copy
@@ -268,13 +268,9 @@ class CpuExecutable:
                 call_args.append(np.float32(v) if p.type.dtype.name in _HOST_VIEW else v[()])
         call_args += [dims[ev.extent] for ev in self.graph.extents]
         err = np.zeros(4, dtype=np.int64)
-        self._pick(values)(*call_args, err)
+        self._pick(values)(*call_args, np.int64(allocation_limit()), err)
         if err[0]:
-            exception, message, note = self.module.ERROR_SITES[err[0] - 1]
-            error = getattr(builtins, exception)(message.format(*(int(v) for v in err[1:])))
-            if note:
-                error.add_note(note)
-            raise error
+            raise _site(self.module.ERROR_SITES[err[0] - 1]).error(err[1:])
         for caller, copy in staged:
             np.copyto(caller, copy)
 
