@@ -56,11 +56,28 @@ class NumbaEmitter(SourceWriter, Interpreter):
             return "True" if value else "False"
         if dtype.is_float:
             f = float(value)
-            text = f"float.fromhex({f.hex()!r})" if f == f and abs(f) != float("inf") else f"float({str(f)!r})"
+            if f != f:
+                return self._nan_constant(value, dtype)
+            text = f"float.fromhex({f.hex()!r})" if abs(f) != float("inf") else f"float({str(f)!r})"
         else:
             text = str(int(value))
         return intern_constant(self.constants, self.constant_lines, (dtype, repr(value), str(value)),
                                f"{np_type(dtype)}({text})")
+
+    def _nan_constant(self, value, dtype: T.DType) -> str:
+        """A NaN constant, bit for bit: its bits as an unsigned module constant, reinterpreted where used.
+
+        A NaN's sign and payload live only in its bits, which every float spelling loses (``float('nan')``
+        is +NaN; a frozen float global passes through Python's double and LLVM's constant printer, which
+        quiet or drop payloads). A bitcast of an integer constant folds to exactly those bits. f16/bf16
+        values are held as the float32 NumPy (ml_dtypes) converts them to, as loads from the caller's
+        arrays are (``runtime.f16_value``), so stores give back the literal's own bits."""
+        wide = dtype.name == "f64"
+        held = np.asarray(value, dtype=dtype.np).astype(np.float64 if wide else np.float32)
+        bits = int(held.view(np.uint64 if wide else np.uint32))
+        unsigned = "np.uint64" if wide else "np.uint32"
+        name = intern_constant(self.constants, self.constant_lines, ("nan", dtype, bits), f"{unsigned}({bits:#x})")
+        return f"R.bits_f64({name})" if wide else f"R.bits_f32({name})"
 
     def literal(self, lit: Literal):
         return Scalar(self.constant(lit.value, lit.type.dtype))
