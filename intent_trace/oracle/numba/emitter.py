@@ -20,12 +20,19 @@ import numpy as np
 
 from ... import types as T
 from ...graph.interpreter import Interpreter, rule_registrar
-from ...graph.lowering import ErrorSite, components, extent_expr, intern_constant, name_extents
+from ...graph.lowering import ErrorSite, components, extent_expr, intern_constant, leaf_values, name_extents
 from ...graph.values import KernelGraph, Literal, Var
 from .analysis import fusible_values
 from .scalar_rules import SCALAR_RULES, np_type
 from .values import Aggregate, Array, Lazy, Scalar
 from .writer import SourceWriter
+
+
+# A fused value's element is written by its closure calling its operands' closures: a chain of fused ops
+# recurses once per op while the source is generated (a few Python frames each). Past this many, the value
+# is materialised (computed into an array where it is defined, which is always its meaning in KIR) and
+# the chain restarts from an array read, so code generation has bounded depth for chains of any length.
+MAX_FUSION_DEPTH = 64
 
 
 class NumbaEmitter(SourceWriter, Interpreter):
@@ -48,6 +55,7 @@ class NumbaEmitter(SourceWriter, Interpreter):
         self.loop_stack: list = []  # (kind, carry leaf names) of enclosing KIR loops
         self.node = None  # the node being emitted (error sites name its source line)
         self.pointwise = 0  # > 0 while a combine region is inlined per element (tensors stay lazy)
+        self.fusion_depth: dict = {}  # Lazy -> how many fused ops its element expression nests
 
     # -- text (fresh, line, assign, block come from SourceWriter) --------------------------------
     def constant(self, value, dtype: T.DType) -> str:
@@ -207,9 +215,14 @@ class NumbaEmitter(SourceWriter, Interpreter):
             super().run_node(node)
             for v in node.outputs:
                 value = self.env[v]
-                if isinstance(value, Lazy) and v not in self.fused and not self.pointwise:
-                    value = self.materialize(value, v.type)
-                    self.env[v] = value
+                if isinstance(value, Lazy) and not self.pointwise:
+                    depth = 1 + max((self.fusion_depth.get(leaf, 0) for x in node.inputs if isinstance(x, Var)
+                                     for leaf in leaf_values(self.env.get(x), Aggregate)), default=0)
+                    if v not in self.fused or depth > MAX_FUSION_DEPTH:
+                        value = self.materialize(value, v.type)
+                        self.env[v] = value
+                    else:
+                        self.fusion_depth[value] = max(depth, self.fusion_depth.get(value, 0))
                 self.bind_dims(v, value)
         finally:
             self.node = outer
