@@ -5,18 +5,20 @@ ranks and static extents are all in it) and the options. On disk: the generated 
 once under a name that hashes the *graph* (its printed KIR, the bits of its constants, the options
 and the versions of the code generator and runtime), together with the error sites its checks
 report, and Numba's own cache (``cache=True``) keeps the machine code next to it. A new process
-that traces the same kernel finds the module by that hash and loads the compiled function without
-importing the code generator, generating source or compiling.
+that traces the same kernel regenerates the module's source, checks that the file is exactly that
+(:func:`load`) and loads the compiled function from Numba's cache without compiling.
 """
 from __future__ import annotations
 
 import builtins
+import contextlib
 import functools
 import hashlib
 import importlib.util
 import os
 import sys
 import tempfile
+import warnings
 
 import numba
 import numpy as np
@@ -94,10 +96,8 @@ def codegen_digest() -> str:
     if digest is None:
         digest = _package_digest(root, paths)
         try:
-            fd, tmp = tempfile.mkstemp(dir=cache_dir(), suffix=".tmp")
-            with os.fdopen(fd, "w") as f:
-                f.write(f"{stamp} {digest}\n")
-            os.replace(tmp, os.path.join(os.path.dirname(tmp), "codegen-digest"))
+            directory = cache_dir()
+            _write_atomically(directory, os.path.join(directory, "codegen-digest"), f"{stamp} {digest}\n")
         except OSError:  # a read-only cache still works, it just hashes every time
             pass
     return digest
@@ -178,23 +178,62 @@ def _site(row) -> ErrorSite:
     return ErrorSite(getattr(builtins, exception), message, note, **texts)
 
 
-def load(key: str, build):
-    """The generated module for ``key``: imported from the on-disk cache, written there first on a miss
-    (``build()`` returns its source)."""
-    directory = cache_dir()
-    path = os.path.join(directory, f"k_{key}.py")
-    if not os.path.exists(path):
-        fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
+def _write_atomically(directory: str, path: str, text: str) -> None:
+    """Write ``path`` whole or not at all: concurrent processes never see a half-written file, and a write
+    that fails leaves no ``*.tmp`` file behind."""
+    fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
+    try:
         with os.fdopen(fd, "w") as f:
-            f.write(build())
-        os.replace(tmp, path)  # atomic: concurrent processes never see a half-written module
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def load(key: str, build):
+    """The generated module for ``key``, executed from the source ``build()`` returns, never from what the
+    cache directory holds.
+
+    The module file on disk is only trusted to be what the generator writes: it is the file Numba's
+    ``cache=True`` keys its machine code by (path, size and modification time) and the file tracebacks
+    point into. A digest recorded next to it would be rewritten by whoever can rewrite the module, so the
+    check is the strongest one available without a secret: the source is regenerated in every process
+    (milliseconds; the expensive step, Numba's compile, stays cached) and compared with the file. A file
+    that differs (edited, truncated, from an older build with the same key) is replaced, with a warning.
+    Numba finds its machine code by a stamp of the file (this Numba: the sha256 of its contents; older
+    ones: size and modification time, which a replacement changes), so code compiled from a file that
+    was not the generator's is never loaded for the regenerated one. The module is executed from the
+    regenerated source itself, so a file changed after the comparison is not executed either. (Numba's
+    own index and data files are pickles: whoever can write the cache directory can plant code there,
+    which no check of the module prevents; the cache directory must be the user's own.)
+    """
     name = f"intent_trace_generated_{key}"
     module = sys.modules.get(name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules[name] = module
+    if module is not None:  # verified when this process loaded it
+        return module
+    source = build()
+    directory = cache_dir()
+    path = os.path.join(directory, f"k_{key}.py")
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            on_disk = f.read()
+    except FileNotFoundError:
+        on_disk = None
+    except (OSError, UnicodeDecodeError):
+        on_disk = ""
+    if on_disk != source:
+        if on_disk is not None:
+            warnings.warn(f"intent_trace cpu cache: {path} is not the module the code generator writes for this "
+                          f"kernel (edited, truncated or corrupted); it was regenerated", RuntimeWarning,
+                          stacklevel=3)
+        _write_atomically(directory, path, source)
+    spec = importlib.util.spec_from_loader(name, loader=None, origin=path)
+    module = importlib.util.module_from_spec(spec)
+    module.__file__ = path
+    exec(compile(source, path, "exec"), module.__dict__)  # noqa: S102 (the generator's own source)
+    sys.modules[name] = module
     return module
 
 
@@ -231,9 +270,7 @@ class CpuExecutable:
     @property
     def source(self) -> str:
         """The generated Python module (what Numba compiles)."""
-        path = self.module.__file__
-        with open(path) as f:
-            return f.read()
+        return self._generate()[0]
 
     @property
     def error_sites(self) -> list:
