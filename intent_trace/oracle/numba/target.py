@@ -240,6 +240,32 @@ def load(key: str, build):
 # Calls touching at least this many elements run the parallel build (when the kernel has one).
 PARALLEL_THRESHOLD = 1 << 16
 
+
+class _Fork:
+    """Whether this process may run a parallel build.
+
+    This Numba's threading layers are ``omp`` and ``workqueue`` (no TBB). ``omp`` is the one safe for
+    kernels called from several threads at once (they release the GIL), so it stays; but a process
+    forked after its OpenMP pool started (Python's default ``multiprocessing`` on Linux) cannot use
+    the pool (GNU OpenMP's threads are not in the child), and Numba then kills the child
+    ("fork() called from a process already using GNU OpenMP"). Such a child runs the serial build of
+    every kernel instead: the same results, on one core. ``workqueue`` and ``tbb`` survive forks.
+    """
+
+    started = False  # this process has run a parallel build (Numba's thread pool is up)
+    unsafe = False  # forked from a process whose OpenMP pool was up
+
+    @classmethod
+    def after_in_child(cls) -> None:
+        if cls.started and not cls.unsafe:
+            try:
+                cls.unsafe = numba.threading_layer() == "omp"
+            except ValueError:  # no layer started after all
+                pass
+
+
+os.register_at_fork(after_in_child=_Fork.after_in_child)
+
 _HOST_VIEW = {"f16": np.uint16, "bf16": np.uint16}
 
 
@@ -283,7 +309,9 @@ class CpuExecutable:
 
     def _pick(self, values):
         parallel = getattr(self.module, "kernel_parallel", None)
-        if parallel is not None and sum(v.size for v in values if isinstance(v, np.ndarray)) >= PARALLEL_THRESHOLD:
+        if parallel is not None and not _Fork.unsafe and \
+                sum(v.size for v in values if isinstance(v, np.ndarray)) >= PARALLEL_THRESHOLD:
+            _Fork.started = True
             return parallel
         return self.module.kernel
 
