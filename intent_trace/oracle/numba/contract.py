@@ -76,12 +76,21 @@ class _Plan:
         return lhs, rhs
 
 
-@rule("contract")
-def _contract(em, node, args):
-    acc = node.attr("acc_dtype")
-    if acc.is_float and acc.name not in NARROW:
+def dense_contract(em, node, args, acc: T.DType):
+    """A dense contract: BLAS for f32/f64 accumulators, except inside a ``prange`` body.
+
+    Inside a parallel loop each thread calls BLAS, whose own threads then run inside an OpenMP
+    parallel region: OpenBLAS detects it and prints "Detect OpenMP Loop and this application may hang"
+    (and may hang). There the loop path computes the same contraction (in the accumulator dtype; T5
+    leaves the summation order free), one output element per iteration of the thread's work."""
+    if acc.is_float and acc.name not in NARROW and not em.prange_depth:
         return _blas(em, node, args, acc)
     return _loops(em, node, args, acc)
+
+
+@rule("contract")
+def _contract(em, node, args):
+    return dense_contract(em, node, args, node.attr("acc_dtype"))
 
 
 def _pack(em, value, src: T.DType, acc: T.DType, dims: list, shape: tuple) -> str:
@@ -183,8 +192,8 @@ def _loops(em, node, args, acc: T.DType):
     lhs, rhs = (em.materialize(v, x.type) if isinstance(v, Lazy) else v for v, x in zip(args, node.inputs))
     src = node.inputs[0].type.dtype
     p = _Plan(em, node, lhs, rhs)
-    if acc.is_float:  # f16/bf16: float32 products and sums, one rounding per output
-        work = T.f32
+    if acc.is_float:  # f16/bf16: float32 products and sums, one rounding per output (f32/f64: their own)
+        work = T.f32 if acc.name in NARROW else acc
         mul, add = (lambda x, y: f"{x} * {y}"), (lambda s, t: f"{s} + {t}")
     else:
         work = acc

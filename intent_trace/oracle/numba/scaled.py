@@ -19,9 +19,9 @@ import numpy as np
 from ... import _format_mx as MX
 from ... import types as T
 from ...graph.lowering import DenseContract, intern_constant
-from .contract import _blas, _loops
+from .contract import dense_contract
 from .emitter import ErrorSite, rule
-from .scalar_rules import NARROW, np_type
+from .scalar_rules import np_type
 from .values import Array
 
 
@@ -77,7 +77,15 @@ def _scaled_contract(em, node, args):
     with em.block(f"if {k} == 0:"):
         em.line(f"{out}.fill(0)")
     with em.block(f"if {k} > 0 and {m} > 0 and {n} > 0:"):
-        em.line(f"np.dot({lhs}, {rhs}, {out})")
+        if em.prange_depth:  # no BLAS inside a parallel loop (see contract.dense_contract)
+            i, j, r = em.fresh("i"), em.fresh("j"), em.fresh("k")
+            with em.block(f"for {i} in range({m}):"), em.block(f"for {j} in range({n}):"):
+                s = em.assign(f"{dtype}(0)", "c")
+                with em.block(f"for {r} in range({k}):"):
+                    em.line(f"{s} += {lhs}[{i}, {r}] * {rhs}[{r}, {j}]")
+                em.line(f"{out}[{i}, {j}] = {s}")
+        else:
+            em.line(f"np.dot({lhs}, {rhs}, {out})")
     return Array(out, (m, n))
 
 
@@ -124,6 +132,4 @@ def _sparse_contract(em, node, args):
     dtype_shape[ca] = k
     shim = DenseContract(node, T.TensorType(src, tuple(dtype_shape)))
     value = Array(dense, tuple(dshape))
-    if acc.is_float and acc.name not in NARROW:
-        return _blas(em, shim, [value, rhs], acc)
-    return _loops(em, shim, [value, rhs], acc)
+    return dense_contract(em, shim, [value, rhs], acc)
