@@ -94,7 +94,7 @@ def test_cpu_user_names_never_reach_generated_source():
     exe(x, out, 2.0)
     np_module.testing.assert_array_equal(out, x * 2 + 2)
     signature = next(line for line in exe.source.splitlines() if line.startswith("def kernel("))
-    assert signature == "def kernel(arg0, arg1, arg2, ext0, err):"
+    assert signature == "def kernel(arg0, arg1, arg2, ext0, limit, err):"
 
 
 np_module = np

@@ -76,19 +76,27 @@ class _Plan:
         return lhs, rhs
 
 
-@rule("contract")
-def _contract(em, node, args):
-    acc = node.attr("acc_dtype")
-    if acc.is_float and acc.name not in NARROW:
+def dense_contract(em, node, args, acc: T.DType):
+    """A dense contract: BLAS for f32/f64 accumulators, except inside a ``prange`` body.
+
+    Inside a parallel loop each thread calls BLAS, whose own threads then run inside an OpenMP
+    parallel region: OpenBLAS detects it and prints "Detect OpenMP Loop and this application may hang"
+    (and may hang). There the loop path computes the same contraction (in the accumulator dtype; T5
+    leaves the summation order free), one output element per iteration of the thread's work."""
+    if acc.is_float and acc.name not in NARROW and not em.prange_depth:
         return _blas(em, node, args, acc)
     return _loops(em, node, args, acc)
 
 
+@rule("contract")
+def _contract(em, node, args):
+    return dense_contract(em, node, args, node.attr("acc_dtype"))
+
+
 def _pack(em, value, src: T.DType, acc: T.DType, dims: list, shape: tuple) -> str:
     """A contiguous acc-dtype copy of ``value`` with its axes in the order ``dims``; returns its name."""
-    name = em.fresh("a")
     packed = tuple(shape[k] for k in dims)
-    em.line(f"{name} = np.empty({_tuple(packed)}, dtype={np_type(acc)})")
+    name = em.allocate(packed, np_type(acc), f"the packed {acc.name} copy of an operand of `contract`")
     with em.loop_nest(packed, parallel=True) as idx:
         full = [None] * len(shape)
         for k, i in zip(dims, idx):
@@ -147,8 +155,9 @@ def _blas(em, node, args, acc: T.DType):
     a3 = em.assign(f"{a}.reshape(({nb}, {nk}, {nm}))" if ta else f"{a}.reshape(({nb}, {nm}, {nk}))", "a")
     b3 = em.assign(f"{b}.reshape(({nb}, {nn}, {nk}))" if tb else f"{b}.reshape(({nb}, {nk}, {nn}))", "a")
     dtype = np_type(acc)
-    c3 = em.assign(f"np.zeros(({nb}, {nm}, {nn}), dtype={dtype}) if {nk} == 0 else "
-                   f"np.empty(({nb}, {nm}, {nn}), dtype={dtype})", "a")
+    c3 = em.allocate((nb, nm, nn), dtype, f"the {acc.name} product workspace of `contract`")
+    with em.block(f"if {nk} == 0:"):
+        em.line(f"{c3}.fill(0)")
     with em.block(f"if {nk} > 0 and {nm} > 0 and {nn} > 0:"):
         j = em.fresh("b")
         with em.block(f"for {j} in range({nb}):"):
@@ -163,8 +172,7 @@ def _blas(em, node, args, acc: T.DType):
     if order == p.result_lhs:
         return Array(em.assign(f"{c3}.reshape({_tuple(p.result_shape)})", "a"), p.result_shape)
     c = em.assign(f"{c3}.reshape({_tuple(natural)})", "a")
-    out = em.fresh("a")
-    em.line(f"{out} = np.empty({_tuple(p.result_shape)}, dtype={dtype})")
+    out = em.allocate(p.result_shape, dtype, "the result of `contract`")
     with em.loop_nest(p.result_shape, parallel=True) as idx:
         pos = dict(zip(p.result_lhs, idx))
         src_idx = [pos[k] for k in order] + list(idx[len(p.result_lhs):])
@@ -184,8 +192,8 @@ def _loops(em, node, args, acc: T.DType):
     lhs, rhs = (em.materialize(v, x.type) if isinstance(v, Lazy) else v for v, x in zip(args, node.inputs))
     src = node.inputs[0].type.dtype
     p = _Plan(em, node, lhs, rhs)
-    if acc.is_float:  # f16/bf16: float32 products and sums, one rounding per output
-        work = T.f32
+    if acc.is_float:  # f16/bf16: float32 products and sums, one rounding per output (f32/f64: their own)
+        work = T.f32 if acc.name in NARROW else acc
         mul, add = (lambda x, y: f"{x} * {y}"), (lambda s, t: f"{s} + {t}")
     else:
         work = acc
@@ -193,8 +201,7 @@ def _loops(em, node, args, acc: T.DType):
     out_t = node.outputs[0].type
     out = None
     if out_t.rank:
-        out = em.fresh("a")
-        em.line(f"{out} = np.empty({_tuple(p.result_shape)}, dtype={np_type(acc)})")
+        out = em.allocate(p.result_shape, np_type(acc), "the result of `contract`")
     red_shape = [p.lhs_shape[a] for a, _ in p.reduce]
     with em.loop_nest(p.result_shape, parallel=True) as idx:
         s = em.assign(f"{np_type(work)}(0)", "c")

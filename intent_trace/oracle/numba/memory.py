@@ -20,15 +20,11 @@ import contextlib
 
 from ... import types as T
 from ...graph.lowering import extent_value
-from .emitter import ErrorSite, rule
+from .emitter import ErrorSite, _shape_text, rule
 from .scalar_rules import NARROW, cast_expr, np_type
 from .structure import _decode, _encode, _read, _write
 from .structured import _combine
 from .values import Array, Lazy, Scalar, View
-
-
-def _dims(shape) -> str:
-    return "(" + "".join(f"{s}, " for s in shape) + ")"
 
 
 # --- gather --------------------------------------------------------------------------------------
@@ -72,8 +68,7 @@ def _histogram(em, node, args):
     bins = node.attr("bins")
     count = node.attr("type").dtype
     vshape = tuple(em.extent(e) for e in node.inputs[0].type.shape)
-    counts = em.fresh("a")
-    em.line(f"{counts} = np.zeros(({bins},), dtype=np.int64)")
+    counts = em.allocate((str(bins),), "np.int64", f"the {bins} counts of `histogram`", fill="0")
     site = ErrorSite(ValueError, f"I.histogram: value {{0}} is outside the bins [0, {bins}); fold range conditions "
                                  f"into valid to ignore such values")
     with em.loop_nest(vshape, parallel=False) as idx:
@@ -93,7 +88,7 @@ def _buffer_extent(em, e, label: str, axis: int) -> str:
     if value is None:
         return em.extent(e)
     n = em.assign(f"np.int64({value.expr})", "n")  # an extent given by a runtime value: negative is an error
-    em.check(f"{n} < 0", ErrorSite(ValueError, f"{label}: extent {{0}} (axis {axis}) is negative"), n)
+    em.check(f"{n} < 0", ErrorSite(ValueError, f"{{label}}: extent {{0}} (axis {axis}) is negative", label=label), n)
     return n
 
 
@@ -102,15 +97,11 @@ def _buffer(em, node, args):
     t = node.attr("type")
     label = f"buffer@{node.loc!r}"
     shape = tuple(_buffer_extent(em, e, label, k) for k, e in enumerate(t.shape))
-    name = em.fresh("b")
     dtype = np_type(t.dtype)
     init = args[0] if args else None
-    if init is None:
-        em.line(f"{name} = np.empty({_dims(shape)}, dtype={dtype})")
-    elif isinstance(init, Scalar):
-        em.line(f"{name} = np.full({_dims(shape)}, {init.expr}, dtype={dtype})")
-    else:
-        em.line(f"{name} = np.empty({_dims(shape)}, dtype={dtype})")
+    what = f"{label} of shape {_shape_text(t)}"
+    name = em.allocate(shape, dtype, what, fill=init.expr if isinstance(init, Scalar) else None, prefix="b")
+    if init is not None and not isinstance(init, Scalar):
         with em.loop_nest(shape, parallel=True) as idx:
             em.line(f"{name}[{', '.join(idx)}] = {em.elem(init, idx)}")
     held = T.f32 if t.dtype.name in NARROW else t.dtype  # f16/bf16 elements are float32 values here
@@ -141,8 +132,8 @@ def _scatter_reduce(em, node, args):
             n = dest.shape[axis]
             c = em.assign(f"np.int64({em.elem(ix, idx)})", "c")
             em.check(f"{c} < 0 or {c} >= {n}",
-                     ErrorSite(IndexError, f"{dest.label}: coordinate {{0}} on axis {axis} is outside its extent "
-                                           f"{{1}}"), c, n)
+                     ErrorSite(IndexError, f"{{label}}: coordinate {{0}} on axis {axis} is outside its extent {{1}}",
+                               label=dest.label), c, n)
             coords.append(c)
         at = f"{dest.name}[{', '.join(coords)}]"
         old = em.assign(_decode(dest.dtype, at), "x")

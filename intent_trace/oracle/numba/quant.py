@@ -207,7 +207,10 @@ def _quantize(em, node, args):
     for (name, ft) in out_t.fields:
         tail = tuple(str(s) for s in ft.shape[len(lead) + 1:])
         np_t = "np.float32" if ft.dtype.name in ("f16", "f32") else f"np.{ {'i8': 'int8', 'i16': 'int16', 'u8': 'uint8'}[ft.dtype.name] }".replace(" ", "")
-        arrays.append((name, em.assign(f"np.empty({_dims((rows, nb) + tail)}, dtype={np_t})", "q"), tail))
+        arrays.append((name, em.allocate((rows, str(nb)) + tail, np_t, f"field {name} of `quantize`", prefix="q"),
+                       tail))
+    if fmt.name != "q8_k":  # the per-block scratch arrays of _Q4 (Numba hoists them: each block fills them first)
+        em.check_size(("32",), 4, "the scratch of `quantize`")
     names = {a[0]: a[1] for a in arrays}
     with em.loop_nest((rows, str(nb)), parallel=True) as (r, b):
         p = em.fresh("k") + "_"
@@ -251,7 +254,7 @@ def _quantized_dot(em, node, args):
             out_shape.append(em.assign(f"{ea} if {eb} == 1 else {eb}", "n"))
         else:
             out_shape.append(ea or eb)
-    out = em.assign(f"np.empty({_dims(out_shape)}, dtype=np.float32)", "a") if rank else None
+    out = em.allocate(tuple(out_shape), "np.float32", "the result of `quantized_dot`") if rank else None
     with em.loop_nest(tuple(out_shape), parallel=True) as idx:
         li = [f"min(np.int64({idx[k + rank - la]}), {lhs[0].name}.shape[{k}] - 1)" for k in range(la)]
         ri = [f"min(np.int64({idx[k + rank - lb]}), {rhs[0].name}.shape[{k}] - 1)" for k in range(lb)]

@@ -481,3 +481,19 @@ def imod_s(a, b):
     if b == 0 or b == -1:
         return a - a
     return a - idiv_s(a, b) * b
+
+
+# --- allocation inside a parallel loop ---------------------------------------------------------------
+# A prange body allocates through these calls, never through np.empty/np.full: Numba's parfor pass hoists a
+# loop-invariant np.empty out of the parallel loop and reuses the buffer for every iteration, which a loop
+# carry then reads while it is overwritten (see NumbaEmitter.allocate). A call is never hoisted.
+
+@njit(**_JIT)
+def alloc_empty(shape, dtype):
+    return np.empty(shape, dtype=dtype)
+
+
+@njit(**_JIT)
+def alloc_full(shape, fill):
+    """An array of ``fill``'s type (the caller converts it), every element ``fill``."""
+    return np.full(shape, fill)

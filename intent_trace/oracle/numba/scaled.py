@@ -19,9 +19,9 @@ import numpy as np
 from ... import _format_mx as MX
 from ... import types as T
 from ...graph.lowering import DenseContract, intern_constant
-from .contract import _blas, _loops, _tuple
+from .contract import dense_contract
 from .emitter import ErrorSite, rule
-from .scalar_rules import NARROW, np_type
+from .scalar_rules import np_type
 from .values import Array
 
 
@@ -67,15 +67,25 @@ def _scaled_contract(em, node, args):
     _, cr, n = _shape(em, node.inputs[2], b)
     k = em.assign(f"{g} * {gs}", "n")
     dtype = np_type(acc)
-    lhs = em.assign(f"np.empty(({m}, {k}), dtype={dtype})", "a")
-    rhs = em.assign(f"np.empty(({k}, {n}), dtype={dtype})", "a")
+    lhs = em.allocate((m, k), dtype, "the decoded lhs of `scaled_contract`")
+    rhs = em.allocate((k, n), dtype, "the decoded rhs of `scaled_contract`")
     _decode(em, lhs, fl, a, sa, (m, g, cl), lambda i: i, lambda i: i[:2],
             lambda i, o, w: f"{i[0]}, np.int64({i[1]}) * {gs} + {w} * np.int64({i[2]}) + {o}", acc)
     _decode(em, rhs, fr, b, sb, (g, cr, n), lambda i: i, lambda i: [i[2], i[0]],
             lambda i, o, w: f"np.int64({i[0]}) * {gs} + {w} * np.int64({i[1]}) + {o}, {i[2]}", acc)
-    out = em.assign(f"np.zeros(({m}, {n}), dtype={dtype}) if {k} == 0 else np.empty(({m}, {n}), dtype={dtype})", "a")
+    out = em.allocate((m, n), dtype, "the result of `scaled_contract`")
+    with em.block(f"if {k} == 0:"):
+        em.line(f"{out}.fill(0)")
     with em.block(f"if {k} > 0 and {m} > 0 and {n} > 0:"):
-        em.line(f"np.dot({lhs}, {rhs}, {out})")
+        if em.prange_depth:  # no BLAS inside a parallel loop (see contract.dense_contract)
+            i, j, r = em.fresh("i"), em.fresh("j"), em.fresh("k")
+            with em.block(f"for {i} in range({m}):"), em.block(f"for {j} in range({n}):"):
+                s = em.assign(f"{dtype}(0)", "c")
+                with em.block(f"for {r} in range({k}):"):
+                    em.line(f"{s} += {lhs}[{i}, {r}] * {rhs}[{r}, {j}]")
+                em.line(f"{out}[{i}, {j}] = {s}")
+        else:
+            em.line(f"np.dot({lhs}, {rhs}, {out})")
     return Array(out, (m, n))
 
 
@@ -95,10 +105,10 @@ def _sparse_contract(em, node, args):
     k = node.inputs[2].type.shape[rb]  # static (checked by the surface)
     group, keep = fmt.group, fmt.keep
     # 1. metadata check, sequential, before anything is written.
-    site_range = ErrorSite(ValueError, f"I.sparse_contract {fmt!r}: metadata position {{0}} is outside "
-                                       f"0..{group - 1}")
-    site_order = ErrorSite(ValueError, f"I.sparse_contract {fmt!r}: metadata positions {{0}} then {{1}} within "
-                                       f"one group are not strictly increasing")
+    site_range = ErrorSite(ValueError, f"I.sparse_contract {{fmt}}: metadata position {{0}} is outside "
+                                       f"0..{group - 1}", fmt=repr(fmt))
+    site_order = ErrorSite(ValueError, "I.sparse_contract {fmt}: metadata positions {0} then {1} within "
+                                       "one group are not strictly increasing", fmt=repr(fmt))
     with em.loop_nest(cshape, parallel=False) as idx:
         x = em.assign(f"np.int64({em.elem(meta, idx)})", "x")
         em.check(f"{x} < 0 or {x} >= {group}", site_range, x)
@@ -111,7 +121,7 @@ def _sparse_contract(em, node, args):
     # 2. the dense lhs in the source dtype (zeros where nothing is kept).
     dshape = list(cshape)
     dshape[ca] = str(k)
-    dense = em.assign(f"np.zeros({_tuple(dshape)}, dtype={np_type(src)})", "a")
+    dense = em.allocate(tuple(dshape), np_type(src), "the dense lhs of `sparse_contract`", fill="0")
     with em.loop_nest(cshape, parallel=True) as idx:
         x = em.assign(f"np.int64({em.elem(meta, idx)})", "x")
         with em.block(f"if {x} >= 0 and {x} < {group}:"):  # in bounds even with checks off
@@ -122,6 +132,4 @@ def _sparse_contract(em, node, args):
     dtype_shape[ca] = k
     shim = DenseContract(node, T.TensorType(src, tuple(dtype_shape)))
     value = Array(dense, tuple(dshape))
-    if acc.is_float and acc.name not in NARROW:
-        return _blas(em, shim, [value, rhs], acc)
-    return _loops(em, shim, [value, rhs], acc)
+    return dense_contract(em, shim, [value, rhs], acc)

@@ -218,8 +218,8 @@ def _index_plan(em, node, view: View, entries):
     shape, plan = [], []
     for axis, kind in enumerate(kinds):
         n = view.shape[axis]
-        site = ErrorSite(IndexError, f"{view.label}: coordinate {{0}} on axis {axis} is outside its extent "
-                                     f"{{1}}")
+        site = ErrorSite(IndexError, f"{{label}}: coordinate {{0}} on axis {axis} is outside its extent {{1}}",
+                         label=view.label)
         if kind == "all":
             shape.append(n)
             plan.append(("all", None))
@@ -276,14 +276,15 @@ def _write(em, node, args):
     has_tensor = any(k == "tensor" for k, _ in plan)
     mask = None
     if has_tensor and em.checks:
-        mask = em.assign(f"np.zeros({view.name}.shape, dtype=np.bool_)", "m")
+        mask = em.allocate(view.shape, "np.bool_", f"the written-element mask of a unique store to {view.label}",
+                           fill="False", prefix="m")
     with em.loop_nest(shape, parallel=not has_tensor) as idx:
         v = em.elem(value, idx)
         cs = ", ".join(_coords(em, plan, idx)) or "()"
         if mask is not None:
-            em.check(f"{mask}[{cs}]", ErrorSite(RuntimeError, f"{view.label}: a unique store writes one element "
-                                                              f"twice (its index relation is not injective); use "
-                                                              f"scatter_reduce to combine collisions"))
+            em.check(f"{mask}[{cs}]", ErrorSite(RuntimeError, "{label}: a unique store writes one element twice (its "
+                                                              "index relation is not injective); use scatter_reduce "
+                                                              "to combine collisions", label=view.label))
             em.line(f"{mask}[{cs}] = True")
         em.line(f"{view.name}[{cs}] = {_encode(view.dtype, v)}")
 
@@ -349,7 +350,7 @@ def _while(em, node, args):
     with em.block("while True:"):
         em.loop_depth += 1
         (p,) = em.run_region(cond, (em.rebuild(list(names), t),))
-        stop = f"not {p.expr}" + (" or err[0] != 0" if em.checks else "")
+        stop = f"not {p.expr} or err[0] != 0"  # a failed check (allocation checks are made without checks too)
         with em.block(f"if {stop}:"):
             em.line("break")
         em.loop_stack.append(("while", names, t))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ... import types as T
 from ...graph.lowering import assemble, leaf_values, merge_index, pointwise_shape, scalar_param
-from .emitter import rule
+from .emitter import _shape_text, rule
 from .scalar_rules import np_type
 from .values import Aggregate, Array, Lazy, Scalar
 
@@ -46,9 +46,8 @@ def _outputs(em, leaf_types: list, shape: tuple) -> list:
     outs = []
     for t in leaf_types:
         if shape:
-            name = em.fresh("a")
-            em.line(f"{name} = np.empty(({''.join(s + ', ' for s in shape)}), dtype={np_type(t.dtype)})")
-            outs.append(name)
+            outs.append(em.allocate(shape, np_type(t.dtype), f"the result of `{em.node.op.name}` of shape "
+                                                             f"{_shape_text(t)}"))
         else:
             outs.append(None)
     return outs

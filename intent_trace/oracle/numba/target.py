@@ -5,18 +5,20 @@ ranks and static extents are all in it) and the options. On disk: the generated 
 once under a name that hashes the *graph* (its printed KIR, the bits of its constants, the options
 and the versions of the code generator and runtime), together with the error sites its checks
 report, and Numba's own cache (``cache=True``) keeps the machine code next to it. A new process
-that traces the same kernel finds the module by that hash and loads the compiled function without
-importing the code generator, generating source or compiling.
+that traces the same kernel regenerates the module's source, checks that the file is exactly that
+(:func:`load`) and loads the compiled function from Numba's cache without compiling.
 """
 from __future__ import annotations
 
 import builtins
+import contextlib
 import functools
 import hashlib
 import importlib.util
 import os
 import sys
 import tempfile
+import warnings
 
 import numba
 import numpy as np
@@ -24,15 +26,17 @@ import numpy as np
 from ... import caches
 from ...arguments import bind_arguments
 from ...compiler import register_target
+from ...graph.lowering import ErrorSite
 from ...graph.printer import format_graph
 from ...graph.values import KernelGraph, Literal
+from ...limits import allocation_limit, check_allocation
 
 # Numba's OpenMP workers spin for a while after each parallel loop; on a small machine they take the cores
 # from the BLAS threads that contract calls (and from the next call's work). Wait passively instead, unless
 # the user chose a policy (libgomp reads it when Numba first starts its thread pool, after this import).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-_SOURCE_VERSION = "1"
+_SOURCE_VERSION = "2"
 
 
 def cache_dir() -> str:
@@ -90,10 +94,8 @@ def codegen_digest() -> str:
     if digest is None:
         digest = _package_digest(root, paths)
         try:
-            fd, tmp = tempfile.mkstemp(dir=cache_dir(), suffix=".tmp")
-            with os.fdopen(fd, "w") as f:
-                f.write(f"{stamp} {digest}\n")
-            os.replace(tmp, os.path.join(os.path.dirname(tmp), "codegen-digest"))
+            directory = cache_dir()
+            _write_atomically(directory, os.path.join(directory, "codegen-digest"), f"{stamp} {digest}\n")
         except OSError:  # a read-only cache still works, it just hashes every time
             pass
     return digest
@@ -119,7 +121,7 @@ def generate(graph: KernelGraph, checks: bool = True):
         args.append(name)
         em.env[ev] = Scalar(name)
         em.dim_names[ev.extent] = name
-    args.append("err")
+    args += ["limit", "err"]  # the allocation limit (read at each call) and the error record
     em.run_region(graph.body)
     body = [*(em.lines or ["    pass"]), "    return", ""]
     flags = "cache=True, error_model='numpy', nogil=True"
@@ -164,43 +166,103 @@ def graph_key(graph: KernelGraph, checks: bool) -> str:
 
 
 def _sites_source(sites) -> str:
-    rows = ", ".join(repr((site.exception.__name__, site.message, site.note)) for site in sites)
+    rows = ", ".join(repr((site.exception.__name__, site.message, site.note, site.texts)) for site in sites)
     return f"ERROR_SITES = [{rows}]\n"
 
 
-class ErrorSiteRecord:
-    """An error site read back from a cached module."""
+def _site(row) -> ErrorSite:
+    """An error site read back from a generated module's ``ERROR_SITES`` row."""
+    exception, message, note, texts = row
+    return ErrorSite(getattr(builtins, exception), message, note, **texts)
 
-    __slots__ = ("exception", "message", "note")
 
-    def __init__(self, exception: str, message: str, note: str):
-        self.exception = getattr(builtins, exception)
-        self.message = message
-        self.note = note
+def _write_atomically(directory: str, path: str, text: str) -> None:
+    """Write ``path`` whole or not at all: concurrent processes never see a half-written file, and a write
+    that fails leaves no ``*.tmp`` file behind."""
+    fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def load(key: str, build):
-    """The generated module for ``key``: imported from the on-disk cache, written there first on a miss
-    (``build()`` returns its source)."""
-    directory = cache_dir()
-    path = os.path.join(directory, f"k_{key}.py")
-    if not os.path.exists(path):
-        fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            f.write(build())
-        os.replace(tmp, path)  # atomic: concurrent processes never see a half-written module
+    """The generated module for ``key``, executed from the source ``build()`` returns, never from what the
+    cache directory holds.
+
+    The module file on disk is only trusted to be what the generator writes: it is the file Numba's
+    ``cache=True`` keys its machine code by (path, size and modification time) and the file tracebacks
+    point into. A digest recorded next to it would be rewritten by whoever can rewrite the module, so the
+    check is the strongest one available without a secret: the source is regenerated in every process
+    (milliseconds; the expensive step, Numba's compile, stays cached) and compared with the file. A file
+    that differs (edited, truncated, from an older build with the same key) is replaced, with a warning.
+    Numba finds its machine code by a stamp of the file (this Numba: the sha256 of its contents; older
+    ones: size and modification time, which a replacement changes), so code compiled from a file that
+    was not the generator's is never loaded for the regenerated one. The module is executed from the
+    regenerated source itself, so a file changed after the comparison is not executed either. (Numba's
+    own index and data files are pickles: whoever can write the cache directory can plant code there,
+    which no check of the module prevents; the cache directory must be the user's own.)
+    """
     name = f"intent_trace_generated_{key}"
     module = sys.modules.get(name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules[name] = module
+    if module is not None:  # verified when this process loaded it
+        return module
+    source = build()
+    directory = cache_dir()
+    path = os.path.join(directory, f"k_{key}.py")
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            on_disk = f.read()
+    except FileNotFoundError:
+        on_disk = None
+    except (OSError, UnicodeDecodeError):
+        on_disk = ""
+    if on_disk != source:
+        if on_disk is not None:
+            warnings.warn(f"intent_trace cpu cache: {path} is not the module the code generator writes for this "
+                          f"kernel (edited, truncated or corrupted); it was regenerated", RuntimeWarning,
+                          stacklevel=3)
+        _write_atomically(directory, path, source)
+    spec = importlib.util.spec_from_loader(name, loader=None, origin=path)
+    module = importlib.util.module_from_spec(spec)
+    module.__file__ = path
+    exec(compile(source, path, "exec"), module.__dict__)  # noqa: S102 (the generator's own source)
+    sys.modules[name] = module
     return module
 
 
 # Calls touching at least this many elements run the parallel build (when the kernel has one).
 PARALLEL_THRESHOLD = 1 << 16
+
+
+class _Fork:
+    """Whether this process may run a parallel build.
+
+    This Numba's threading layers are ``omp`` and ``workqueue`` (no TBB). ``omp`` is the one safe for
+    kernels called from several threads at once (they release the GIL), so it stays; but a process
+    forked after its OpenMP pool started (Python's default ``multiprocessing`` on Linux) cannot use
+    the pool (GNU OpenMP's threads are not in the child), and Numba then kills the child
+    ("fork() called from a process already using GNU OpenMP"). Such a child runs the serial build of
+    every kernel instead: the same results, on one core. ``workqueue`` and ``tbb`` survive forks.
+    """
+
+    started = False  # this process has run a parallel build (Numba's thread pool is up)
+    unsafe = False  # forked from a process whose OpenMP pool was up
+
+    @classmethod
+    def after_in_child(cls) -> None:
+        if cls.started and not cls.unsafe:
+            try:
+                cls.unsafe = numba.threading_layer() == "omp"
+            except ValueError:  # no layer started after all
+                pass
+
+
+os.register_at_fork(after_in_child=_Fork.after_in_child)
 
 _HOST_VIEW = {"f16": np.uint16, "bf16": np.uint16}
 
@@ -232,15 +294,11 @@ class CpuExecutable:
     @property
     def source(self) -> str:
         """The generated Python module (what Numba compiles)."""
-        try:
-            with open(self.module.__file__) as f:
-                return f.read()
-        except FileNotFoundError:  # loaded from a verification's temporary cache, since removed: the same text
-            return self._generate()[0]
+        return self._generate()[0]
 
     @property
     def error_sites(self) -> list:
-        return [ErrorSiteRecord(*row) for row in self.module.ERROR_SITES]
+        return [_site(row) for row in self.module.ERROR_SITES]
 
     @property
     def function(self):
@@ -249,7 +307,9 @@ class CpuExecutable:
 
     def _pick(self, values):
         parallel = getattr(self.module, "kernel_parallel", None)
-        if parallel is not None and sum(v.size for v in values if isinstance(v, np.ndarray)) >= PARALLEL_THRESHOLD:
+        if parallel is not None and not _Fork.unsafe and \
+                sum(v.size for v in values if isinstance(v, np.ndarray)) >= PARALLEL_THRESHOLD:
+            _Fork.started = True
             return parallel
         return self.module.kernel
 
@@ -258,7 +318,10 @@ class CpuExecutable:
         staged, call_args = [], []
         for i, (p, v) in enumerate(zip(self.graph.params, values)):
             if p.kind == "view":
-                if p.type.access != "In" and ((self.checks and self.module.ERROR_SITES) or _aliases(i, values)):
+                # Outputs are staged whenever the kernel can fail after a write (any error site: run-time
+                # checks, and the allocation checks made whatever ``checks`` says) or an input aliases them.
+                if p.type.access != "In" and (self.module.ERROR_SITES or _aliases(i, values)):
+                    check_allocation(f"the staging copy of {p.name}", v.shape, v.itemsize)
                     copy = np.array(v, copy=True)
                     staged.append((v, copy))
                     v = copy
@@ -268,13 +331,9 @@ class CpuExecutable:
                 call_args.append(np.float32(v) if p.type.dtype.name in _HOST_VIEW else v[()])
         call_args += [dims[ev.extent] for ev in self.graph.extents]
         err = np.zeros(4, dtype=np.int64)
-        self._pick(values)(*call_args, err)
+        self._pick(values)(*call_args, np.int64(allocation_limit()), err)
         if err[0]:
-            exception, message, note = self.module.ERROR_SITES[err[0] - 1]
-            error = getattr(builtins, exception)(message.format(*(int(v) for v in err[1:])))
-            if note:
-                error.add_note(note)
-            raise error
+            raise _site(self.module.ERROR_SITES[err[0] - 1]).error(err[1:])
         for caller, copy in staged:
             np.copyto(caller, copy)
 
