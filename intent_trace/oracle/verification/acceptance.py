@@ -52,10 +52,12 @@ def compare_outputs(expected: tuple, actual: tuple, dtypes: tuple, envelopes: tu
 
 
 def _words(a: np.ndarray) -> list:
+    """Integer results as the integers they are (signed stays signed, so -1 against 0 deviates by 1, not by
+    2**32 - 1); Booleans as 0/1. Exact comparison of these values is the same as of their words."""
     a = np.ascontiguousarray(a)
     if a.dtype == np.bool_:
         return a.astype(np.uint32).tolist()
-    return a.view(np.dtype(f"u{a.dtype.itemsize}")).astype(np.uint64).tolist()
+    return a.astype(np.int64 if a.dtype.kind == "i" else np.uint64).tolist()
 
 
 def case_envelopes(case: Case, reference_plan) -> tuple | None:

@@ -58,13 +58,29 @@ def float32_ulp_distance(expected: int | float, actual: int | float) -> int:
     return int(_ulp_distances(e, a)[0])
 
 
+def _non_negative_real(instance, attribute, value) -> None:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"Tolerance.{attribute.name} must be a real number, not {type(value).__name__}")
+    if math.isnan(value) or value < 0:
+        raise ValueError(f"Tolerance.{attribute.name} must be a non-negative number (inf allowed), got {value!r}")
+
+
+def _ulp_count(instance, attribute, value) -> None:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"Tolerance.ulps must be an integer, not {type(value).__name__}")
+    if not 0 <= value <= MAX_ULP_DISTANCE:
+        raise ValueError(f"Tolerance.ulps must be in [0, {MAX_ULP_DISTANCE}], got {value}")
+
+
 @attrs.frozen(slots=True)
 class Tolerance:
-    """Per-component limits; a component left out is unconstrained (``Tolerance(ulps=4)``)."""
+    """Acceptance bounds of ``Comparison.within``, per component; a component left out is unconstrained
+    (``Tolerance(ulps=4)``). Validated, since a NaN bound would accept nothing silently and a negative one
+    nothing at all."""
 
-    absolute: float = math.inf
-    relative: float = math.inf
-    ulps: int = MAX_ULP_DISTANCE
+    absolute: float = attrs.field(default=math.inf, validator=_non_negative_real)
+    relative: float = attrs.field(default=math.inf, validator=_non_negative_real)
+    ulps: int = attrs.field(default=MAX_ULP_DISTANCE, validator=_ulp_count)
 
     def to_json(self) -> dict:
         return {"absolute": json_number(self.absolute), "relative": json_number(self.relative),

@@ -43,7 +43,7 @@ def verification_profiles() -> tuple:
 
 
 def verification_profile(profile_id: str) -> VerificationProfile:
-    if not isinstance(profile_id, str):
+    if type(profile_id) is not str:  # an exact string: a str subclass may compare or hash as it likes
         raise TypeError(f"a profile selector is a str profile_id, got {type(profile_id).__name__}")
     try:
         return _PROFILES[profile_id]
@@ -53,7 +53,7 @@ def verification_profile(profile_id: str) -> VerificationProfile:
 
 
 def _resolve(profile) -> VerificationProfile:
-    if isinstance(profile, str):
+    if isinstance(profile, str):  # verification_profile rejects str subclasses
         return verification_profile(profile)
     if not isinstance(profile, VerificationProfile):
         raise TypeError(f"expected a VerificationProfile or profile_id, got {type(profile).__name__}")
@@ -190,14 +190,21 @@ def validate_catalogue(cat: ProfileCatalogue) -> None:
     _validate_lowering(profile)
 
 
-@functools.lru_cache(maxsize=None)
 def _validate_against_registry() -> None:
-    """Every registry op is a verification operation, exercised by a subject, or excluded with a reason."""
-    registry = set(kir_ops.REGISTRY)
-    claimed = {op.canonical_op for op in C.OPERATIONS} | {name for s in C.SUBJECTS for name in s.covers}
-    _fail("unknown", "registry ops named by the catalogue", (claimed | set(C.EXCLUDED_OPS)) - registry)
-    _fail("mismatched", "ops both covered and excluded", claimed & set(C.EXCLUDED_OPS))
-    _fail("missing", "registry ops (neither covered nor excluded)", registry - claimed - set(C.EXCLUDED_OPS))
+    """Every registry op is a verification operation, exercised by a subject, or excluded with a reason.
+
+    Cached per content of the registry and of the catalogue's claims, so an op registered (or a claim
+    changed) after the first lookup is seen at the next one."""
+    claimed = frozenset({op.canonical_op for op in C.OPERATIONS} | {name for s in C.SUBJECTS for name in s.covers})
+    _validate_registry_snapshot(frozenset(kir_ops.REGISTRY), claimed, frozenset(C.EXCLUDED_OPS))
+
+
+@functools.lru_cache(maxsize=8)
+def _validate_registry_snapshot(registry: frozenset, claimed: frozenset, excluded: frozenset) -> None:
+    registry, claimed = set(registry), set(claimed)
+    _fail("unknown", "registry ops named by the catalogue", (claimed | excluded) - registry)
+    _fail("mismatched", "ops both covered and excluded", claimed & excluded)
+    _fail("missing", "registry ops (neither covered nor excluded)", registry - claimed - excluded)
     from .witnesses import subject_kernels
 
     kernels = subject_kernels()

@@ -130,8 +130,8 @@ class PlanKey:
         ``operand_dtypes``; dtypes may be DTypes, NumPy dtypes or names; conversions are
         ``"src->dst"`` strings or ``(src, dst)`` pairs.
         """
-        if isinstance(plan, PlanKey):
-            return plan
+        # a PlanKey is normalised like any other plan-like value: a directly constructed one may hold
+        # non-canonical spellings (lists, "float32", ("f32", "f64") conversion pairs)
         get = plan.get if isinstance(plan, Mapping) else (lambda k, d=None: getattr(plan, k, d))
         operation = get("operation")
         if not isinstance(operation, str) or not operation:

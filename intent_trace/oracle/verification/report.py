@@ -38,7 +38,9 @@ class VerificationReport:
 
     @property
     def receipts(self) -> tuple:
-        return self.oracle.report.receipts + self.target.receipts
+        """Every distinct compilation receipt of both stages, in order (verifying cpu-compiled as a target
+        compiles the oracle's own specialisations again: one receipt each, not two)."""
+        return tuple({r.receipt_id: r for r in self.oracle.report.receipts + self.target.receipts}.values())
 
     @property
     def evidence(self) -> tuple:
@@ -143,7 +145,7 @@ def verify_backend(target, *, output=None, cache_dir=None) -> VerificationReport
     Compiled kernels go to ``cache_dir`` (or ``$INTENT_TRACE_CACHE_DIR``), kept for later runs, or by default to a
     temporary directory removed afterwards (``intent_trace.caches``); the report records which.
     """
-    if not isinstance(target, str):
+    if type(target) is not str:  # an exact string selector (not a subclass)
         raise TypeError(f"verify_backend takes a str target profile_id, got {type(target).__name__}")
     check_output(output)
     check_cache_dir(cache_dir)

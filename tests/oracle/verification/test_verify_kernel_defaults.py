@@ -180,11 +180,16 @@ def test_one_component_tolerances(monkeypatch):
     assert "ulps <= 4" in intent.verify(softmax_rows, "generic", x, y, tolerance=Tolerance(ulps=4)).outputs[0].policy.reason
 
 
-@pytest.mark.parametrize("bad, error", [
-    (Tolerance(), ValueError), (Tolerance(ulps=-1), ValueError), (Tolerance(relative=math.nan), ValueError),
-    (Tolerance(absolute=-1e-3), ValueError), (Tolerance(absolute="1"), TypeError), (Tolerance(ulps=1.5), TypeError),
-    (Tolerance(relative=True), TypeError), (0.1, TypeError)])
-def test_invalid_tolerances_are_rejected(bad, error):
+@pytest.mark.parametrize("fields, error", [
+    ({"ulps": -1}, ValueError), ({"relative": math.nan}, ValueError), ({"absolute": -1e-3}, ValueError),
+    ({"absolute": "1"}, TypeError), ({"ulps": 1.5}, TypeError), ({"relative": True}, TypeError)])
+def test_invalid_tolerances_are_rejected(fields, error):
+    with pytest.raises(error):
+        Tolerance(**fields)
+
+
+@pytest.mark.parametrize("bad, error", [(Tolerance(), ValueError), (0.1, TypeError)])
+def test_verify_rejects_an_unconstrained_or_foreign_tolerance(bad, error):
     x, y = _inputs()
     with pytest.raises(error):
         intent.verify(softmax_rows, "generic", x, y, tolerance=bad)
