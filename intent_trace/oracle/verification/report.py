@@ -152,10 +152,12 @@ def verify_backend(target, *, output=None, cache_dir=None) -> VerificationReport
     profile = verification_profile(target)  # unknown: ValueError before anything runs or is written
     if not profile.serves(VerificationStage.TARGET):
         raise ValueError(f"profile {target} is not registered as a target")
-    cat = catalogue_for(profile)
-    require_runtime(profile)
     oracle_profile = verification_profile(ORACLE_PROFILE_ID)
+    # the redirect comes first: the completeness check and the runtime check import the compilers, and
+    # TileLang creates its cache directories when it is imported
     with verification_caches(cache_dir) as caches:
+        cat = catalogue_for(profile)
+        require_runtime(profile)
         oracle = run_oracle_stage(oracle_profile)
         target_report = run_target_stage(profile, oracle)
     report = VerificationReport(SCHEMA_VERSION, profile, oracle_profile, cat.classifications, cat.subjects, oracle,

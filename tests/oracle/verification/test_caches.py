@@ -16,32 +16,51 @@ from intent_trace.oracle.verification import report as R
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-# Compiles and runs fresh kernels on cpu and tilelang-c inside verification_caches(): every cache the
-# targets have (the generated module, Numba's machine code, the PCH, TileLang's kernel cache) is used.
+# verify_backend("c-tilelang") through its real path (profile checks, the runtime check that imports TileLang,
+# the cache redirect), with stages that compile and run fresh kernels on cpu and tilelang-c: every cache the
+# targets have is used (the generated module, Numba's machine code, the PCH, TileLang's kernel cache), without
+# paying for the full catalogue (test_end_to_end runs that).
 _SCRIPT = textwrap.dedent("""
-    import json, os, sys
+    import json, os
     import numpy as np
     import intent_trace as intent
     from intent_trace import I, caches
+    from intent_trace.oracle.verification import report as R
+    from intent_trace.oracle.verification.evidence import OracleStageResult, StageReport
+    from intent_trace.oracle.verification.records import VerificationStage
 
     @intent.kernel
     def fresh_kernel_for_cache_test(x: I.In[I.f32, ("N",)], y: I.Out[I.f32, ("N",)]):
         d = I.domain(0, x.shape[0])
         y[d] = x[d] * 3.0 + 0.5
 
-    with caches.verification_caches() as use:
-        for target in ("cpu", "tilelang-c"):
-            y = np.zeros(5, np.float32)
-            intent.compile(fresh_kernel_for_cache_test, target=target)(np.arange(5, dtype=np.float32), y)
-            assert y.tolist() == [0.5, 3.5, 6.5, 9.5, 12.5], y
-        inside = sorted(os.path.relpath(os.path.join(d, f), use.root) for d, _, fs in os.walk(use.root) for f in fs)
-    print(json.dumps({"root": use.root, "source": use.source, "inside": inside,
-                      "left": os.path.exists(use.root)}))
+    seen = {}
+
+    def compile_and_run(target):
+        y = np.zeros(5, np.float32)
+        intent.compile(fresh_kernel_for_cache_test, target=target)(np.arange(5, dtype=np.float32), y)
+        assert y.tolist() == [0.5, 3.5, 6.5, 9.5, 12.5], y
+        root = seen["root"] = caches.cache_root()
+        seen["inside"] = sorted(os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs)
+
+    def oracle(profile):
+        compile_and_run("cpu")
+        return OracleStageResult(StageReport("cpu-compiled", VerificationStage.ORACLE, (), ()), ())
+
+    def target(profile, oracle_result):
+        compile_and_run("tilelang-c")
+        return StageReport("c-tilelang", VerificationStage.TARGET, (), ())
+
+    R.run_oracle_stage, R.run_target_stage = oracle, target
+    report = R.verify_backend("c-tilelang")
+    print(json.dumps({"root": seen["root"], "source": report.caches.source, "inside": seen["inside"],
+                      "left": os.path.exists(seen["root"])}))
 """)
 
 
-def _home_files(home) -> list:
-    return sorted(os.path.relpath(os.path.join(d, f), home) for d, _, fs in os.walk(home) for f in fs)
+def _home_entries(home) -> list:
+    """Every file and directory below ``home`` (an empty directory is a write too)."""
+    return sorted(os.path.relpath(os.path.join(d, n), home) for d, dirs, fs in os.walk(home) for n in dirs + fs)
 
 
 def test_a_default_verification_writes_nothing_under_home(tmp_path):
@@ -59,7 +78,7 @@ def test_a_default_verification_writes_nothing_under_home(tmp_path):
     # the caches really were used, under the temporary root
     assert any(p.startswith("numba-") and p.endswith(".py") for p in result["inside"]), result["inside"]
     assert any(p.startswith("tilelang" + os.sep) for p in result["inside"]), result["inside"]
-    assert _home_files(home) == []  # nothing under $HOME
+    assert _home_entries(home) == []  # nothing under $HOME, not even an empty directory
     assert sorted(os.listdir(tmp_path)) == ["home"]  # and no temporary directory left behind
 
 

@@ -227,20 +227,24 @@ def test_cli_silences_third_party_loggers_while_verifying(monkeypatch, capsys, o
     monkeypatch.setattr(R, "run_target_stage", lambda p, o: stage_two)
     handler_stream = __import__("io").StringIO()
     handler = logging.StreamHandler(handler_stream)
-    root = logging.getLogger()
-    root.addHandler(handler)
-    level = root.level
-    root.setLevel(logging.INFO)
-    before = logging.getLogger("tilelang").level
+    # on the loggers themselves: an imported TileLang gives its logger its own handler and stops propagation
+    loggers = [logging.getLogger(n) for n in ("tilelang", "tvm")]
+    for lg in loggers:
+        lg.addHandler(handler)
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.INFO)
     try:
         cli.main(["verify", "cpu-compiled"])
+        after = [lg.level for lg in loggers]
     finally:
-        root.removeHandler(handler)
-        root.setLevel(level)
+        for lg, lv in zip(loggers, levels):
+            lg.removeHandler(handler)
+            lg.setLevel(lv)
     logged = handler_stream.getvalue()
     assert "begins to compile" not in logged and "tvm chatter" not in logged
     assert "a real problem stays visible" in logged
-    assert logging.getLogger("tilelang").level == before  # restored
+    assert after == [logging.INFO, logging.INFO]  # restored
     assert "compiled in a temporary cache, removed" in capsys.readouterr().out
 
 
