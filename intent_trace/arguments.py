@@ -14,7 +14,7 @@ from numbers import Integral, Real
 import numpy as np
 
 from . import types as T
-from .floatbits import number_text, round_number
+from .floatbits import largest_finite, number_text, round_number
 from .graph.values import KernelGraph
 from .host_views import host_view, overlaps
 
@@ -42,7 +42,7 @@ def _scalar(name: str, dtype: T.DType, value):
     stored, overflowed = round_number(value, dtype.np)
     if overflowed:
         raise ValueError(f"scalar {name} = {number_text(value)} overflows {dtype} (largest finite value "
-                         f"{float(np.finfo(dtype.np).max)!r}); pass a value of the dtype, or ±inf explicitly")
+                         f"{largest_finite(dtype.np)!r}); pass a value of the dtype, or ±inf explicitly")
     return stored
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 
 _NARROW = ("f16", "bf16", "e4m3", "e2m1", "e8m0")
@@ -95,6 +96,12 @@ def round_number(value, target: np.dtype) -> tuple:
         return stored, bool(np.isinf(stored))
     stored = round_f64(np.float64(value), target)
     return stored, bool(np.isinf(stored)) and math.isfinite(float(value))
+
+
+def largest_finite(target: np.dtype) -> float:
+    """The largest finite value of a float dtype, bfloat16 included (``np.finfo`` knows ml_dtypes' types only
+    with some NumPy/ml_dtypes pairs; ``ml_dtypes.finfo`` knows every float dtype)."""
+    return float(ml_dtypes.finfo(target).max)
 
 
 def number_text(value) -> str:

@@ -12,7 +12,7 @@ from numbers import Integral
 import numpy as np
 
 from .. import types as T
-from ..floatbits import number_text, round_number
+from ..floatbits import largest_finite, number_text, round_number
 from ..graph import ops
 from ..graph.provenance import AxisPos, BinExpr, Const, Ref, simplify_add, through_arith, through_axes
 from ..graph.values import Literal, Var
@@ -50,7 +50,7 @@ def make_literal(value, dtype: T.DType, role: str = "literal") -> Literal:
         stored, overflowed = round_number(value, dtype.np)
         if overflowed:
             fail(f"{role} {number_text(value)} overflows {dtype} (largest finite value "
-                 f"{float(np.finfo(dtype.np).max)!r})", "value")
+                 f"{largest_finite(dtype.np)!r})", "value")
         return Literal(stored[()], T.ScalarType(dtype))
     fail(f"{dtype} values have no arithmetic", "type")
 

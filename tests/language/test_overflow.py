@@ -12,6 +12,7 @@ from hypothesis import given, strategies as st
 
 import intent_trace as intent
 from intent_trace import I
+from intent_trace.floatbits import largest_finite
 
 FILE = os.path.basename(__file__)
 FLOATS = (I.f16, I.bf16, I.f32, I.f64)
@@ -31,7 +32,7 @@ def _scale_kernel(dt):
 
 
 def _largest(dt) -> float:
-    return float(np.finfo(dt.np).max)
+    return largest_finite(dt.np)
 
 
 def _marked_line(fn, marker: str = "# <-") -> int:
