@@ -243,7 +243,7 @@ def access_coords(plan: list, idx: list, coordinate, data_coord) -> list:
 
 def rereads_destination(node, reads: dict, aligned: dict) -> bool:
     """Whether the value a write stores reads the view it overwrites at other elements than the one being
-    written (``reads``/``aligned`` from :func:`intent_trace.oracle.numba.analysis.fusible_values`): computed
+    written (``reads``/``aligned`` from :func:`intent_trace.codegen.analysis.fusible_values`): computed
     element by element during the write, it would see its own output, so it must be snapshotted first."""
     value_var, dest = node.inputs[1], node.inputs[0]
     if dest not in reads.get(value_var, ()):

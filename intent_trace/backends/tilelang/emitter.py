@@ -32,8 +32,8 @@ from ...graph import ops
 from ...graph.interpreter import Interpreter, rule_registrar
 from ...graph.lowering import components, extent_expr, index_add, index_mul, intern_constant, name_extents
 from ...graph.values import KernelGraph, Literal, Var
-from ...oracle.numba.analysis import fusion
-from ...oracle.numba.writer import SourceWriter
+from ...codegen.analysis import fusion
+from ...codegen.writer import SourceWriter
 from .scalar_rules import SCALAR_RULES, constant_expr, tir_dtype
 from .storage import StorageMixin
 

@@ -22,10 +22,10 @@ from ... import types as T
 from ...graph.interpreter import Interpreter, rule_registrar
 from ...graph.lowering import ErrorSite, components, extent_expr, intern_constant, leaf_values, name_extents
 from ...graph.values import KernelGraph, Literal, Var
-from .analysis import fusible_values
+from ...codegen.analysis import fusible_values
 from .scalar_rules import SCALAR_RULES, np_type
 from .values import Aggregate, Array, Lazy, Scalar
-from .writer import SourceWriter
+from ...codegen.writer import SourceWriter
 
 
 # A fused value's element is written by its closure calling its operands' closures: a chain of fused ops

@@ -18,7 +18,7 @@ from __future__ import annotations
 from ... import types as T
 from .emitter import ErrorSite, rule
 from .values import Lazy, Scalar
-from .writer import SourceWriter
+from ...codegen.writer import SourceWriter
 
 ROUNDS = 10
 M0, M1 = 0xD2511F53, 0xCD9E8D57  # multipliers of c0 and c2

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import attrs
 
-from ... import types as T
-from ...graph.values import KernelGraph, Region, Var
+from .. import types as T
+from ..graph.values import KernelGraph, Region, Var
 
 # Ops that consume operands element by element (so a fused operand is evaluated once per element).
 FUSING_CONSUMERS = frozenset({
