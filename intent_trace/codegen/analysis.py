@@ -19,18 +19,9 @@ from __future__ import annotations
 import attrs
 
 from .. import types as T
+from ..graph import ops, traits
+from ..graph.traits import ELEMENT_CONSUMERS, ELEMENTWISE, LOOPING, REMATERIALIZED
 from ..graph.values import KernelGraph, Region, Var
-
-# Ops that consume operands element by element (so a fused operand is evaluated once per element).
-FUSING_CONSUMERS = frozenset({
-    "add", "sub", "mul", "div", "floordiv", "mod", "pow", "maximum", "minimum", "and_", "or_", "xor", "shl", "shr",
-    "eq", "ne", "lt", "le", "gt", "ge", "neg", "invert", "select", "fma", "cast", "bitcast", "broadcast",
-    "reshape", "transpose", "slice", "join", "write", "read", "reduce", "scan", "gather", "histogram",
-    "scatter_reduce", "store", "contract", "unique_store", "random_bits",
-    "exp", "log", "log1p", "lgamma", "sin", "asin", "cos", "floor", "erf", "erfc", "i0", "rsqrt", "sqrt",
-    "sigmoid", "abs", "exp2", "tanh",
-})
-
 
 def _writes(node) -> set:
     """The views and buffers a node (or anything in its regions) writes: operand 0 of writing ops."""
@@ -43,33 +34,13 @@ def _writes(node) -> set:
     return out
 
 
-# Values recomputed per consumer rather than materialised when used more than once.
-REMATERIALIZED = frozenset({"read", "broadcast", "full", "indices"})
-
-ELEMENTWISE = FUSING_CONSUMERS - {"broadcast", "reshape", "transpose", "slice", "join", "write", "read", "reduce",
-                                  "scan", "gather", "histogram", "scatter_reduce", "store", "contract",
-                                  "unique_store"}
-
-
-# Ops whose every result element runs a loop (over the reduced or contracted positions).
-LOOPING = frozenset({"reduce", "contract", "scaled_contract", "sparse_contract", "quantized_dot"})
-
-# The operand positions a consumer evaluates once per element (a costly value fuses only into these): every
-# operand of an elementwise op or a shape permutation, a reduce's or scan's source and identity, the value of a
-# write, the values of a scatter_reduce, the values of a histogram. Anything else (a broadcast, a contract
-# operand, a gather source, index operands, reduce captures) evaluates an element many times.
-_ONCE_ALL = ELEMENTWISE | {"reshape", "transpose", "slice", "join"}
-_ONCE_AT = {"reduce": (0, 1), "scan": (0, 1), "write": (1,), "store": (1,), "unique_store": (1,),
-            "scatter_reduce": (1,), "histogram": (0,)}
-
-
 def evaluates_once(consumer, v: Var) -> bool:
-    """Whether ``consumer`` evaluates each element of its operand ``v`` (used once by it) at most once."""
-    name = consumer.op.name
-    if name in _ONCE_ALL:
-        return True
-    positions = _ONCE_AT.get(name, ())
-    return any(consumer.inputs[k] is v for k in positions if k < len(consumer.inputs))
+    """Whether ``consumer`` evaluates each element of its operand ``v`` (used once by it) at most once: every
+    operand of an elementwise op or a shape permutation, a reduce's or scan's source and identity, the value of
+    a write, the values of a scatter_reduce, the values of a histogram (the ops' traits). Anything else (a
+    broadcast, a contract operand, a gather source, index operands, reduce captures) evaluates an element many
+    times, so a costly value fuses only into the former."""
+    return any(x is v and traits.evaluates_once(consumer.op, k) for k, x in enumerate(consumer.inputs))
 
 
 @attrs.frozen(slots=True)
@@ -125,7 +96,7 @@ def fusion(graph: KernelGraph) -> Fusion:
             for x in node.inputs:
                 if isinstance(x, Var):
                     for view, sig in aligned.get(x, ()):
-                        access.add((view, sig if node.op.name in ELEMENTWISE else None))
+                        access.add((view, sig if node.op in ELEMENTWISE else None))
             for v in node.outputs:
                 reads[v] = deps
                 aligned[v] = access
@@ -143,7 +114,7 @@ def fusion(graph: KernelGraph) -> Fusion:
                 uses.setdefault(x, []).append((None, None))
         for v, i in position.items():  # in definition order: a value's operands are decided before it
             node = made_by[v]
-            if node.op.name in LOOPING or any(x in fused and x in costly for x in node.inputs if isinstance(x, Var)):
+            if node.op in LOOPING or any(x in fused and x in costly for x in node.inputs if isinstance(x, Var)):
                 costly.add(v)  # each element runs a loop: its producer's, or that of a costly value it fuses
             if not isinstance(v.type, T.TensorType):
                 continue
@@ -151,7 +122,7 @@ def fusion(graph: KernelGraph) -> Fusion:
             if v in costly and (len(u) != 1 or u[0][0] is None or not evaluates_once(u[0][1], v)):
                 continue
             if len(u) > 1 and producer[v] in REMATERIALIZED and all(j is not None for j, _ in u) and \
-                    all(c.op.name in FUSING_CONSUMERS for _, c in u):
+                    all(c.op in ELEMENT_CONSUMERS for _, c in u):
                 # A cheap value (a view read, a broadcast, a constant) is recomputed by each consumer
                 # instead of copied into an array, if nothing writes what it reads before its last use.
                 last = max(j for j, _ in u)
@@ -164,7 +135,7 @@ def fusion(graph: KernelGraph) -> Fusion:
             if len(u) != 1 or u[0][0] is None:
                 continue
             j, consumer = u[0]
-            if consumer.op.name not in FUSING_CONSUMERS or (consumer.op.name == "read" and consumer.inputs[0] is v):
+            if consumer.op not in ELEMENT_CONSUMERS or (consumer.op is ops.read and consumer.inputs[0] is v):
                 continue
             between = set()
             for n in r.nodes[i + 1:j]:

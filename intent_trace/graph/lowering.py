@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from .. import types as T
 from .provenance import Coord, IndexRelation, Ordinal
+from .traits import INLINE_COMBINE
 
 # --- aggregates ---------------------------------------------------------------------------------------------
 
@@ -162,23 +163,13 @@ def unflatten(flat: str, shape: tuple, remainder, quotient) -> list:
 
 # --- reduce and scan ----------------------------------------------------------------------------------------
 
-# Ops that act on one element at a time: a combine made only of them commutes with indexing.
-POINTWISE_OPS = frozenset({
-    "add", "sub", "mul", "div", "floordiv", "mod", "pow", "maximum", "minimum", "and_", "or_", "xor", "shl", "shr",
-    "eq", "ne", "lt", "le", "gt", "ge", "neg", "invert", "select", "fma", "cast", "bitcast", "broadcast", "constant",
-    "tuple", "get", "record", "field", "full",
-    "exp", "log", "log1p", "lgamma", "sin", "asin", "cos", "floor", "erf", "erfc", "i0", "rsqrt", "sqrt", "sigmoid",
-    "abs", "exp2", "tanh",
-})
-
-
 def pointwise_shape(node) -> tuple | None:
     """The one shape of a reduce's or scan's accumulator leaves when its combine is pointwise (only
-    :data:`POINTWISE_OPS`, no nested regions, every accumulator leaf of one shape), else None. Such a combine
+    :data:`~.traits.INLINE_COMBINE` ops, no nested regions, every accumulator leaf of one shape), else None. Such a combine
     can be inlined per accumulator element; which captures allow it is the emitter's call."""
     (region,) = node.regions
     shapes = {tuple(getattr(t, "shape", ())) for t in T.leaf_types(node.inputs[1].type)}
-    if len(shapes) != 1 or not all(n.op.name in POINTWISE_OPS and not n.regions for n in region.nodes):
+    if len(shapes) != 1 or not all(n.op in INLINE_COMBINE and not n.regions for n in region.nodes):
         return None
     return shapes.pop()
 

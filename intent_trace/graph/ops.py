@@ -4,7 +4,9 @@ An :class:`OpDef` names the op, its operand and attribute schema, its type rule,
 and flags. Backends are tables keyed by these OpDef objects; ``tests/graph/test_coverage.py``
 checks that every backend has a rule (or an explicit rejection) for every op here.
 
-Surface spellings (dunders, ``I.*`` shorthands) live in :mod:`.surface`, not here.
+Each op carries its *traits* (what kind of computation it is: :data:`TRAITS`); every set of ops a backend
+or an analysis asks about ("the pointwise ops", "the ops that consume operands element by element") is derived
+from them in one place, :mod:`.traits`. Surface spellings (dunders, ``I.*`` shorthands) live in :mod:`.surface`.
 """
 from __future__ import annotations
 
@@ -29,6 +31,8 @@ class OpDef:
     infer: Callable | None = None  # (inputs, attrs: dict) -> tuple[Type, ...]
     dtypes: str = "any"  # operand dtype class: "any" | "numeric" | "float" | "int" | "int_or_bool" | "compare"
     doc: str = ""
+    traits: frozenset = frozenset()  # names from TRAITS
+    once_operands: tuple = ()  # operand positions the op evaluates once per result element (besides "once")
 
     def __repr__(self) -> str:
         return f"<op {self.name}>"
@@ -40,10 +44,33 @@ class OpDef:
 
 REGISTRY: dict[str, OpDef] = {}
 
+# What an op is, as far as the code generators and analyses care. A trait is a fact about the op's
+# semantics, never about one backend; :mod:`.traits` derives every op set from these.
+TRAITS = {
+    "pointwise": "computes each result element from the operand elements at the same position (commutes with "
+                 "indexing: a combine made of such ops can be inlined per element)",
+    "elementwise": "consumes every operand element by element at the result's position (pointwise ops, and "
+                   "random_bits, whose counter is read element by element)",
+    "aggregate": "builds or takes apart a tuple or record (no computation: free inside an inlined combine)",
+    "permutation": "rearranges elements without computing (each source element is read once per result element)",
+    "element_consumer": "evaluates its operands' elements one at a time, so a fused operand can be computed in "
+                        "place of each element read",
+    "once": "evaluates each element of every operand at most once per result element",
+    "rematerialized": "cheap enough to recompute per consumer instead of materialising a value used twice",
+    "looping": "runs a loop for every result element (over the reduced or contracted positions)",
+    "vendor_math": "a library function of T4 (a GPU target may use the vendor's precise implementation, T10)",
+    "contraction": "a paired-axis multiply-add (T10 allows FMA inside it)",
+    "reduction": "combines the elements along axes with an associative combine (T10 allows any order it permits)",
+}
+
 
 def define(name: str, family: str, arity, **kw) -> OpDef:
     if name in REGISTRY:
         raise RuntimeError(f"op {name} defined twice")
+    unknown = set(kw.get("traits", ())) - TRAITS.keys()
+    if unknown:
+        raise RuntimeError(f"op {name} has unknown traits {sorted(unknown)}")
+    kw["traits"] = frozenset(kw.get("traits", ()))
     op = OpDef(name, family, arity, **kw)
     REGISTRY[name] = op
     return op
@@ -164,53 +191,63 @@ UNARY_MATH = ("exp", "log", "log1p", "lgamma", "sin", "asin", "cos", "floor", "e
               "rsqrt", "sqrt", "sigmoid", "abs", "exp2", "tanh")
 UNARY_ATTRS = {"exp2": ("approximate", "flush_to_zero"), "tanh": ("approximate",)}
 
+_ELEMENTWISE = frozenset({"pointwise", "elementwise", "element_consumer", "once"})
 for _name, _cls in BINARY.items():
-    define(_name, "binary", 2, attrs=BINARY_ATTRS.get(_name, ()), infer=elementwise(), dtypes=_cls)
+    define(_name, "binary", 2, attrs=BINARY_ATTRS.get(_name, ()), infer=elementwise(), dtypes=_cls, traits=_ELEMENTWISE)
 for _name in COMPARE:
-    define(_name, "compare", 2, infer=elementwise("bool"), dtypes="compare")
+    define(_name, "compare", 2, infer=elementwise("bool"), dtypes="compare", traits=_ELEMENTWISE)
 for _name in UNARY_MATH:
     define(_name, "unary", 1, attrs=UNARY_ATTRS.get(_name, ()), infer=elementwise(),
-           dtypes="numeric" if _name == "abs" else "float")
-define("neg", "unary", 1, infer=elementwise(), dtypes="numeric")
-define("invert", "unary", 1, infer=elementwise(), dtypes="int_or_bool", doc="bitwise not; logical not on bool")
-define("select", "ternary", 3, infer=select_rule)
-define("fma", "ternary", 3, infer=elementwise(), dtypes="float", doc="a*b+c rounded once")
+           dtypes="numeric" if _name == "abs" else "float",
+           traits=_ELEMENTWISE if _name in ("abs", "floor", "sqrt") else _ELEMENTWISE | {"vendor_math"})
+define("neg", "unary", 1, infer=elementwise(), dtypes="numeric", traits=_ELEMENTWISE)
+define("invert", "unary", 1, infer=elementwise(), dtypes="int_or_bool", doc="bitwise not; logical not on bool",
+       traits=_ELEMENTWISE)
+define("select", "ternary", 3, infer=select_rule, traits=_ELEMENTWISE)
+define("fma", "ternary", 3, infer=elementwise(), dtypes="float", doc="a*b+c rounded once", traits=_ELEMENTWISE)
 define("constant", "convert", 0, attrs=("value", "type"), infer=given_type,
-       doc="a typed scalar constant (I.cast of a Python number)")
-define("cast", "convert", 1, attrs=("dtype",), infer=convert_rule)
-define("bitcast", "convert", 1, attrs=("dtype",), infer=convert_rule)
+       doc="a typed scalar constant (I.cast of a Python number)", traits={"pointwise"})
+define("cast", "convert", 1, attrs=("dtype",), infer=convert_rule, traits=_ELEMENTWISE)
+define("bitcast", "convert", 1, attrs=("dtype",), infer=convert_rule, traits=_ELEMENTWISE)
 
 # Shape transforms and construction. Result types carry the (possibly dynamic) extents; operands
 # after the first give runtime values of extents where the result needs them.
-define("broadcast", "shape", 1, attrs=("type",), infer=given_type,
+define("broadcast", "shape", 1, attrs=("type",), infer=given_type, traits={"element_consumer", "rematerialized"},
        doc="explicit scalar/size-one/rank broadcast (spec §4), right-aligned")
 define("reshape", "shape", None, attrs=("type", "extents"), infer=given_type,
+       traits={"permutation", "element_consumer", "once"},
        doc="operands: value, then the runtime values of the result axes listed in `extents`")
-define("transpose", "shape", 1, attrs=("perm", "type"), infer=given_type)
+define("transpose", "shape", 1, attrs=("perm", "type"), infer=given_type,
+       traits={"permutation", "element_consumer", "once"})
 define("slice", "shape", None, attrs=("axes", "type"), infer=given_type,
+       traits={"permutation", "element_consumer", "once"},
        doc="contiguous positions [start, stop) along the listed axes; operands: value, then start/stop per axis")
-define("full", "shape", None, attrs=("type", "extents"), infer=given_type,
+define("full", "shape", None, attrs=("type", "extents"), infer=given_type, traits={"rematerialized"},
        doc="operands: the fill scalar, then the runtime values of the result axes listed in `extents`")
-define("join", "shape", 2, attrs=("type",), infer=given_type, doc="stack along a new trailing axis of extent 2")
-define("tuple", "aggregate", None, attrs=("type",), infer=given_type)
-define("get", "aggregate", 1, attrs=("index", "type"), infer=given_type)
-define("record", "aggregate", None, attrs=("type",), infer=given_type)
-define("field", "aggregate", 1, attrs=("name", "type"), infer=given_type)
+define("join", "shape", 2, attrs=("type",), infer=given_type,
+       traits={"permutation", "element_consumer", "once"}, doc="stack along a new trailing axis of extent 2")
+define("tuple", "aggregate", None, attrs=("type",), infer=given_type, traits={"aggregate"})
+define("get", "aggregate", 1, attrs=("index", "type"), infer=given_type, traits={"aggregate"})
+define("record", "aggregate", None, attrs=("type",), infer=given_type, traits={"aggregate"})
+define("field", "aggregate", 1, attrs=("name", "type"), infer=given_type, traits={"aggregate"})
 
 # Domains and coordinates (spec §3).
 define("domain", "domain", 3, attrs=("type",), infer=given_type, doc="operands: begin, end, step")
 define("subregion", "domain", 3, attrs=("type",), infer=given_type,
        doc="operands: parent domain, begin, end (member positions of the parent, no clamping)")
-define("indices", "domain", 1, attrs=("type",), infer=given_type, doc="source coordinates of a domain's members")
+define("indices", "domain", 1, attrs=("type",), infer=given_type, traits={"rematerialized"}, doc="source coordinates of a domain's members")
 define("dim", "domain", 1, attrs=("axis", "type"), infer=given_type,
        doc="the runtime extent of one axis of a tensor or view, or a domain's member count (axis 0)")
 
 # External views (spec §15). ``index`` describes each view axis: ("domain"|"scalar"|"tensor"|"all").
 define("read", "memory", None, attrs=("index", "type"), effects=frozenset({"read"}), infer=given_type,
+       traits={"element_consumer", "rematerialized"},
        doc="operands: view, then one index operand per non-'all' axis entry")
 define("write", "memory", None, attrs=("index",), effects=frozenset({"write"}), infer=no_result,
+       traits={"element_consumer"}, once_operands=(1,),
        doc="operands: view, value, then index operands (domains, points, whole axes)")
 define("unique_store", "memory", None, attrs=("index",), effects=frozenset({"write"}), infer=no_result,
+       traits={"element_consumer"}, once_operands=(1,),
        doc="arbitrary-index unique store: a view write with data-derived integer tensor indices; the destination "
            "relation must be injective (generic and cpu check it at run time)")
 
@@ -218,41 +255,45 @@ define("unique_store", "memory", None, attrs=("index",), effects=frozenset({"wri
 # oracle/numba/scaled.py. Quantized computation (spec §11.1, quantization.md): proxies/quant.py,
 # oracle/generic_quant.py, oracle/numba/quant.py.
 define("scaled_contract", "structured", 4, attrs=("lhs_format", "rhs_format", "group_size", "acc_dtype", "type"),
-       infer=given_type,
+       infer=given_type, traits={"looping", "contraction"},
        doc="operands: lhs codes u8[M, G, C_lhs], lhs e8m0 scale codes u8[M, G], rhs codes u8[G, C_rhs, N], rhs "
            "e8m0 scale codes u8[N, G]; reduce ((1, 0), (2, 1)); result acc_dtype[M, N]")
 define("sparse_contract", "structured", 3, attrs=("format", "reduce", "batch", "acc_dtype", "type"),
-       infer=given_type,
+       infer=given_type, traits={"looping", "contraction"},
        doc="operands: compressed lhs, logical metadata (same shape), dense rhs; the lhs compression axis is its "
            "first reduce axis; otherwise as contract")
 define("quantize", "structured", 1, attrs=("format", "type"), infer=given_type,
        doc="f32[..., K] -> the format's record of logical fields (quantization.md Q1, Q2)")
 define("quantized_dot", "structured", 2, attrs=("lhs_format", "rhs_format", "acc_dtype", "type"), infer=given_type,
+       traits={"looping", "contraction"},
        doc="dot of two quantized records over the blocks axis; leading axes broadcast (quantization.md Q3)")
 
 # Indexed access beyond views (spec §13, §15). Implemented in proxies/memory.py, oracle/generic_memory.py and
 # oracle/numba/memory.py.
-define("gather", "memory", None, attrs=("has_valid", "type"), infer=given_type,
+define("gather", "memory", None, attrs=("has_valid", "type"), infer=given_type, traits={"element_consumer"},
        doc="pure tensor gather: operands source tensor, one integer index per source axis (all broadcast to the "
            "result shape), [valid bool], fill (a scalar or a tensor broadcastable to the result); invalid lanes do "
            "not read and give fill")
 define("histogram", "structured", None, attrs=("bins", "has_valid", "type"), infer=given_type,
+       traits={"element_consumer"}, once_operands=(0,),
        doc="operands: integer values, [valid bool]; counts of each bin in [0, bins) as a (bins,) tensor")
 define("buffer", "memory", None, attrs=("type",), effects=frozenset({"alloc"}), infer=given_type,
        doc="a kernel-local logical buffer; operands: [init value broadcast to its shape]")
 define("load", "memory", None, attrs=("index", "type"), effects=frozenset({"read"}), infer=given_type,
        doc="logical-buffer load: operands buffer, then index operands (as `read`)")
 define("store", "memory", None, attrs=("index",), effects=frozenset({"write"}), infer=no_result,
+       traits={"element_consumer"}, once_operands=(1,),
        doc="logical-buffer store: operands buffer, value, then index operands (as `write`)")
 define("scatter_reduce", "memory", None, attrs=("combine", "type"), regions=1, effects=frozenset({"read", "write"}),
        # `type`: the tensor type of the scattered values (the index shape)
-       infer=no_result,
+       infer=no_result, traits={"element_consumer"}, once_operands=(1,),
        doc="operands: destination view or buffer, values, one integer index tensor per destination axis; "
            "collisions and the existing element combine with the region (a builtin or a pure helper) in "
            "unspecified order")
 
 # RNG (spec §17, numerics T8). Implemented in proxies/random.py, oracle/generic_random.py, oracle/numba/random.py.
 define("random_bits", "random", 2, attrs=("type",), infer=given_type,
+       traits={"elementwise", "element_consumer", "once"},
        doc="Philox4x32-10 bits: operands u64 seed scalar, non-negative integer counter (scalar or tensor); "
            "word counter % 4 of block counter // 4; pure and independent of execution order")
 
@@ -288,10 +329,11 @@ define("continue", "control", None, effects=_CTRL, infer=no_result,
 
 # Structured operations (spec §7, §8). The combine region is a pure helper: (lhs, rhs, *operands) -> acc.
 define("reduce", "structured", None, attrs=("axes", "helper", "types"), regions=1, infer=given_types,
+       traits={"element_consumer", "looping", "reduction"}, once_operands=(0, 1),
        doc="operands: source, identity, *combine operands; reduces `axes` of every source component with an "
            "associative, commutative combine (re-association and re-ordering allowed)")
 define("scan", "structured", None, attrs=("axis", "inclusive", "reverse", "helper", "types"), regions=1,
-       infer=given_types,
+       infer=given_types, traits={"element_consumer", "reduction"}, once_operands=(0, 1),
        doc="operands: source, identity, *combine operands; prefix combine along `axis` in source order "
            "(associative only: re-association allowed, re-ordering not); reverse prefixes run from the end, "
            "still combining in source order (out[k] = x[k] + ... + x[n-1])")
@@ -307,6 +349,7 @@ define("region_scan", "structured", None, attrs=("axis", "helpers", "types"), re
 
 # Named multiplication (spec §10): one canonical paired-axis multiply-add.
 define("contract", "structured", 2, attrs=("reduce", "batch", "acc_dtype", "type"), infer=given_type,
+       traits={"element_consumer", "looping", "contraction"},
        doc="reduce/batch are ((lhs_axis, rhs_axis), ...) pairs; result axes: lhs axes not reduced (batch "
            "representatives included) in lhs order, then rhs axes neither reduced nor batched, in rhs order; "
            "operands converted to acc_dtype, products and sums in acc_dtype")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..graph.traits import POINTWISE
 from ..limits import check_allocation
 from .generic import DomainValue, _read, _write, rule
 
@@ -133,11 +134,10 @@ def _store(it, node, args):
 
 # --- scatter_reduce -------------------------------------------------------------------------------
 
-_POINTWISE_FAMILIES = ("binary", "compare", "unary", "ternary", "convert")
 
 
 def _pointwise(region) -> bool:
-    return all(n.op.family in _POINTWISE_FAMILIES and not n.regions for n in region.nodes)
+    return all(n.op in POINTWISE and not n.regions for n in region.nodes)
 
 
 @rule("scatter_reduce")

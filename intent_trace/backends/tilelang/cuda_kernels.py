@@ -26,6 +26,8 @@ import math
 
 import attrs
 
+from ...graph import ops
+from ...graph.traits import POINTWISE
 from ...graph.values import KernelGraph, Literal
 
 
@@ -119,7 +121,6 @@ def view_access(node, extents: dict, views, domains: dict):
 # --- pointwise nests -------------------------------------------------------------------------------------
 
 THREADS_PER_BLOCK, VECTOR, UNROLL = 128, 8, True
-_POINTWISE_FAMILIES = ("binary", "compare", "unary", "ternary", "convert")
 
 
 @attrs.frozen
@@ -157,7 +158,7 @@ def flat_nest(graph: KernelGraph, emulated: bool = False) -> FlatNest | None:
         return None
     loops = False  # a reduction or contraction in the element code
     for node in nodes[:-1]:
-        name, family = node.op.name, node.op.family
+        name = node.op.name
         if node.op.effects - {"read"}:
             return None
         access = view_access(node, extents, views, domains)
@@ -165,7 +166,7 @@ def flat_nest(graph: KernelGraph, emulated: bool = False) -> FlatNest | None:
             return None
         if name == "read":
             read_views.add(access[0])
-        elif access is None and not (family in _POINTWISE_FAMILIES or name in ("broadcast", "constant")):
+        elif access is None and not (node.op in POINTWISE or node.op is ops.broadcast):
             loops = True  # any other pure op (its workspaces, if any, make the emitter fall back: storage.py)
         if node.op.name == "div" and (node.attr("approximate") or node.attr("flush_to_zero")):
             return None

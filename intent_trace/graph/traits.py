@@ -1,0 +1,46 @@
+"""Every set of ops that a backend or an analysis asks about, derived from the ops' traits in one place.
+
+An op's traits (:data:`intent_trace.graph.ops.TRAITS`) say what kind of computation it is; the sets below
+are what code elsewhere tests membership in (``node.op in POINTWISE``), so no backend keeps a list of op
+names of its own that could drift from the registry when an op is added.
+"""
+from __future__ import annotations
+
+from .ops import REGISTRY, OpDef
+
+
+def ops_with(*traits: str) -> frozenset:
+    """The ops that have every one of ``traits``."""
+    return frozenset(op for op in REGISTRY.values() if op.traits.issuperset(traits))
+
+
+#: Computes each element from the operand elements at its position: commutes with indexing.
+POINTWISE = ops_with("pointwise")
+#: Consumes every operand element by element at the result's position.
+ELEMENTWISE = ops_with("elementwise")
+#: Builds or takes apart a tuple or record.
+AGGREGATE = ops_with("aggregate")
+#: Rearranges elements without computing.
+PERMUTATION = ops_with("permutation")
+#: What a reduce's or scan's combine may contain to be inlined per accumulator element: pointwise math,
+#: aggregates, and the broadcasts and fills of scalars a traced helper writes.
+INLINE_COMBINE = POINTWISE | AGGREGATE | {REGISTRY["broadcast"], REGISTRY["full"]}
+#: Evaluates its operands' elements one at a time, so a fused operand is computed per element read.
+ELEMENT_CONSUMERS = ops_with("element_consumer")
+#: Evaluates each element of every operand at most once per result element.
+EVALUATES_ONCE = ops_with("once")
+#: Recomputed per consumer instead of materialised when used more than once.
+REMATERIALIZED = ops_with("rematerialized")
+#: Runs a loop for every result element.
+LOOPING = ops_with("looping")
+#: T4 library functions (T10: a GPU target may use the vendor's precise implementation).
+VENDOR_MATH = ops_with("vendor_math")
+#: Paired-axis multiply-adds (T10: FMA allowed inside).
+CONTRACTIONS = ops_with("contraction")
+#: Associative combines along axes (T10: any order the language allows).
+REDUCTIONS = ops_with("reduction")
+
+
+def evaluates_once(consumer_op: OpDef, position: int) -> bool:
+    """Whether an op evaluates each element of its operand at ``position`` at most once per result element."""
+    return consumer_op in EVALUATES_ONCE or position in consumer_op.once_operands
