@@ -64,12 +64,16 @@ def rule_table(*tables: dict) -> dict:
 
 
 def rule_registrar(rules: dict):
-    """A backend's ``@rule(*op_names)`` decorator: it enters the decorated function in ``rules`` (OpDef ->
-    rule) for each named op and returns it unchanged."""
-    def rule(*names):
+    """A rule module's ``@rule(*ops)`` decorator: it enters the decorated function in ``rules`` (the module's
+    own table, OpDef -> rule) for each op and returns it unchanged. Ops are OpDefs (``ops.broadcast``); op-name
+    strings are accepted only while the backends move off them."""
+    def rule(*keys):
         def register(fn):
-            for n in names:
-                rules[ops.REGISTRY[n]] = fn
+            for k in keys:
+                op = k if isinstance(k, ops.OpDef) else ops.REGISTRY[k]
+                if op in rules:
+                    raise RuntimeError(f"two rules for op {op.name}")
+                rules[op] = fn
             return fn
         return register
     return rule

@@ -10,6 +10,7 @@ from them in one place, :mod:`.traits`. Surface spellings (dunders, ``I.*`` shor
 """
 from __future__ import annotations
 
+import keyword
 from typing import Callable
 
 import attrs
@@ -355,11 +356,15 @@ define("contract", "structured", 2, attrs=("reduce", "batch", "acc_dtype", "type
            "operands converted to acc_dtype, products and sums in acc_dtype")
 
 
-def __getattr__(name: str) -> OpDef:  # ops.add, ops.read, ...
-    try:
-        return REGISTRY[name]
-    except KeyError:
-        raise AttributeError(name) from None
+def __getattr__(name: str) -> OpDef:
+    """``ops.add``, ``ops.read``, ...; the ops named by Python keywords are ``ops.if_``, ``ops.for_``,
+    ``ops.while_``, ``ops.break_`` and ``ops.continue_``."""
+    op = REGISTRY.get(name)
+    if op is None and name.endswith("_") and keyword.iskeyword(name[:-1]):
+        op = REGISTRY.get(name[:-1])
+    if op is None:
+        raise AttributeError(name)
+    return op
 
 
 def region_effects(node) -> frozenset:
