@@ -312,3 +312,106 @@ def test_attention_f16_matches_numpy_with_p_rounded_to_f16(run):
     out = np.zeros((B, L, D), np.float16)
     run(FA.attention_f16, q, k, v, out, scale)
     assert np.abs(out.astype(np.float64) - want).max() <= 2.0**-9 * np.abs(v).max()
+
+
+# --- the recognisers' decisions on near misses (graph/patterns.py expresses them) -----------------------------
+
+def _swapped(graph, swap_ops):
+    """(op, graph with that one node's two operands swapped) for every node of ``swap_ops``, built by a rewrite."""
+    import attrs
+
+    from intent_trace.graph.patterns import Pat, rewrite
+
+    for target in list(graph.walk()):
+        if target.op in swap_ops and len(target.inputs) == 2:
+            rule = (Pat(where=lambda n, t=target: n is t), lambda c, t=target: attrs.evolve(t, inputs=t.inputs[::-1]))
+            yield target.op, rewrite(graph, [rule])
+
+
+def test_attention_is_recognised_up_to_the_order_of_commutative_operands_only():
+    from intent_trace.graph import ops
+
+    graph = FA.attention_f16.trace()
+    names = {"attention_d128", "attention_d64"}
+    commutative = list(_swapped(graph, {ops.add, ops.mul, ops.maximum}))
+    assert len(commutative) == 10  # the scores' scale, both reduce combines, the combine's maximum and its 6
+    for op, swapped in commutative:
+        assert {s.name for s in cuda_kernels.specializations(swapped)} == names, op
+    ordered = list(_swapped(graph, {ops.sub, ops.div, ops.eq, ops.contract}))
+    assert {op for op, _ in ordered} == {ops.sub, ops.div, ops.eq, ops.contract}
+    for op, swapped in ordered:
+        assert cuda_kernels.specializations(swapped) == [], op
+
+
+def test_attention_with_another_literal_or_an_approximate_division_is_not_recognised():
+    import math
+
+    import attrs
+
+    from intent_trace.graph import ops
+    from intent_trace.graph.patterns import any_, lit, pat, rewrite
+
+    graph = FA.attention_f16.trace()
+    approximate = rewrite(graph, [(pat(ops.div, attrs={"approximate": None}, name="d"), lambda c: attrs.evolve(
+        c["d"], attrs=c["d"].attrs + (("approximate", True),)))])
+    assert approximate is not graph and cuda_kernels.specializations(approximate) == []
+    neg_inf = pat(ops.eq, any_("x"), lit(-math.inf, name="inf"), name="e")  # the empty summary's guard
+    zero_guard = rewrite(graph, [(neg_inf, lambda c: attrs.evolve(
+        c["e"], inputs=(c["x"], attrs.evolve(c["inf"], value=type(c["inf"].value)(0.0)))))])
+    assert zero_guard is not graph and cuda_kernels.specializations(zero_guard) == []
+
+
+@intent.kernel
+def matmul_two_writes(a: I.In[I.f16, ("M", "K")], b: I.In[I.f16, ("K", "N")], c: I.Out[I.f32, ("M", "N")],
+                      d: I.Out[I.f32, ("M", "N")]):
+    m, k, n = I.domain(0, a.shape[0]), I.domain(0, a.shape[1]), I.domain(0, b.shape[1])
+    c[m, n] = I.matmul(a[m, k], b[k, n], acc_dtype=I.f32)
+    d[m, n] = I.matmul(a[m, k], b[k, n], acc_dtype=I.f32)
+
+
+@intent.kernel
+def matmul_plus_one(a: I.In[I.f16, ("M", "K")], b: I.In[I.f16, ("K", "N")], c: I.Out[I.f32, ("M", "N")]):
+    m, k, n = I.domain(0, a.shape[0]), I.domain(0, a.shape[1]), I.domain(0, b.shape[1])
+    c[m, n] = I.matmul(a[m, k], b[k, n], acc_dtype=I.f32) + 1.0
+
+
+@intent.kernel
+def matmul_dead_cast(a: I.In[I.f16, ("M", "K")], b: I.In[I.f16, ("K", "N")], c: I.Out[I.f32, ("M", "N")]):
+    m, k, n = I.domain(0, a.shape[0]), I.domain(0, a.shape[1]), I.domain(0, b.shape[1])
+    t = I.matmul(a[m, k], b[k, n], acc_dtype=I.f32)
+    I.cast(t, I.f16)  # computed, never written: not the matmul the program is for
+    c[m, n] = t
+
+
+@intent.kernel
+def matmul_transposed(a: I.In[I.f16, ("M", "K")], b: I.In[I.f16, ("N", "K")], c: I.Out[I.f32, ("M", "N")]):
+    m, k, n = I.domain(0, a.shape[0]), I.domain(0, a.shape[1]), I.domain(0, b.shape[0])
+    c[m, n] = I.matmul(a[m, k], b[n, k], transpose_rhs=True, acc_dtype=I.f32)
+
+
+@intent.kernel
+def matmul_partial_rows(a: I.In[I.f16, ("M", "K")], b: I.In[I.f16, ("K", "N")], c: I.Out[I.f32, ("M", "N")]):
+    m, k, n = I.domain(1, a.shape[0]), I.domain(0, a.shape[1]), I.domain(0, b.shape[1])
+    c[m, n] = I.matmul(a[m, k], b[k, n], acc_dtype=I.f32)
+
+
+@intent.kernel
+def matmul_in_place(a: I.In[I.f16, ("M", "K")], b: I.In[I.f16, ("K", "N")], c: I.InOut[I.f32, ("M", "N")]):
+    m, k, n = I.domain(0, a.shape[0]), I.domain(0, a.shape[1]), I.domain(0, b.shape[1])
+    c[m, n] = I.matmul(a[m, k], b[k, n], acc_dtype=I.f32)
+
+
+@pytest.mark.parametrize("kernel", [matmul_two_writes, matmul_plus_one, matmul_dead_cast, matmul_transposed,
+                                    matmul_partial_rows, matmul_in_place], ids=lambda k: k.name)
+def test_matmul_near_misses_get_no_specialisation(kernel):
+    assert cuda_kernels.specializations(kernel.trace()) == []
+
+
+def test_matmul_with_its_output_cast_is_recognised_on_either_operand_dtype():
+    @intent.kernel
+    def mm(a: I.In[I.bf16, ("M", "K")], b: I.In[I.bf16, ("K", "N")], c: I.Out[I.bf16, ("M", "N")]):
+        m, k, n = I.domain(0, a.shape[0]), I.domain(0, a.shape[1]), I.domain(0, b.shape[1])
+        c[m, n] = I.cast(I.matmul(a[m, k], b[k, n], acc_dtype=I.f32), I.bf16)
+
+    (spec,) = cuda_kernels.specializations(mm.trace())
+    assert spec.name == "matmul" and "'bfloat16'" in spec.program

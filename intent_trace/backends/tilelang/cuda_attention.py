@@ -12,9 +12,9 @@ Recognised graph (every extent a full unit-step domain, every view read or writt
                        -> (m, la * alpha + lb * beta, acc_a * rows(alpha) + acc_b * rows(beta))
     rescale(x, m) = select(x == -inf, 0, exp(x - m))
 
-The graph is compared with these expression trees (up to operand order of add, mul and maximum, and dead
-nodes such as ``dim``), so dtypes, acc dtypes, casts, attributes (no approximate division) and row
-broadcasts must all be the ones above.
+The graph is matched against these expression trees as patterns (:mod:`intent_trace.graph.patterns`: up to
+operand order of add, mul and maximum, and dead nodes such as ``dim``), so dtypes, shapes, acc dtypes, casts,
+attributes (no approximate division) and row broadcasts must all be the ones above.
 
 The program is the fold as the kernel states it, segmented into key blocks of ``block_N``: per block the
 summary (its own row max, ``exp`` of the scaled scores minus it, the row sums, P rounded to f16, then the
@@ -32,148 +32,113 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+import attrs
+
+from ... import types as T
 from ...graph import ops
-from ...graph.values import KernelGraph, Literal
+from ...graph.patterns import COMMUTATIVE, Pat, any_, lit, match, pat, producers
+from ...graph.values import KernelGraph
+from .cuda_kernels import UNIT_DOMAIN
 
 if TYPE_CHECKING:
     from .cuda_kernels import Specialization
+
+F16, F32 = T.f16, T.f32
 
 # (D, block_M, block_N, stages, threads), tried in order; the first whose D and tiles fit a call is used. On an H200
 # at B=32, L=S=4096, D=128 (tools/attention_sweep.py): block_N 128 beats 64 (0.75 vs 0.88 ms at 2 stages: half the
 # combines), one stage beats 2 and 3 (0.68, 0.75, 0.70 ms), block_M 64 (one consumer warpgroup) is slower (1.2 ms);
 # block_N 256 would spill registers.
 CONFIGS = ((128, 128, 128, 1, 256), (64, 128, 128, 1, 256))
-_COMMUTATIVE = ("add", "mul", "maximum")
-_SKIP_ATTRS = ("type", "types", "helpers", "extents", "helper")
 
 
-# --- expression trees ------------------------------------------------------------------------------------
+# --- the templates (patterns over one region's values) --------------------------------------------------------
+# A template names a region's parameters by role (seeded captures: that position *is* that parameter) and its
+# extents by the Dim objects of the graph at hand (L, D, the slice extent e), so each is built per match.
 
-def _canon(tree):
-    """Operands of commutative ops in a fixed order."""
-    if not isinstance(tree, tuple) or len(tree) != 5:
-        return tree
-    head, children = tree[:-1], tuple(_canon(c) for c in tree[-1])
-    if head[0] in _COMMUTATIVE:
-        children = tuple(sorted(children, key=repr))
-    return (*head, children)
+def _op(op, dtype, shape, /, *operands, **attrs) -> Pat:
+    """A node of ``op`` with exactly these operands (either order for add, mul and maximum) and attributes."""
+    return Pat(op=op, operands=operands, dtype=dtype, shape=shape, attrs=attrs, closed=True,
+               commutative=op in COMMUTATIVE)
 
 
-class _Trees:
-    """Expression trees of the values of one region: ("param", role), ("lit", dtype, value), or
-    (op, dtype, shape, attrs, children); shapes spell extents by role ("L", "D", "e": the slice)."""
-
-    def __init__(self, region, roles: dict, dims: dict):
-        self.defs = {out: node for node in region.nodes for out in node.outputs}
-        self.roles, self.dims, self.memo = roles, dims, {}
-        # an effect other than a read anywhere in the region (nested regions included): not ours
-        self.bad = any(ops.region_effects(node) - {"read"} for node in region.nodes)
-
-    def shape(self, t):
-        return tuple(s if isinstance(s, int) else self.dims.get(s, "?") for s in getattr(t, "shape", ()))
-
-    def __call__(self, v):
-        if isinstance(v, Literal):
-            return ("lit", getattr(v.type, "dtype", v.type).name, float(v.value))
-        if v in self.roles:
-            return ("param", self.roles[v])
-        node = self.defs.get(v)
-        if node is None or len(node.outputs) != 1:
-            return ("?",)
-        if v not in self.memo:
-            self.memo[v] = self._tree(node)
-        return self.memo[v]
-
-    def _tree(self, node):
-        t = node.outputs[0].type
-        attrs = {k: _plain(a) for k, a in node.attrs if k not in _SKIP_ATTRS}
-        if node.op.name == "reduce":
-            attrs["combine"] = _reduce_body(node)
-        dtype = getattr(getattr(t, "dtype", None), "name", None)
-        return _canon((node.op.name, dtype, self.shape(t), tuple(sorted(attrs.items())),
-                       tuple(self(x) for x in node.inputs)))
-
-
-def _plain(a):
-    if isinstance(a, tuple):
-        return tuple(_plain(x) for x in a)
-    if hasattr(a, "name") and not isinstance(a, str):  # a dtype
-        return a.name
-    if hasattr(a, "dtype") and hasattr(a, "item"):  # a NumPy scalar
-        return float(a)
-    return a
-
-
-def _reduce_body(node):
-    (body,) = node.regions
-    if len(body.nodes) != 1 or len(body.params) != 2 or body.results != body.nodes[0].outputs:
-        return None
-    inner = body.nodes[0]
-    return inner.op.name if set(inner.inputs) == set(body.params) and not inner.attrs else None
-
-
-# --- the templates ---------------------------------------------------------------------------------------
-
-def _op(op_name, dtype_name, shape, *children, **attrs):
-    return (op_name, dtype_name, shape, tuple(sorted(attrs.items())), children)
+def _combines(op):
+    """A reduce whose combine is one ``op`` of its two parameters (no attributes) yielded as is."""
+    def test(node) -> bool:
+        (body,) = node.regions
+        if len(body.nodes) != 1 or len(body.params) != 2 or body.results != body.nodes[0].outputs:
+            return False
+        inner = body.nodes[0]
+        return inner.op is op and set(inner.inputs) == set(body.params) and not inner.attrs
+    return test
 
 
 def _full(value, shape):
-    return _op("full", "f32", shape, ("lit", "f32", value))
+    return _op(ops.full, F32, shape, lit(value, F32))
 
 
-def _rows(x, shape):
+def _rows(x, shape, L):
     """[L] -> [L, 1] -> broadcast over a row of ``shape``."""
-    return _op("broadcast", "f32", shape, _op("reshape", "f32", ("L", 1), x))
+    return _op(ops.broadcast, F32, shape, _op(ops.reshape, F32, (L, 1), x))
 
 
-def _reduce(kind, x, init):
-    return _op("reduce", "f32", ("L",), x, _op("full", "f32", ("L",), _op("constant", "f32", (), value=init)),
-               axes=(1,), combine=kind)
+def _reduce(op, x, init, L):
+    return attrs.evolve(_op(ops.reduce, F32, (L,), x, _op(ops.full, F32, (L,), _op(ops.constant, F32, (), value=init)),
+                            axes=(1,)), where=_combines(op))
 
 
-def _summarize_template():
-    s = _op("mul", "f32", ("L", "e"), _op("contract", "f32", ("L", "e"), ("param", "q"), ("param", "k"),
-                                           reduce=((1, 1),), batch=(), acc_dtype="f32"),
-            _op("broadcast", "f32", ("L", "e"), ("param", "scale")))
-    m = _reduce("maximum", s, -math.inf)
-    p = _op("exp", "f32", ("L", "e"), _op("sub", "f32", ("L", "e"), s, _rows(m, ("L", "e"))))
-    pv = _op("contract", "f32", ("L", "D"), _op("cast", "f16", ("L", "e"), p, dtype="f16"), ("param", "v"),
-             reduce=((1, 0),), batch=(), acc_dtype="f32")
-    return _op("tuple", None, (), m, _reduce("add", p, 0.0), pv)
+def _summarize_template(L, D, e):
+    s = _op(ops.mul, F32, (L, e), _op(ops.contract, F32, (L, e), any_("q"), any_("k"), reduce=((1, 1),), batch=(),
+                                      acc_dtype=F32),
+            _op(ops.broadcast, F32, (L, e), any_("scale")))
+    m = _reduce(ops.maximum, s, -math.inf, L)
+    p = _op(ops.exp, F32, (L, e), _op(ops.sub, F32, (L, e), s, _rows(m, (L, e), L)))
+    pv = _op(ops.contract, F32, (L, D), _op(ops.cast, F16, (L, e), p, dtype=F16), any_("v"),
+             reduce=((1, 0),), batch=(), acc_dtype=F32)
+    return _op(ops.tuple, None, (), m, _reduce(ops.add, p, 0.0, L), pv)
 
 
-def _combine_template():
+def _combine_template(L, D):
     def get(side, k, shape):
-        return _op("get", "f32", shape, ("param", side), index=k)
+        return _op(ops.get, F32, shape, any_(side), index=k)
 
-    ma, mb = get("a", 0, ("L",)), get("b", 0, ("L",))
-    m = _op("maximum", "f32", ("L",), ma, mb)
+    ma, mb = get("a", 0, (L,)), get("b", 0, (L,))
+    m = _op(ops.maximum, F32, (L,), ma, mb)
 
     def rescale(x):
-        return _op("select", "f32", ("L",), _op("eq", "bool", ("L",), x, ("lit", "f32", -math.inf)),
-                   _full(0.0, ("L",)), _op("exp", "f32", ("L",), _op("sub", "f32", ("L",), x, m)))
+        return _op(ops.select, F32, (L,), _op(ops.eq, T.bool_, (L,), x, lit(-math.inf, F32)),
+                   _full(0.0, (L,)), _op(ops.exp, F32, (L,), _op(ops.sub, F32, (L,), x, m)))
 
     alpha, beta = rescale(ma), rescale(mb)
-    lsum = _op("add", "f32", ("L",), _op("mul", "f32", ("L",), get("a", 1, ("L",)), alpha),
-               _op("mul", "f32", ("L",), get("b", 1, ("L",)), beta))
-    acc = _op("add", "f32", ("L", "D"),
-              _op("mul", "f32", ("L", "D"), get("a", 2, ("L", "D")), _rows(alpha, ("L", "D"))),
-              _op("mul", "f32", ("L", "D"), get("b", 2, ("L", "D")), _rows(beta, ("L", "D"))))
-    return _op("tuple", None, (), m, lsum, acc)
+    lsum = _op(ops.add, F32, (L,), _op(ops.mul, F32, (L,), get("a", 1, (L,)), alpha),
+               _op(ops.mul, F32, (L,), get("b", 1, (L,)), beta))
+    acc = _op(ops.add, F32, (L, D),
+              _op(ops.mul, F32, (L, D), get("a", 2, (L, D)), _rows(alpha, (L, D), L)),
+              _op(ops.mul, F32, (L, D), get("b", 2, (L, D)), _rows(beta, (L, D), L)))
+    return _op(ops.tuple, None, (), m, lsum, acc)
 
 
-def _outer_template():
+def _outer_template(L, D):
     def get(k, shape):
-        return _op("get", "f32", shape, ("param", "fold"), index=k)
+        return _op(ops.get, F32, shape, any_("fold"), index=k)
 
-    quotient = _op("div", "f32", ("L", "D"), get(2, ("L", "D")), _rows(get(1, ("L",)), ("L", "D")))
-    return _op("cast", "f16", ("L", "D"), quotient, dtype="f16")
+    quotient = _op(ops.div, F32, (L, D), get(2, (L, D)), _rows(get(1, (L,)), (L, D), L))
+    return _op(ops.cast, F16, (L, D), quotient, dtype=F16)
 
 
-def _read(role):
-    return _op("read", "f16", ("L" if role == "q" else "S", "D"), ("param", role), ("param", "b"),
-               index=("point", "all", "all"))
+def _read(role, rows, D):
+    return _op(ops.read, F16, (rows, D), any_(role), any_("b"), index=("point", "all", "all"))
+
+
+def _is(template: Pat, value, defs: dict, roles: dict) -> bool:
+    """Whether ``value`` is ``template`` with its roles the seeded values (a role left unseeded is no match)."""
+    caps = match(template, value, defs, roles)
+    return caps is not None and caps.keys() == roles.keys()
+
+
+def _region_ok(region) -> bool:
+    """No effect other than a read anywhere in the region (nested regions included)."""
+    return not any(ops.region_effects(node) - {"read"} for node in region.nodes)
 
 
 # --- recognition ---------------------------------------------------------------------------------------
@@ -182,18 +147,19 @@ def _match(graph: KernelGraph):
     """({role: graph param index}, {"B"/"L"/"S"/"D": graph extent index}) when ``graph`` is the attention
     above, else None."""
     nodes = graph.body.nodes
-    if len(nodes) != 2 or (nodes[0].op.name, nodes[1].op.name) != ("domain", "parallel"):
+    if [n.op for n in nodes] != [ops.domain, ops.parallel]:
         return None
     domain, par = nodes
-    begin, end, step = domain.inputs
-    if not (isinstance(begin, Literal) and begin.value == 0 and isinstance(step, Literal) and step.value == 1):
+    unit = match(UNIT_DOMAIN, domain, {})
+    if unit is None:
         return None
+    end = unit["end"]
     if par.inputs != domain.outputs or end not in graph.extents or len(par.regions) != 1:
         return None
     (body,) = par.regions
     effects = [n for n in body.nodes if n.op.effects - {"read"}]
-    folds = [n for n in body.nodes if n.op.name == "region_fold"]
-    if len(folds) != 1 or len(effects) != 1 or effects[0].op.name != "write" or len(body.params) != 1:
+    folds = [n for n in body.nodes if n.op is ops.region_fold]
+    if len(folds) != 1 or len(effects) != 1 or effects[0].op is not ops.write or len(body.params) != 1:
         return None
     (fold,), (write,), (point,) = folds, effects, body.params
     views = {p.var: p for p in graph.params}
@@ -202,20 +168,22 @@ def _match(graph: KernelGraph):
     out, scale = views.get(write.inputs[0]), views.get(fold.inputs[3])
     if out is None or out.kind != "view" or len(out.type.shape) != 3 or write.inputs[2] is not point:
         return None
-    if scale is None or scale.kind != "scalar" or scale.type.dtype.name != "f32":
+    if scale is None or scale.kind != "scalar" or scale.type.dtype is not F32:
         return None
     B, L, D = out.type.shape
     extents = {ev.extent: k for k, ev in enumerate(graph.extents)}
     if B is not end.extent or not all(x in extents for x in (B, L, D)) or out.type.access != "Out":
         return None
     # the fold's inputs: tuple(read k[b], read v[b]), the identity, read q[b], the scale parameter
-    top = _Trees(body, {point: "b"}, {L: "L", D: "D"})
+    top = producers(body, nested=False)
     source, identity, queries, _ = fold.inputs
-    tup = top.defs.get(source)
-    if tup is None or tup.op.name != "tuple" or len(tup.inputs) != 2:
+    keys_values = match(_op(ops.tuple, None, (), pat(ops.read, name="k", more=True),
+                            pat(ops.read, name="v", more=True)), source, top)
+    q_read = match(pat(ops.read, name="q", more=True), queries, top)
+    if keys_values is None or q_read is None:
         return None
-    reads = {"k": top.defs.get(tup.inputs[0]), "v": top.defs.get(tup.inputs[1]), "q": top.defs.get(queries)}
-    if any(n is None or n.op.name != "read" or n.inputs[0] not in views for n in reads.values()):
+    reads = {role: top[x] for role, x in {**keys_values, **q_read}.items()}
+    if any(n.inputs[0] not in views for n in reads.values()):
         return None
     names = {n.inputs[0]: role for role, n in reads.items()}
     if len(names) != 3 or out.var in names:
@@ -223,19 +191,15 @@ def _match(graph: KernelGraph):
     S = views[reads["k"].inputs[0]].type.shape[1]
     if S not in extents or S in (B, L, D):
         return None
-    top.roles.update(names)
-    top.dims[S] = "S"
     want = {"q": (B, L, D), "k": (B, S, D), "v": (B, S, D)}
     for var, role in names.items():
         p = views[var]
-        if p.type.access != "In" or p.type.dtype.name != "f16" or tuple(p.type.shape) != want[role]:
+        if p.type.access != "In" or p.type.dtype is not F16 or tuple(p.type.shape) != want[role]:
             return None
-        if top(reads[role].outputs[0]) != _canon(_read(role)):
+        if not _is(_read(role, L if role == "q" else S, D), reads[role].outputs[0], top, {role: var, "b": point}):
             return None
-    if out.type.dtype.name != "f16" or top.defs.get(identity) is None or top.defs[identity].op.name != "tuple":
-        return None
-    if tuple(top(x) for x in top.defs[identity].inputs) != (_full(-math.inf, ("L",)), _full(0.0, ("L",)),
-                                                             _full(0.0, ("L", "D"))):
+    zeros = _op(ops.tuple, None, (), _full(-math.inf, (L,)), _full(0.0, (L,)), _full(0.0, (L, D)))
+    if out.type.dtype is not F16 or not _is(zeros, identity, top, {}):
         return None
     # the summarizer and the combine, against their templates
     summarize, combine = fold.regions
@@ -243,15 +207,16 @@ def _match(graph: KernelGraph):
         return None
     k_p, v_p, q_p, s_p = summarize.params
     e = getattr(k_p.type, "shape", (None,))[0]
-    inner = _Trees(summarize, {k_p: "k", v_p: "v", q_p: "q", s_p: "scale"}, {L: "L", D: "D", e: "e"})
-    if inner.bad or inner(summarize.results[0]) != _canon(_summarize_template()):
+    if not _region_ok(summarize) or not _is(_summarize_template(L, D, e), summarize.results[0],
+                                            producers(summarize, nested=False),
+                                            {"k": k_p, "v": v_p, "q": q_p, "scale": s_p}):
         return None
     a, b = combine.params
-    merge = _Trees(combine, {a: "a", b: "b"}, {L: "L", D: "D"})
-    if merge.bad or len(combine.results) != 1 or merge(combine.results[0]) != _canon(_combine_template()):
+    if not _region_ok(combine) or len(combine.results) != 1 or \
+            not _is(_combine_template(L, D), combine.results[0], producers(combine, nested=False), {"a": a, "b": b}):
         return None
-    top.roles[fold.outputs[0]] = "fold"
-    if top(write.inputs[1]) != _canon(_outer_template()) or write.attr("index") != ("point", "all", "all"):
+    if not _is(_outer_template(L, D), write.inputs[1], top, {"fold": fold.outputs[0]}) or \
+            write.attr("index") != ("point", "all", "all"):
         return None
     params = {p.var: k for k, p in enumerate(graph.params)}
     order = {role: params[var] for var, role in names.items()}

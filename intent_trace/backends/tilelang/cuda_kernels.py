@@ -27,8 +27,9 @@ import math
 import attrs
 
 from ...graph import ops
+from ...graph.patterns import any_, lit, match, pat
 from ...graph.traits import POINTWISE
-from ...graph.values import KernelGraph, Literal
+from ...graph.values import KernelGraph, Literal, walk_region
 
 
 @attrs.frozen
@@ -68,12 +69,18 @@ def specializations(graph: KernelGraph) -> list:
     return [spec for spec in specs if spec is not None]
 
 
+#: ``domain(0, E, 1)``: a full unit-step domain (``E`` a kernel extent when :func:`_unit_domain` says so).
+UNIT_DOMAIN = pat(ops.domain, lit(0), any_("end"), lit(1))
+#: ``domain(begin, E, 1)`` from a literal ``begin >= 0``: the loops :func:`parallel_grid` maps onto threads.
+FROM_DOMAIN = pat(ops.domain, lit(lambda begin: begin >= 0, name="begin"), any_("end"), lit(1))
+#: A division that may round differently from IEEE's (the element code would not be the serial program's).
+APPROXIMATE_DIV = pat(ops.div, where=lambda node: bool(node.attr("approximate") or node.attr("flush_to_zero")))
+
+
 def _unit_domain(node, extents) -> int | None:
     """The extent index of a full ``domain(0, E, 1)``, else None."""
-    begin, end, step = node.inputs
-    if not (isinstance(begin, Literal) and begin.value == 0 and isinstance(step, Literal) and step.value == 1):
-        return None
-    return extents.get(end)
+    caps = match(UNIT_DOMAIN, node, {})
+    return None if caps is None else extents.get(caps["end"])
 
 
 REJECT = object()
@@ -83,7 +90,7 @@ def full_axes(node, view_type, extents: dict, domains: dict) -> tuple | None:
     """The graph extent index of each axis a read or write covers whole: a full unit-step domain, or ``:`` over
     a view axis that is a kernel extent; None when any index entry is something else (a point, a partial
     domain, a static axis)."""
-    axes, operands = [], iter(node.inputs[2:] if node.op.name == "write" else node.inputs[1:])
+    axes, operands = [], iter(node.inputs[2:] if node.op is ops.write else node.inputs[1:])
     by_dim = {ev.extent: k for ev, k in extents.items()}
     for axis, kind in enumerate(node.attr("index")):
         if kind == "all":
@@ -103,13 +110,13 @@ def view_access(node, extents: dict, views, domains: dict):
     recorded in ``domains`` ("domain"); a read of whole axes (:func:`full_axes`) gives (view, extent
     indices); any other domain or read gives ``REJECT``; other ops give None. ``views`` maps a view's
     variable to its parameter (or to (index, parameter))."""
-    if node.op.name == "domain":
+    if node.op is ops.domain:
         k = _unit_domain(node, extents)
         if k is None:
             return REJECT
         domains[node.outputs[0]] = k
         return "domain"
-    if node.op.name == "read":
+    if node.op is ops.read:
         view = node.inputs[0]
         p = views.get(view)
         p = p[1] if isinstance(p, tuple) else p
@@ -154,21 +161,20 @@ def flat_nest(graph: KernelGraph, emulated: bool = False) -> FlatNest | None:
     views = {p.var: p for p in graph.params if p.kind == "view"}
     domains, read_views = {}, set()
     nodes = graph.body.nodes
-    if not nodes or nodes[-1].op.name != "write":
+    if not nodes or nodes[-1].op is not ops.write:
         return None
     loops = False  # a reduction or contraction in the element code
     for node in nodes[:-1]:
-        name = node.op.name
         if node.op.effects - {"read"}:
             return None
         access = view_access(node, extents, views, domains)
         if access is REJECT:
             return None
-        if name == "read":
+        if node.op is ops.read:
             read_views.add(access[0])
         elif access is None and not (node.op in POINTWISE or node.op is ops.broadcast):
             loops = True  # any other pure op (its workspaces, if any, make the emitter fall back: storage.py)
-        if node.op.name == "div" and (node.attr("approximate") or node.attr("flush_to_zero")):
+        if match(APPROXIMATE_DIV, node, {}) is not None:
             return None
     write = nodes[-1]
     view = write.inputs[0]
@@ -213,20 +219,13 @@ class ParallelGrid:
         return f"with T.Kernel({blocks}{threads}{extra}) as bx:"
 
 
-def _nodes(region):
-    for node in region.nodes:
-        yield node
-        for r in node.regions:
-            yield from _nodes(r)
-
-
 def parallel_grid(graph: KernelGraph, emulated: bool = False) -> ParallelGrid | None:
     """The grid mapping of a graph whose effects are one top-level parallel loop over ``domain(begin, E, 1)``
     (``begin`` a literal, ``E`` a kernel extent or a literal), else None. Nothing before the loop writes,
     allocates or reads a view the loop writes, nothing after it has an effect, and its body has no
     scatter_reduce."""
     nodes = graph.body.nodes
-    loops = [k for k, n in enumerate(nodes) if n.op.name == "parallel"]
+    loops = [k for k, n in enumerate(nodes) if n.op is ops.parallel]
     if len(loops) != 1:
         return None
     (at,) = loops
@@ -236,8 +235,8 @@ def parallel_grid(graph: KernelGraph, emulated: bool = False) -> ParallelGrid | 
             return None
     if any(n.op.effects for n in nodes[at + 1:]):
         return None
-    body = [n for r in loop.regions for n in _nodes(r)]
-    if any(n.op.name == "scatter_reduce" for n in body):
+    body = [n for r in loop.regions for n in walk_region(r)]
+    if any(n.op is ops.scatter_reduce for n in body):
         return None  # its read-modify-writes are plain ones (atomics are device atomics: cuda_atomics.py)
     # The serial program reads what comes before the loop before any iteration writes; a thread's prologue may
     # run after another thread's iteration, so a view the loop writes must not be read before it.
@@ -245,11 +244,10 @@ def parallel_grid(graph: KernelGraph, emulated: bool = False) -> ParallelGrid | 
     if any(n.inputs and n.inputs[0] in written for n in nodes[:at] if n.op.effects):
         return None
     producer = next((n for n in nodes[:at] if loop.inputs[0] in n.outputs), None)
-    if producer is None or producer.op.name != "domain":
+    caps = match(FROM_DOMAIN, producer, {}) if producer is not None else None
+    if caps is None:
         return None
-    begin, end, step = producer.inputs
-    if not (isinstance(begin, Literal) and isinstance(step, Literal) and step.value == 1 and begin.value >= 0):
-        return None
+    begin, end = caps["begin"], caps["end"]
     extents = {ev: k for k, ev in enumerate(graph.extents)}
     if isinstance(end, Literal):
         stop = f"T.int64({int(end.value)})"

@@ -15,6 +15,8 @@ from __future__ import annotations
 import attrs
 
 from ... import types as DT
+from ...graph import ops
+from ...graph.patterns import any_, any_of, match, pat, producers
 from ...graph.values import KernelGraph
 from . import cuda
 from .cuda_kernels import REJECT, Specialization, full_axes, view_access
@@ -75,37 +77,40 @@ class MatmulMatch:
         return Specialization("matmul", program, ((self.m, tm), (self.n, tn), (self.k, tk)))
 
 
+#: ``view[...] = cast?(contract(read a, read b, reduce=((1, 0),), batch=(), acc_dtype=f32))``: the write a matmul
+#: graph ends with (which reads, and over which axes, :func:`_match` checks against the graph's views).
+CONTRACT = pat(ops.contract, pat(ops.read, name="a", more=True), pat(ops.read, name="b", more=True),
+               attrs={"reduce": ((1, 0),), "batch": (), "acc_dtype": DT.f32}, name="contract")
+MATMUL = pat(ops.write, any_("view"), any_of(pat(ops.cast, CONTRACT, name="cast"), CONTRACT), more=True)
+
+
 def _match(graph: KernelGraph) -> MatmulMatch | None:
     extents = {ev: k for k, ev in enumerate(graph.extents)}
     params = {p.var: (k, p) for k, p in enumerate(graph.params)}
-    domains, reads, contract, cast, write = {}, {}, None, None, None
-    for node in graph.body.nodes:
-        name, access = node.op.name, view_access(node, extents, params, domains)
-        if access is REJECT:
-            return None
-        if access is not None:
-            if name == "read":
-                reads[node.outputs[0]] = (params[access[0]], access[1])
-        elif name == "contract" and contract is None:
-            contract = node
-        elif name == "cast" and cast is None and contract is not None and node.inputs[0] is contract.outputs[0]:
-            cast = node
-        elif name == "write" and write is None:
-            write = node
-        else:
-            return None
-    if contract is None or write is None or contract.attr("reduce") != ((1, 0),) or contract.attr("batch") != ():
+    domains, reads = {}, {}
+    nodes = graph.body.nodes
+    defs = producers(graph.body, nested=False)
+    writes = [node for node in nodes if node.op is ops.write]
+    caps = match(MATMUL, writes[0], defs) if len(writes) == 1 else None
+    if caps is None:
         return None
-    if contract.attr("acc_dtype").name != "f32" or not all(len(reads.get(x, ((), ()))[1]) == 2
-                                                          for x in contract.inputs):
+    write, cast = writes[0], caps.get("cast")
+    matched = {write, defs[caps["contract"]], *((defs[cast],) if cast is not None else ())}
+    for node in nodes:  # besides the matched write, cast and contract: only full domains and whole-axis reads
+        access = view_access(node, extents, params, domains)
+        if access is REJECT or (access is None and node not in matched):
+            return None
+        if access is not None and node.op is ops.read:
+            reads[node.outputs[0]] = (params[access[0]], access[1])
+    if not all(len(reads.get(x, ((), ()))[1]) == 2 for x in (caps["a"], caps["b"])):
         return None  # both operands are reads of matrices over domains
-    (ka, pa), (ma, kk) = reads[contract.inputs[0]]
-    (kb, pb), (kk2, nb) = reads[contract.inputs[1]]
+    (ka, pa), (ma, kk) = reads[caps["a"]]
+    (kb, pb), (kk2, nb) = reads[caps["b"]]
     dtype = pa.type.dtype.name
     if dtype not in TIR_DTYPE or pb.type.dtype.name != dtype or kk != kk2 or ka == kb:
         return None
-    view, value = write.inputs[:2]
-    if value is not (cast.outputs[0] if cast is not None else contract.outputs[0]) or view not in params:
+    view = caps["view"]
+    if view not in params:
         return None
     kc, pc = params[view]
     if pc.type.access != "Out" or full_axes(write, pc.type, extents, domains) != (ma, nb):
