@@ -16,12 +16,18 @@ costly value the analysis does not fuse (``Fusion.materialized``); cpu computes 
 """
 from __future__ import annotations
 
+import bisect
+
 import attrs
 
 from .. import types as T
 from ..graph import ops, traits
 from ..graph.traits import ELEMENT_CONSUMERS, ELEMENTWISE, LOOPING, REMATERIALIZED
-from ..graph.values import KernelGraph, Region, Var
+from ..graph.values import KernelGraph, Region, Var, walk_region
+
+#: The ops that read one element of a view (or buffer) at an index: a value's access signature starts there.
+ELEMENT_ACCESSES = frozenset({ops.read, ops.load})
+
 
 def _writes(node) -> set:
     """The views and buffers a node (or anything in its regions) writes: operand 0 of writing ops."""
@@ -76,12 +82,10 @@ def fusion(graph: KernelGraph) -> Fusion:
     def region(r: Region) -> None:
         position: dict = {}
         uses: dict = {}
-        producer: dict = {}
         made_by: dict = {}
         for i, node in enumerate(r.nodes):
             for v in node.outputs:
                 position[v] = i
-                producer[v] = node.op.name
                 made_by[v] = node
             deps = set()
             if "read" in node.op.effects:
@@ -91,7 +95,7 @@ def fusion(graph: KernelGraph) -> Fusion:
                     uses.setdefault(x, []).append((i, node))
                     deps |= reads.get(x, set())
             access = set()
-            if node.op.name in ("read", "load"):
+            if node.op in ELEMENT_ACCESSES:
                 access.add((node.inputs[0], (node.attr("index"), tuple(node.inputs[1:]))))
             for x in node.inputs:
                 if isinstance(x, Var):
@@ -102,7 +106,7 @@ def fusion(graph: KernelGraph) -> Fusion:
                 aligned[v] = access
             for sub in node.regions:
                 region(sub)
-                for n in _walk(sub):
+                for n in walk_region(sub):
                     for x in n.inputs:
                         if isinstance(x, Var):
                             uses.setdefault(x, []).append((None, n))  # a use inside a nested region
@@ -121,7 +125,7 @@ def fusion(graph: KernelGraph) -> Fusion:
             u = uses.get(v, [])
             if v in costly and (len(u) != 1 or u[0][0] is None or not evaluates_once(u[0][1], v)):
                 continue
-            if len(u) > 1 and producer[v] in REMATERIALIZED and all(j is not None for j, _ in u) and \
+            if len(u) > 1 and node.op in REMATERIALIZED and all(j is not None for j, _ in u) and \
                     all(c.op in ELEMENT_CONSUMERS for _, c in u):
                 # A cheap value (a view read, a broadcast, a constant) is recomputed by each consumer
                 # instead of copied into an array, if nothing writes what it reads before its last use.
@@ -148,8 +152,48 @@ def fusion(graph: KernelGraph) -> Fusion:
     return Fusion(frozenset(fused), reads, aligned, frozenset(costly - fused))
 
 
-def _walk(r: Region):
-    for n in r.nodes:
-        yield n
-        for s in n.regions:
-            yield from _walk(s)
+def snapshot_values(graph: KernelGraph, fused: set, reads: dict) -> set:
+    """Tensor values that would be evaluated after a write to a view they read: evaluated lazily at
+    each use (the TileLang emitter keeps tensors lazy), they would see the write, so they are snapshotted where
+    they are defined.
+
+    A value defined at node i is snapshotted when some later node j uses it (in its operands, or anywhere in its
+    regions) after a node between them wrote what it reads, or when j itself has regions that write it. Linear
+    in the region's length for a chain without writes (an unrolled chain of 10,000 ops)."""
+    out: set = set()
+
+    def used(node, into: set) -> set:
+        into.update(x for x in node.inputs if isinstance(x, Var))
+        for r in node.regions:
+            into.update(x for x in r.results if isinstance(x, Var))
+            for n in r.nodes:
+                used(n, into)
+        return into
+
+    def region(r) -> None:
+        written = [_writes(n) for n in r.nodes]
+        writers = [k for k, w in enumerate(written) if w]
+        uses: dict = {}  # Var -> positions of the nodes that use it, ascending
+        for j, node in enumerate(r.nodes):
+            for x in used(node, set()):
+                uses.setdefault(x, []).append(j)
+        for i, node in enumerate(r.nodes):
+            for sub in node.regions:
+                region(sub)
+            for v in node.outputs:
+                if not isinstance(v.type, T.TensorType) or not reads.get(v):
+                    continue
+                seen: set = set()
+                w = bisect.bisect_right(writers, i)
+                for j in uses.get(v, ()):
+                    if j <= i:
+                        continue
+                    while w < len(writers) and writers[w] < j:
+                        seen |= written[writers[w]]
+                        w += 1
+                    if (seen | (written[j] if r.nodes[j].regions else set())) & reads[v]:
+                        out.add(v)
+                        break
+
+    region(graph.body)
+    return out

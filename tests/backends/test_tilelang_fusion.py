@@ -83,3 +83,84 @@ def test_softmax_layer_norm_and_attention_match_numpy(run):
     s = (q.astype(np.float64) @ k.T.astype(np.float64)) * 0.5
     s[np.triu_indices(6, 1)] = -np.inf
     np.testing.assert_allclose(out, _softmax(s) @ v.astype(np.float64), rtol=1e-4, atol=1e-5)
+
+
+# --- the fusion analysis' decisions (codegen/analysis.py), on graphs whose answer is written out by hand ---------
+
+@intent.kernel
+def read_used_twice(x: intent.I.In[intent.I.f32, ("N",)], y: intent.I.In[intent.I.f32, ("N",)],
+                    out: intent.I.Out[intent.I.f32, ("N",)]):
+    I = intent.I
+    d = I.domain(0, x.shape[0])
+    a = x[d]
+    out[d] = I.maximum(a * 1.5 + y[d], a) - 0.25
+
+
+@intent.kernel
+def read_used_across_a_write(x: intent.I.InOut[intent.I.f32, ("N",)], out: intent.I.Out[intent.I.f32, ("N",)]):
+    I = intent.I
+    d = I.domain(0, x.shape[0])
+    a = x[d]
+    x[d] = a * 2.0
+    out[d] = a + 1.0
+
+
+@intent.kernel
+def fill_used_twice(x: intent.I.In[intent.I.f32, ("M", "N")], out: intent.I.Out[intent.I.f32, ("M", "N")]):
+    I = intent.I
+    m, n = I.domain(0, x.shape[0]), I.domain(0, x.shape[1])
+    twos = I.full((x.shape[0], x.shape[1]), 2.0, I.f32)
+    out[m, n] = x[m, n] * twos + twos
+
+
+def _defined_by(graph, op, fused):
+    from intent_trace.graph.values import walk_region
+
+    return [node.outputs[0] in fused for node in walk_region(graph.body) if node.op is op]
+
+
+def test_a_cheap_value_used_twice_is_recomputed_by_each_consumer():
+    # a view read, a broadcast, a fill: recomputed per consumer (REMATERIALIZED) rather than copied into an array,
+    # when nothing between its definition and its last use writes what it reads (the analysis' docstring)
+    from intent_trace.codegen.analysis import fusible_values
+    from intent_trace.graph import ops
+
+    g = read_used_twice.trace()
+    fused, _, _ = fusible_values(g)
+    assert _defined_by(g, ops.read, fused) == [True, True]  # x[d] (used twice) and y[d] (once)
+    g = fill_used_twice.trace()
+    fused, _, _ = fusible_values(g)
+    assert _defined_by(g, ops.full, fused) == [True]
+    # x[d] is read again after x[d] was written: materialised at its definition
+    g = read_used_across_a_write.trace()
+    fused, _, _ = fusible_values(g)
+    assert _defined_by(g, ops.read, fused) == [False]
+
+
+def test_a_value_read_after_a_write_to_its_view_is_snapshotted():
+    from intent_trace.codegen.analysis import fusible_values, snapshot_values
+    from intent_trace.graph import ops
+
+    g = read_used_across_a_write.trace()
+    fused, reads, _ = fusible_values(g)
+    (read,) = [n for n in g.body.nodes if n.op is ops.read]
+    assert snapshot_values(g, fused, reads) == {read.outputs[0]}
+    g = read_used_twice.trace()
+    fused, reads, _ = fusible_values(g)
+    assert snapshot_values(g, fused, reads) == set()
+
+
+def test_the_reused_values_match_numpy(run):
+    x = np.linspace(-3.0, 2.0, 11, dtype=np.float32)
+    y = np.float32(0.5) - x[::-1]
+    out = np.zeros_like(x)
+    run(read_used_twice, x, y, out)
+    np.testing.assert_array_equal(out, np.maximum(x * np.float32(1.5) + y, x) - np.float32(0.25))
+    grid = np.arange(6, dtype=np.float32).reshape(2, 3) - 2
+    out = np.zeros_like(grid)
+    run(fill_used_twice, grid, out)
+    np.testing.assert_array_equal(out, grid * 2 + 2)
+    inout, out = x.copy(), np.zeros_like(x)
+    run(read_used_across_a_write, inout, out)
+    np.testing.assert_array_equal(inout, x * np.float32(2.0))
+    np.testing.assert_array_equal(out, x + np.float32(1.0))

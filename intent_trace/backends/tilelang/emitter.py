@@ -19,7 +19,6 @@ the rules here are the same for all of them.
 """
 from __future__ import annotations
 
-import bisect
 import contextlib
 from collections.abc import Callable
 from typing import ClassVar
@@ -32,7 +31,7 @@ from ...graph import ops
 from ...graph.interpreter import Interpreter, rule_registrar
 from ...graph.lowering import components, extent_expr, index_add, index_mul, intern_constant, name_extents
 from ...graph.values import KernelGraph, Literal, Var
-from ...codegen.analysis import fusion
+from ...codegen.analysis import fusion, snapshot_values
 from ...codegen.writer import SourceWriter
 from .scalar_rules import SCALAR_RULES, constant_expr, tir_dtype
 from .storage import StorageMixin
@@ -439,59 +438,6 @@ class Slot:
 
     array: Array
     scratch: str | None
-
-
-def snapshot_values(graph: KernelGraph, fused: set, reads: dict) -> set:
-    """Tensor values that would be evaluated after a write to a view they read: evaluated lazily at
-    each use, they would see the write, so they are snapshotted where they are defined.
-
-    A value defined at node i is snapshotted when some later node j uses it (in its operands, or anywhere in its
-    regions) after a node between them wrote what it reads, or when j itself has regions that write it. Linear
-    in the region's length for a chain without writes (an unrolled chain of 10,000 ops)."""
-    out: set = set()
-
-    def writes(node) -> set:
-        w = {node.inputs[0]} if "write" in node.op.effects else set()
-        for r in node.regions:
-            for n in r.nodes:
-                w |= writes(n)
-        return w
-
-    def used(node, into: set) -> set:
-        into.update(x for x in node.inputs if isinstance(x, Var))
-        for r in node.regions:
-            into.update(x for x in r.results if isinstance(x, Var))
-            for n in r.nodes:
-                used(n, into)
-        return into
-
-    def region(r) -> None:
-        written = [writes(n) for n in r.nodes]
-        writers = [k for k, w in enumerate(written) if w]
-        uses: dict = {}  # Var -> positions of the nodes that use it, ascending
-        for j, node in enumerate(r.nodes):
-            for x in used(node, set()):
-                uses.setdefault(x, []).append(j)
-        for i, node in enumerate(r.nodes):
-            for sub in node.regions:
-                region(sub)
-            for v in node.outputs:
-                if not isinstance(v.type, T.TensorType) or not reads.get(v):
-                    continue
-                seen: set = set()
-                w = bisect.bisect_right(writers, i)
-                for j in uses.get(v, ()):
-                    if j <= i:
-                        continue
-                    while w < len(writers) and writers[w] < j:
-                        seen |= written[writers[w]]
-                        w += 1
-                    if (seen | (written[j] if r.nodes[j].regions else set())) & reads[v]:
-                        out.add(v)
-                        break
-
-    region(graph.body)
-    return out
 
 
 rule = rule_registrar(TileLangEmitter.rules)
