@@ -11,7 +11,8 @@ named by the node that defines it (``producers``), a :class:`~.values.Literal`, 
 Matching is exhaustive (a generator backtracks through commutative operand orders and alternatives), so a
 capture bound in one operand constrains the others: a name captured twice must be the same object (SSA
 identity), as in tinygrad. Captures can be seeded (``match(..., captures={"q": q_param})``) to say that a
-position *is* a given value.
+position *is* a given value. A Var is named by its node only when it is that node's one result (an op pattern
+never matches one result of several); a node itself (a write, with none) is matched by passing the node.
 """
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from typing import Any, Callable, Iterator
 
 import attrs
 
-from .ops import REGISTRY, OpDef
+from . import ops as _ops
+from .ops import OpDef
 from .values import KernelGraph, Literal, Node, Region, Var, walk_region
 
 #: Attributes that describe a node's result type or where the user wrote it, not what it computes: a *closed*
@@ -29,7 +31,7 @@ METADATA_ATTRS = frozenset({"type", "types", "extents", "helper", "helpers"})
 
 #: The binary ops whose operands a pattern may match in either order (``commutative=True``). No trait says
 #: this yet (graph/ops.py belongs to the registry): an identity set, kept here.
-COMMUTATIVE = frozenset({REGISTRY["add"], REGISTRY["mul"], REGISTRY["maximum"], REGISTRY["minimum"]})
+COMMUTATIVE = frozenset({_ops.add, _ops.mul, _ops.maximum, _ops.minimum})
 
 _ANY = object()  # "no constraint" for a literal's value
 
