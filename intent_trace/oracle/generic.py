@@ -22,6 +22,8 @@ from .generic_base import DomainValue, LoopExit, NumpyInterpreter  # noqa: F401 
 RULES = rule_table(generic_elementwise.RULES, generic_shapes.RULES, generic_control.RULES, generic_structured.RULES,
                    generic_contract.RULES, generic_region.RULES, generic_memory.RULES, generic_random.RULES,
                    generic_atomic.RULES, generic_scaled.RULES, generic_quant.RULES)
+# Ops this target refuses, with the reason (OpDef -> str): none, the reference defines every op.
+REJECTED: dict = {}
 
 
 class GenericInterpreter(NumpyInterpreter):
