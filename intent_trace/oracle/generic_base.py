@@ -114,6 +114,7 @@ def is_float(a: np.ndarray) -> bool:
 # --- aggregate values: tuples and records are Python tuples of leaves --------------------------------
 
 def leaves(value, t: T.Type) -> list:
+    """The arrays of a (nested) tuple or record value of type ``t``, in order."""
     if isinstance(t, T.TupleType):
         return [x for v, it in zip(value, t.items) for x in leaves(v, it)]
     if isinstance(t, T.RecordType):
@@ -122,6 +123,7 @@ def leaves(value, t: T.Type) -> list:
 
 
 def rebuild(items: list, t: T.Type):
+    """The value of type ``t`` whose leaves are taken from the front of ``items`` (the inverse of :func:`leaves`)."""
     if isinstance(t, T.TupleType):
         return tuple(rebuild(items, it) for it in t.items)
     if isinstance(t, T.RecordType):
@@ -161,6 +163,7 @@ def index_arrays(it, node, view_var, array: np.ndarray, operands) -> tuple:
 
 
 def align(kinds, operands):
+    """The index operands per axis (None on an ``all`` axis, which has no operand)."""
     it = iter(operands)
     return [None if k == "all" else next(it) for k in kinds]
 
@@ -189,6 +192,7 @@ def write_view(it, node, args):
 
 
 def record_parallel_writes(it, name: str, flat: np.ndarray) -> None:
+    """Note the elements the current ``parallel`` point writes; another point writing one of them is an error."""
     point, seen = it.parallel_writes[-1]
     owners = seen.setdefault(name, {})
     for f in flat.tolist():
