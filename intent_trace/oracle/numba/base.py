@@ -179,7 +179,7 @@ class EmitterBase(SourceWriter, Interpreter):
         use_prange = parallel and bool(shape) and self.prange_depth == 0 and self.loop_depth == 0
         for k, (i, n) in enumerate(zip(idx, shape)):
             # A prange index may be typed unsigned by Numba's parfors: index arithmetic converts its
-            # operands to int64 where it combines them (structure._add/_mul), never here, because a
+            # operands to int64 where it combines them (indexing.add/mul), never here, because a
             # converted copy of the index stops Numba from vectorising the loop.
             self.line(f"for {i} in {'prange' if k == 0 and use_prange else 'range'}({n}):")
             self.depth += 1
