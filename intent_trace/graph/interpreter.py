@@ -56,10 +56,19 @@ class Interpreter:
 
 
 def rule_table(*tables: dict) -> dict:
-    """Merge rule tables (later ones win), keyed by OpDef."""
+    """A backend's rule table: the union of its rule modules' tables (OpDef -> rule).
+
+    The one place a backend's table is built (its composing module), so nothing fills a table as an import
+    side effect. An op that two modules both give a rule is an error (``RuntimeError``), never a silent
+    override: which module an op's rule lives in must be unambiguous."""
     out: dict = {}
     for t in tables:
-        out.update(t)
+        for op, fn in t.items():
+            if not isinstance(op, ops.OpDef):
+                raise TypeError(f"rule tables are keyed by OpDef, got {op!r}")
+            if op in out and out[op] is not fn:
+                raise RuntimeError(f"two rules for op {op.name} in one rule table")
+            out[op] = fn
     return out
 
 

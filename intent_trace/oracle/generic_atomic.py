@@ -16,8 +16,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..graph import ops
+from ..graph.interpreter import rule_registrar
 from . import numerics as N
-from .generic import _index_arrays, rule
+from .generic_base import index_arrays
+
+RULES: dict = {}
+rule = rule_registrar(RULES)
 
 _BITWISE = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
 
@@ -25,7 +30,7 @@ _BITWISE = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
 def _element(it, node, args, first: int):
     """The view array and the index tuple of the node's element (checked); index operands from ``first``."""
     array = args[0]
-    return array, _index_arrays(it, node, node.inputs[0], array, args[first:])
+    return array, index_arrays(it, node, node.inputs[0], array, args[first:])
 
 
 def combine(kind: str, old: np.ndarray, value: np.ndarray) -> np.ndarray:
@@ -37,26 +42,26 @@ def combine(kind: str, old: np.ndarray, value: np.ndarray) -> np.ndarray:
     if kind == "add":
         if dtype.kind == "f":
             return N.float_binary(np.add, old, value)
-        with N._errstate():
+        with N.errstate():
             return np.asarray(np.add(old, value)).astype(dtype)  # wraps modulo 2^bits (T2)
     if kind in ("max", "min"):
         return N.ieee_maximum(old, value, kind == "max")
     return np.asarray(_BITWISE[kind](old, value)).astype(dtype)
 
 
-@rule("atomic_load")
+@rule(ops.atomic_load)
 def _atomic_load(it, node, args):
     array, idx = _element(it, node, args, 1)
     return np.array(array[idx])
 
 
-@rule("atomic_store")
+@rule(ops.atomic_store)
 def _atomic_store(it, node, args):
     array, idx = _element(it, node, args, 2)
     array[idx] = np.asarray(args[1], dtype=array.dtype)
 
 
-@rule("atomic_rmw")
+@rule(ops.atomic_rmw)
 def _atomic_rmw(it, node, args):
     array, idx = _element(it, node, args, 2)
     old = np.array(array[idx])
@@ -64,7 +69,7 @@ def _atomic_rmw(it, node, args):
     return old
 
 
-@rule("atomic_compare_exchange")
+@rule(ops.atomic_compare_exchange)
 def _atomic_compare_exchange(it, node, args):
     array, idx = _element(it, node, args, 3)
     old = np.array(array[idx])

@@ -18,8 +18,12 @@ import string
 
 import numpy as np
 
+from ..graph import ops
+from ..graph.interpreter import rule_registrar
 from . import numerics as N
-from .generic import rule
+
+RULES: dict = {}
+rule = rule_registrar(RULES)
 
 
 def subscripts(lhs_rank: int, rhs_rank: int, reduce: tuple, batch: tuple) -> str:
@@ -36,7 +40,7 @@ def subscripts(lhs_rank: int, rhs_rank: int, reduce: tuple, batch: tuple) -> str
     return f"{''.join(lhs)},{''.join(rhs)}->{''.join(out)}"
 
 
-@rule("contract")
+@rule(ops.contract)
 def _contract(it, node, args):
     acc = node.attr("acc_dtype")
     lhs, rhs = (N.cast(np.asarray(x), acc) for x in args)
@@ -46,7 +50,7 @@ def _contract(it, node, args):
 def contract_arithmetic(spec: str, lhs: np.ndarray, rhs: np.ndarray, acc) -> np.ndarray:
     """Products and sums in ``acc`` (f16/bf16 accumulate in f32 and round once: within T5) of operands
     already converted to it; integers wrap modulo 2^bits."""
-    with N._errstate():
+    with N.errstate():
         if acc.is_float:
             work = lhs.dtype if acc.name in ("f32", "f64") else np.dtype(np.float32)
             result = N.finish(np.einsum(spec, lhs.astype(work), rhs.astype(work)), acc.np)

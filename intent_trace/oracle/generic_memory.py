@@ -15,9 +15,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..graph import ops
+from ..graph.interpreter import rule_registrar
 from ..graph.traits import POINTWISE
 from ..limits import check_allocation
-from .generic import DomainValue, _read, _write, rule
+from .generic_base import DomainValue, read_view, write_view
+
+RULES: dict = {}
+rule = rule_registrar(RULES)
 
 
 def _coordinates(name: str, index: list, extents: tuple) -> list:
@@ -35,7 +40,7 @@ def _coordinates(name: str, index: list, extents: tuple) -> list:
 
 # --- gather --------------------------------------------------------------------------------------
 
-@rule("gather")
+@rule(ops.gather)
 def _gather(it, node, args):
     source = args[0]
     rank = source.ndim
@@ -52,7 +57,7 @@ def _gather(it, node, args):
 
 # --- histogram -----------------------------------------------------------------------------------
 
-@rule("histogram")
+@rule(ops.histogram)
 def _histogram(it, node, args):
     values = np.asarray(args[0])
     bins = node.attr("bins")
@@ -89,7 +94,7 @@ def _extent(it, e) -> int:
     return it.dims[e]
 
 
-@rule("buffer")
+@rule(ops.buffer)
 def _buffer(it, node, args):
     t = node.attr("type")
     var = node.outputs[0]
@@ -117,17 +122,17 @@ def _buffer(it, node, args):
     return np.full(shape, np.nan if t.dtype.is_float else 0, dtype=dtype)
 
 
-rule("load")(_read)
+rule(ops.load)(read_view)
 
 
-@rule("store")
+@rule(ops.store)
 def _store(it, node, args):
     # A buffer allocated inside the innermost parallel body belongs to one point: its stores never conflict.
     if len(it.parallel_writes) > _state(it)["depth"].get(node.inputs[0], 0):
-        return _write(it, node, args)
+        return write_view(it, node, args)
     saved, it.parallel_writes = it.parallel_writes, []
     try:
-        return _write(it, node, args)
+        return write_view(it, node, args)
     finally:
         it.parallel_writes = saved
 
@@ -140,7 +145,7 @@ def _pointwise(region) -> bool:
     return all(n.op in POINTWISE and not n.regions for n in region.nodes)
 
 
-@rule("scatter_reduce")
+@rule(ops.scatter_reduce)
 def _scatter_reduce(it, node, args):
     dest, values, *index = args
     (region,) = node.regions

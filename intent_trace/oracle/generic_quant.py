@@ -16,7 +16,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .generic import rule
+from ..graph import ops
+from ..graph.interpreter import rule_registrar
+
+RULES: dict = {}
+rule = rule_registrar(RULES)
 
 F = np.float32
 MAGIC = F(12582912.0)
@@ -184,14 +188,14 @@ def dot_blocks(lf: str, lhs: tuple, rhs: tuple, out_lead: tuple) -> np.ndarray:
     return np.asarray(acc, dtype=F)
 
 
-@rule("quantize")
+@rule(ops.quantize)
 def _quantize(it, node, args):
     fmt = node.attr("format")
     x = np.asarray(args[0], dtype=np.float32)
     return quantize_q8_k(x) if fmt.name == "q8_k" else quantize_q4_k(x)
 
 
-@rule("quantized_dot")
+@rule(ops.quantized_dot)
 def _quantized_dot(it, node, args):
     out_t = node.attr("type")
     lead = tuple(getattr(out_t, "shape", ()))

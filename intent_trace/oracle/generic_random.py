@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .generic import rule
+from ..graph import ops
+from ..graph.interpreter import rule_registrar
+
+RULES: dict = {}
+rule = rule_registrar(RULES)
 
 ROUNDS = 10
 M0, M1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)  # multipliers of c0 and c2
@@ -57,6 +61,6 @@ def counter_bits(seed, counter) -> np.ndarray:
     return np.asarray(out, dtype=np.uint32).reshape(counter.shape)
 
 
-@rule("random_bits")
+@rule(ops.random_bits)
 def _random_bits(it, node, args):
     return counter_bits(args[0], args[1])

@@ -8,8 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .generic import rule
-from .generic_structured import leaves, rebuild
+from .. import types as T
+from ..graph import ops
+from ..graph.interpreter import rule_registrar
+from .generic_base import leaves, rebuild
+from .laws import check_region
+
+RULES: dict = {}
+rule = rule_registrar(RULES)
 
 
 def segmentation(rng, n: int) -> list:
@@ -51,16 +57,14 @@ def _checked(fn):
     def rule_fn(it, node, args):
         result = fn(it, node, args)
         if it.check_laws:
-            from .laws import check_region
-
             types = node.attr("types")
-            t = types[0] if len(types) == 1 else __import__("intent_trace").types.TupleType(types)
+            t = types[0] if len(types) == 1 else T.TupleType(types)
             check_region(it, node, lambda: fn(it, node, args), result, t)
         return result
     return rule_fn
 
 
-@rule("region_fold")
+@rule(ops.region_fold)
 @_checked
 def _region_fold(it, node, args):
     source, identity, *operands = args
@@ -72,7 +76,7 @@ def _region_fold(it, node, args):
     return tree_fold(it, combine, summaries, identity)
 
 
-@rule("region_scan")
+@rule(ops.region_scan)
 @_checked
 def _region_scan(it, node, args):
     source, identity, initial, *operands = args

@@ -14,10 +14,14 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _format_mx as MX
+from ..graph import ops
+from ..graph.interpreter import rule_registrar
 from ..limits import check_allocation
 from . import numerics as N
-from .generic import rule
 from .generic_contract import contract_arithmetic, subscripts
+
+RULES: dict = {}
+rule = rule_registrar(RULES)
 
 
 def _finish(spec: str, lhs: np.ndarray, rhs: np.ndarray, acc) -> np.ndarray:
@@ -44,14 +48,14 @@ def _check_decoded(what: str, codes, fmt) -> None:
     check_allocation(what, (codes.size * (2 // MX.carrier_extent(fmt, 2)),), 8)
 
 
-@rule("scaled_contract")
+@rule(ops.scaled_contract)
 def _scaled_contract(it, node, args):
     acc = node.attr("acc_dtype")
     _check_decoded(f"the decoded lhs of scaled_contract at {node.loc!r}", args[0], node.attr("lhs_format"))
     _check_decoded(f"the decoded rhs of scaled_contract at {node.loc!r}", args[2], node.attr("rhs_format"))
     lhs = decode_lhs(args[0], args[1], node.attr("lhs_format"))
     rhs = decode_rhs(args[2], args[3], node.attr("rhs_format"))
-    with N._errstate():
+    with N.errstate():
         lhs, rhs = lhs.astype(acc.np), rhs.astype(acc.np)
     return _finish("ab,bc->ac", lhs, rhs, acc)
 
@@ -83,7 +87,7 @@ def densify(compressed: np.ndarray, meta: np.ndarray, axis: int, fmt) -> np.ndar
     return np.moveaxis(dense, -1, axis)
 
 
-@rule("sparse_contract")
+@rule(ops.sparse_contract)
 def _sparse_contract(it, node, args):
     acc = node.attr("acc_dtype")
     reduce, batch = node.attr("reduce"), node.attr("batch")

@@ -9,23 +9,13 @@ from __future__ import annotations
 import numpy as np
 
 from .. import types as T
-from .generic import rule
+from ..graph import ops
+from ..graph.interpreter import rule_registrar
+from .generic_base import leaves, rebuild
+from .laws import check_reduce, check_scan
 
-
-def leaves(value, t: T.Type) -> list:
-    if isinstance(t, T.TupleType):
-        return [x for v, it in zip(value, t.items) for x in leaves(v, it)]
-    if isinstance(t, T.RecordType):
-        return [x for v, (_, ft) in zip(value, t.fields) for x in leaves(v, ft)]
-    return [value]
-
-
-def rebuild(items: list, t: T.Type):
-    if isinstance(t, T.TupleType):
-        return tuple(rebuild(items, it) for it in t.items)
-    if isinstance(t, T.RecordType):
-        return tuple(rebuild(items, ft) for _, ft in t.fields)
-    return items.pop(0)
+RULES: dict = {}
+rule = rule_registrar(RULES)
 
 
 def _slices(source, source_t: T.Type, axes: tuple):
@@ -39,7 +29,7 @@ def _slices(source, source_t: T.Type, axes: tuple):
     return arrays, (arrays[0].shape[-1] if arrays else 0)
 
 
-@rule("reduce")
+@rule(ops.reduce)
 def _reduce(it, node, args):
     source, acc, *operands = args
     (acc_t,) = node.attr("types")
@@ -50,13 +40,11 @@ def _reduce(it, node, args):
     for item in items:
         (acc,) = it.run_region(region, (acc, item, *operands))
     if it.check_laws:
-        from .laws import check_reduce
-
         check_reduce(it, node, items, identity, operands, acc)
     return acc
 
 
-@rule("scan")
+@rule(ops.scan)
 def _scan(it, node, args):
     source, acc, *operands = args
     source_t = node.inputs[0].type
@@ -67,8 +55,6 @@ def _scan(it, node, args):
     outs = [np.empty_like(a) for a in arrays]
     order = range(count - 1, -1, -1) if reverse else range(count)
     if it.check_laws and not reverse:
-        from .laws import check_scan
-
         items = [rebuild([np.asarray(a[..., k]) for a in arrays], acc_t) for k in range(count)]
         prefixes, p = [], acc
         for item in items:

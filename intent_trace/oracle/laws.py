@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import LawViolation
-from .generic_structured import leaves, rebuild
+from ..graph import ops
+from .generic_base import leaves, rebuild
 
 _U = {2: 2.0 ** -11, 4: 2.0 ** -24, 8: 2.0 ** -53}  # unit roundoff by float itemsize (f16/bf16 use f32)
 
@@ -140,7 +141,7 @@ def check_region(it, node, run_once, result, result_t) -> None:
     res_leaves, alt_leaves = leaves(result, result_t), leaves(alt, result_t)
     if not _close(res_leaves, alt_leaves, 64, _scale(res_leaves + alt_leaves)):
         law = ("summarize(A ++ B) == combine(summarize(A), summarize(B)) with a neutral identity" if
-               node.op.name == "region_fold" else "the region-scan laws of spec §9.2 (apply/combine action, emit "
+               node.op is ops.region_fold else "the region-scan laws of spec §9.2 (apply/combine action, emit "
                                                   "concatenation)")
         raise LawViolation(f"{node.op.name} helpers {', '.join(f'`{h}`' for h in helpers)} break {law}: two "
                            f"segmentations of the same source gave {_fmt(rebuild(list(res_leaves), result_t))} and "

@@ -15,16 +15,17 @@ import numpy as np
 from .. import types as T
 from ..floatbits import round_f64, round_int
 
-_NARROW = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
+NARROW = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))  # float data computed in float32 (T1)
 
 
-def _errstate():
+def errstate():
+    """No floating-point warnings: overflow, NaN and division by zero are results (T2, T4), not errors."""
     return np.errstate(all="ignore")
 
 
 def widen(x: np.ndarray) -> np.ndarray:
     """f16/bf16 -> f32 exactly (compute narrow floats in f32 and round once, T3/T4)."""
-    return x.astype(np.float32) if x.dtype in _NARROW else x
+    return x.astype(np.float32) if x.dtype in NARROW else x
 
 
 def finish(r: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -42,7 +43,7 @@ def finish(r: np.ndarray, dtype: np.dtype) -> np.ndarray:
 def int_floordiv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Truncating division; x // 0 = 0; INT_MIN // -1 = INT_MIN."""
     dtype = a.dtype
-    with _errstate():
+    with errstate():
         zero = b == 0
         safe = np.where(zero, 1, b).astype(dtype)
         if np.issubdtype(dtype, np.signedinteger):
@@ -59,7 +60,7 @@ def int_floordiv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def int_mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Remainder with the dividend's sign; x % 0 = 0."""
-    with _errstate():
+    with errstate():
         q = int_floordiv(a, b)
         r = (a - q * b).astype(a.dtype)
         return np.where(b == 0, 0, r).astype(a.dtype)
@@ -68,7 +69,7 @@ def int_mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def shl(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     bits = a.dtype.itemsize * 8
     valid = (b >= 0) & (b < bits)
-    with _errstate():
+    with errstate():
         amount = np.where(valid, b, 0).astype(a.dtype)
         return np.where(valid, np.left_shift(a, amount), 0).astype(a.dtype)
 
@@ -77,7 +78,7 @@ def shr(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Arithmetic for signed, logical for unsigned; amounts outside [0, bits) give the fill."""
     bits = a.dtype.itemsize * 8
     valid = (b >= 0) & (b < bits)
-    with _errstate():
+    with errstate():
         amount = np.where(valid, b, 0).astype(a.dtype)
         fill = np.where(a < 0, -1, 0) if np.issubdtype(a.dtype, np.signedinteger) else 0
         return np.where(valid, np.right_shift(a, amount), fill).astype(a.dtype)
@@ -92,7 +93,7 @@ def int_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     base, e = np.broadcast_arrays(base, e)
     result = np.ones(base.shape, dtype=unsigned)
     base, e = base.copy(), e.copy()
-    with _errstate():
+    with errstate():
         while np.any(e):
             odd = (e & 1).astype(bool)
             result = np.where(odd, result * base, result).astype(unsigned)
@@ -109,21 +110,21 @@ def int_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 # --- T3 floating arithmetic --------------------------------------------------------------------
 
 def float_binary(fn, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    with _errstate():
+    with errstate():
         return finish(fn(widen(a), widen(b)), a.dtype)
 
 
 def float_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """C99 pow, computed in f64 (exact inputs) and rounded once; within the T4 bound."""
-    with _errstate():
+    with errstate():
         return finish(np.power(a.astype(np.float64), b.astype(np.float64)), a.dtype)
 
 
 def ieee_maximum(a: np.ndarray, b: np.ndarray, is_max: bool = True) -> np.ndarray:
     """IEEE 754-2019 maximum/minimum: NaN if either is NaN, -0 < +0."""
-    with _errstate():
+    with errstate():
         r = np.maximum(a, b) if is_max else np.minimum(a, b)
-        if a.dtype.kind == "f" or a.dtype in _NARROW:
+        if a.dtype.kind == "f" or a.dtype in NARROW:
             both_zero = (a == 0) & (b == 0)
             pick_a = np.signbit(a) != is_max  # max prefers +0, min prefers -0
             r = np.where(both_zero, np.where(pick_a, a, b), r)
@@ -145,7 +146,7 @@ def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     dtype = a.dtype
     a64, b64, c64 = (np.asarray(v, dtype=np.float64) for v in (a, b, c))
     a64, b64, c64 = np.broadcast_arrays(a64, b64, c64)
-    with _errstate():
+    with errstate():
         naive = a64 * b64 + c64
     out = np.empty(a64.shape, dtype=np.float64)
     flat_out = out.reshape(-1)
@@ -195,10 +196,10 @@ def cast(x: np.ndarray, target: T.DType) -> np.ndarray:
     if src == dst:
         return x.copy()
     if target.is_bool:
-        return (x != 0) if src.kind != "f" and src not in _NARROW else (widen(x) != 0)
+        return (x != 0) if src.kind != "f" and src not in NARROW else (widen(x) != 0)
     if src == np.bool_:
         return x.astype(dst)
-    src_float = src.kind == "f" or src in _NARROW
+    src_float = src.kind == "f" or src in NARROW
     if target.is_float:
         if src_float:
             return round_f64(x.astype(np.float64), dst)
@@ -206,7 +207,7 @@ def cast(x: np.ndarray, target: T.DType) -> np.ndarray:
     # -> integer
     if src_float:
         return float_to_int(x, target)
-    with _errstate():
+    with errstate():
         return x.astype(dst)  # integer -> integer wraps modulo 2^bits
 
 
@@ -215,7 +216,7 @@ def float_to_int(x: np.ndarray, target: T.DType) -> np.ndarray:
     v = np.trunc(x.astype(np.float64))
     lo, hi = target.min, target.max
     dst = target.np
-    with _errstate():
+    with errstate():
         out = np.where(np.isnan(v), 0, v)
         too_low = out <= float(lo)
         too_high = out >= float(hi)  # float(hi) may round up past hi (i64/u64): compare with >=
@@ -249,18 +250,18 @@ def _lgamma(v: float) -> float:
 
 
 def _i0(x):
-    with _errstate():
+    with errstate():
         r = np.i0(x)
     return np.where(np.isinf(x), np.inf, r)
 
 
 def _sigmoid(x):
-    with _errstate():
+    with errstate():
         return np.where(x >= 0, 1.0 / (1.0 + np.exp(-x)), np.exp(x) / (1.0 + np.exp(x)))
 
 
 def _rsqrt(x):
-    with _errstate():
+    with errstate():
         return 1.0 / np.sqrt(x)
 
 
@@ -276,14 +277,14 @@ def unary_math(name: str, x: np.ndarray, flush_to_zero: bool = False) -> np.ndar
     if name == "floor":
         return np.floor(x)  # exact; keeps -0.0
     if name == "abs":
-        return sign_bit_op(x, "abs") if x.dtype.kind == "f" or x.dtype in _NARROW else np.abs(x)
+        return sign_bit_op(x, "abs") if x.dtype.kind == "f" or x.dtype in NARROW else np.abs(x)
     if flush_to_zero:
         x = flush_subnormals(x)
-    with _errstate():
+    with errstate():
         r = finish(UNARY_F64[name](x.astype(np.float64)), x.dtype)
     return flush_subnormals(r) if flush_to_zero else r
 
 
 def flush_subnormals(x: np.ndarray) -> np.ndarray:
-    tiny = np.finfo(x.dtype).tiny if x.dtype not in _NARROW else ml_dtypes.finfo(x.dtype).tiny
+    tiny = np.finfo(x.dtype).tiny if x.dtype not in NARROW else ml_dtypes.finfo(x.dtype).tiny
     return np.where((x != 0) & (np.abs(x) < tiny), np.copysign(np.zeros((), x.dtype), x), x).astype(x.dtype)

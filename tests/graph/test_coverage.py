@@ -8,27 +8,145 @@ import pytest
 import intent_trace as intent
 from intent_trace import I
 from intent_trace.graph import ops, surface
-from intent_trace.oracle.generic import RULES
 from intent_trace.proxies.values import ValueProxy
 
 
-# --- the registry and the generic rule table -------------------------------------------------------------
+# --- the registry and every backend's rule table -----------------------------------------------------------
 
-def test_coverage_every_op_has_a_generic_rule():
-    missing = sorted(name for name, op in ops.REGISTRY.items() if op not in RULES)
-    assert not missing, f"ops without a generic rule: {missing}"
+# Each backend's composed rule table (OpDef -> rule) and its explicit rejections (OpDef -> reason). The TileLang
+# targets share the TileLang emitter's table (TileLangEmitter.rules / .rejected); per-target refusals are by dtype
+# (the target's ``supports``) and by helper family (below), not by op.
+def _tilelang_tables():
+    from intent_trace.backends.tilelang.emitter import TileLangEmitter
 
-
-def test_coverage_every_op_has_a_cpu_rule():
-    from intent_trace.oracle.numba.emitter import NumbaEmitter
-
-    missing = sorted(name for name, op in ops.REGISTRY.items() if op not in NumbaEmitter.rules)
-    assert not missing, f"ops without a cpu rule: {missing}"
+    return TileLangEmitter.rules, TileLangEmitter.rejected
 
 
-def test_coverage_generic_rules_are_registered_ops():
-    stray = [op for op in RULES if ops.REGISTRY.get(op.name) is not op]
-    assert not stray
+def _generic_tables():
+    from intent_trace.oracle import generic
+
+    return generic.RULES, generic.REJECTED
+
+
+def _cpu_tables():
+    from intent_trace.oracle.numba import emitter
+
+    return emitter.RULES, emitter.REJECTED
+
+
+BACKEND_TABLES = {"generic": _generic_tables, "cpu": _cpu_tables, "tilelang-c": _tilelang_tables,
+                  "tilelang-cuda": _tilelang_tables, "tilelang-metal": _tilelang_tables}
+
+# What TileLang's emitter once filled in for every op without a rule: not an explicit reason.
+_PLACEHOLDER_REASON = "no TileLang lowering for this op yet"
+
+
+@pytest.mark.parametrize("target", sorted(BACKEND_TABLES))
+def test_coverage_every_op_has_a_rule_or_an_explicit_rejection(target):
+    rules, rejected = BACKEND_TABLES[target]()
+    missing = sorted(name for name, op in ops.REGISTRY.items() if op not in rules and op not in rejected)
+    assert not missing, f"{target}: ops with neither a rule nor an explicit rejection: {missing}"
+    both = sorted(op.name for op in rejected if op in rules)
+    assert not both, f"{target}: ops both lowered and rejected: {both}"
+    vague = sorted(op.name for op, why in rejected.items()
+                   if not isinstance(why, str) or not why.strip() or why == _PLACEHOLDER_REASON)
+    assert not vague, f"{target}: rejections without a reason of their own: {vague}"
+    stray = [k for k in (*rules, *rejected) if not isinstance(k, ops.OpDef) or ops.REGISTRY.get(k.name) is not k]
+    assert not stray, f"{target}: table keys that are not registered ops: {stray}"
+
+
+def test_coverage_every_rule_module_owns_its_table():
+    """Each rule module's ``RULES`` is its own, and the composed table is exactly their union (one module per op)."""
+    import importlib
+
+    from intent_trace.oracle import generic
+    from intent_trace.oracle.numba import emitter
+
+    for composed, package, names in (
+            (generic.RULES, "intent_trace.oracle", ("generic_elementwise", "generic_shapes", "generic_control",
+                                                    "generic_structured", "generic_contract", "generic_region",
+                                                    "generic_memory", "generic_random", "generic_atomic",
+                                                    "generic_scaled", "generic_quant")),
+            (emitter.RULES, "intent_trace.oracle.numba", ("elementwise", "structure", "structured", "contract",
+                                                          "region", "memory", "random", "atomic", "scaled",
+                                                          "quant"))):
+        seen: dict = {}
+        for name in names:
+            for op in importlib.import_module(f"{package}.{name}").RULES:
+                assert op not in seen, f"{op.name} has rules in {seen.get(op)} and {name}"
+                seen[op] = name
+        assert set(seen) == set(composed), package
+        assert all(composed[op] is importlib.import_module(f"{package}.{m}").RULES[op] for op, m in seen.items())
+
+
+def test_coverage_rule_table_refuses_two_rules_for_one_op():
+    from intent_trace.graph.interpreter import rule_registrar, rule_table
+
+    first, second = {}, {}
+    rule_registrar(first)(ops.add)(lambda it, node, args: None)
+    rule_registrar(second)(ops.add)(lambda it, node, args: None)
+    with pytest.raises(RuntimeError, match="two rules for op add"):
+        rule_table(first, second)
+    with pytest.raises(RuntimeError, match="two rules for op add"):
+        rule_registrar(first)(ops.add)(lambda it, node, args: None)
+    assert list(rule_table(first)) == [ops.add]
+
+
+# --- every helper family per TileLang target ----------------------------------------------------------------
+# The value helpers' vocabulary is the C target's table of bodies (``c.RENDER``: family -> renderer of the body for
+# the helper's dtypes), the default every target overrides where it differs; each target module of
+# ``target.TARGETS`` writes a definition with ``helper_source(name, family, dtypes, ret, args)`` (None: not on
+# these dtypes). Helpers with pointer operands (atomics, k-quant blocks, Philox) come from ``extern_source``.
+
+_CANDIDATE_DTYPES = ("f32", "i32", "u32", "i64", "u64", "f16", "bf16", "bool", "u8", "i8", "f64")
+
+
+def _value_families():
+    from intent_trace.backends.tilelang import c
+
+    return sorted(c.RENDER)
+
+
+def _extern_families():
+    atomics = [f"atomic_{op}_relaxed" for op in ("load", "store", "exchange", "add", "max", "min", "and", "or", "xor",
+                                                  "cas")]
+    return [*atomics, "quantize_q8_k", "quantize_q4_k", "philox4x32_10"]
+
+
+def _defines_value_helper(module, family: str) -> bool:
+    import inspect
+    import itertools
+
+    from intent_trace.backends.tilelang import c
+
+    arity = len(inspect.signature(c.RENDER[family]).parameters)  # the renderer takes the helper's dtypes
+    dtypes = [getattr(I, name) if name != "bool" else I.bool for name in _CANDIDATE_DTYPES]
+    for ds in itertools.product(dtypes, repeat=arity):
+        d = ds[0]
+        text = module.helper_source(f"it_{family}", family, ds, d, (d, d, d))
+        if text:
+            return True
+    return False
+
+
+def _defines_extern_helper(module, family: str) -> bool:
+    if family.startswith("atomic_"):
+        args = ("int32", I.i32, I.i32) if "_cas_" in family else ("int32", I.i32)
+        text = module.extern_source(f"it_{family}_i32", family, (I.i32,), I.i32, args, "it_add_i32")
+    else:
+        text = module.extern_source(f"it_{family}", family, (), I.i32, ("float32", "int8", "int16", "uint8"))
+    return bool(text)
+
+
+@pytest.mark.parametrize("target", ["tilelang-c", "tilelang-cuda", "tilelang-metal"])
+def test_coverage_every_helper_family_has_a_body_on_every_tilelang_target(target):
+    from intent_trace.backends.tilelang import target as tilelang_target
+
+    module = tilelang_target.TARGETS[target]
+    missing = [f for f in _value_families() if not _defines_value_helper(module, f)]
+    missing += [f for f in _extern_families() if not _defines_extern_helper(module, f)]
+    assert not missing, f"{target}: helper families with no body on any dtype: {missing}"
+    assert set(tilelang_target.TARGETS) == {"tilelang-c", "tilelang-cuda", "tilelang-metal"}
 
 
 def test_coverage_registry_names_match_op_names():

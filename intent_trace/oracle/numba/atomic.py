@@ -21,10 +21,10 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from ...graph import ops
-from .emitter import rule
+from ...graph.interpreter import rule_registrar
+from .indexing import coords, index_plan
 from .lazy import lazy_module
 from .scalar_rules import np_type
-from .structure import _coords, _index_plan
 from .values import Aggregate, Scalar
 
 LLVM_ORDER = {"relaxed": "monotonic", "acquire": "acquire", "release": "release", "acq_rel": "acq_rel"}
@@ -193,6 +193,10 @@ globals().update(HELPERS)  # the generated source refers to them as A.<name>
 
 # --- rules ----------------------------------------------------------------------------------------------
 
+RULES: dict = {}
+rule = rule_registrar(RULES)
+
+
 class _Address:
     """An atomic's address seen as the view ``read`` it replaced (operands: view, then index operands)."""
 
@@ -209,30 +213,30 @@ def _element(em, node, args, first: int):
     if IMPORT_LINE not in em.constant_lines:
         em.constant_lines.insert(0, IMPORT_LINE)
     view = args[0]
-    shape, plan = _index_plan(em, _Address(node, first), view, args[first:])
+    shape, plan = index_plan(em, _Address(node, first), view, args[first:])
     if shape:
         raise ValueError(f"internal: {node.op.name} addresses a region of shape {shape}, not one element")
-    coords = _coords(em, plan, [])
-    return view, "(" + "".join(f"np.int64({c}), " for c in coords) + ")"
+    element = coords(em, plan, [])
+    return view, "(" + "".join(f"np.int64({c}), " for c in element) + ")"
 
 
 def _value(view, arg) -> str:
     return f"{np_type(view.dtype)}({arg.expr})"
 
 
-@rule("atomic_load")
+@rule(ops.atomic_load)
 def _atomic_load(em, node, args):
     view, idx = _element(em, node, args, 1)
     return Scalar(em.assign(f"A.load_{node.attr('order')}({view.name}, {idx})"))
 
 
-@rule("atomic_store")
+@rule(ops.atomic_store)
 def _atomic_store(em, node, args):
     view, idx = _element(em, node, args, 2)
     em.line(f"A.store_{node.attr('order')}({view.name}, {idx}, {_value(view, args[1])})")
 
 
-@rule("atomic_rmw")
+@rule(ops.atomic_rmw)
 def _atomic_rmw(em, node, args):
     view, idx = _element(em, node, args, 2)
     prefix = "f32_rmw" if view.dtype.is_float else "rmw"
@@ -240,7 +244,7 @@ def _atomic_rmw(em, node, args):
     return Scalar(em.assign(f"A.{name}({view.name}, {idx}, {_value(view, args[1])})"))
 
 
-@rule("atomic_compare_exchange")
+@rule(ops.atomic_compare_exchange)
 def _atomic_compare_exchange(em, node, args):
     view, idx = _element(em, node, args, 3)
     old, ok = em.fresh("v"), em.fresh("v")

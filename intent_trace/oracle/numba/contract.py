@@ -16,9 +16,13 @@ An empty reduction gives the accumulator's zero on both paths.
 from __future__ import annotations
 
 from ... import types as T
-from .emitter import rule
+from ...graph import ops
+from ...graph.interpreter import rule_registrar
 from .scalar_rules import NARROW, cast_expr, np_type, round_to
 from .values import Array, Lazy, Scalar, View
+
+RULES: dict = {}
+rule = rule_registrar(RULES)
 
 
 def _product(em, parts) -> str:
@@ -88,7 +92,7 @@ def dense_contract(em, node, args, acc: T.DType):
     return _loops(em, node, args, acc)
 
 
-@rule("contract")
+@rule(ops.contract)
 def _contract(em, node, args):
     return dense_contract(em, node, args, node.attr("acc_dtype"))
 
@@ -121,7 +125,7 @@ def _in_place(em, node, k: int, value, acc: T.DType):
         if defs is None:
             defs = em._contract_defs = {v: n for n in em.graph.walk() for v in n.outputs}
         read = defs.get(var)
-        view = em.env.get(read.inputs[0]) if read is not None and read.op.name == "read" else None
+        view = em.env.get(read.inputs[0]) if read is not None and read.op is ops.read else None
         if isinstance(view, View) and view.dtype is acc and all(kind == "all" for kind in read.attr("index")):
             return view.name
     return None

@@ -11,25 +11,29 @@ Numba rules:
   ``read``/``write`` rules on that array; a buffer allocated in a loop body is allocated per iteration;
 - ``scatter_reduce`` is a serial loop over the index shape that inlines the combine region per
   element. A ``parallel`` body that scatters into a destination it does not allocate runs serially
-  (``structure._iterate``): its read-modify-write combines would race across threads.
+  (the ``parallel`` rule of :mod:`.structure`): its read-modify-write combines would race across threads.
 """
 from __future__ import annotations
 
 import contextlib
 
-
 from ... import types as T
-from ...graph.lowering import extent_value
-from .emitter import ErrorSite, _shape_text, rule
+from ...graph import ops
+from ...graph.interpreter import rule_registrar
+from ...graph.lowering import ErrorSite, extent_value
+from .base import shape_text
+from .indexing import decode, encode, read_view, write_view
+from .inline import inline_combine
 from .scalar_rules import NARROW, cast_expr, np_type
-from .structure import _decode, _encode, _read, _write
-from .structured import _combine
 from .values import Array, Lazy, Scalar, View
+
+RULES: dict = {}
+rule = rule_registrar(RULES)
 
 
 # --- gather --------------------------------------------------------------------------------------
 
-@rule("gather")
+@rule(ops.gather)
 def _gather(em, node, args):
     src_t = node.inputs[0].type
     source = em.materialize(args[0], src_t)  # read at arbitrary coordinates: an array
@@ -61,7 +65,7 @@ def _gather(em, node, args):
 
 # --- histogram -----------------------------------------------------------------------------------
 
-@rule("histogram")
+@rule(ops.histogram)
 def _histogram(em, node, args):
     values = args[0]
     valid = args[1] if node.attr("has_valid") else None
@@ -92,14 +96,14 @@ def _buffer_extent(em, e, label: str, axis: int) -> str:
     return n
 
 
-@rule("buffer")
+@rule(ops.buffer)
 def _buffer(em, node, args):
     t = node.attr("type")
     label = f"buffer@{node.loc!r}"
     shape = tuple(_buffer_extent(em, e, label, k) for k, e in enumerate(t.shape))
     dtype = np_type(t.dtype)
     init = args[0] if args else None
-    what = f"{label} of shape {_shape_text(t)}"
+    what = f"{label} of shape {shape_text(t)}"
     name = em.allocate(shape, dtype, what, fill=init.expr if isinstance(init, Scalar) else None, prefix="b")
     if init is not None and not isinstance(init, Scalar):
         with em.loop_nest(shape, parallel=True) as idx:
@@ -108,15 +112,15 @@ def _buffer(em, node, args):
     return View(name, tuple(f"{name}.shape[{k}]" for k in range(t.rank)), held, label)
 
 
-rule("load")(_read)
+rule(ops.load)(read_view)
 
 
-rule("store")(_write)
+rule(ops.store)(write_view)
 
 
 # --- scatter_reduce -------------------------------------------------------------------------------
 
-@rule("scatter_reduce")
+@rule(ops.scatter_reduce)
 def _scatter_reduce(em, node, args):
     dest, *operands = args
     dvar = node.inputs[0]
@@ -136,7 +140,7 @@ def _scatter_reduce(em, node, args):
                                label=dest.label), c, n)
             coords.append(c)
         at = f"{dest.name}[{', '.join(coords)}]"
-        old = em.assign(_decode(dest.dtype, at), "x")
+        old = em.assign(decode(dest.dtype, at), "x")
         new = em.assign(em.elem(values, idx), "x")
-        (combined,) = _combine(em, node, elem_t, [old], [new], [], idx)
-        em.line(f"{at} = {_encode(dest.dtype, combined)}")
+        (combined,) = inline_combine(em, node, elem_t, [old], [new], [], idx)
+        em.line(f"{at} = {encode(dest.dtype, combined)}")

@@ -12,8 +12,12 @@ float32 values rounded with ``R.round_f16`` (RNE, as ggml's ``GGML_FP32_TO_FP16`
 from __future__ import annotations
 
 from ... import types as T
-from .emitter import rule
+from ...graph import ops
+from ...graph.interpreter import rule_registrar
 from .values import Aggregate, Array, Scalar
+
+RULES: dict = {}
+rule = rule_registrar(RULES)
 
 _M = "np.float32(12582912.0)"
 
@@ -192,7 +196,7 @@ def _product(em, parts) -> str:
     return em.assign(" * ".join(f"({p})" for p in parts), "n")
 
 
-@rule("quantize")
+@rule(ops.quantize)
 def _quantize(em, node, args):
     t_in = node.inputs[0].type
     fmt = node.attr("format")
@@ -237,7 +241,7 @@ def _leaf_arrays(em, value, t: T.RecordType) -> list:
     return [em.materialize(v, ft) for v, (_, ft) in zip(value.items, t.fields)]
 
 
-@rule("quantized_dot")
+@rule(ops.quantized_dot)
 def _quantized_dot(em, node, args):
     lt, rt = node.inputs[0].type, node.inputs[1].type
     lhs, rhs = _leaf_arrays(em, args[0], lt), _leaf_arrays(em, args[1], rt)

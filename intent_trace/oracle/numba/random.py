@@ -14,11 +14,15 @@ seam for the Random123 known-answer vectors (counters with non-zero high words i
 """
 from __future__ import annotations
 
-
 from ... import types as T
-from .emitter import ErrorSite, rule
-from .values import Lazy, Scalar
 from ...codegen.writer import SourceWriter
+from ...graph import ops
+from ...graph.interpreter import rule_registrar
+from ...graph.lowering import ErrorSite
+from .values import Lazy, Scalar
+
+RULES: dict = {}
+rule = rule_registrar(RULES)
 
 ROUNDS = 10
 M0, M1 = 0xD2511F53, 0xCD9E8D57  # multipliers of c0 and c2
@@ -46,7 +50,7 @@ def emit_philox(out, ctr: tuple, key: tuple, const) -> tuple:
     return tuple(c)
 
 
-@rule("random_bits")
+@rule(ops.random_bits)
 def _random_bits(em, node, args):
     seed, counter = args
     counter_t = node.inputs[1].type

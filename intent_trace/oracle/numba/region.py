@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import contextlib
 
+from ... import types as T
+from ...graph import ops
+from ...graph.interpreter import rule_registrar
 from ...graph.lowering import assemble, leaf_values
-from .emitter import rule
-from .structured import _leaf_types, _outputs
+from .inline import result_arrays
 from .values import Aggregate, Array, Lazy
+
+RULES: dict = {}
+rule = rule_registrar(RULES)
 
 SLICE = 256
 
@@ -22,7 +27,7 @@ def _slices(em, node, source):
     """Loop over slices; yields the slice values (materialised) and the slice offset/extent names."""
     axis = node.attr("axis")
     src_t = node.inputs[0].type
-    leaf_types = _leaf_types(src_t)
+    leaf_types = T.leaf_types(src_t)
     shape = tuple(em.extent(e) for e in leaf_types[0].shape)
     n = shape[axis]
     slice_dim = node.regions[0].params[0].type.shape[axis]
@@ -42,7 +47,7 @@ def _slices(em, node, source):
         yield parts, start
 
 
-@rule("region_fold")
+@rule(ops.region_fold)
 def _region_fold(em, node, args):
     source, identity, *operands = args
     (summary_t,) = node.attr("types")
@@ -56,14 +61,14 @@ def _region_fold(em, node, args):
     return em.rebuild(list(names), summary_t)
 
 
-@rule("region_scan")
+@rule(ops.region_scan)
 def _region_scan(em, node, args):
     source, identity, initial, *operands = args
     summarize, combine, apply, emit = node.regions
     out_t, state_t = node.attr("types")
     axis = node.attr("axis")
-    out_leaf_types = _leaf_types(out_t)
-    outs = [_outputs(em, [t], tuple(em.extent(e) for e in t.shape))[0] for t in out_leaf_types]
+    out_leaf_types = T.leaf_types(out_t)
+    outs = [result_arrays(em, [t], tuple(em.extent(e) for e in t.shape))[0] for t in out_leaf_types]
     names = em.carry_names(state_t)
     em.assign_leaves(names, initial, state_t)
     with _slices(em, node, source) as (parts, start):

@@ -43,7 +43,7 @@ def _wrap_int(d: T.DType, expr: str) -> str:
     return f"{np_type(d)}({expr})"
 
 
-_ARITH = {"add": "+", "sub": "-", "mul": "*"}
+_ARITH = {ops.add: "+", ops.sub: "-", ops.mul: "*"}
 
 
 def _is_i64(d: T.DType) -> bool:
@@ -51,7 +51,7 @@ def _is_i64(d: T.DType) -> bool:
 
 
 def arith(node, d, a, b):
-    sym = _ARITH[node.op.name]
+    sym = _ARITH[node.op]
     if d.is_float:
         return round_to(d, f"{a} {sym} {b}") if d.name in NARROW else f"{a} {sym} {b}"
     if _is_i64(d):
@@ -85,36 +85,36 @@ def pow_(node, d, a, b):
 
 
 def minmax(node, d, a, b):
-    is_max = node.op.name == "maximum"
+    is_max = node.op is ops.maximum
     if d.is_float:
         return f"R.{'fmax' if is_max else 'fmin'}({a}, {b})"
     return f"{'max' if is_max else 'min'}({a}, {b})"
 
 
-_BIT = {"and_": "&", "or_": "|", "xor": "^"}
+_BIT = {ops.and_: "&", ops.or_: "|", ops.xor: "^"}
 
 
 def bitwise(node, d, a, b):
-    sym = _BIT[node.op.name]
+    sym = _BIT[node.op]
     if d.is_bool:
         return f"({a} {sym} {b})"
     return _wrap_int(d, f"{a} {sym} {b}")
 
 
 def shift(node, d, a, b):
-    if node.op.name == "shl":
+    if node.op is ops.shl:
         return f"R.shl_i64({a}, {b})" if _is_i64(d) else _wrap_int(d, f"R.shl({a}, {b}, {d.bits})")
     return _wrap_int(d, f"R.shr_{'u' if d.kind == 'uint' else 's'}({a}, {b}, {d.bits})")
 
 
-_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_CMP = {ops.eq: "==", ops.ne: "!=", ops.lt: "<", ops.le: "<=", ops.gt: ">", ops.ge: ">="}
 
 
 def compare(node, d, a, b):
-    return f"({a} {_CMP[node.op.name]} {b})"
+    return f"({a} {_CMP[node.op]} {b})"
 
 
-_MATH_F32 = {"exp": "np.exp", "log": "np.log"}  # float32 libm calls (SIMD-friendly, ≤ 1 ulp)
+_MATH_F32 = {ops.exp: "np.exp", ops.log: "np.log"}  # float32 libm calls (SIMD-friendly, ≤ 1 ulp)
 _MATH_F64 = {"exp": "math.exp", "log": "math.log", "log1p": "math.log1p", "lgamma": "R.lgamma", "sin": "math.sin",
              "asin": "math.asin", "cos": "math.cos", "erf": "math.erf", "erfc": "math.erfc", "i0": "R.i0",
              "rsqrt": "R.rsqrt", "sqrt": "math.sqrt", "sigmoid": "R.sigmoid", "exp2": "R.exp2", "tanh": "math.tanh"}
@@ -125,17 +125,17 @@ def _tiny(d: T.DType) -> str:
 
 
 def unary_math(node, d, x):
-    name = node.op.name
-    if name == "floor":
+    op = node.op
+    if op is ops.floor:
         return f"np.floor({x})" if d.name not in NARROW else f"np.float32(np.floor({x}))"
-    if name == "abs":
+    if op is ops.abs:
         if d.is_float:
             return f"R.abs64({x})" if d.name == "f64" else f"R.abs32({x})"
         return f"R.abs_i64({x})" if _is_i64(d) else _wrap_int(d, f"abs({x})")
-    if d.name == "f32" and name in _MATH_F32 and not node.attr("flush_to_zero"):
+    if d.name == "f32" and op in _MATH_F32 and not node.attr("flush_to_zero"):
         # glibc's expf/logf are correctly rounded in all but rare cases (< 1 ulp): within T4's 2 ulp.
-        return f"{_MATH_F32[name]}({x})"
-    fn = _MATH_F64[name]
+        return f"{_MATH_F32[op]}({x})"
+    fn = _MATH_F64[op.name]
     if node.attr("flush_to_zero"):
         tiny = _tiny(d)
         return f"R.ftz({from_f64(d, f'{fn}(np.float64(R.ftz({x}, {tiny})))')}, {tiny})"

@@ -18,11 +18,15 @@ import numpy as np
 
 from ... import _format_mx as MX
 from ... import types as T
-from ...graph.lowering import DenseContract, intern_constant
+from ...graph import ops
+from ...graph.interpreter import rule_registrar
+from ...graph.lowering import DenseContract, ErrorSite, intern_constant
 from .contract import dense_contract
-from .emitter import ErrorSite, rule
 from .scalar_rules import np_type
 from .values import Array
+
+RULES: dict = {}
+rule = rule_registrar(RULES)
 
 
 def _extent(em, e, fallback) -> str:
@@ -57,7 +61,7 @@ def _decode(em, dst: str, fmt, codes, scales, carrier_shape, code_idx, scale_idx
             em.line(f"{dst}[{dst_idx(idx, 1, 2)}] = {cast}({tl}[{code} >> 4] * {s})")
 
 
-@rule("scaled_contract")
+@rule(ops.scaled_contract)
 def _scaled_contract(em, node, args):
     a, sa, b, sb = args
     acc = node.attr("acc_dtype")
@@ -91,7 +95,7 @@ def _scaled_contract(em, node, args):
 
 # --- sparse contract -----------------------------------------------------------------------------------------
 
-@rule("sparse_contract")
+@rule(ops.sparse_contract)
 def _sparse_contract(em, node, args):
     comp, meta, rhs = args
     fmt = node.attr("format")

@@ -1,43 +1,28 @@
-"""Numba rules for shapes, aggregates, domains, views and structured control."""
+"""Numba rules for shapes, aggregates, domains, views and structured control.
+
+Index arithmetic and view access live in :mod:`.indexing` (shared with memory and atomic)."""
 from __future__ import annotations
 
 from ... import types as T
-from ...graph.lowering import (access_coords, broadcast_index, component, covers_axis, flat_index, index_add,
-                               index_mul, name_extents, rereads_destination, safe_point, slice_index,
+from ...graph import ops
+from ...graph.interpreter import rule_registrar
+from ...graph.lowering import (ErrorSite, broadcast_index, component, flat_index, name_extents, slice_index,
                                transpose_index, unflatten)
 from ...graph.values import Literal, walk_region
-from .emitter import ErrorSite, rule
-from .values import Aggregate, Domain, Lazy, Scalar, View
+from .indexing import add, coordinate, mul, read_view, shape_of, write_view
+from .values import Aggregate, Domain, Lazy, Scalar
 
-
-def _shape(em, t) -> tuple:
-    return tuple(em.extent(e) for e in t.shape)
-
-
-def _atom(x: str) -> str:
-    return x if x.replace("_", "").isalnum() or x.startswith("(") and x.endswith(")") else f"({x})"
-
-
-def _int(x: str) -> str:
-    """An index operand as int64: a prange index may be typed unsigned, and uint64 with int64 is float64."""
-    return x if x.isdigit() else f"np.int64({x})"
-
-
-def _mul(a: str, b: str) -> str:
-    return index_mul(a, b, lambda x, y: f"{_int(_atom(x))} * {_int(_atom(y))}")
-
-
-def _add(a: str, b: str) -> str:
-    return index_add(a, b, lambda x, y: f"({_int(x)} + {_int(y)})")
+RULES: dict = {}
+rule = rule_registrar(RULES)
 
 
 # --- shapes -----------------------------------------------------------------------------------------
 
-@rule("broadcast")
+@rule(ops.broadcast)
 def _broadcast(em, node, args):
     (x,) = args
     out = node.outputs[0].type
-    shape = _shape(em, out)
+    shape = shape_of(em, out)
     if isinstance(x, Scalar):
         return Lazy(shape, lambda idx: x.expr)
     src = node.inputs[0].type.shape
@@ -50,10 +35,10 @@ def _fresh_extents(em, node, operands):
         n = em.assign(f"np.int64({value.expr})", "n")
         em.check(f"{n} < 0", ErrorSite(ValueError, f"extent {{0}} (axis {axis}) is negative"), n)
         em.dim_names[t.shape[axis]] = n
-    return _shape(em, t)
+    return shape_of(em, t)
 
 
-@rule("full")
+@rule(ops.full)
 def _full(em, node, args):
     shape = _fresh_extents(em, node, args[1:])
     fill = args[0].expr
@@ -63,40 +48,40 @@ def _full(em, node, args):
 def _product(shape) -> str:
     out = "1"
     for s in shape:
-        out = _mul(out, s)
+        out = mul(out, s)
     return out
 
 
-@rule("reshape")
+@rule(ops.reshape)
 def _reshape(em, node, args):
     x = args[0]
     new = _fresh_extents(em, node, args[1:])
     src = node.inputs[0].type
-    old = _shape(em, src) if isinstance(src, T.TensorType) else ()
+    old = shape_of(em, src) if isinstance(src, T.TensorType) else ()
     if not all(s.isdigit() for s in old + new):
         em.check(f"{_product(old)} != {_product(new)}",
                  ErrorSite(ValueError, "reshape of {0} elements into a shape of {1} elements"),
                  _product(old), _product(new))
 
     def elem(idx):
-        f = em.assign(flat_index(idx, new, _add, _mul), "f")
+        f = em.assign(flat_index(idx, new, add, mul), "f")
         return em.elem(x, unflatten(f, old, lambda v, n: em.assign(f"{v} % {n}", "j"),
                                     lambda v, n: em.assign(f"{v} // {n}", "f")))
 
     return Lazy(new, elem)
 
 
-@rule("transpose")
+@rule(ops.transpose)
 def _transpose(em, node, args):
     (x,) = args
     perm = node.attr("perm")
-    return Lazy(_shape(em, node.outputs[0].type), lambda idx: em.elem(x, transpose_index(perm, idx)))
+    return Lazy(shape_of(em, node.outputs[0].type), lambda idx: em.elem(x, transpose_index(perm, idx)))
 
 
-@rule("slice")
+@rule(ops.slice)
 def _slice(em, node, args):
     x, rest = args[0], iter(args[1:])
-    src = _shape(em, node.inputs[0].type)
+    src = shape_of(em, node.inputs[0].type)
     offsets, shape = [], []
     for axis, kind in enumerate(node.attr("axes")):
         n = src[axis]
@@ -117,13 +102,13 @@ def _slice(em, node, args):
                                                                      f"extent {{1}}"), p, n)
             offsets.append(("point", p))
 
-    return Lazy(tuple(shape), lambda idx: em.elem(x, slice_index(offsets, idx, _add)))
+    return Lazy(tuple(shape), lambda idx: em.elem(x, slice_index(offsets, idx, add)))
 
 
-@rule("join")
+@rule(ops.join)
 def _join(em, node, args):
     a, b = args
-    shape = _shape(em, node.outputs[0].type)
+    shape = shape_of(em, node.outputs[0].type)
 
     def elem(idx):
         va, vb = em.elem(a, idx[:-1]), em.elem(b, idx[:-1])
@@ -132,17 +117,17 @@ def _join(em, node, args):
     return Lazy(shape, elem)
 
 
-@rule("tuple", "record")
+@rule(ops.tuple, ops.record)
 def _aggregate(em, node, args):
     return Aggregate(tuple(args))
 
 
-rule("get", "field")(component)
+rule(ops.get, ops.field)(component)
 
 
 # --- domains --------------------------------------------------------------------------------------
 
-@rule("domain")
+@rule(ops.domain)
 def _domain(em, node, args):
     b, e, s = (a.expr for a in args)
     static_unit = isinstance(node.inputs[0], Literal) and node.inputs[0].value == 0 and \
@@ -159,30 +144,26 @@ def _domain(em, node, args):
     return Domain(start, step, length)
 
 
-@rule("subregion")
+@rule(ops.subregion)
 def _subregion(em, node, args):
     parent, b, e = args[0], args[1].expr, args[2].expr
     em.check(f"{b} < 0 or {e} < 0", ErrorSite(IndexError, "subregion [{0}:{1}] has a negative bound"), b, e)
     em.check(f"{e} > {b} and {e} > {parent.length}",
              ErrorSite(IndexError, "subregion [{0}:{1}] ends past its parent's extent {2} (subregions never "
                                    "clamp)"), b, e, parent.length)
-    start = em.assign(_add(parent.start, _mul(f"np.int64({b})", parent.step)), "s")
+    start = em.assign(add(parent.start, mul(f"np.int64({b})", parent.step)), "s")
     length = em.assign(f"max(0, np.int64({e}) - np.int64({b}))", "n")
     name_extents(em.dim_names, (node.outputs[0].type.extent,), (length,))
     return Domain(start, parent.step, length)
 
 
-def _coordinate(d: Domain, i: str) -> str:
-    return _add(d.start, _mul(i, d.step))
-
-
-@rule("indices")
+@rule(ops.indices)
 def _indices(em, node, args):
     (d,) = args
-    return Lazy((d.length,), lambda idx: f"({_coordinate(d, idx[0])})")
+    return Lazy((d.length,), lambda idx: f"({coordinate(d, idx[0])})")
 
 
-@rule("dim")
+@rule(ops.dim)
 def _dim(em, node, args):
     (x,) = args
     axis = node.attr("axis")
@@ -193,120 +174,28 @@ def _dim(em, node, args):
 
 # --- views ----------------------------------------------------------------------------------------
 
-def _decode(d: T.DType, expr: str) -> str:
-    if d.name == "f16":
-        return f"R.f16_value({expr})"
-    if d.name == "bf16":
-        return f"R.bf16_value({expr})"
-    return expr
-
-
-def _encode(d: T.DType, expr: str) -> str:
-    if d.name == "f16":
-        return f"R.f16_bits({expr})"
-    if d.name == "bf16":
-        return f"R.bf16_bits({expr})"
-    return expr
-
-
-def _index_plan(em, node, view: View, entries):
-    """Hoisted bounds checks; returns (result shape, per-entry plan) for a read or write."""
-    kinds = node.attr("index")
-    view_t = node.inputs[0].type
-    operand_vars = [x for x in node.inputs[2 if node.op.name in ("write", "store", "unique_store") else 1:]]
-    ops_iter = iter(zip(entries, operand_vars))
-    shape, plan = [], []
-    for axis, kind in enumerate(kinds):
-        n = view.shape[axis]
-        site = ErrorSite(IndexError, f"{{label}}: coordinate {{0}} on axis {axis} is outside its extent {{1}}",
-                         label=view.label)
-        if kind == "all":
-            shape.append(n)
-            plan.append(("all", None))
-            continue
-        value, var = next(ops_iter)
-        if kind == "domain":
-            if not covers_axis(value, var, view_t.shape[axis]):
-                last = _coordinate(value, f"({value.length} - 1)")
-                em.check(f"{value.length} > 0 and ({value.start} < 0 or {last} >= {n})", site,
-                         f"({value.start} if {value.start} < 0 else {last})", n)
-            shape.append(value.length)
-            plan.append(("domain", value))
-        elif kind == "point":
-            static = isinstance(var, Literal) and isinstance(view_t.shape[axis], int)  # the tracer checked it
-            if not (static or safe_point(em.env, var, view_t.shape[axis], Domain)):
-                em.check(f"{value.expr} < 0 or {value.expr} >= {n}", site, value.expr, n)
-            plan.append(("point", value.expr))
-        else:
-            shape.extend(value.shape)
-            plan.append(("tensor", (value, len(var.type.shape), site, n)))
-    return tuple(shape), plan
-
-
-def _coords(em, plan, idx) -> list:
-    def data_coord(info, element_idx):
-        value, _, site, n = info
-        c = em.assign(f"np.int64({em.elem(value, element_idx)})", "c")
-        em.check(f"{c} < 0 or {c} >= {n}", site, c, n)
-        return c
-
-    return access_coords(plan, idx, _coordinate, data_coord)
-
-
-@rule("read")
-def _read(em, node, args):
-    view, entries = args[0], args[1:]
-    shape, plan = _index_plan(em, node, view, entries)
-    d = view.dtype
-    if not shape:
-        return Scalar(em.assign(_decode(d, f"{view.name}[{', '.join(_coords(em, plan, [])) or '()'}]")))
-
-    def elem(idx):
-        return em.assign(_decode(d, f"{view.name}[{', '.join(_coords(em, plan, idx))}]"), "t")
-
-    return Lazy(shape, elem)
-
-
-@rule("write", "unique_store")
-def _write(em, node, args):
-    view, value, entries = args[0], args[1], args[2:]
-    if isinstance(value, Lazy) and rereads_destination(node, em.reads, em.aligned):
-        value = em.materialize(value, node.inputs[1].type)  # a snapshot: the write would change what it reads
-    shape, plan = _index_plan(em, node, view, entries)
-    has_tensor = any(k == "tensor" for k, _ in plan)
-    mask = None
-    if has_tensor and em.checks:
-        mask = em.allocate(view.shape, "np.bool_", f"the written-element mask of a unique store to {view.label}",
-                           fill="False", prefix="m")
-    with em.loop_nest(shape, parallel=not has_tensor) as idx:
-        v = em.elem(value, idx)
-        cs = ", ".join(_coords(em, plan, idx)) or "()"
-        if mask is not None:
-            em.check(f"{mask}[{cs}]", ErrorSite(RuntimeError, "{label}: a unique store writes one element twice (its "
-                                                              "index relation is not injective); use scatter_reduce "
-                                                              "to combine collisions", label=view.label))
-            em.line(f"{mask}[{cs}] = True")
-        em.line(f"{view.name}[{cs}] = {_encode(view.dtype, v)}")
+rule(ops.read)(read_view)
+rule(ops.write, ops.unique_store)(write_view)
 
 
 # --- control --------------------------------------------------------------------------------------
 
 def _point(em, d: Domain, p: str) -> Scalar:
-    return Scalar(em.assign(_coordinate(d, p) if d.start != "0" or d.step != "1" else p, "p"))
+    return Scalar(em.assign(coordinate(d, p) if d.start != "0" or d.step != "1" else p, "p"))
 
 
 def _updates_shared_state(region) -> bool:
     """A scatter_reduce into a destination the region does not allocate (threads would race on it)."""
     nodes = list(walk_region(region))
     local = {v for n in nodes for v in n.outputs}
-    return any(n.op.name == "scatter_reduce" and n.inputs[0] not in local for n in nodes)
+    return any(n.op is ops.scatter_reduce and n.inputs[0] not in local for n in nodes)
 
 
-@rule("parallel", "for")
+@rule(ops.parallel, ops.for_)
 def _iterate(em, node, args):
     (d,) = args
     (region,) = node.regions
-    parallel = node.op.name == "parallel" and em.prange_depth == 0 and em.loop_depth == 0 and \
+    parallel = node.op is ops.parallel and em.prange_depth == 0 and em.loop_depth == 0 and \
         not _updates_shared_state(region)
     p = em.fresh("o")
     with em.block(f"for {p} in {'prange' if parallel else 'range'}({d.length}):"):
@@ -322,7 +211,7 @@ def _iterate(em, node, args):
             em.prange_depth -= 1
 
 
-@rule("loop")
+@rule(ops.loop)
 def _loop(em, node, args):
     d, init = args
     (t,) = node.attr("types")
@@ -340,7 +229,7 @@ def _loop(em, node, args):
     return em.rebuild(list(names), t)
 
 
-@rule("while")
+@rule(ops.while_)
 def _while(em, node, args):
     (init,) = args
     (t,) = node.attr("types")
@@ -361,7 +250,7 @@ def _while(em, node, args):
     return em.rebuild(list(names), t)
 
 
-@rule("if")
+@rule(ops.if_)
 def _if(em, node, args):
     types = node.attr("types")
     then_r, else_r = node.regions
@@ -374,7 +263,7 @@ def _if(em, node, args):
     return em.rebuild(list(names), types[0]) if types else None
 
 
-@rule("break", "continue")
+@rule(ops.break_, ops.continue_)
 def _exit(em, node, args):
     kind, names, t = em.loop_stack[-1]
     with em.block(f"if {args[0].expr}:"):

@@ -11,66 +11,36 @@ accumulator arrays, exactly as the spec defines it.
 from __future__ import annotations
 
 from ... import types as T
-from ...graph.lowering import assemble, leaf_values, merge_index, pointwise_shape, scalar_param
-from .emitter import _shape_text, rule
-from .scalar_rules import np_type
+from ...graph import ops
+from ...graph.interpreter import rule_registrar
+from ...graph.lowering import assemble, leaf_values, merge_index
+from .inline import inline_combine, pointwise_combine, result_arrays
 from .values import Aggregate, Array, Lazy, Scalar
+
+RULES: dict = {}
+rule = rule_registrar(RULES)
 
 PARTIALS = 8  # independent accumulators over the innermost reduced axis
 
 
-_leaf_types = T.leaf_types
-
-
-def _pointwise(node) -> bool:
-    """A pointwise combine (:func:`~intent_trace.graph.lowering.pointwise_shape`) whose captures are scalars."""
-    return pointwise_shape(node) is not None and all(isinstance(c.type, T.ScalarType) for c in node.inputs[2:])
-
-
-def _combine(em, node, acc_t: T.Type, lhs: list, rhs: list, captures: list, idx) -> list:
-    """Inline the combine region per element: scalar expressions of the result's leaves."""
-    (region,) = node.regions
-
-    def param(names):
-        return scalar_param(acc_t, names, scalar=Scalar, lazy=Lazy, aggregate=Aggregate)
-
-    em.pointwise += 1
-    try:
-        (result,) = em.run_region(region, (param(lhs), param(rhs), *captures))
-        return [em.assign(em.elem(leaf, idx), "r") for leaf in leaf_values(result, Aggregate)]
-    finally:
-        em.pointwise -= 1
-
-
-def _outputs(em, leaf_types: list, shape: tuple) -> list:
-    outs = []
-    for t in leaf_types:
-        if shape:
-            outs.append(em.allocate(shape, np_type(t.dtype), f"the result of `{em.node.op.name}` of shape "
-                                                             f"{_shape_text(t)}"))
-        else:
-            outs.append(None)
-    return outs
-
-
-@rule("reduce")
+@rule(ops.reduce)
 def _reduce(em, node, args):
     source, identity, *captures = args
     (acc_t,) = node.attr("types")
     axes = node.attr("axes")
     src_t = node.inputs[0].type
-    if not _pointwise(node):
+    if not pointwise_combine(node):
         return _fold(em, node, args)
     src_leaves = leaf_values(source, Aggregate)
-    acc_leaf_types = _leaf_types(acc_t)
-    rank = _leaf_types(src_t)[0].rank
-    src_shape = tuple(em.extent(e) for e in _leaf_types(src_t)[0].shape)
+    acc_leaf_types = T.leaf_types(acc_t)
+    rank = T.leaf_types(src_t)[0].rank
+    src_shape = tuple(em.extent(e) for e in T.leaf_types(src_t)[0].shape)
     kept = tuple(s for k, s in enumerate(src_shape) if k not in axes)
     red = [src_shape[a] for a in axes]
     ident_leaves = leaf_values(identity, Aggregate)
     region_size = len(node.regions[0].nodes)
     partials = PARTIALS if region_size <= 8 else 1
-    outs = _outputs(em, acc_leaf_types, kept)
+    outs = result_arrays(em, acc_leaf_types, kept)
     results: list = []
     with em.loop_nest(kept, parallel=True) as pos:
         accs = [[em.assign(em.elem(v, pos), "c") for v in ident_leaves] for _ in range(partials)]
@@ -86,7 +56,7 @@ def _reduce(em, node, args):
 
         def step(slot: int, k: str):
             elems = [em.assign(em.elem(v, merge_index(pos, red_idx + [k], axes, rank)), "x") for v in src_leaves]
-            new = _combine(em, node, acc_t, accs[slot], elems, captures, pos)
+            new = inline_combine(em, node, acc_t, accs[slot], elems, captures, pos)
             for name, value in zip(accs[slot], new):
                 em.line(f"{name} = {value}")
 
@@ -107,7 +77,7 @@ def _reduce(em, node, args):
         while len(accs) > 1:  # combine the partial accumulators pairwise
             merged = []
             for a, b in zip(accs[::2], accs[1::2]):
-                new = _combine(em, node, acc_t, a, b, captures, pos)
+                new = inline_combine(em, node, acc_t, a, b, captures, pos)
                 for name, value in zip(a, new):
                     em.line(f"{name} = {value}")
                 merged.append(a)
@@ -123,20 +93,20 @@ def _reduce(em, node, args):
     return assemble(acc_t, leaves, Aggregate)
 
 
-@rule("scan")
+@rule(ops.scan)
 def _scan(em, node, args):
-    if not _pointwise(node):
+    if not pointwise_combine(node):
         return _fold(em, node, args)
     source, identity, *captures = args
     src_t = node.inputs[0].type
     acc_t = node.inputs[1].type
     axis, inclusive, reverse = node.attr("axis"), node.attr("inclusive"), node.attr("reverse")
-    src_leaf_types = _leaf_types(src_t)
+    src_leaf_types = T.leaf_types(src_t)
     rank = src_leaf_types[0].rank
     src_shape = tuple(em.extent(e) for e in src_leaf_types[0].shape)
     kept = tuple(s for k, s in enumerate(src_shape) if k != axis)
     n = src_shape[axis]
-    outs = _outputs(em, src_leaf_types, src_shape)
+    outs = result_arrays(em, src_leaf_types, src_shape)
     with em.loop_nest(kept, parallel=True) as pos:
         accs = [em.assign(em.elem(v, pos), "c") for v in leaf_values(identity, Aggregate)]
         j = em.fresh("k")
@@ -148,7 +118,7 @@ def _scan(em, node, args):
                 for out, a in zip(outs, accs):
                     em.line(f"{out}[{', '.join(full)}] = {a}")
             lhs, rhs = (elems, accs) if reverse else (accs, elems)
-            new = _combine(em, node, acc_t, lhs, rhs, captures, pos)
+            new = inline_combine(em, node, acc_t, lhs, rhs, captures, pos)
             for name, value in zip(accs, new):
                 em.line(f"{name} = {value}")
             if inclusive:
@@ -161,19 +131,19 @@ def _fold(em, node, args):
     """General combines: fold whole accumulator values over the reduced (or scanned) positions, in
     source order, with the accumulator as a loop carry (any combine, including structured ones)."""
     source, identity, *captures = args
-    is_scan = node.op.name == "scan"
+    is_scan = node.op is ops.scan
     src_t = node.inputs[0].type
     acc_t = node.inputs[1].type
     axes = (node.attr("axis"),) if is_scan else node.attr("axes")
     reverse = is_scan and node.attr("reverse")
-    src_leaf_types = _leaf_types(src_t)
+    src_leaf_types = T.leaf_types(src_t)
     rank = src_leaf_types[0].rank
     src_shape = tuple(em.extent(e) for e in src_leaf_types[0].shape)
     src_leaves = [em.materialize(v, t) for v, t in zip(leaf_values(source, Aggregate), src_leaf_types)]
     captures = [em.materialize(c, v.type) if isinstance(c, Lazy) else c for c, v in zip(captures, node.inputs[2:])]
     names = em.carry_names(acc_t)
     em.assign_leaves(names, identity, acc_t)
-    outs = _outputs(em, src_leaf_types, src_shape) if is_scan else []
+    outs = result_arrays(em, src_leaf_types, src_shape) if is_scan else []
     red_idx, opened = [], 0
     for a in axes:
         i = em.fresh("k")

@@ -1,0 +1,266 @@
+"""The base of the CPU oracle's code generator (KIR -> the source of one Numba function).
+
+The emitter is an :class:`~intent_trace.graph.interpreter.Interpreter` whose values are source
+fragments (:mod:`.values`). Scalars become locals assigned once (``v17 = ...``); tensors are
+*fused* element expressions when the fusion analysis (:mod:`intent_trace.codegen.analysis`)
+allows, or arrays filled by one loop nest (the outermost loop a ``prange`` when the nest is at
+top level). Structured control becomes Python control; loop carries are the only reassigned names.
+
+Run-time checks (``checks=True``) never raise inside compiled code: they record an error site,
+the coordinate and the extent in ``err`` and leave the function (``return``), or skip the
+iteration inside a ``prange`` (``continue``); the executable raises the Python exception and
+discards the staged outputs.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+
+import numpy as np
+
+from ... import types as T
+from ...codegen.analysis import fusible_values
+from ...codegen.writer import SourceWriter
+from ...graph.interpreter import Interpreter
+from ...graph.lowering import ErrorSite, components, extent_expr, intern_constant, leaf_values, name_extents
+from ...graph.values import KernelGraph, Literal, Var
+from .scalar_rules import np_type
+from .values import Aggregate, Array, Lazy, Scalar
+
+
+# A fused value's element is written by its closure calling its operands' closures: a chain of fused ops
+# recurses once per op while the source is generated (a few Python frames each). Past this many, the value
+# is materialised (computed into an array where it is defined, which is always its meaning in KIR) and
+# the chain restarts from an array read, so code generation has bounded depth for chains of any length.
+MAX_FUSION_DEPTH = 64
+
+
+class EmitterBase(SourceWriter, Interpreter):
+    """The cpu code generator without its rules: text, checks, allocation, loop nests, fusion and carries.
+
+    Every Numba rule module imports this (and the helper modules below the rules), never the composition:
+    :mod:`.emitter` builds the rule table and subclasses this as ``NumbaEmitter``."""
+
+    target_name = "cpu"
+    rules: dict = {}
+
+    def __init__(self, graph: KernelGraph, checks: bool = True):
+        Interpreter.__init__(self)
+        SourceWriter.__init__(self)
+        self.graph = graph
+        self.checks = checks
+        self.constants: dict = {}
+        self.constant_lines: list = []
+        self.dim_names: dict = {}
+        self.fused, self.reads, self.aligned = fusible_values(graph)
+        self.error_sites: list = []
+        self.prange_depth = 0
+        self.loop_depth = 0
+        self.uses_prange = False
+        self.loop_stack: list = []  # (kind, carry leaf names) of enclosing KIR loops
+        self.node = None  # the node being emitted (error sites name its source line)
+        self.pointwise = 0  # > 0 while a combine region is inlined per element (tensors stay lazy)
+        self.fusion_depth: dict = {}  # Lazy -> how many fused ops its element expression nests
+
+    # -- text (fresh, line, assign, block come from SourceWriter) --------------------------------
+    def constant(self, value, dtype: T.DType) -> str:
+        """A module-level constant holding ``value`` exactly in ``dtype``'s Numba type."""
+        if dtype.is_bool:
+            return "True" if value else "False"
+        if dtype.is_float:
+            f = float(value)
+            if f != f:
+                return self._nan_constant(value, dtype)
+            text = f"float.fromhex({f.hex()!r})" if abs(f) != float("inf") else f"float({str(f)!r})"
+        else:
+            text = str(int(value))
+        return intern_constant(self.constants, self.constant_lines, (dtype, repr(value), str(value)),
+                               f"{np_type(dtype)}({text})")
+
+    def _nan_constant(self, value, dtype: T.DType) -> str:
+        """A NaN constant, bit for bit: its bits as an unsigned module constant, reinterpreted where used.
+
+        A NaN's sign and payload live only in its bits, which every float spelling loses (``float('nan')``
+        is +NaN; a frozen float global passes through Python's double and LLVM's constant printer, which
+        quiet or drop payloads). A bitcast of an integer constant folds to exactly those bits. f16/bf16
+        values are held as the float32 NumPy (ml_dtypes) converts them to, as loads from the caller's
+        arrays are (``runtime.f16_value``), so stores give back the literal's own bits."""
+        wide = dtype.name == "f64"
+        held = np.asarray(value, dtype=dtype.np).astype(np.float64 if wide else np.float32)
+        bits = int(held.view(np.uint64 if wide else np.uint32))
+        unsigned = "np.uint64" if wide else "np.uint32"
+        name = intern_constant(self.constants, self.constant_lines, ("nan", dtype, bits), f"{unsigned}({bits:#x})")
+        return f"R.bits_f64({name})" if wide else f"R.bits_f32({name})"
+
+    def literal(self, lit: Literal):
+        return Scalar(self.constant(lit.value, lit.type.dtype))
+
+    def extent(self, e) -> str:
+        # An extent given by a runtime value is computed from that value wherever it is needed.
+        name = extent_expr(e, self.dim_names, self.env, Scalar, lambda v: f"max(0, np.int64({v}))")
+        if name is None:
+            raise KeyError(f"internal: extent {e!r} has no runtime value here")
+        return name
+
+    # -- errors ----------------------------------------------------------------------------------
+    def error_exit(self, site: ErrorSite, *values: str) -> None:
+        if self.node is not None and self.node.loc is not None:
+            site.note = f"in op `{self.node.op.name}` at {self.node.loc!r}"
+        self.error_sites.append(site)
+        self.line(f"err[0] = {len(self.error_sites)}")
+        for k, v in enumerate(values[:3]):
+            self.line(f"err[{k + 1}] = np.int64({v})")
+        self.line("continue" if self.prange_depth else "return")
+
+    def check(self, bad: str, site: ErrorSite, *values: str) -> None:
+        if not self.checks:
+            return
+        with self.block(f"if {bad}:"):
+            self.error_exit(site, *values)
+
+    # -- allocation ------------------------------------------------------------------------------
+    def allocate(self, shape, dtype: str, what: str, fill: str | None = None, prefix: str = "a") -> str:
+        """A new array of extent expressions ``shape`` and Numba type ``dtype`` (``np.float32``...), filled
+        with ``fill`` when given; the name of the local holding it.
+
+        Every allocation of generated code is made here, for two reasons.
+
+        Its size is checked against the call's allocation limit (the ``limit`` argument, read from
+        :func:`intent_trace.limits.allocation_limit` at each call, never baked into the module) before it
+        is attempted, whatever ``checks`` says: a failure is reported through the error record as a
+        ValueError naming ``what``, its element count and its size, and the executable then discards the
+        staged outputs. (A bare MemoryError or Numba's "array is too big" says neither what nor why.)
+
+        Inside a ``prange`` body it is made by a runtime function, never by ``np.empty``/``np.full``
+        there: Numba's parfor pass hoists every ``np.empty`` (and the ``np.empty`` it makes of
+        ``np.zeros``/``np.full``) whose arguments are loop invariant out of the parallel loop, at any
+        nesting depth inside it, and reuses one buffer for every execution of that statement. A loop
+        carry (``c = a`` at the end of an iteration, read by the next one while it fills ``a`` again)
+        then reads the buffer being overwritten. Numba treats a call of a compiled function as impure
+        and never hoists it, so each execution gets its own array, as in the serial build.
+        """
+        self.check_size(shape, np.dtype(dtype.removeprefix("np.")).itemsize, what)
+        name = self.fresh(prefix)
+        dims = "(" + "".join(f"{s}, " for s in shape) + ")"
+        if self.prange_depth:
+            call = f"R.alloc_empty({dims}, {dtype})" if fill is None else f"R.alloc_full({dims}, {dtype}({fill}))"
+        else:
+            call = f"np.empty({dims}, dtype={dtype})" if fill is None else f"np.full({dims}, {fill}, dtype={dtype})"
+        self.line(f"{name} = {call}")
+        return name
+
+    def check_size(self, shape, itemsize: int, what: str) -> None:
+        """Leave with the error of :func:`intent_trace.limits.allocation_error` when an array of ``shape``
+        would exceed the call's limit (see :meth:`allocate`; for scratch arrays written in templates).
+        The element count is a float64: a product of int64 extents may overflow, a float only rounds
+        (far above any limit)."""
+        if all(s.isdigit() for s in shape):
+            elements = "np.float64(" + str(math.prod(int(s) for s in shape)) + ")"
+        else:
+            elements = self.assign(" * ".join(["np.float64(1.0)", *(f"np.float64({s})" for s in shape)]), "e")
+        with self.block(f"if {elements} * {itemsize} > limit:"):
+            site = ErrorSite(ValueError, "{what} needs {0} elements ({1} bytes), more than the {2} bytes one "
+                             "allocation may take on this machine", what=what)
+            self.error_exit(site, f"min({elements}, 9.0e18)", f"min({elements} * {itemsize}, 9.0e18)", "limit")
+
+    # -- values ----------------------------------------------------------------------------------
+    def elem(self, value, idx) -> str:
+        """One element of a scalar or tensor value at index expressions ``idx``."""
+        if isinstance(value, Scalar):
+            return value.expr
+        if isinstance(value, Array):
+            return f"{value.name}[{', '.join(idx)}]"
+        return value.elem(idx)
+
+    @contextlib.contextmanager
+    def loop_nest(self, shape, parallel: bool):
+        idx = [self.fresh("i") for _ in shape]
+        opened = 0
+        use_prange = parallel and bool(shape) and self.prange_depth == 0 and self.loop_depth == 0
+        for k, (i, n) in enumerate(zip(idx, shape)):
+            # A prange index may be typed unsigned by Numba's parfors: index arithmetic converts its
+            # operands to int64 where it combines them (indexing.add/mul), never here, because a
+            # converted copy of the index stops Numba from vectorising the loop.
+            self.line(f"for {i} in {'prange' if k == 0 and use_prange else 'range'}({n}):")
+            self.depth += 1
+            opened += 1
+        if use_prange:
+            self.uses_prange = True
+            self.prange_depth += 1
+        self.loop_depth += len(shape) > 0
+        try:
+            yield idx
+        finally:
+            self.loop_depth -= len(shape) > 0
+            if use_prange:
+                self.prange_depth -= 1
+            self.depth -= opened
+
+    def materialize(self, value, t: T.Type):
+        if not isinstance(value, Lazy):
+            return value
+        shape = value.shape
+        if not shape:  # rank 0: a scalar local (Numba's parfors mishandle 0-d arrays)
+            return Scalar(value.elem([]))
+        what = f"the result of `{self.node.op.name}`" if self.node is not None else "a temporary"
+        name = self.allocate(shape, np_type(t.dtype), f"{what} of shape {shape_text(t)}")
+        with self.loop_nest(shape, parallel=True) as idx:
+            v = value.elem(idx)
+            self.line(f"{name}[{', '.join(idx)}] = {v}")
+        return Array(name, shape)
+
+    def bind_dims(self, var: Var, value) -> None:
+        t = var.type
+        if isinstance(t, T.TensorType) and isinstance(value, (Array, Lazy)):
+            name_extents(self.dim_names, t.shape, value.shape)
+
+    def run_node(self, node):
+        outer, self.node = self.node, node
+        try:
+            super().run_node(node)
+            for v in node.outputs:
+                value = self.env[v]
+                if isinstance(value, Lazy) and not self.pointwise:
+                    depth = 1 + max((self.fusion_depth.get(leaf, 0) for x in node.inputs if isinstance(x, Var)
+                                     for leaf in leaf_values(self.env.get(x), Aggregate)), default=0)
+                    if v not in self.fused or depth > MAX_FUSION_DEPTH:
+                        value = self.materialize(value, v.type)
+                        self.env[v] = value
+                    else:
+                        self.fusion_depth[value] = max(depth, self.fusion_depth.get(value, 0))
+                self.bind_dims(v, value)
+        finally:
+            self.node = outer
+
+    # -- leaves of carries and branch results ---------------------------------------------------
+    def leaves(self, value, t: T.Type) -> list:
+        if isinstance(t, (T.TupleType, T.RecordType)):
+            return [x for v, it in zip(value.items, components(t)) for x in self.leaves(v, it)]
+        value = self.materialize(value, t)
+        return [value.expr if isinstance(value, Scalar) else value.name]
+
+    def rebuild(self, names: list, t: T.Type, shape_of=None):
+        """A value of type ``t`` whose leaves are the locals ``names`` (consumed from the front)."""
+        if isinstance(t, (T.TupleType, T.RecordType)):
+            return Aggregate(tuple(self.rebuild(names, it) for it in components(t)))
+        name = names.pop(0)
+        if isinstance(t, T.TensorType) and t.rank:
+            return Array(name, tuple(f"{name}.shape[{k}]" for k in range(t.rank)))
+        return Scalar(name)
+
+    def carry_names(self, t: T.Type) -> list:
+        return [self.fresh("c") for _ in T.leaf_types(t)]
+
+    def assign_leaves(self, names: list, value, t: T.Type) -> None:
+        pairs = [(name, leaf) for name, leaf in zip(names, self.leaves(value, t)) if name != leaf]
+        if len(pairs) > 1 and any(leaf in names for _, leaf in pairs):
+            # a permutation of carries (c0, c1 = c1, c0): assign them all at once
+            self.line(f"{', '.join(n for n, _ in pairs)} = {', '.join(leaf for _, leaf in pairs)}")
+            return
+        for name, leaf in pairs:
+            self.line(f"{name} = {leaf}")
+
+
+def shape_text(t: T.Type) -> str:
+    """A tensor type's shape as the user wrote it (extent names, numbers)."""
+    return "(" + ", ".join(str(e) for e in t.shape) + ("," if len(t.shape) == 1 else "") + ")"
