@@ -2,7 +2,7 @@
 
 An :class:`OpDef` names the op, its operand and attribute schema, its type rule, its effects
 and flags. Every op has a real type rule (the elementwise ones below, the structural ones in
-:mod:`.type_rules`): the result type follows from the operand types and the other attributes, and where
+:mod:`.type_rules` and :mod:`.type_rules_structured`): the result type follows from the operand types and the other attributes, and where
 an op records its result (the ``type``/``types`` attribute the backends read) the rule computes or checks it,
 so validation never compares an attribute with itself. Backends are tables keyed by these OpDef objects; ``tests/graph/test_coverage.py``
 checks that every backend has a rule (or an explicit rejection) for every op here.
@@ -21,6 +21,7 @@ import attrs
 from .. import types as T
 from ..errors import TraceTypeError, TraceValueError
 from . import type_rules as R
+from . import type_rules_structured as S
 from .values import Literal
 
 
@@ -246,7 +247,7 @@ define("dim", "domain", 1, attrs=("axis", "type"), infer=R.dim_rule,
        doc="the runtime extent of one axis of a tensor or view, or a domain's member count (axis 0)")
 
 # External views (spec §15). ``index`` describes each view axis: ("domain"|"scalar"|"tensor"|"all").
-define("read", "memory", None, attrs=("index", "type"), effects=frozenset({"read"}), infer=R.read_rule,
+define("read", "memory", None, attrs=("index", "type"), effects=frozenset({"read"}), infer=S.read_rule,
        traits={"element_consumer", "rematerialized"},
        doc="operands: view, then one index operand per non-'all' axis entry")
 define("write", "memory", None, attrs=("index",), effects=frozenset({"write"}), infer=no_result,
@@ -261,31 +262,31 @@ define("unique_store", "memory", None, attrs=("index",), effects=frozenset({"wri
 # oracle/numba/scaled.py. Quantized computation (spec §11.1, quantization.md): proxies/quant.py,
 # oracle/generic_quant.py, oracle/numba/quant.py.
 define("scaled_contract", "structured", 4, attrs=("lhs_format", "rhs_format", "group_size", "acc_dtype", "type"),
-       infer=R.scaled_contract_rule, traits={"looping", "contraction"},
+       infer=S.scaled_contract_rule, traits={"looping", "contraction"},
        doc="operands: lhs codes u8[M, G, C_lhs], lhs e8m0 scale codes u8[M, G], rhs codes u8[G, C_rhs, N], rhs "
            "e8m0 scale codes u8[N, G]; reduce ((1, 0), (2, 1)); result acc_dtype[M, N]")
 define("sparse_contract", "structured", 3, attrs=("format", "reduce", "batch", "acc_dtype", "type"),
-       infer=R.sparse_contract_rule, traits={"looping", "contraction"},
+       infer=S.sparse_contract_rule, traits={"looping", "contraction"},
        doc="operands: compressed lhs, logical metadata (same shape), dense rhs; the lhs compression axis is its "
            "first reduce axis; otherwise as contract")
-define("quantize", "structured", 1, attrs=("format", "type"), infer=R.quantize_rule,
+define("quantize", "structured", 1, attrs=("format", "type"), infer=S.quantize_rule,
        doc="f32[..., K] -> the format's record of logical fields (quantization.md Q1, Q2)")
-define("quantized_dot", "structured", 2, attrs=("lhs_format", "rhs_format", "acc_dtype", "type"), infer=R.quantized_dot_rule,
+define("quantized_dot", "structured", 2, attrs=("lhs_format", "rhs_format", "acc_dtype", "type"), infer=S.quantized_dot_rule,
        traits={"looping", "contraction"},
        doc="dot of two quantized records over the blocks axis; leading axes broadcast (quantization.md Q3)")
 
 # Indexed access beyond views (spec §13, §15). Implemented in proxies/memory.py, oracle/generic_memory.py and
 # oracle/numba/memory.py.
-define("gather", "memory", None, attrs=("has_valid", "type"), infer=R.gather_rule, traits={"element_consumer"},
+define("gather", "memory", None, attrs=("has_valid", "type"), infer=S.gather_rule, traits={"element_consumer"},
        doc="pure tensor gather: operands source tensor, one integer index per source axis (all broadcast to the "
            "result shape), [valid bool], fill (a scalar or a tensor broadcastable to the result); invalid lanes do "
            "not read and give fill")
-define("histogram", "structured", None, attrs=("bins", "has_valid", "type"), infer=R.histogram_rule,
+define("histogram", "structured", None, attrs=("bins", "has_valid", "type"), infer=S.histogram_rule,
        traits={"element_consumer"}, once_operands=(0,),
        doc="operands: integer values, [valid bool]; counts of each bin in [0, bins) as a (bins,) tensor")
-define("buffer", "memory", None, attrs=("type",), effects=frozenset({"alloc"}), infer=R.buffer_rule,
+define("buffer", "memory", None, attrs=("type",), effects=frozenset({"alloc"}), infer=S.buffer_rule,
        doc="a kernel-local logical buffer; operands: [init value broadcast to its shape]")
-define("load", "memory", None, attrs=("index", "type"), effects=frozenset({"read"}), infer=R.load_rule,
+define("load", "memory", None, attrs=("index", "type"), effects=frozenset({"read"}), infer=S.load_rule,
        doc="logical-buffer load: operands buffer, then index operands (as `read`)")
 define("store", "memory", None, attrs=("index",), effects=frozenset({"write"}), infer=no_result,
        traits={"element_consumer"}, once_operands=(1,),
@@ -307,14 +308,14 @@ define("random_bits", "random", 2, attrs=("type",), infer=R.random_bits_rule,
 # Implemented in proxies/atomic.py, oracle/generic_atomic.py, oracle/numba/atomic.py.
 _ATOMIC_RW = frozenset({"read", "write"})
 define("atomic_load", "atomic", None, attrs=("index", "order", "type"), effects=frozenset({"read"}),
-       infer=R.atomic_load_rule, doc="operands: view, index operands; order relaxed|acquire")
+       infer=S.atomic_load_rule, doc="operands: view, index operands; order relaxed|acquire")
 define("atomic_store", "atomic", None, attrs=("index", "order"), effects=frozenset({"write"}), infer=no_result,
        doc="operands: view, value, index operands; order relaxed|release")
 define("atomic_rmw", "atomic", None, attrs=("index", "kind", "order", "type"), effects=_ATOMIC_RW,
-       infer=R.atomic_rmw_rule, doc="operands: view, value, index operands; kind exchange|add|max|min|and|or|xor; "
+       infer=S.atomic_rmw_rule, doc="operands: view, value, index operands; kind exchange|add|max|min|and|or|xor; "
                              "returns the old value")
 define("atomic_compare_exchange", "atomic", None, attrs=("index", "order", "failure_order", "type"),
-       effects=_ATOMIC_RW, infer=R.atomic_compare_exchange_rule,
+       effects=_ATOMIC_RW, infer=S.atomic_compare_exchange_rule,
        doc="operands: view, expected, desired, index operands; returns record {old_value, success}")
 
 # Structured control (spec §5, §6). Region parameters are listed in the printer.
@@ -334,12 +335,12 @@ define("continue", "control", None, effects=_CTRL, infer=no_result,
 
 
 # Structured operations (spec §7, §8). The combine region is a pure helper: (lhs, rhs, *operands) -> acc.
-define("reduce", "structured", None, attrs=("axes", "helper", "types"), regions=1, infer=R.reduce_rule,
+define("reduce", "structured", None, attrs=("axes", "helper", "types"), regions=1, infer=S.reduce_rule,
        traits={"element_consumer", "looping", "reduction"}, once_operands=(0, 1),
        doc="operands: source, identity, *combine operands; reduces `axes` of every source component with an "
            "associative, commutative combine (re-association and re-ordering allowed)")
 define("scan", "structured", None, attrs=("axis", "inclusive", "reverse", "helper", "types"), regions=1,
-       infer=R.scan_rule, traits={"element_consumer", "reduction"}, once_operands=(0, 1),
+       infer=S.scan_rule, traits={"element_consumer", "reduction"}, once_operands=(0, 1),
        doc="operands: source, identity, *combine operands; prefix combine along `axis` in source order "
            "(associative only: re-association allowed, re-ordering not); reverse prefixes run from the end, "
            "still combining in source order (out[k] = x[k] + ... + x[n-1])")
@@ -348,13 +349,13 @@ define("scan", "structured", None, attrs=("axis", "inclusive", "reverse", "helpe
 # Region fold and region scan (spec §9). Regions: summarize(*slices, *operands) -> S, combine(S, S) -> S
 # (+ for region_scan: apply(S, state) -> state, emit(*slices, state, *operands) -> output slices). The slice
 # extent is a Dim of its own that no other value can observe.
-define("region_fold", "structured", None, attrs=("axis", "helpers", "types"), regions=2, infer=R.region_fold_rule,
+define("region_fold", "structured", None, attrs=("axis", "helpers", "types"), regions=2, infer=S.region_fold_rule,
        doc="operands: source, identity, *operands; folds summaries of contiguous slices of `axis` in order")
-define("region_scan", "structured", None, attrs=("axis", "helpers", "types"), regions=4, infer=R.region_scan_rule,
+define("region_scan", "structured", None, attrs=("axis", "helpers", "types"), regions=4, infer=S.region_scan_rule,
        doc="operands: source, identity, initial_state, *operands; returns (outputs, final state)")
 
 # Named multiplication (spec §10): one canonical paired-axis multiply-add.
-define("contract", "structured", 2, attrs=("reduce", "batch", "acc_dtype", "type"), infer=R.contract_rule,
+define("contract", "structured", 2, attrs=("reduce", "batch", "acc_dtype", "type"), infer=S.contract_rule,
        traits={"element_consumer", "looping", "contraction"},
        doc="reduce/batch are ((lhs_axis, rhs_axis), ...) pairs; result axes: lhs axes not reduced (batch "
            "representatives included) in lhs order, then rhs axes neither reduced nor batched, in rhs order; "

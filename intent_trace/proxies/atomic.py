@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from .. import types as T
 from ..graph import ops
-from ..graph.type_rules import CAS_FIELDS
+from ..graph.type_rules_structured import CAS_FIELDS
 from ..graph.values import Var
 from .build import is_py_number, make_literal
 from .context import current, fail

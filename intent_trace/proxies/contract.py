@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import types as T
 from ..graph import ops
-from ..graph.type_rules import contract_shape
+from ..graph.type_rules_structured import contract_shape
 from .build import binary, broadcast_shapes, broadcast_to, reshape, shape_values
 from .context import current, fail
 from .values import Proxy, TensorProxy, ValueProxy, wrap

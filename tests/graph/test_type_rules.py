@@ -309,3 +309,12 @@ def test_scaled_and_sparse_contract_rules():
     attrs = {"format": "2:4", "reduce": ((1, 0),), "batch": (), "acc_dtype": T.f32}
     assert accepted(ops.sparse_contract, [c, meta, r], attrs) == T.TensorType(T.f32, (M, N))
     refused(ops.sparse_contract, [c, meta, r], attrs, T.TensorType(T.f16, (M, N)))
+
+
+def test_if_rule_needs_a_bool_predicate_and_value_results():
+    p = var(T.ScalarType(T.bool_))
+    assert infer(ops.if_, [p], types=(f32, i32)) == (f32, i32)
+    with pytest.raises(TraceError, match="bool scalar predicate"):
+        infer(ops.if_, [var(i32)], types=(f32,))
+    with pytest.raises(TraceError, match="yield values"):
+        infer(ops.if_, [p], types=(T.DomainType(M),))
