@@ -1,7 +1,10 @@
 """The op registry: every canonical KIR op, defined once, as data.
 
 An :class:`OpDef` names the op, its operand and attribute schema, its type rule, its effects
-and flags. Backends are tables keyed by these OpDef objects; ``tests/graph/test_coverage.py``
+and flags. Every op has a real type rule (the elementwise ones below, the structural ones in
+:mod:`.type_rules` and :mod:`.type_rules_structured`): the result type follows from the operand types and the other attributes, and where
+an op records its result (the ``type``/``types`` attribute the backends read) the rule computes or checks it,
+so validation never compares an attribute with itself. Backends are tables keyed by these OpDef objects; ``tests/graph/test_coverage.py``
 checks that every backend has a rule (or an explicit rejection) for every op here.
 
 Each op carries its *traits* (what kind of computation it is: :data:`TRAITS`); every set of ops a backend
@@ -17,6 +20,8 @@ import attrs
 
 from .. import types as T
 from ..errors import TraceTypeError, TraceValueError
+from . import type_rules as R
+from . import type_rules_structured as S
 from .values import Literal
 
 
@@ -29,7 +34,7 @@ class OpDef:
     attrs: tuple = ()  # attribute names, in schema order
     regions: int = 0
     effects: frozenset = frozenset()  # "read" | "write" | "control"
-    infer: Callable | None = None  # (inputs, attrs: dict) -> tuple[Type, ...]
+    infer: Callable | None = None  # (op, inputs, attrs: dict) -> tuple[Type, ...]
     dtypes: str = "any"  # operand dtype class: "any" | "numeric" | "float" | "int" | "int_or_bool" | "compare"
     doc: str = ""
     traits: frozenset = frozenset()  # names from TRAITS
@@ -41,6 +46,17 @@ class OpDef:
     @property
     def pure(self) -> bool:
         return not self.effects
+
+    @property
+    def records_type(self) -> bool:
+        """Whether nodes of this op record their result type as the ``type`` attribute."""
+        return "type" in self.attrs
+
+    def with_attr(self, attrs: tuple, name: str, value) -> tuple:
+        """``attrs`` with ``name`` set, in schema order."""
+        given = dict(attrs)
+        given[name] = value
+        return tuple((k, given[k]) for k in self.attrs if k in given)
 
 
 REGISTRY: dict[str, OpDef] = {}
@@ -165,16 +181,6 @@ def convert_rule(op, inputs, attrs):
     return (_with_dtype(src, target),)
 
 
-def given_type(op, inputs, attrs):
-    """Ops whose result type the surface computed and recorded as the ``type`` attribute."""
-    return (attrs["type"],)
-
-
-def given_types(op, inputs, attrs):
-    """Control ops: the result schema recorded as ``types`` (checked against regions by validation)."""
-    return tuple(attrs["types"])
-
-
 def no_result(op, inputs, attrs):
     return ()
 
@@ -206,42 +212,42 @@ define("invert", "unary", 1, infer=elementwise(), dtypes="int_or_bool", doc="bit
        traits=_ELEMENTWISE)
 define("select", "ternary", 3, infer=select_rule, traits=_ELEMENTWISE)
 define("fma", "ternary", 3, infer=elementwise(), dtypes="float", doc="a*b+c rounded once", traits=_ELEMENTWISE)
-define("constant", "convert", 0, attrs=("value", "type"), infer=given_type,
+define("constant", "convert", 0, attrs=("value", "type"), infer=R.constant_rule,
        doc="a typed scalar constant (I.cast of a Python number)", traits={"pointwise"})
 define("cast", "convert", 1, attrs=("dtype",), infer=convert_rule, traits=_ELEMENTWISE)
 define("bitcast", "convert", 1, attrs=("dtype",), infer=convert_rule, traits=_ELEMENTWISE)
 
 # Shape transforms and construction. Result types carry the (possibly dynamic) extents; operands
 # after the first give runtime values of extents where the result needs them.
-define("broadcast", "shape", 1, attrs=("type",), infer=given_type, traits={"element_consumer", "rematerialized"},
+define("broadcast", "shape", 1, attrs=("type",), infer=R.broadcast_rule, traits={"element_consumer", "rematerialized"},
        doc="explicit scalar/size-one/rank broadcast (spec §4), right-aligned")
-define("reshape", "shape", None, attrs=("type", "extents"), infer=given_type,
+define("reshape", "shape", None, attrs=("type", "extents"), infer=R.reshape_rule,
        traits={"permutation", "element_consumer", "once"},
        doc="operands: value, then the runtime values of the result axes listed in `extents`")
-define("transpose", "shape", 1, attrs=("perm", "type"), infer=given_type,
+define("transpose", "shape", 1, attrs=("perm", "type"), infer=R.transpose_rule,
        traits={"permutation", "element_consumer", "once"})
-define("slice", "shape", None, attrs=("axes", "type"), infer=given_type,
+define("slice", "shape", None, attrs=("axes", "type"), infer=R.slice_rule,
        traits={"permutation", "element_consumer", "once"},
        doc="contiguous positions [start, stop) along the listed axes; operands: value, then start/stop per axis")
-define("full", "shape", None, attrs=("type", "extents"), infer=given_type, traits={"rematerialized"},
+define("full", "shape", None, attrs=("type", "extents"), infer=R.full_rule, traits={"rematerialized"},
        doc="operands: the fill scalar, then the runtime values of the result axes listed in `extents`")
-define("join", "shape", 2, attrs=("type",), infer=given_type,
+define("join", "shape", 2, attrs=("type",), infer=R.join_rule,
        traits={"permutation", "element_consumer", "once"}, doc="stack along a new trailing axis of extent 2")
-define("tuple", "aggregate", None, attrs=("type",), infer=given_type, traits={"aggregate"})
-define("get", "aggregate", 1, attrs=("index", "type"), infer=given_type, traits={"aggregate"})
-define("record", "aggregate", None, attrs=("type",), infer=given_type, traits={"aggregate"})
-define("field", "aggregate", 1, attrs=("name", "type"), infer=given_type, traits={"aggregate"})
+define("tuple", "aggregate", None, attrs=("type",), infer=R.tuple_rule, traits={"aggregate"})
+define("get", "aggregate", 1, attrs=("index", "type"), infer=R.get_rule, traits={"aggregate"})
+define("record", "aggregate", None, attrs=("type",), infer=R.record_rule, traits={"aggregate"})
+define("field", "aggregate", 1, attrs=("name", "type"), infer=R.field_rule, traits={"aggregate"})
 
 # Domains and coordinates (spec §3).
-define("domain", "domain", 3, attrs=("type",), infer=given_type, doc="operands: begin, end, step")
-define("subregion", "domain", 3, attrs=("type",), infer=given_type,
+define("domain", "domain", 3, attrs=("type",), infer=R.domain_rule, doc="operands: begin, end, step")
+define("subregion", "domain", 3, attrs=("type",), infer=R.subregion_rule,
        doc="operands: parent domain, begin, end (member positions of the parent, no clamping)")
-define("indices", "domain", 1, attrs=("type",), infer=given_type, traits={"rematerialized"}, doc="source coordinates of a domain's members")
-define("dim", "domain", 1, attrs=("axis", "type"), infer=given_type,
+define("indices", "domain", 1, attrs=("type",), infer=R.indices_rule, traits={"rematerialized"}, doc="source coordinates of a domain's members")
+define("dim", "domain", 1, attrs=("axis", "type"), infer=R.dim_rule,
        doc="the runtime extent of one axis of a tensor or view, or a domain's member count (axis 0)")
 
 # External views (spec §15). ``index`` describes each view axis: ("domain"|"scalar"|"tensor"|"all").
-define("read", "memory", None, attrs=("index", "type"), effects=frozenset({"read"}), infer=given_type,
+define("read", "memory", None, attrs=("index", "type"), effects=frozenset({"read"}), infer=S.read_rule,
        traits={"element_consumer", "rematerialized"},
        doc="operands: view, then one index operand per non-'all' axis entry")
 define("write", "memory", None, attrs=("index",), effects=frozenset({"write"}), infer=no_result,
@@ -256,31 +262,31 @@ define("unique_store", "memory", None, attrs=("index",), effects=frozenset({"wri
 # oracle/numba/scaled.py. Quantized computation (spec §11.1, quantization.md): proxies/quant.py,
 # oracle/generic_quant.py, oracle/numba/quant.py.
 define("scaled_contract", "structured", 4, attrs=("lhs_format", "rhs_format", "group_size", "acc_dtype", "type"),
-       infer=given_type, traits={"looping", "contraction"},
+       infer=S.scaled_contract_rule, traits={"looping", "contraction"},
        doc="operands: lhs codes u8[M, G, C_lhs], lhs e8m0 scale codes u8[M, G], rhs codes u8[G, C_rhs, N], rhs "
            "e8m0 scale codes u8[N, G]; reduce ((1, 0), (2, 1)); result acc_dtype[M, N]")
 define("sparse_contract", "structured", 3, attrs=("format", "reduce", "batch", "acc_dtype", "type"),
-       infer=given_type, traits={"looping", "contraction"},
+       infer=S.sparse_contract_rule, traits={"looping", "contraction"},
        doc="operands: compressed lhs, logical metadata (same shape), dense rhs; the lhs compression axis is its "
            "first reduce axis; otherwise as contract")
-define("quantize", "structured", 1, attrs=("format", "type"), infer=given_type,
+define("quantize", "structured", 1, attrs=("format", "type"), infer=S.quantize_rule,
        doc="f32[..., K] -> the format's record of logical fields (quantization.md Q1, Q2)")
-define("quantized_dot", "structured", 2, attrs=("lhs_format", "rhs_format", "acc_dtype", "type"), infer=given_type,
+define("quantized_dot", "structured", 2, attrs=("lhs_format", "rhs_format", "acc_dtype", "type"), infer=S.quantized_dot_rule,
        traits={"looping", "contraction"},
        doc="dot of two quantized records over the blocks axis; leading axes broadcast (quantization.md Q3)")
 
 # Indexed access beyond views (spec §13, §15). Implemented in proxies/memory.py, oracle/generic_memory.py and
 # oracle/numba/memory.py.
-define("gather", "memory", None, attrs=("has_valid", "type"), infer=given_type, traits={"element_consumer"},
+define("gather", "memory", None, attrs=("has_valid", "type"), infer=S.gather_rule, traits={"element_consumer"},
        doc="pure tensor gather: operands source tensor, one integer index per source axis (all broadcast to the "
            "result shape), [valid bool], fill (a scalar or a tensor broadcastable to the result); invalid lanes do "
            "not read and give fill")
-define("histogram", "structured", None, attrs=("bins", "has_valid", "type"), infer=given_type,
+define("histogram", "structured", None, attrs=("bins", "has_valid", "type"), infer=S.histogram_rule,
        traits={"element_consumer"}, once_operands=(0,),
        doc="operands: integer values, [valid bool]; counts of each bin in [0, bins) as a (bins,) tensor")
-define("buffer", "memory", None, attrs=("type",), effects=frozenset({"alloc"}), infer=given_type,
+define("buffer", "memory", None, attrs=("type",), effects=frozenset({"alloc"}), infer=S.buffer_rule,
        doc="a kernel-local logical buffer; operands: [init value broadcast to its shape]")
-define("load", "memory", None, attrs=("index", "type"), effects=frozenset({"read"}), infer=given_type,
+define("load", "memory", None, attrs=("index", "type"), effects=frozenset({"read"}), infer=S.load_rule,
        doc="logical-buffer load: operands buffer, then index operands (as `read`)")
 define("store", "memory", None, attrs=("index",), effects=frozenset({"write"}), infer=no_result,
        traits={"element_consumer"}, once_operands=(1,),
@@ -293,7 +299,7 @@ define("scatter_reduce", "memory", None, attrs=("combine", "type"), regions=1, e
            "unspecified order")
 
 # RNG (spec §17, numerics T8). Implemented in proxies/random.py, oracle/generic_random.py, oracle/numba/random.py.
-define("random_bits", "random", 2, attrs=("type",), infer=given_type,
+define("random_bits", "random", 2, attrs=("type",), infer=R.random_bits_rule,
        traits={"elementwise", "element_consumer", "once"},
        doc="Philox4x32-10 bits: operands u64 seed scalar, non-negative integer counter (scalar or tensor); "
            "word counter % 4 of block counter // 4; pure and independent of execution order")
@@ -302,25 +308,25 @@ define("random_bits", "random", 2, attrs=("type",), infer=given_type,
 # Implemented in proxies/atomic.py, oracle/generic_atomic.py, oracle/numba/atomic.py.
 _ATOMIC_RW = frozenset({"read", "write"})
 define("atomic_load", "atomic", None, attrs=("index", "order", "type"), effects=frozenset({"read"}),
-       infer=given_type, doc="operands: view, index operands; order relaxed|acquire")
+       infer=S.atomic_load_rule, doc="operands: view, index operands; order relaxed|acquire")
 define("atomic_store", "atomic", None, attrs=("index", "order"), effects=frozenset({"write"}), infer=no_result,
        doc="operands: view, value, index operands; order relaxed|release")
 define("atomic_rmw", "atomic", None, attrs=("index", "kind", "order", "type"), effects=_ATOMIC_RW,
-       infer=given_type, doc="operands: view, value, index operands; kind exchange|add|max|min|and|or|xor; "
+       infer=S.atomic_rmw_rule, doc="operands: view, value, index operands; kind exchange|add|max|min|and|or|xor; "
                              "returns the old value")
 define("atomic_compare_exchange", "atomic", None, attrs=("index", "order", "failure_order", "type"),
-       effects=_ATOMIC_RW, infer=given_type,
+       effects=_ATOMIC_RW, infer=S.atomic_compare_exchange_rule,
        doc="operands: view, expected, desired, index operands; returns record {old_value, success}")
 
 # Structured control (spec §5, §6). Region parameters are listed in the printer.
 _CTRL = frozenset({"control"})
 define("parallel", "control", 1, regions=1, effects=_CTRL, infer=no_result, doc="unordered forall over a domain")
 define("for", "control", 1, regions=1, effects=_CTRL, infer=no_result, doc="ordered effect-only iteration")
-define("loop", "control", None, regions=1, attrs=("types",), effects=_CTRL, infer=given_types,
+define("loop", "control", None, regions=1, attrs=("types",), effects=_CTRL, infer=R.loop_rule,
        doc="ordered iteration with carries: operands domain, *init; region (point, *carry) -> carry")
-define("while", "control", None, regions=2, attrs=("types",), effects=_CTRL, infer=given_types,
+define("while", "control", None, regions=2, attrs=("types",), effects=_CTRL, infer=R.while_rule,
        doc="operands *init; regions cond(carry) -> bool, body(carry) -> carry")
-define("if", "control", 1, regions=2, attrs=("types",), effects=_CTRL, infer=given_types,
+define("if", "control", 1, regions=2, attrs=("types",), effects=_CTRL, infer=R.if_rule,
        doc="operand: bool scalar predicate; regions then/else yield the results")
 define("break", "control", None, effects=_CTRL, infer=no_result,
        doc="operands pred, *exit carry: leave the innermost ordered loop when pred holds")
@@ -329,12 +335,12 @@ define("continue", "control", None, effects=_CTRL, infer=no_result,
 
 
 # Structured operations (spec §7, §8). The combine region is a pure helper: (lhs, rhs, *operands) -> acc.
-define("reduce", "structured", None, attrs=("axes", "helper", "types"), regions=1, infer=given_types,
+define("reduce", "structured", None, attrs=("axes", "helper", "types"), regions=1, infer=S.reduce_rule,
        traits={"element_consumer", "looping", "reduction"}, once_operands=(0, 1),
        doc="operands: source, identity, *combine operands; reduces `axes` of every source component with an "
            "associative, commutative combine (re-association and re-ordering allowed)")
 define("scan", "structured", None, attrs=("axis", "inclusive", "reverse", "helper", "types"), regions=1,
-       infer=given_types, traits={"element_consumer", "reduction"}, once_operands=(0, 1),
+       infer=S.scan_rule, traits={"element_consumer", "reduction"}, once_operands=(0, 1),
        doc="operands: source, identity, *combine operands; prefix combine along `axis` in source order "
            "(associative only: re-association allowed, re-ordering not); reverse prefixes run from the end, "
            "still combining in source order (out[k] = x[k] + ... + x[n-1])")
@@ -343,13 +349,13 @@ define("scan", "structured", None, attrs=("axis", "inclusive", "reverse", "helpe
 # Region fold and region scan (spec §9). Regions: summarize(*slices, *operands) -> S, combine(S, S) -> S
 # (+ for region_scan: apply(S, state) -> state, emit(*slices, state, *operands) -> output slices). The slice
 # extent is a Dim of its own that no other value can observe.
-define("region_fold", "structured", None, attrs=("axis", "helpers", "types"), regions=2, infer=given_types,
+define("region_fold", "structured", None, attrs=("axis", "helpers", "types"), regions=2, infer=S.region_fold_rule,
        doc="operands: source, identity, *operands; folds summaries of contiguous slices of `axis` in order")
-define("region_scan", "structured", None, attrs=("axis", "helpers", "types"), regions=4, infer=given_types,
+define("region_scan", "structured", None, attrs=("axis", "helpers", "types"), regions=4, infer=S.region_scan_rule,
        doc="operands: source, identity, initial_state, *operands; returns (outputs, final state)")
 
 # Named multiplication (spec §10): one canonical paired-axis multiply-add.
-define("contract", "structured", 2, attrs=("reduce", "batch", "acc_dtype", "type"), infer=given_type,
+define("contract", "structured", 2, attrs=("reduce", "batch", "acc_dtype", "type"), infer=S.contract_rule,
        traits={"element_consumer", "looping", "contraction"},
        doc="reduce/batch are ((lhs_axis, rhs_axis), ...) pairs; result axes: lhs axes not reduced (batch "
            "representatives included) in lhs order, then rhs axes neither reduced nor batched, in rhs order; "

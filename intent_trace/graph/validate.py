@@ -46,7 +46,10 @@ def _region(graph, region: Region, visible: set, loops: list, written: set) -> N
                 _fail(node, "uses a value that is not defined in an enclosing scope before it")
             if not isinstance(x, (Var, Literal)):
                 _fail(node, f"operand {x!r} is neither a Var nor a Literal")
-        inferred = op.infer(op, node.inputs, dict(node.attrs))
+        try:
+            inferred = op.infer(op, node.inputs, dict(node.attrs))
+        except TraceError as e:
+            _fail(node, f"its type rule refuses it: {e.bare_message}")
         if tuple(inferred) != tuple(v.type for v in node.outputs):
             _fail(node, f"result types {[v.type for v in node.outputs]} differ from its type rule's {list(inferred)}")
         if op.name in ("read", "write", "unique_store"):

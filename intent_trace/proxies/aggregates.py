@@ -28,7 +28,7 @@ def record(**fields):
         vars_.append(pack(value, f"record field {name!r}"))
     t = T.RecordType(tuple((n, v.type) for n, v in zip(names, vars_)))
     trace = current()
-    (out,) = trace.emit(ops.record, tuple(vars_), (("type", t),), types=(t,))
+    (out,) = trace.emit(ops.record, tuple(vars_), (("type", t),))
     trace.aggregate_parts[out] = tuple(vars_)
     return RecordProxy(out)
 
@@ -42,10 +42,9 @@ def record_field(r: RecordProxy, name: str):
     t = r._var.type
     if name not in t.names:
         fail(f"record {t!r} has no field {name!r}; fields: {', '.join(t.names)}", "value")
-    ft = t.field_type(name)
     trace = current()
     rel = _part_provenance(trace, r._var, t.names.index(name))
-    (out,) = trace.emit(ops.field, (r._var,), (("name", name), ("type", ft)), types=(ft,), provenance=rel)
+    (out,) = trace.emit(ops.field, (r._var,), (("name", name),), provenance=rel)
     return wrap(out)
 
 
@@ -55,9 +54,8 @@ def pack(value, role: str) -> Var:
         return value._var
     if isinstance(value, tuple):
         items = tuple(pack(v, f"{role} item {i}") for i, v in enumerate(value))
-        t = T.TupleType(tuple(v.type for v in items))
         trace = current()
-        (out,) = trace.emit(ops.tuple, items, (("type", t),), types=(t,))
+        (out,) = trace.emit(ops.tuple, items)
         trace.aggregate_parts[out] = items
         return out
     if is_py_number(value):
@@ -71,9 +69,9 @@ def pack(value, role: str) -> Var:
 def unpack_tuple(var: Var) -> tuple:
     trace = current()
     out = []
-    for i, t in enumerate(var.type.items):
+    for i in range(len(var.type.items)):
         rel = _part_provenance(trace, var, i)
-        (v,) = trace.emit(ops.get, (var,), (("index", i), ("type", t)), types=(t,), provenance=rel)
+        (v,) = trace.emit(ops.get, (var,), (("index", i),), provenance=rel)
         out.append(wrap(v))
     return tuple(out)
 

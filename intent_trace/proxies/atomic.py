@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from .. import types as T
 from ..graph import ops
+from ..graph.type_rules_structured import CAS_FIELDS
 from ..graph.values import Var
 from .build import is_py_number, make_literal
 from .context import current, fail
@@ -33,7 +34,7 @@ _RW_ORDERS = ("relaxed", "acquire", "release", "acq_rel")
 ORDERS = {"load": ("relaxed", "acquire"), "store": ("relaxed", "release"), "rmw": _RW_ORDERS, "cas": _RW_ORDERS}
 FAILURE_ORDER = {"relaxed": "relaxed", "acquire": "acquire", "release": "relaxed", "acq_rel": "acquire"}
 FLOAT_KINDS = ("add", "max", "min")  # the rmw kinds that f32 views also have (T9)
-RECORD_FIELDS = ("old_value", "success")
+RECORD_FIELDS = CAS_FIELDS  # the registry names the fields (graph/type_rules.py)
 
 
 def _surface(kind: str) -> str:
@@ -159,18 +160,15 @@ def _emit(fn: str, family: str, op, ref, values: tuple, order, kind: str | None 
     _check_dtype(fn, family, kind, dtype, name)
     operands = tuple(_operand(fn, v, dtype, role, name, ref._var) for role, v in values)
     del trace.scope.nodes[position]  # the read becomes the atomic's address: no plain load is left
-    scalar = T.ScalarType(dtype)
     if family == "load":
-        attrs, types = (("index", kinds), ("order", order), ("type", scalar)), (scalar,)
+        attrs = (("index", kinds), ("order", order))
     elif family == "store":
-        attrs, types = (("index", kinds), ("order", order)), ()
+        attrs = (("index", kinds), ("order", order))
     elif family == "rmw":
-        attrs, types = (("index", kinds), ("kind", kind), ("order", order), ("type", scalar)), (scalar,)
+        attrs = (("index", kinds), ("kind", kind), ("order", order))
     else:
-        rtype = T.RecordType(((RECORD_FIELDS[0], scalar), (RECORD_FIELDS[1], T.ScalarType(T.bool_))))
-        attrs = (("index", kinds), ("order", order), ("failure_order", FAILURE_ORDER[order]), ("type", rtype))
-        types = (rtype,)
-    outputs = trace.emit(op, (view, *operands, *index), attrs, types=types)
+        attrs = (("index", kinds), ("order", order), ("failure_order", FAILURE_ORDER[order]))
+    outputs = trace.emit(op, (view, *operands, *index), attrs)  # the result type is the op's rule
     if family != "load":
         trace.written_views.add(view)
     return wrap(outputs[0]) if outputs else None

@@ -13,7 +13,8 @@ import numpy as np
 
 from .. import types as T
 from ..floatbits import largest_finite, number_text, round_number
-from ..graph import ops
+from ..errors import TraceError
+from ..graph import ops, type_rules
 from ..graph.provenance import AxisPos, BinExpr, Const, Ref, simplify_add, through_arith, through_axes
 from ..graph.values import Literal, Var
 from .context import current, fail
@@ -69,26 +70,12 @@ def shape_of(x) -> tuple:
 
 
 def broadcast_shapes(shapes, what: str) -> tuple:
-    """Right-aligned broadcast; size-one static axes stretch; dynamic extents must be identical."""
-    rank = max(len(s) for s in shapes)
-    out = []
-    for axis in range(rank):
-        chosen = 1
-        for s in shapes:
-            k = axis - (rank - len(s))
-            if k < 0:
-                continue
-            e = s[k]
-            if isinstance(chosen, int) and chosen == 1:
-                chosen = e
-            elif isinstance(e, int) and e == 1:
-                continue
-            elif not T.same_extent(chosen, e):
-                fail(f"{what}: extents {T.extent_str(chosen)} and {T.extent_str(e)} (axis {axis} of the broadcast "
-                     f"shape) are not provably equal; dynamic extents are equal only when they are the same "
-                     f"named extent or come from the same value", "value")
-        out.append(chosen)
-    return tuple(out)
+    """Right-aligned broadcast (the registry's rule, :func:`intent_trace.graph.type_rules.broadcast_shapes`),
+    failing at the user's line."""
+    try:
+        return type_rules.broadcast_shapes(shapes, what)
+    except TraceError as e:
+        fail(e.bare_message, "value")
 
 
 def broadcast_to(x, shape: tuple, tensor: bool = True):
@@ -108,7 +95,7 @@ def broadcast_to(x, shape: tuple, tensor: bool = True):
         return AxisPos(k + offset)
 
     rel = through_axes(x.provenance, new_axis_of_old) if x.provenance is not None else None
-    (out,) = current().emit(ops.broadcast, (x,), (("type", target),), types=(target,), provenance=rel)
+    (out,) = current().emit(ops.broadcast, (x,), (("type", target),), provenance=rel)
     return out
 
 
@@ -303,8 +290,7 @@ def shape_values(var: Var, shape: tuple) -> tuple:
             continue
         v = trace.dim_vars.get(e)
         if v is None or not trace.defined_in[v].active:
-            t = T.ScalarType(T.index)
-            (v,) = trace.emit(ops.dim, (var,), (("axis", axis), ("type", t)), types=(t,), extent=e)
+            (v,) = trace.emit(ops.dim, (var,), (("axis", axis),), extent=e)
         out.append(ScalarProxy(v))
     return tuple(out)
 
@@ -360,7 +346,7 @@ def full(shape, fill, dtype):
     else:
         fail(f"I.full fill must be a number or a scalar, got {type(fill).__name__}", "type")
     t = T.TensorType(dtype, extents)
-    (out,) = current().emit(ops.full, (fill_v, *operands), (("type", t), ("extents", fresh)), types=(t,))
+    (out,) = current().emit(ops.full, (fill_v, *operands), (("type", t), ("extents", fresh)))
     return wrap(out)
 
 
@@ -381,14 +367,9 @@ def reshape(x, shape):
         var = _tensor_arg(x, "I.reshape")
         src_shape = var.type.shape
     extents, fresh, operands = _shape_arg(shape, "I.reshape shape")
-    if all(isinstance(e, int) for e in src_shape + extents):
-        if math.prod(src_shape) != math.prod(extents):
-            fail(f"I.reshape keeps the element count: {math.prod(src_shape)} elements cannot become "
-                 f"shape {extents}", "value")
-    t = T.TensorType(var.type.dtype, extents)
+    t = T.TensorType(var.type.dtype, extents)  # the user's shape: recorded, and checked by the type rule
     rel = _reshape_relation(var.provenance, src_shape, extents)
-    (out,) = current().emit(ops.reshape, (var, *operands), (("type", t), ("extents", fresh)), types=(t,),
-                            provenance=rel)
+    (out,) = current().emit(ops.reshape, (var, *operands), (("type", t), ("extents", fresh)), provenance=rel)
     return wrap(out)
 
 
@@ -424,13 +405,9 @@ def transpose(x, perm=None):
     if not isinstance(perm, (tuple, list)) or not all(isinstance(p, (int, np.integer)) for p in perm):
         fail(f"I.transpose permutation must be a tuple of axis numbers, got {perm!r}", "type")
     perm = tuple(int(p) for p in perm)
-    if len(perm) != rank or sorted(perm) != list(range(rank)):
-        fail(f"I.transpose permutation {perm} must list each of the {rank} axes 0..{rank - 1} exactly once", "value")
-    shape = tuple(var.type.shape[p] for p in perm)
-    t = T.TensorType(var.type.dtype, shape)
     inverse = {p: i for i, p in enumerate(perm)}
-    rel = through_axes(var.provenance, lambda k: AxisPos(inverse[k]))
-    (out,) = current().emit(ops.transpose, (var,), (("perm", perm), ("type", t)), types=(t,), provenance=rel)
+    rel = through_axes(var.provenance, lambda k: AxisPos(inverse.get(k, k)))  # (a bad perm fails in the rule)
+    (out,) = current().emit(ops.transpose, (var,), (("perm", perm),), provenance=rel)
     return wrap(out)
 
 
@@ -438,10 +415,7 @@ def join(a, b):
     for v in (a, b):
         if not isinstance(v, ValueProxy):
             fail(f"I.join takes two values of one dtype and shape, got {type(v).__name__}", "type")
-    if a.type != b.type:
-        fail(f"I.join needs the same dtype and shape on both sides, got {a.type!r} and {b.type!r}", "type")
-    t = T.TensorType(a.dtype, shape_of(a._var) + (2,))
-    (out,) = current().emit(ops.join, (a._var, b._var), (("type", t),), types=(t,))
+    (out,) = current().emit(ops.join, (a._var, b._var))
     return wrap(out)
 
 
@@ -517,10 +491,9 @@ def slice_tensor(x, key):
             kinds.append("point")
             operands.append(idx)
             old_to_new[axis] = _operand_expr(idx)
-    t = T.TensorType(var.type.dtype, tuple(new_shape))
+    t = T.TensorType(var.type.dtype, tuple(new_shape))  # the rule computes it; it names the fresh lengths
     rel = through_axes(var.provenance, lambda k: old_to_new[k])
-    (out,) = current().emit(ops.slice, (var, *operands), (("axes", tuple(kinds)), ("type", t)), types=(t,),
-                            provenance=rel)
+    (out,) = current().emit(ops.slice, (var, *operands), (("axes", tuple(kinds)), ("type", t)), provenance=rel)
     return wrap(out)
 
 

@@ -150,7 +150,8 @@ class Trace:
              provenance=None, extent=None) -> tuple:
         """Append ``op(inputs; attrs)`` to the current region and return its result Vars.
 
-        Without ``types`` the op's registry type rule computes them (memoised: types are values).
+        Without ``types`` the op's registry type rule computes them (memoised: types are values); an op that
+        records its result type (the ``type`` attribute the backends read) gets the rule's result recorded.
         """
         scope = self.scope
         defined = self.defined_in
@@ -174,6 +175,8 @@ class Trace:
                 if len(_INFERRED) > 65536:
                     _INFERRED.clear()
                 _INFERRED[key] = types
+            if types and op.records_type and "type" not in {k for k, _ in attrs}:
+                attrs = op.with_attr(attrs, "type", types[0])
         if len(types) == 1:
             outputs = (Var(types[0], provenance, extent),)
         else:

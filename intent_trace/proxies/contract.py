@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import types as T
 from ..graph import ops
+from ..graph.type_rules_structured import contract_shape
 from .build import binary, broadcast_shapes, broadcast_to, reshape, shape_values
 from .context import current, fail
 from .values import Proxy, TensorProxy, ValueProxy, wrap
@@ -109,19 +110,12 @@ def _check_extents(lhs, rhs, pairs: tuple, what: str, who: str) -> None:
                  f"only when they are the same named extent or come from the same value)", "value")
 
 
-def result_shape(lhs_shape: tuple, rhs_shape: tuple, reduce: tuple, batch: tuple) -> tuple:
-    """lhs axes not reduced (batch representatives included), in lhs order, then rhs axes neither reduced nor
-    batched, in rhs order."""
-    lhs_red = {a for a, _ in reduce}
-    rhs_gone = {b for _, b in reduce} | {b for _, b in batch}
-    return tuple(e for k, e in enumerate(lhs_shape) if k not in lhs_red) + \
-        tuple(e for k, e in enumerate(rhs_shape) if k not in rhs_gone)
+result_shape = contract_shape  # the registry's rule (graph/type_rules.py); the name others import
 
 
 def _emit(lhs, rhs, reduce: tuple, batch: tuple, acc: T.DType):
-    t = T.TensorType(acc, result_shape(lhs.type.shape, rhs.type.shape, reduce, batch))
-    attrs = (("reduce", reduce), ("batch", batch), ("acc_dtype", acc), ("type", t))
-    (out,) = current().emit(ops.contract, (lhs, rhs), attrs, types=(t,))
+    attrs = (("reduce", reduce), ("batch", batch), ("acc_dtype", acc))
+    (out,) = current().emit(ops.contract, (lhs, rhs), attrs)
     return wrap(out)
 
 

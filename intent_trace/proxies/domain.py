@@ -68,7 +68,7 @@ def domain(begin, end=None, step=1) -> DomainProxy:
     else:
         extent = T.Dim(label=f"the length of the domain at {current().location()}")
     t = T.DomainType(extent)
-    (out,) = current().emit(ops.domain, (b, e, s), (("type", t),), types=(t,))
+    (out,) = current().emit(ops.domain, (b, e, s), (("type", t),))
     if isinstance(extent, T.Dim) and extent.origin is None and extent.name is None:
         extent.origin = out
     return DomainProxy(out)
@@ -99,7 +99,7 @@ def subregion(parent: DomainProxy, begin, end, step=None) -> DomainProxy:
     shifted = substitute(member, lambda x: simplify_add(AxisPos(0), _operand_expr(b)) if isinstance(x, AxisPos) else None)
     rel = bounded(IndexRelation("subregion", root, 0, shifted))
     t = T.DomainType(extent)
-    (out,) = current().emit(ops.subregion, (pvar, b, e), (("type", t),), types=(t,), provenance=rel)
+    (out,) = current().emit(ops.subregion, (pvar, b, e), (("type", t),), provenance=rel)
     if isinstance(extent, T.Dim) and extent.origin is None:
         extent.origin = out
     return DomainProxy(out)
@@ -115,9 +115,8 @@ def indices(d) -> TensorProxy:
     """The source coordinates of a domain's members, as a rank-1 index tensor that keeps its relation."""
     d = as_domain(d, "I.indices")
     root, member = root_of(d._var)
-    t = T.TensorType(T.index, (d._var.type.extent,))
     rel = IndexRelation("indices", root, 0, member)
-    (out,) = current().emit(ops.indices, (d._var,), (("type", t),), types=(t,), provenance=rel)
+    (out,) = current().emit(ops.indices, (d._var,), provenance=rel)
     return TensorProxy(out)
 
 

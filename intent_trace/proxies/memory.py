@@ -121,9 +121,8 @@ def gather(source, index, *, valid=None, fill=0):
         fill_v = make_literal(fill, dtype, f"{who} fill")
     else:
         fail(f"{who}: fill must be a number or a {dtype} scalar/tensor, got {_type_text(fill)}", "type")
-    rtype = T.TensorType(dtype, shape)
     inputs = (src, *idx, *((mask,) if mask is not None else ()), fill_v)
-    (out,) = current().emit(ops.gather, inputs, (("has_valid", mask is not None), ("type", rtype)), types=(rtype,))
+    (out,) = current().emit(ops.gather, inputs, (("has_valid", mask is not None),))
     return TensorProxy(out)
 
 
@@ -152,7 +151,7 @@ def histogram(values, *, bins, valid=None, count_dtype):
     rtype = T.TensorType(count, (int(bins),))
     inputs = (var,) if mask is None else (var, mask)
     (out,) = current().emit(ops.histogram, inputs,
-                            (("bins", int(bins)), ("has_valid", mask is not None), ("type", rtype)), types=(rtype,))
+                            (("bins", int(bins)), ("has_valid", mask is not None), ("type", rtype)))
     return TensorProxy(out)
 
 
@@ -170,8 +169,7 @@ class BufferProxy(IndexedProxy):
             fail(f"{self.name} has no init and is read before any store to it; give it init=... or store into it "
                  f"first", "value")
         kinds, operands, shape = _index(self, key)
-        rtype = T.TensorType(t.dtype, shape) if shape else T.ScalarType(t.dtype)
-        (out,) = trace.emit(ops.load, (self._var, *operands), (("index", kinds), ("type", rtype)), types=(rtype,))
+        (out,) = trace.emit(ops.load, (self._var, *operands), (("index", kinds),))
         return TensorProxy(out) if shape else ScalarProxy(out)
 
     def __setitem__(self, key, value):
@@ -263,7 +261,7 @@ def buffer(shape, dtype, *, init=None):
         else:
             fail(f"I.buffer init must be a number or a {dtype} scalar/tensor, got {_type_text(init)}", "type")
     btype = T.BufferType(dtype, extents)
-    (out,) = trace.emit(ops.buffer, inputs, (("type", btype),), types=(btype,))
+    (out,) = trace.emit(ops.buffer, inputs, (("type", btype),))
     if inputs:
         trace.written_views.add(out)
     return BufferProxy(out, name)

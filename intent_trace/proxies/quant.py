@@ -46,8 +46,7 @@ def quantize(values, *, format):  # noqa: A002
     if k % QK_K != 0 or k == 0:
         fail(f"{who}: the last extent K = {k} must be a positive multiple of {QK_K} (super-blocks of {QK_K} "
              f"elements)", "value")
-    rt = fmt.record_type(t.shape[:-1], k // QK_K)
-    (out,) = current().emit(ops.quantize, (var,), (("format", fmt), ("type", rt)), types=(rt,))
+    (out,) = current().emit(ops.quantize, (var,), (("format", fmt),))
     return wrap(out)
 
 
@@ -80,10 +79,9 @@ def quantized_dot(lhs, rhs, *, lhs_format, rhs_format, acc_dtype):
     if not T.same_extent(ba, bb):
         fail(f"{who}: the operands have {T.extent_str(ba)} and {T.extent_str(bb)} blocks; the blocks axis is "
              f"contracted and must be provably equal", "value")
-    shape = broadcast_shapes([la, lb], f"{who} leading axes") if (la or lb) else ()
-    out_t = T.TensorType(T.f32, shape) if shape else T.ScalarType(T.f32)
-    attrs = (("lhs_format", lf), ("rhs_format", rf), ("acc_dtype", T.f32), ("type", out_t))
-    (out,) = current().emit(ops.quantized_dot, (a, b), attrs, types=(out_t,))
+    broadcast_shapes([la, lb], f"{who} leading axes")
+    attrs = (("lhs_format", lf), ("rhs_format", rf), ("acc_dtype", T.f32))
+    (out,) = current().emit(ops.quantized_dot, (a, b), attrs)
     return wrap(out)
 
 

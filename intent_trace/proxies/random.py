@@ -83,9 +83,7 @@ def bits(seed, counter):
     _check_not_in_pure_helper(who)
     seed_v = _seed(seed, who)
     counter_v = _counter(counter, who)
-    t = counter_v.type
-    rtype = T.TensorType(T.u32, t.shape) if isinstance(t, T.TensorType) else T.ScalarType(T.u32)
-    (out,) = current().emit(ops.random_bits, (seed_v, counter_v), (("type", rtype),), types=(rtype,))
+    (out,) = current().emit(ops.random_bits, (seed_v, counter_v))
     return wrap(out)
 
 

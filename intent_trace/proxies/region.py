@@ -96,7 +96,7 @@ def region_fold(*, source, axis, summarize, combine, identity, operands=()):
     ident = _identity(identity, summary_t, who)
     helpers = (_helper_name(summarize), _helper_name(combine))
     (out,) = current().emit(ops.region_fold, (source_var, ident, *runtime),
-                            (("axis", a), ("helpers", helpers), ("types", (summary_t,))), types=(summary_t,),
+                            (("axis", a), ("helpers", helpers), ("types", (summary_t,))),
                             regions=(summarize_region, combine_region))
     return wrap(out)
 
@@ -137,7 +137,7 @@ def region_scan(*, source, axis, combine, identity, summarize=None, initial_stat
     helpers = tuple(_helper_name(f) for f in (summarize, combine, apply, emit))
     outs = current().emit(ops.region_scan, (source_var, ident, state, *runtime),
                           (("axis", a), ("helpers", helpers), ("types", (out_t, state.type))),
-                          types=(out_t, state.type), regions=(summarize_region, combine_region, apply_region,
+                          regions=(summarize_region, combine_region, apply_region,
                                                               emit_region))
     return wrap(outs[0]), wrap(outs[1])
 

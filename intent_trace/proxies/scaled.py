@@ -18,7 +18,7 @@ import numpy as np
 from .. import types as T
 from ..graph import ops
 from .context import current, fail
-from .contract import _acc_dtype, _check_extents, _check_unique, _numeric_pair, _pairs, _tensor, result_shape
+from .contract import _acc_dtype, _check_extents, _check_unique, _numeric_pair, _pairs, _tensor
 from .sparse_formats import SparseFormat
 from .values import wrap
 
@@ -93,9 +93,8 @@ def _scaled(lhs, lhs_scale, rhs, rhs_scale, lhs_format, rhs_format, gl, gr, acc_
     _same(la[1], sa.type.shape[1], who, "lhs axis 1 (G)", "lhs_scale axis 1 (G)")
     _same(ra[2], sb.type.shape[0], who, "rhs axis 2 (N)", "rhs_scale axis 0 (N)")
     _same(ra[0], sb.type.shape[1], who, "rhs axis 0 (G)", "rhs_scale axis 1 (G)")
-    t = T.TensorType(acc, (la[0], ra[2]))
-    attrs = (("lhs_format", fl), ("rhs_format", fr), ("group_size", gl), ("acc_dtype", acc), ("type", t))
-    (out,) = current().emit(ops.scaled_contract, (a, sa, b, sb), attrs, types=(t,))
+    attrs = (("lhs_format", fl), ("rhs_format", fr), ("group_size", gl), ("acc_dtype", acc))
+    (out,) = current().emit(ops.scaled_contract, (a, sa, b, sb), attrs)
     return wrap(out)
 
 
@@ -182,9 +181,8 @@ def _sparse(compressed, metadata, rhs, fmt, reduce, batch, acc_dtype, who: str):
              f"{fmt.compressed_extent(k)} (K * {fmt.keep} / {fmt.group})", "value")
     _check_extents(c, r, rest, "reduce", who)
     _check_extents(c, r, bat, "batch", who)
-    t = T.TensorType(acc, result_shape(c.type.shape, r.type.shape, red, bat))
-    attrs = (("format", fmt), ("reduce", red), ("batch", bat), ("acc_dtype", acc), ("type", t))
-    (out,) = current().emit(ops.sparse_contract, (c, m, r), attrs, types=(t,))
+    attrs = (("format", fmt), ("reduce", red), ("batch", bat), ("acc_dtype", acc))
+    (out,) = current().emit(ops.sparse_contract, (c, m, r), attrs)
     return wrap(out)
 
 

@@ -154,7 +154,7 @@ def generic_reduce(value, *, axis, identity, combine, combine_operands=(), _who=
     region, _ = trace_pure(combine, _who, params, acc_type)
     (out,) = current().emit(ops.reduce, (source, ident, *operand_vars),
                             (("axes", axes), ("helper", _helper_name(combine)), ("types", (acc_type,))),
-                            types=(acc_type,), regions=(region,))
+                            regions=(region,))
     return wrap(out)
 
 
@@ -333,7 +333,7 @@ def generic_scan(value, *, axis, identity, combine, inclusive=True, reverse=Fals
     (out,) = current().emit(ops.scan, (source, ident, *operand_vars),
                             (("axis", a), ("inclusive", inclusive), ("reverse", reverse),
                              ("helper", _helper_name(combine)), ("types", (result_type,))),
-                            types=(result_type,), regions=(region,))
+                            regions=(region,))
     return wrap(out)
 
 

@@ -48,8 +48,7 @@ class ViewProxy(IndexedProxy):
             fail(f"{self.name} is an Out view: it cannot be read before the kernel writes it "
                  f"(declare it InOut to read the caller's contents)", "value")
         kinds, operands, shape = _index(self, key)
-        rtype = T.TensorType(t.dtype, shape) if shape else T.ScalarType(t.dtype)
-        (out,) = trace.emit(ops.read, (self._var, *operands), (("index", kinds), ("type", rtype)), types=(rtype,))
+        (out,) = trace.emit(ops.read, (self._var, *operands), (("index", kinds),))
         return TensorProxy(out) if shape else ScalarProxy(out)
 
     def __setitem__(self, key, value):
