@@ -11,6 +11,7 @@ import numpy as np
 from .. import types as T
 from ..arguments import bind_arguments
 from ..compiler import register_target
+from ..display import ExecutableDisplay
 from ..graph import ops
 from ..graph.interpreter import Interpreter, rule_registrar
 from ..graph.values import KernelGraph, Literal
@@ -491,7 +492,7 @@ def _exit(it, node, args):
 
 # --- the target ----------------------------------------------------------------------------------
 
-class GenericExecutable:
+class GenericExecutable(ExecutableDisplay):
     """``intent.compile(k, target="generic")``: runs the reference interpreter on NumPy arrays.
 
     ``seed`` seeds the random segmentation that every region fold/scan picks anew on each run (so
