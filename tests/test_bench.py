@@ -1,0 +1,133 @@
+"""Requirement (issue 20, item 4): ``intent.bench`` reports the steady-state median apart from the cold compile
+time and the first call; CUDA executables are timed with CUDA events. No timed assertions: fields are checked
+for presence and sign, and the kernel's results against NumPy (the timed calls really ran it)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import intent_trace as intent
+from intent_trace import I, compiler
+from intent_trace.bench import BenchResult, compile_times
+from test_display import parse
+
+
+@intent.kernel
+def twice_plus(x: I.In[I.f32, ("N",)], y: I.Out[I.f32, ("N",)], b: I.f32):
+    d = I.domain(0, x.shape[0])
+    y[d] = x[d] * 2.0 + b
+
+
+def _args():
+    x = np.linspace(-1, 1, 9, dtype=np.float32)
+    return x, np.zeros_like(x), 0.5
+
+
+def test_bench_reports_compile_first_call_and_steady_state(target):
+    exe = intent.compile(twice_plus, target=target)
+    x, y, b = _args()
+    result = intent.bench(exe, x, y, b, warmup=1, repeat=4)
+    assert isinstance(result, BenchResult)
+    np.testing.assert_array_equal(y, x * np.float32(2.0) + np.float32(0.5))  # every call computed the kernel
+    assert (result.kernel, result.target, result.timer) == ("twice_plus", target, "perf_counter")
+    assert result.compile_s is not None and result.compile_s > 0
+    assert result.cache_hit in (True, False)
+    assert result.first_call_s > 0 and result.median_s > 0
+    assert len(result.times) == 4 and all(t > 0 for t in result.times)
+    assert min(result.times) <= result.median_s <= max(result.times)
+    assert (result.warmup, result.repeat) == (1, 4)
+    record = result.to_json()
+    assert set(record) == {"kernel", "target", "timer", "compile_s", "cache_hit", "first_call_s", "median_s",
+                           "min_s", "max_s", "warmup", "repeat"}
+    assert all(math.isfinite(record[k]) and record[k] > 0 for k in ("compile_s", "first_call_s", "median_s"))
+    rows = dict(parse(result._repr_html_()).tables["table0"])
+    assert rows["kernel"] == "twice_plus" and rows["steady state (median)"].endswith("over 4 calls (perf_counter)")
+    assert str(result).startswith(f"bench twice_plus on {target}: compile (cold) ")
+
+
+def test_bench_reports_the_in_process_cache_hit():
+    @intent.kernel
+    def fresh(x: I.In[I.f32, ("N",)], y: I.Out[I.f32, ("N",)]):
+        d = I.domain(0, x.shape[0])
+        y[d] = x[d] - 1.0
+
+    x = np.ones(3, np.float32)
+    first = intent.bench(intent.compile(fresh, target="cpu"), x, np.zeros_like(x), repeat=1)
+    again = intent.bench(intent.compile(fresh, target="cpu"), x, np.zeros_like(x), repeat=1)
+    assert first.cache_hit is False and again.cache_hit is True
+    assert again.compile_s == first.compile_s  # the cold build's time, kept
+
+
+def test_bench_of_an_executable_built_without_compile_has_no_compile_time():
+    exe = compiler.builder_for("generic")(twice_plus.trace())
+    result = intent.bench(exe, *_args(), warmup=0, repeat=1)
+    assert result.compile_s is None and result.cache_hit is None and result.median_s > 0
+    assert dict(parse(result._repr_html_()).tables["table0"])["compile (cold)"] == "not recorded"
+
+
+@pytest.mark.parametrize("options, error", [({"repeat": 0}, ValueError), ({"warmup": -1}, ValueError),
+                                            ({"repeat": 2.0}, TypeError), ({"warmup": True}, TypeError)])
+def test_bench_rejects_bad_counts_before_calling(options, error):
+    calls = []
+    exe = intent.compile(twice_plus, target="generic")
+    exe_calls = type("Counting", (), {"graph": exe.graph, "target": "generic",
+                                      "__call__": lambda self, *a: calls.append(a)})()
+    with pytest.raises(error, match="repeat|warmup"):
+        intent.bench(exe_calls, *_args(), **options)
+    assert not calls
+
+
+def test_bench_takes_an_executable_not_a_kernel():
+    with pytest.raises(TypeError, match="compile twice_plus first"):
+        intent.bench(twice_plus, *_args())
+    with pytest.raises(TypeError, match="executable"):
+        intent.bench(print, 1)
+
+
+def test_cuda_executables_are_timed_with_cuda_events(monkeypatch):
+    """A stand-in for torch.cuda's events (no GPU here): bench must time a tilelang-cuda executable's steady
+    state with them, and a cpu one with the host clock."""
+    import torch
+
+    events = []
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            assert enable_timing
+            events.append(self)
+
+        def record(self):
+            self.at = len(events)
+
+        def elapsed_time(self, end):  # milliseconds, as torch's
+            return 2.0
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    calls = []
+    graph = twice_plus.trace()
+    fake = type("FakeCuda", (), {"graph": graph, "target": "tilelang-cuda", "synchronize": lambda self: None,
+                                 "__call__": lambda self, *a: calls.append(a)})()
+    result = intent.bench(fake, 1, warmup=2, repeat=3)
+    assert result.timer == "cuda-events" and len(events) == 6 and result.times == (2e-3,) * 3
+    assert len(calls) == 1 + 2 + 3
+    events.clear()
+    host = intent.bench(intent.compile(twice_plus, target="cpu"), *_args(), warmup=0, repeat=2)
+    assert host.timer == "perf_counter" and not events
+
+
+def test_compile_times_records_cold_and_cached_compiles_and_first_calls():
+    @intent.kernel
+    def fresh(x: I.In[I.f32, ("N",)], y: I.Out[I.f32, ("N",)]):
+        d = I.domain(0, x.shape[0])
+        y[d] = x[d] * 3.0
+
+    x, y = np.arange(4, dtype=np.float32), np.zeros(4, np.float32)
+    exe, record = compile_times(fresh, "cpu", lambda e: e(x, y))
+    np.testing.assert_array_equal(y, x * 3)
+    assert exe is intent.compile(fresh, target="cpu")
+    assert set(record) == {"compile_s", "first_call_s", "cached_compile_s", "cached_first_call_s", "cache_hit"}
+    assert record["cache_hit"] is True
+    assert all(record[k] > 0 for k in ("compile_s", "first_call_s", "cached_compile_s", "cached_first_call_s"))
