@@ -3,6 +3,7 @@ time and the first call; CUDA executables are timed with CUDA events. No timed a
 for presence and sign, and the kernel's results against NumPy (the timed calls really ran it)."""
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -131,3 +132,53 @@ def test_compile_times_records_cold_and_cached_compiles_and_first_calls():
     assert set(record) == {"compile_s", "first_call_s", "cached_compile_s", "cached_first_call_s", "cache_hit"}
     assert record["cache_hit"] is True
     assert all(record[k] > 0 for k in ("compile_s", "first_call_s", "cached_compile_s", "cached_first_call_s"))
+
+
+# --- benchmarks/plot.py ----------------------------------------------------------------------------------------
+
+def _plot_module():
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).parent.parent / "benchmarks" / "plot.py"
+    spec = importlib.util.spec_from_file_location("benchmarks_plot", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+FIXED_LINE = {"benchmark": "gpu", "device": "NVIDIA H200",
+              "matmul_f16_f32acc_4096": {"ours_ms": 0.2, "torch_ms": 0.19, "ratio": 0.95, "target_ratio": 0.9,
+                                         "reference": "torch.matmul"},
+              "pointwise_chain4_f32": {"ratio": None, "reason": "no parallel program", "target_ratio": 0.8,
+                                       "reference": "copy bandwidth"},
+              "chain4_1M_f32": {"numpy_ms": 1.0, "cpu_ms": 0.4, "speedup_vs_numpy": 2.5, "target_speedup": 2.0},
+              "softmax": {"speed_vs_numpy": 0.7, "target_speed_vs_numpy": None},
+              "compile": {"chain4": {"compile_s": 0.1}}, "cold_compile_20_op_s": 0.5}
+
+
+def test_plot_cases_read_every_scripts_ratio_fields():
+    plot = _plot_module()
+    assert plot.cases(FIXED_LINE) == [
+        plot.Case("matmul_f16_f32acc_4096", 0.95, 0.9, "torch.matmul"),
+        plot.Case("pointwise_chain4_f32", None, 0.8, "copy bandwidth"),
+        plot.Case("chain4_1M_f32", 2.5, 2.0, "NumPy"),
+        plot.Case("softmax", 0.7, None, "NumPy")]
+    with pytest.raises(ValueError, match="no case"):
+        plot.plot({"benchmark": "x", "compile": {}}, "unused.png")
+
+
+def test_plot_writes_a_png_that_decodes(tmp_path):
+    import matplotlib.image
+
+    plot = _plot_module()
+    path = tmp_path / "fixed.png"
+    assert plot.plot(FIXED_LINE, str(path), "fixed <input>") == str(path)
+    image = matplotlib.image.imread(str(path))
+    assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100
+    assert image.std() > 0  # not a blank canvas
+    # the command line draws a saved line the same way
+    saved = tmp_path / "line.json"
+    saved.write_text(json.dumps(FIXED_LINE) + "\n")
+    assert plot.main([str(saved), str(tmp_path / "cli.png")]) == 0
+    assert matplotlib.image.imread(str(tmp_path / "cli.png")).shape[2] in (3, 4)
