@@ -182,3 +182,19 @@ def test_plot_writes_a_png_that_decodes(tmp_path):
     saved.write_text(json.dumps(FIXED_LINE) + "\n")
     assert plot.main([str(saved), str(tmp_path / "cli.png")]) == 0
     assert matplotlib.image.imread(str(tmp_path / "cli.png")).shape[2] in (3, 4)
+
+
+def test_finish_prints_the_line_unchanged_and_draws_only_on_request(tmp_path, capsys):
+    import argparse
+
+    plot = _plot_module()
+    parser = plot.add_plot_argument(argparse.ArgumentParser())
+    plot.finish(FIXED_LINE, parser.parse_args([]))
+    assert json.loads(capsys.readouterr().out) == FIXED_LINE and not list(tmp_path.iterdir())
+    path = tmp_path / "drawn.png"
+    plot.finish(FIXED_LINE, parser.parse_args(["--plot", str(path)]))
+    assert json.loads(capsys.readouterr().out) == FIXED_LINE
+    import matplotlib.image
+
+    assert matplotlib.image.imread(str(path)).ndim == 3
+    assert plot.default_title(FIXED_LINE).startswith("gpu on NVIDIA H200, ")
