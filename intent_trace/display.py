@@ -164,15 +164,27 @@ def schedule_rows(exe) -> list:
     return rows
 
 
+def _lines(text: str) -> int:
+    return text.count("\n") + 1
+
+
 def _source_text(exe) -> tuple:
-    """(summary, text) of the generated source; a target that cannot produce it here says why."""
+    """(summary, text) of the generated source, never compiling anything: showing an executable must not
+    start TileLang's compiler for every specialisation (``source`` does, to add the target code TileLang
+    writes), so a TileLang executable shows its programs, the general one and each specialisation's."""
+    program = getattr(exe, "program", None)
+    if isinstance(program, str):
+        parts = [program] + [f"# specialization {getattr(s, 'name', '?')}\n{s.program}"
+                             for s in getattr(exe, "specializations", ()) or ()]
+        text = "\n".join(parts)
+        return f"TileLang program ({_lines(text)} lines; .source adds the code TileLang generates from it)", text
     try:
         source = exe.source
     except Exception as e:  # noqa: BLE001 - the display says why instead of failing the notebook cell
         return "source unavailable", f"{type(e).__name__}: {e}"
     if source is None:
         return "no generated source", "this target interprets the graph"
-    return f"source ({source.count(chr(10)) + 1} lines)", source
+    return f"source ({_lines(source)} lines)", source
 
 
 def executable_rows(exe) -> list:

@@ -82,8 +82,9 @@ def test_executable_display_on_every_target(target):
     assert rows["cache hit"] in ("yes", "no")
     assert parsed.tables["intent-schedule"][0] == ["part", "schedule"] and len(parsed.tables["intent-schedule"]) > 1
     assert "details" in parsed.tags and "summary" in parsed.tags
-    if exe.source is not None:  # the source behind the summary, as text (its #include <...> escaped)
-        assert exe.source in "".join(parsed.text)
+    shown = getattr(exe, "program", None) or exe.source  # TileLang: its program; cpu: the Numba module
+    if shown is not None:  # behind the summary, as text (a TileLang prelude's #include <...> escaped)
+        assert shown in "".join(parsed.text)
     assert repr(exe) == f"<{target} executable affine>"  # the plain text is unchanged
     shown = pretty(exe)
     assert shown.startswith(repr(exe) + "\n") and f"  target: {target}" in shown
@@ -95,6 +96,27 @@ def test_tilelang_display_shows_the_general_programs_launch():
     part, launch = schedule[1]
     assert part == "general program" and launch.startswith("with T.Kernel(1") and launch in exe.program.splitlines()[
         next(i for i, line in enumerate(exe.program.splitlines()) if line.startswith("def kernel(")) + 1]
+
+
+def test_showing_a_tilelang_executable_compiles_nothing(monkeypatch):
+    """The display shows the TileLang program without starting TileLang's compiler (``source`` would compile the
+    general program and every specialisation)."""
+    from intent_trace.backends.tilelang import target as tilelang_target
+
+    @intent.kernel
+    def shown(x: I.In[I.f32, ("N",)], y: I.Out[I.f32, ("N",)]):
+        d = I.domain(0, x.shape[0])
+        y[d] = x[d] * x[d]
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the display compiled a program")
+
+    monkeypatch.setattr(tilelang_target, "compile_program", refuse)
+    exe = intent.compile(shown, target="tilelang-c")
+    parsed = parse(exe._repr_html_())
+    assert exe.program in "".join(parsed.text)
+    assert any(t.startswith("TileLang program (") for t in parsed.text)
+    pretty(exe)
 
 
 def test_compile_records_cold_time_and_the_in_process_cache_hit():
