@@ -157,9 +157,12 @@ def schedule_rows(exe) -> list:
     for spec in getattr(exe, "specializations", ()) or ():
         divides = ", ".join(f"extent {k} % {t}" for k, t in getattr(spec, "divides", ()))
         rows.append((f"specialization {getattr(spec, 'name', '?')}", f"when {divides or 'always'}"))
-    if getattr(exe, "target", None) == "cpu" and hasattr(exe, "module"):
-        rows.append(("program", "Numba: a serial build, and a parallel one for large inputs when generated"))
-    if getattr(exe, "target", None) == "generic":
+    module = getattr(exe, "module", None)  # cpu: the generated module (imported; Numba compiles on first call)
+    if module is not None and hasattr(module, "kernel"):
+        rows.append(("serial build", "kernel (Numba njit)"))
+        if hasattr(module, "kernel_parallel"):
+            rows.append(("parallel build", "kernel_parallel (Numba prange), for large calls"))
+    if not rows and getattr(exe, "source", "") is None:
         rows.append(("program", "the NumPy reference interpreter (no code generation)"))
     return rows
 

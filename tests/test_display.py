@@ -119,6 +119,23 @@ def test_showing_a_tilelang_executable_compiles_nothing(monkeypatch):
     pretty(exe)
 
 
+def test_cpu_display_names_its_builds():
+    @intent.kernel
+    def rows(x: I.In[I.f32, ("M", "N")], y: I.Out[I.f32, ("M",)]):
+        for r in I.parallel(I.domain(0, x.shape[0])):
+            y[r] = I.reduce.sum(x[r, I.domain(0, x.shape[1])], axis=0)
+
+    for kernel in (affine, rows):
+        exe = intent.compile(kernel, target="cpu")
+        schedule = dict(parse(exe._repr_html_()).tables["intent-schedule"][1:])
+        assert schedule["serial build"] == "kernel (Numba njit)"
+        has_parallel = hasattr(exe.module, "kernel_parallel")
+        assert ("parallel build" in schedule) == has_parallel
+    assert has_parallel  # the parallel loop gets a prange build
+    generic = dict(parse(intent.compile(affine, target="generic")._repr_html_()).tables["intent-schedule"][1:])
+    assert generic == {"program": "the NumPy reference interpreter (no code generation)"}
+
+
 def test_compile_records_cold_time_and_the_in_process_cache_hit():
     @intent.kernel
     def fresh(x: I.In[I.f32, ("N",)], y: I.Out[I.f32, ("N",)]):
