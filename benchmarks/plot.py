@@ -8,6 +8,7 @@ A case is a top-level object of the line with a ratio, higher is better (``ratio
 PyTorch or copy bandwidth; ``speedup_vs_numpy``/``speed_vs_numpy``: the CPU cases against NumPy), and
 optionally its target (``target_ratio``, ``target_speedup``, ``target_speed_vs_numpy``) and reference
 (``reference``). A case whose ratio is null (not measured on this build) is drawn as an empty slot, labelled.
+Bars: green where the target is met, orange where it is not, blue where the case has no target.
 """
 from __future__ import annotations
 
@@ -55,8 +56,9 @@ def plot(result: dict, path: str, title: str | None = None) -> str:
     fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(shown) + 2), 4.5), constrained_layout=True)
     xs = range(len(shown))
     heights = [c.ratio if c.ratio is not None else 0.0 for c in shown]
-    colors = ["#b0b0b0" if c.ratio is None else
-              ("#2e7d32" if c.target is None or c.ratio >= c.target else "#ef6c00") for c in shown]
+    # grey: not measured; blue: no target; green: the target is met; orange: it is not
+    colors = ["#b0b0b0" if c.ratio is None else "#1565c0" if c.target is None else
+              ("#2e7d32" if c.ratio >= c.target else "#ef6c00") for c in shown]
     bars = ax.bar(xs, heights, color=colors, width=0.6)
     for x, bar, c in zip(xs, bars, shown):
         label = "not measured" if c.ratio is None else f"{c.ratio:.2f}x"
