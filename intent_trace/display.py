@@ -154,10 +154,17 @@ def schedule_rows(exe) -> list:
     program = getattr(exe, "program", None)
     if isinstance(program, str):
         rows.append(("general program", _launch_line(program)))
+    names = [ev.extent.name for ev in exe.graph.extents]
     for spec in getattr(exe, "specializations", ()) or ():
-        divides = ", ".join(f"extent {k} % {t}" for k, t in getattr(spec, "divides", ()))
-        rows.append((f"specialization {getattr(spec, 'name', '?')}", f"when {divides or 'always'}"))
-    module = getattr(exe, "module", None)  # cpu: the generated module (imported; Numba compiles on first call)
+        conditions = [f"{names[k]} % {t} == 0" for k, t in getattr(spec, "divides", ())]
+        conditions += [f"{names[k]} == {n}" for k, n in getattr(spec, "equals", ())]
+        rows.append((f"specialization {getattr(spec, 'name', '?')}",
+                     f"when {', '.join(conditions)}" if conditions else "always"))
+    try:  # cpu: the generated module (imported; Numba compiles on the first call, not here)
+        module = getattr(exe, "module", None)
+    except Exception as e:  # noqa: BLE001 - an unusable cache directory: say so, as a call would
+        rows.append(("program", f"not loaded: {type(e).__name__}: {e}"))
+        module = None
     if module is not None and hasattr(module, "kernel"):
         rows.append(("serial build", "kernel (Numba njit)"))
         if hasattr(module, "kernel_parallel"):

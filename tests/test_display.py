@@ -119,6 +119,29 @@ def test_showing_a_tilelang_executable_compiles_nothing(monkeypatch):
     pretty(exe)
 
 
+def test_tilelang_display_lists_each_specialization_and_when_it_runs():
+    """A CUDA executable's tiled specialisations (none on tilelang-c: a stand-in with the attributes
+    TileLangExecutable exposes, specializations of cuda_kernels.Specialization's fields)."""
+    from intent_trace.backends.tilelang.cuda_kernels import Specialization
+
+    @intent.kernel
+    def mm(a: I.In[I.f32, ("M", "K")], b: I.In[I.f32, ("K", "N")], c: I.Out[I.f32, ("M", "N")]):
+        c[:, :] = I.matmul(a[:, :], b[:, :], acc_dtype=I.f32)
+
+    exe = intent.compile(mm, target="tilelang-c")
+    names = [ev.extent.name for ev in exe.graph.extents]
+    specs = (Specialization(f"tiled{EVIL}", "# tiled program <T>", ((0, 128), (1, 64))),
+             Specialization("fixed", "# fixed program", (), ((2, 32),)))
+    fake = type("Shown", (display.ExecutableDisplay,), {})()
+    fake.__dict__.update(graph=exe.graph, target="tilelang-cuda", program=exe.program, specializations=specs)
+    parsed = parse(fake._repr_html_())
+    schedule = parsed.tables["intent-schedule"]
+    assert schedule[2:] == [[f"specialization tiled{EVIL}", f"when {names[0]} % 128 == 0, {names[1]} % 64 == 0"],
+                            ["specialization fixed", f"when {names[2]} == 32"]]
+    text = "".join(parsed.text)
+    assert f"# specialization tiled{EVIL}\n# tiled program <T>" in text and "script" not in parsed.tags
+
+
 def test_cpu_display_names_its_builds():
     @intent.kernel
     def rows(x: I.In[I.f32, ("M", "N")], y: I.Out[I.f32, ("M",)]):
