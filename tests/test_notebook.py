@@ -71,7 +71,8 @@ def _kernel_manager(tmp_path) -> KernelManager:
     (spec_dir / "kernel.json").write_text(json.dumps({
         "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": "intent_trace test kernel", "language": "python",
-        "env": {"PYTHONPATH": str(ROOT)},  # this checkout's intent_trace, whichever copy is installed
+        # this checkout's intent_trace, whichever copy is installed; IPython's profile in the temporary directory
+        "env": {"PYTHONPATH": str(ROOT), "IPYTHONDIR": str(tmp_path / "ipython")},
     }))
     specs = KernelSpecManager(kernel_dirs=[str(tmp_path / "kernels")], ensure_native_kernel=False)
     return KernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=specs)
@@ -80,10 +81,12 @@ def _kernel_manager(tmp_path) -> KernelManager:
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory):
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    client = NotebookClient(nb, km=_kernel_manager(tmp_path_factory.mktemp("jupyter")), timeout=600,
-                            kernel_name=KERNEL_NAME, allow_errors=False,
-                            resources={"metadata": {"path": str(ROOT)}})
-    client.execute()  # raises CellExecutionError naming the cell when one fails
+    tmp = tmp_path_factory.mktemp("jupyter")
+    with pytest.MonkeyPatch.context() as mp:  # connection files in the temporary directory, not under $HOME
+        mp.setenv("JUPYTER_RUNTIME_DIR", str(tmp / "runtime"))
+        client = NotebookClient(nb, km=_kernel_manager(tmp), timeout=600, kernel_name=KERNEL_NAME,
+                                allow_errors=False, resources={"metadata": {"path": str(ROOT)}})
+        client.execute()  # raises CellExecutionError naming the cell when one fails
     return nb
 
 
