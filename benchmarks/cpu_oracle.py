@@ -8,10 +8,15 @@
   compiled from source at every start, as in a checkout with PYTHONDONTWRITEBYTECODE=1).
 
 - f32 row-sum of 4096x4096 with f64 accumulation (cpu: partial accumulators + parallel rows).
+
+Each kernel's compile record (``compile``: cold compile and first call, then the in-process cache's) is
+given apart from its steady-state times. ``--quick`` runs smaller sizes (1M elements, 1024x1024) and
+fewer process starts, naming the cases by those sizes; ``--plot FILE.png`` draws the ratios
+(benchmarks/plot.py).
 """
 from __future__ import annotations
 
-import json
+import argparse
 import os
 import statistics
 import subprocess
@@ -24,6 +29,8 @@ import numpy as np
 
 import intent_trace as intent
 from intent_trace import I
+from intent_trace.bench import compile_times
+from plot import add_plot_argument, finish
 
 
 @intent.kernel
@@ -156,14 +163,20 @@ def new_process_load(cache: str, bytecode_cache: str | None, rounds: int = NEW_P
             "overhead_of_fastest_ms": round((min(walls) - min(baselines)) * 1e3, 1), "rounds": rounds}
 
 
-def main() -> None:
-    n = 16 * 1024 * 1024
+def main(argv=None) -> None:
+    parser = add_plot_argument(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
+    parser.add_argument("--quick", action="store_true", help="smaller sizes and fewer process starts")
+    args = parser.parse_args(argv)
+    n = (1 if args.quick else 16) * 1024 * 1024
+    side = 1024 if args.quick else 4096
+    rounds = 3 if args.quick else NEW_PROCESS_ROUNDS
     rng = np.random.default_rng(0)
     x = rng.standard_normal(n, dtype=np.float32)
     y = rng.standard_normal(n, dtype=np.float32)
     out_np = np.empty_like(x)
     out_cpu = np.empty_like(x)
-    exe = intent.compile(chain4, target="cpu", checks=False)
+    compiles = {}
+    exe, compiles["chain4"] = compile_times(chain4, "cpu", lambda e: e(x[:8], y[:8], out_cpu[:8]), checks=False)
     exe(x, y, out_cpu)
     numpy_chain4(x, y, out_np)
     assert np.array_equal(out_np, out_cpu)
@@ -172,10 +185,10 @@ def main() -> None:
     checked = intent.compile(chain4, target="cpu")
     t_checked = best(lambda: checked(x, y, out_cpu))
 
-    m = rng.standard_normal((4096, 4096), dtype=np.float32)
-    rows_np = np.empty(4096)
-    rows_cpu = np.empty(4096)
-    rs = intent.compile(rowsum, target="cpu")
+    m = rng.standard_normal((side, side), dtype=np.float32)
+    rows_np = np.empty(side)
+    rows_cpu = np.empty(side)
+    rs, compiles["rowsum"] = compile_times(rowsum, "cpu", lambda e: e(m[:2, :8], rows_cpu[:2]))
     rs(m, rows_cpu)
     np.sum(m, axis=1, dtype=np.float64, out=rows_np)
     assert np.allclose(rows_np, rows_cpu, rtol=1e-12, atol=1e-9)
@@ -196,16 +209,18 @@ def main() -> None:
         hit = time.perf_counter() - t0
         del os.environ["INTENT_TRACE_CACHE_DIR"]
         with tempfile.TemporaryDirectory() as pycache:
-            disk = new_process_load(cache, bytecode_cache=pycache)
-        disk_source = new_process_load(cache, bytecode_cache=None)
+            disk = new_process_load(cache, bytecode_cache=pycache, rounds=rounds)
+        disk_source = new_process_load(cache, bytecode_cache=None, rounds=rounds)
 
-    print(json.dumps({
+    chain_name = f"chain4_{n >> 20}M_f32"
+    rows_name = f"rowsum_{side}x{side}_f32_to_f64"
+    finish({
         "benchmark": "cpu_oracle",
-        "chain4_16M_f32": {"numpy_ms": round(t_np * 1e3, 2), "cpu_ms": round(t_cpu * 1e3, 2),
+        chain_name: {"numpy_ms": round(t_np * 1e3, 2), "cpu_ms": round(t_cpu * 1e3, 2),
                            "cpu_checked_ms": round(t_checked * 1e3, 2),
                            "speedup_vs_numpy": round(t_np / t_cpu, 2),
                            "checked_speedup_vs_numpy": round(t_np / t_checked, 2), "target_speedup": 2.0},
-        "rowsum_4096x4096_f32_to_f64": {"numpy_ms": round(t_rows_np * 1e3, 2), "cpu_ms": round(t_rows_cpu * 1e3, 2),
+        rows_name: {"numpy_ms": round(t_rows_np * 1e3, 2), "cpu_ms": round(t_rows_cpu * 1e3, 2),
                                          "speedup_vs_numpy": round(t_rows_np / t_rows_cpu, 2), "target_speedup": 1.0},
         "cold_compile_20_op_s": round(cold, 3), "target_cold_compile_s": 1.0,
         "in_process_cache_hit_ms": round(hit * 1e3, 3), "target_cache_hit_ms": 10.0,
@@ -215,7 +230,10 @@ def main() -> None:
                                                      for k, v in disk_source.items()},
         "new_process_overhead_over_numba_no_bytecode_cache_ms": disk_source["overhead_ms"],
         "target_overhead_ms": 50.0,
-    }))
+        "compile": {k: {f: round(v, 4) if isinstance(v, float) else v for f, v in r.items()}
+                    for k, r in compiles.items()},
+        "quick": args.quick,
+    }, args)
 
 
 if __name__ == "__main__":

@@ -9,15 +9,21 @@ Each kernel is checked against PyTorch's result before it is timed; a case with 
 this build reports null with the reason rather than timing the one-thread fallback (attention raises:
 its tiled program must exist and be the one the executable chooses).
 Run on a machine with an NVIDIA GPU (the ``device`` tool's H200): ``python benchmarks/gpu.py``.
+Each case names its ``reference`` and ``target_ratio`` (null: none) and ``compile``, its kernel's cold compile and
+first launch, then the in-process cache's (intent_trace.bench.compile_times); ``--plot FILE.png`` draws the
+ratios (benchmarks/plot.py).
 """
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
 
 import intent_trace as intent
 from intent_trace import I
+from intent_trace.bench import compile_times
+from plot import add_plot_argument, finish
 
 
 @intent.kernel
@@ -65,39 +71,45 @@ def cuda_time(fn, repeat: int = 20, inner: int = 1) -> float:
 def bench_matmul(n: int) -> dict:
     import torch
 
-    exe = intent.compile(matmul_f16, target="tilelang-cuda")
     a = torch.randn(n, n, device="cuda", dtype=torch.float16)
     b = torch.randn(n, n, device="cuda", dtype=torch.float16)
     c = torch.empty(n, n, device="cuda", dtype=torch.float16)
+    labels = {"reference": "torch.matmul", "target_ratio": 0.9}
+    # never launch the one-thread general program at this size: only a tiled one is timed
+    exe, compiled = compile_times(matmul_f16, "tilelang-cuda", lambda e: e.specializations and e.launch(a, b, c))
     if not exe.specializations:
-        return {"ratio": None, "reason": "no tiled program for this graph"}
-    exe.launch(a, b, c)
+        return {"ratio": None, "reason": "no tiled program for this graph", **labels}
     ref = torch.matmul(a, b)
     err = float((c.float() - ref.float()).abs().max() / ref.float().abs().max())
     ours = cuda_time(lambda: exe.launch(a, b, c))
     theirs = cuda_time(lambda: torch.matmul(a, b, out=ref))
     flops = 2.0 * n ** 3
     return {"ours_ms": ours * 1e3, "torch_ms": theirs * 1e3, "ratio": theirs / ours,
-            "ours_tflops": flops / ours / 1e12, "max_rel_err_vs_torch": err}
+            "ours_tflops": flops / ours / 1e12, "max_rel_err_vs_torch": err, **labels, "compile": compiled}
 
 
 def bench_pointwise(n: int = 1 << 26) -> dict:
     import torch
 
-    exe = intent.compile(chain4, target="tilelang-cuda")
-    if "T.get_thread_binding()" not in exe.program:
-        return {"ratio": None, "reason": "this graph gets no parallel program on tilelang-cuda (the general "
-                                         "program runs in one thread)"}
+    labels = {"reference": "copy bandwidth", "target_ratio": 0.8}
     x = torch.randn(n, device="cuda")
     y = torch.randn(n, device="cuda")
     out = torch.empty_like(x)
-    exe.launch(x, y, out)
+
+    def parallel(e):
+        return "T.get_thread_binding()" in e.program
+
+    exe, compiled = compile_times(chain4, "tilelang-cuda", lambda e: parallel(e) and e.launch(x, y, out))
+    if not parallel(exe):
+        return {"ratio": None, "reason": "this graph gets no parallel program on tilelang-cuda (the general "
+                                         "program runs in one thread)", **labels}
     assert torch.equal(out, torch.maximum(x * 1.5 + y, x) - 0.25)
     ours = cuda_time(lambda: exe.launch(x, y, out))
     dst = torch.empty_like(x)
     copy = cuda_time(lambda: dst.copy_(x))
     ours_bw, copy_bw = 3 * 4 * n / ours, 2 * 4 * n / copy
-    return {"ours_gbps": ours_bw / 1e9, "copy_gbps": copy_bw / 1e9, "ratio": ours_bw / copy_bw}
+    return {"ours_gbps": ours_bw / 1e9, "copy_gbps": copy_bw / 1e9, "ratio": ours_bw / copy_bw, **labels,
+            "compile": compiled}
 
 
 @intent.kernel
@@ -117,7 +129,7 @@ def bench_matmul_f32(n: int = 2048) -> dict:
     torch.backends.cuda.matmul.allow_tf32 = False
     a, b = torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")
     c = torch.empty(n, n, device="cuda")
-    exe.launch(a, b, c)
+    exe, compiled = compile_times(matmul_f32, "tilelang-cuda", lambda e: e.launch(a, b, c))
     ref = a.double() @ b.double()
     err = float(((c.double() - ref).abs() / (a.abs().double() @ b.abs().double())).max())
     ours, theirs = cuda_time(lambda: exe.launch(a, b, c), repeat=5), cuda_time(lambda: a @ b, repeat=5)
@@ -125,7 +137,8 @@ def bench_matmul_f32(n: int = 2048) -> dict:
     a1, b1, c1 = a[:m, :m].contiguous(), b[:m, :m].contiguous(), c[:m, :m].contiguous()
     grid = cuda_time(lambda: exe.launch(a1, b1, c1), repeat=3)
     return {"ours_ms": ours * 1e3, "torch_ms": theirs * 1e3, "ratio": theirs / ours,
-            "ours_tflops": 2.0 * n ** 3 / ours / 1e12, "max_err_over_abs_product": err, "grid_ms_2047": grid * 1e3}
+            "ours_tflops": 2.0 * n ** 3 / ours / 1e12, "max_err_over_abs_product": err, "grid_ms_2047": grid * 1e3,
+            "reference": "torch.matmul (no TF32)", "target_ratio": None, "compile": compiled}
 
 
 def bench_row_softmax(m: int = 16384, n: int = 1024) -> dict:
@@ -138,10 +151,11 @@ def bench_row_softmax(m: int = 16384, n: int = 1024) -> dict:
         raise RuntimeError("softmax_rows does not get the parallel-loop mapping on tilelang-cuda")
     x = torch.randn(m, n, device="cuda")
     out = torch.empty_like(x)
-    exe.launch(x, out)
+    exe, compiled = compile_times(softmax_rows, "tilelang-cuda", lambda e: e.launch(x, out))
     err = float((out - torch.softmax(x, dim=1)).abs().max())
     ours, theirs = cuda_time(lambda: exe.launch(x, out)), cuda_time(lambda: torch.softmax(x, dim=1))
-    return {"ours_ms": ours * 1e3, "torch_ms": theirs * 1e3, "ratio": theirs / ours, "max_abs_err_vs_torch": err}
+    return {"ours_ms": ours * 1e3, "torch_ms": theirs * 1e3, "ratio": theirs / ours, "max_abs_err_vs_torch": err,
+            "reference": "torch.softmax", "target_ratio": None, "compile": compiled}
 
 
 def bench_attention(bh: int = 32, n: int = 4096, d: int = 128) -> dict:
@@ -167,7 +181,7 @@ def bench_attention(bh: int = 32, n: int = 4096, d: int = 128) -> dict:
     def sdpa():  # (batch 1, heads bh, L, D)
         return torch.nn.functional.scaled_dot_product_attention(q[None], k[None], v[None], scale=scale)
 
-    exe.launch(q, k, v, out, scale)
+    exe, compiled = compile_times(attention_f16, "tilelang-cuda", lambda e: e.launch(q, k, v, out, scale))
     err = float((out.float() - sdpa()[0].float()).abs().max())
     # kernel time: 10 calls back to back per timing, so neither side's host overhead (ours: extents, the choice of
     # program, TileLang's launcher) adds to it; one call per timing too, host overhead included
@@ -176,10 +190,12 @@ def bench_attention(bh: int = 32, n: int = 4096, d: int = 128) -> dict:
     flops = 4.0 * bh * n * n * d
     return {"ours_ms": ours * 1e3, "torch_ms": theirs * 1e3, "ratio": theirs / ours, "ours_tflops": flops / ours / 1e12,
             "torch_tflops": flops / theirs / 1e12, "max_abs_err_vs_torch": err, "program": spec.name,
-            "single_call": {"ours_ms": ours_1 * 1e3, "torch_ms": theirs_1 * 1e3, "ratio": theirs_1 / ours_1}}
+            "single_call": {"ours_ms": ours_1 * 1e3, "torch_ms": theirs_1 * 1e3, "ratio": theirs_1 / ours_1},
+            "reference": "torch SDPA", "target_ratio": 0.7, "compile": compiled}
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    args = add_plot_argument(argparse.ArgumentParser(description=__doc__.splitlines()[0])).parse_args(argv)
     try:
         import torch
     except ImportError:
@@ -192,7 +208,7 @@ def main() -> int:
               "matmul_f16_f32acc_4096": bench_matmul(4096), "matmul_f16_f32acc_8192": bench_matmul(8192),
               "flash_attention_bh32_l4096_d128_f16": bench_attention(), "pointwise_chain4_f32": bench_pointwise(),
               "row_softmax_f32_16384x1024": bench_row_softmax(), "matmul_f32_2048": bench_matmul_f32()}
-    print(json.dumps(result))
+    finish(result, args)
     return 0
 
 

@@ -6,16 +6,21 @@ kernel as the record's logical fields (records are not kernel parameters, spec Â
 with I.record. Bandwidth is reported in GB/s of *ggml-packed* q4_K bytes (144 bytes per 256 weights),
 the size a GGUF file stores; the logical fields the kernel reads are larger (one byte per 4-bit
 quant).
+
+``compile`` holds each kernel's cold compile and first call, then the in-process cache's
+(intent_trace.bench.compile_times); ``--plot FILE.png`` draws the speed vs NumPy (benchmarks/plot.py).
 """
 from __future__ import annotations
 
-import json
+import argparse
 import time
 
 import numpy as np
 
 import intent_trace as intent
 from intent_trace import I
+from intent_trace.bench import compile_times
+from plot import add_plot_argument, finish
 
 M = K = 4096
 B = K // 256
@@ -59,16 +64,17 @@ def best(fn, repeat=5) -> float:
     return min(times)
 
 
-def main() -> None:
+def main(argv=None) -> None:
+    args = add_plot_argument(argparse.ArgumentParser(description=__doc__.splitlines()[0])).parse_args(argv)
     rng = np.random.default_rng(0)
     w = rng.standard_normal((M, K), dtype=np.float32)
     x = rng.standard_normal(K, dtype=np.float32)
     fields = [np.zeros((M, B), np.float16), np.zeros((M, B), np.float16), np.zeros((M, B, 8), np.uint8),
               np.zeros((M, B, 8), np.uint8), np.zeros((M, B, 256), np.uint8)]
-    intent.compile(quantize_rows, target="cpu")(w, *fields)
+    compiles = {}
+    _, compiles["quantize_rows"] = compile_times(quantize_rows, "cpu", lambda e: e(w, *fields))
     y = np.zeros(M, np.float32)
-    exe = intent.compile(q4k_matvec, target="cpu")
-    exe(*fields, x, y)
+    exe, compiles["q4k_matvec"] = compile_times(q4k_matvec, "cpu", lambda e: e(*fields, x, y))
     want = numpy_dequantize_matvec(*fields, x)
     # The dot of q8_k-quantized activations differs from the f32 matvec by the activation quantization.
     rel = float(np.max(np.abs(y - want)) / np.max(np.abs(want)))
@@ -76,14 +82,15 @@ def main() -> None:
     t_cpu = best(lambda: exe(*fields, x, y))
     t_np = best(lambda: numpy_dequantize_matvec(*fields, x))
     packed = M * B * 144
-    print(json.dumps({
+    finish({
         "benchmark": "quant",
         "q4k_x_q8k_matvec_4096x4096": {
             "cpu_ms": round(t_cpu * 1e3, 2), "numpy_dequantize_matvec_ms": round(t_np * 1e3, 2),
             "cpu_gb_per_s_packed_weight": round(packed / t_cpu / 1e9, 2),
             "numpy_gb_per_s_packed_weight": round(packed / t_np / 1e9, 2),
             "speedup_vs_numpy": round(t_np / t_cpu, 2), "max_rel_diff_vs_f32_matvec": round(rel, 5)},
-    }))
+        "compile": compiles,
+    }, args)
 
 
 if __name__ == "__main__":

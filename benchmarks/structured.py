@@ -9,16 +9,21 @@ by writing one more such function.
 - softmax_4096x1024_f32: a row softmax (max, exp, sum, divide) against the same in NumPy.
 - cumsum_16M_f32: ``I.cumsum`` (f32 accumulator) against ``np.cumsum``.
 - flash_attention_1024x1024x64: examples/flash_attention.py against a NumPy softmax(QK^T)V.
+
+Each entry's ``compile`` is its kernel's cold compile and first call, then the in-process cache's
+(intent_trace.bench.compile_times); ``--plot FILE.png`` draws the speeds vs NumPy (benchmarks/plot.py).
 """
 from __future__ import annotations
 
-import json
+import argparse
 import time
 
 import numpy as np
 
 import intent_trace as intent
 from intent_trace import I
+from intent_trace.bench import compile_times
+from plot import add_plot_argument, finish
 
 ENTRIES: list = []
 
@@ -71,8 +76,7 @@ def matmul_1024_f32():
     b = rng.standard_normal((n, n), dtype=np.float32)
     c_np = np.empty((n, n), np.float32)
     c_cpu = np.empty((n, n), np.float32)
-    exe = intent.compile(matmul_f32, target="cpu")
-    exe(a, b, c_cpu)
+    exe, compiled = compile_times(matmul_f32, "cpu", lambda e: e(a, b, c_cpu))
     np.matmul(a, b, out=c_np)
     # T5: |computed - exact| <= gamma_n * sum|t_i|; checked against a float64 product (itself far tighter).
     exact = a.astype(np.float64) @ b.astype(np.float64)
@@ -81,7 +85,8 @@ def matmul_1024_f32():
     bound = (n * u / (1 - n * u) + 2 * n * 2.0 ** -53) * mags
     assert np.all(np.abs(c_cpu - exact) <= bound)
     t_np, t_cpu = side_by_side(lambda: np.matmul(a, b, out=c_np), lambda: exe(a, b, c_cpu))
-    return "matmul_1024_f32", {**comparison(t_np, t_cpu, 0.8), "gflops_cpu": round(2 * n ** 3 / t_cpu / 1e9, 1)}
+    return "matmul_1024_f32", {**comparison(t_np, t_cpu, 0.8), "gflops_cpu": round(2 * n ** 3 / t_cpu / 1e9, 1),
+                               "compile": compiled}
 
 
 @intent.kernel
@@ -101,12 +106,11 @@ def numpy_softmax(x, out):
 def softmax_4096x1024_f32():
     x = np.random.default_rng(1).standard_normal((4096, 1024), dtype=np.float32)
     y_np, y_cpu = np.empty_like(x), np.empty_like(x)
-    exe = intent.compile(softmax_rows, target="cpu")
-    exe(x, y_cpu)
+    exe, compiled = compile_times(softmax_rows, "cpu", lambda e: e(x, y_cpu))
     numpy_softmax(x, y_np)
     assert np.allclose(y_cpu, y_np, rtol=1e-5, atol=1e-7)
     t_np, t_cpu = side_by_side(lambda: numpy_softmax(x, y_np), lambda: exe(x, y_cpu), rounds=3, pause=0.1)
-    return "softmax_4096x1024_f32", comparison(t_np, t_cpu, None)
+    return "softmax_4096x1024_f32", {**comparison(t_np, t_cpu, None), "compile": compiled}
 
 
 @intent.kernel
@@ -119,12 +123,11 @@ def cumsum_1d(x: I.In[I.f32, ("N",)], y: I.Out[I.f32, ("N",)]):
 def cumsum_16M_f32():
     x = np.random.default_rng(2).standard_normal(16 * 1024 * 1024, dtype=np.float32)
     y_np, y_cpu = np.empty_like(x), np.empty_like(x)
-    exe = intent.compile(cumsum_1d, target="cpu")
-    exe(x, y_cpu)
+    exe, compiled = compile_times(cumsum_1d, "cpu", lambda e: e(x, y_cpu))
     np.cumsum(x, out=y_np)
     assert np.array_equal(y_cpu, y_np)  # both sequential f32 prefix sums
     t_np, t_cpu = side_by_side(lambda: np.cumsum(x, out=y_np), lambda: exe(x, y_cpu), rounds=3, pause=0.1)
-    return "cumsum_16M_f32", comparison(t_np, t_cpu, None)
+    return "cumsum_16M_f32", {**comparison(t_np, t_cpu, None), "compile": compiled}
 
 
 @entry
@@ -143,8 +146,7 @@ def flash_attention_1024x1024x64():
     q, k, v = (rng.standard_normal(shape).astype(np.float32) for shape in ((L, D), (S, D), (S, D)))
     scale = 1.0 / math.sqrt(D)
     out = np.empty((L, D), np.float32)
-    exe = intent.compile(example.attention, target="cpu")
-    exe(q, k, v, out, scale)
+    exe, compiled = compile_times(example.attention, "cpu", lambda e: e(q, k, v, out, scale))
     assert np.max(np.abs(out - example.reference(q, k, v, scale))) < 1e-4
 
     def numpy_attention():
@@ -153,15 +155,16 @@ def flash_attention_1024x1024x64():
         return (p / p.sum(axis=1, keepdims=True)) @ v
 
     t_np, t_cpu = side_by_side(numpy_attention, lambda: exe(q, k, v, out, scale), rounds=3, pause=0.1)
-    return "flash_attention_1024x1024x64", comparison(t_np, t_cpu, None)
+    return "flash_attention_1024x1024x64", {**comparison(t_np, t_cpu, None), "compile": compiled}
 
 
-def main() -> None:
+def main(argv=None) -> None:
+    args = add_plot_argument(argparse.ArgumentParser(description=__doc__.splitlines()[0])).parse_args(argv)
     results = {"benchmark": "structured"}
     for fn in ENTRIES:
         name, measured = fn()
         results[name] = measured
-    print(json.dumps(results))
+    finish(results, args)
 
 
 if __name__ == "__main__":

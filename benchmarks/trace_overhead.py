@@ -3,15 +3,19 @@ and linearity of tracing time in the op count. Prints one JSON line.
 
 When jax is importable, the same chain is traced with jax.make_jaxpr on the same machine and the
 ratio is reported (no jax -> the field is null).
+
+Nothing is compiled here (tracing only), so there is no compile record. ``--plot FILE.png`` draws tracing
+against its 5 µs/op target and against jax.make_jaxpr (benchmarks/plot.py).
 """
 from __future__ import annotations
 
+import argparse
 import gc
-import json
 import time
 
 import intent_trace as intent
 from intent_trace import I
+from plot import add_plot_argument, finish
 
 
 def chain_kernel(n_ops: int):
@@ -64,7 +68,8 @@ def jax_us_per_op(n_ops: int):
     return t / n_ops * 1e6
 
 
-def main() -> None:
+def main(argv=None) -> None:
+    args = add_plot_argument(argparse.ArgumentParser(description=__doc__.splitlines()[0])).parse_args(argv)
     t1000, nodes1000 = trace_seconds(1000)
     us_per_op = t1000 / nodes1000 * 1e6
     k100 = chain_kernel(100)
@@ -81,7 +86,7 @@ def main() -> None:
     # Linear growth: µs per op stays flat; report the ratio of the largest to the smallest.
     flatness = max(scaling.values()) / min(scaling.values())
     jax_us = jax_us_per_op(1000)
-    print(json.dumps({
+    finish({
         "benchmark": "trace_overhead",
         "us_per_traced_op_1000_chain": round(us_per_op, 3),
         "target_us_per_op": 5.0,
@@ -90,7 +95,12 @@ def main() -> None:
         "linearity_max_over_min_us_per_op": round(flatness, 3),
         "jax_make_jaxpr_us_per_op": None if jax_us is None else round(jax_us, 3),
         "jax_over_intent_ratio": None if jax_us is None else round(jax_us / us_per_op, 2),
-    }))
+        # the same two figures as ratios (higher is better), for --plot
+        "trace_1000_chain_vs_target": {"ratio": round(5.0 / us_per_op, 3), "reference": "the 5 us/op target",
+                                       "target_ratio": 1.0},
+        "trace_1000_chain_vs_jax": {"ratio": None if jax_us is None else round(jax_us / us_per_op, 2),
+                                    "reference": "jax.make_jaxpr", "target_ratio": None},
+    }, args)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """intent_trace: trace logical kernels into a typed graph (KIR) and run them on every target.
 
-Public API: ``kernel``, ``fn``, ``compile``, ``trace``, ``verify``, ``I``, ``TraceError``.
+Public API: ``kernel``, ``fn``, ``compile``, ``trace``, ``verify``, ``bench``, ``I``, ``TraceError``.
 """
 from . import language as I  # noqa: E741
+from .bench import bench  # intent.bench (the name shadows the submodule; "from intent_trace.bench import" works)
 from .compiler import compile, runnable_targets, targets
 from .errors import IntentTraceError, LoweringError, TraceError, VerifyError
 from .kernel import Helper, Kernel, fn, kernel
@@ -27,5 +28,5 @@ def trace(k: Kernel, **constexprs):
     return k.trace(**constexprs)
 
 
-__all__ = ["kernel", "fn", "compile", "trace", "verify", "targets", "runnable_targets", "I", "TraceError", "IntentTraceError",
+__all__ = ["kernel", "fn", "compile", "trace", "verify", "bench", "targets", "runnable_targets", "I", "TraceError", "IntentTraceError",
            "LoweringError", "VerifyError", "Kernel", "Helper"]

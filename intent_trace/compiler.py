@@ -64,7 +64,12 @@ def compile(kernel, target: str = DEFAULT_TARGET, **options):
     """Trace ``kernel`` with the constexprs in ``options`` and build it for ``target``.
 
     Options that are not constexprs of the kernel go to the target (``checks=False`` on ``cpu``).
+    The time this call took and whether the target's in-process cache returned an executable an earlier call
+    built are recorded for the executable's display and ``intent.bench`` (``display.record_compile``).
     """
+    import time
+
+    from .display import record_compile
     from .kernel import Kernel
 
     if not isinstance(kernel, Kernel):
@@ -72,4 +77,7 @@ def compile(kernel, target: str = DEFAULT_TARGET, **options):
     builder = builder_for(target)
     constexprs = {k: v for k, v in options.items() if k in kernel.constexpr_params}
     rest = {k: v for k, v in options.items() if k not in constexprs}
-    return builder(kernel.trace(**constexprs), **rest)
+    start = time.perf_counter()
+    exe = builder(kernel.trace(**constexprs), **rest)
+    record_compile(exe, time.perf_counter() - start)
+    return exe

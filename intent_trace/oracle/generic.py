@@ -12,6 +12,7 @@ import numpy as np
 
 from ..arguments import bind_arguments
 from ..compiler import register_target
+from ..display import ExecutableDisplay
 from ..graph.interpreter import rule_table
 from ..graph.values import KernelGraph
 from ..limits import check_allocation
@@ -32,7 +33,7 @@ class GenericInterpreter(NumpyInterpreter):
     rules = RULES
 
 
-class GenericExecutable:
+class GenericExecutable(ExecutableDisplay):
     """``intent.compile(k, target="generic")``: runs the reference interpreter on NumPy arrays.
 
     ``seed`` seeds the random segmentation that every region fold/scan picks anew on each run (so

@@ -22,6 +22,7 @@ import ml_dtypes
 import numpy as np
 
 from ...arguments import bind_arguments
+from ...display import ExecutableDisplay
 from ...errors import LoweringError
 from ...graph.values import KernelGraph
 from ...limits import allocation_limit, check_allocation
@@ -237,7 +238,7 @@ def _host_array(name: str, value):
     return value
 
 
-class TileLangExecutable:
+class TileLangExecutable(ExecutableDisplay):
     """``build(graph, target="tilelang-c")``: the graph lowered to TileLang, compiled on first use."""
 
     def __init__(self, graph: KernelGraph, target: str = "tilelang-c", checks: bool = True):

@@ -26,6 +26,7 @@ import numpy as np
 from ... import caches
 from ...arguments import bind_arguments
 from ...compiler import register_target
+from ...display import ExecutableDisplay
 from ...graph.lowering import ErrorSite
 from ...graph.printer import format_graph
 from ...graph.values import KernelGraph, Literal
@@ -267,7 +268,7 @@ os.register_at_fork(after_in_child=_Fork.after_in_child)
 _HOST_VIEW = {"f16": np.uint16, "bf16": np.uint16}
 
 
-class CpuExecutable:
+class CpuExecutable(ExecutableDisplay):
     """``intent.compile(k, target="cpu")``: the CPU oracle."""
 
     target = "cpu"

@@ -20,6 +20,7 @@ import attrs
 import numpy as np
 
 from ... import compiler
+from ...display import KernelVerificationDisplay
 from ...kernel import Kernel
 from .comparison import MAX_ULP_DISTANCE, Comparison, Tolerance
 from .cases import poisoned_run
@@ -45,7 +46,7 @@ class OutputComparison:
 
 
 @attrs.frozen
-class KernelVerification:
+class KernelVerification(KernelVerificationDisplay):
     kernel: str
     target: str
     oracle_target: str

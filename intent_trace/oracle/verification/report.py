@@ -12,6 +12,7 @@ import tempfile
 import attrs
 
 from ...caches import CacheUse, check_cache_dir, verification_caches
+from ...display import ReportDisplay
 from .evidence import OracleStageResult, Outcome, StageReport, canonical_json
 from .profiles import ORACLE_PROFILE_ID, catalogue_for, verification_profile
 from .records import VerificationProfile, VerificationStage
@@ -22,7 +23,7 @@ FAILING = (Outcome.FAILED, Outcome.ERROR, Outcome.BLOCKED)
 
 
 @attrs.frozen
-class VerificationReport:
+class VerificationReport(ReportDisplay):
     schema_version: int
     target_profile: VerificationProfile
     oracle_profile: VerificationProfile
