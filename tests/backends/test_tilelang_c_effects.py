@@ -8,7 +8,7 @@ from intent_trace import I
 
 pytest.importorskip("tilelang")
 from backends.tilelang_support import TARGET, run_both
-from intent_trace.backends.tilelang.random import philox4x32_10
+from intent_trace.backends.tilelang.philox import philox4x32_10
 from intent_trace.backends.tilelang.target import build
 
 RNG = np.random.default_rng(7)

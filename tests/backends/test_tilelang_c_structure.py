@@ -241,7 +241,7 @@ def test_bad_arguments_raise_before_anything_is_written():
 
 
 def test_unsupported_ops_raise_lowering_error_naming_op_and_target(monkeypatch):
-    from intent_trace.backends.tilelang.emitter import TileLangEmitter
+    from intent_trace.backends.tilelang import rules
     from intent_trace.graph import ops
 
     @intent.kernel
@@ -250,8 +250,8 @@ def test_unsupported_ops_raise_lowering_error_naming_op_and_target(monkeypatch):
         y[I.domain(0, 4)] = I.histogram(x[d], bins=4, count_dtype=I.i32)
 
     # Every op lowers today: take one away, as a target without it would be.
-    monkeypatch.delitem(TileLangEmitter.rules, ops.REGISTRY["histogram"])
-    monkeypatch.setitem(TileLangEmitter.rejected, ops.REGISTRY["histogram"], "not on this test's target")
+    monkeypatch.delitem(rules.RULES, ops.histogram)
+    monkeypatch.setitem(rules.REJECTED, ops.histogram, "not on this test's target")
     with pytest.raises(LoweringError, match=r"tilelang-c.*`histogram`.*not on this test's target"):
         build(uses_histogram.trace(), target=TARGET)
     with pytest.raises(ValueError, match="tilelang-nope"):

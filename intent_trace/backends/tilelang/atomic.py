@@ -19,8 +19,14 @@ from __future__ import annotations
 
 from ... import types as T
 from . import extern
-from .emitter import Aggregate, Scalar, as_index, rule
+from ...graph import ops
+from ...graph.interpreter import rule_registrar
+from .emitter import Aggregate, Scalar, as_index
 from .scalar_rules import call
+
+RULES: dict = {}
+REJECTED: dict = {}
+rule = rule_registrar(RULES)
 
 _COMBINE = {"add": "add", "max": "max", "min": "min", "and": "and", "or": "or", "xor": "xor"}
 
@@ -49,7 +55,7 @@ def _order(node) -> str:
     return node.attr("order")
 
 
-@rule("atomic_load")
+@rule(ops.atomic_load)
 def _atomic_load(em, node, args):
     view = args[0]
     d = view.dtype
@@ -57,7 +63,7 @@ def _atomic_load(em, node, args):
     return Scalar(em.assign(extern.call(em, f"atomic_load_{_order(node)}", (d,), d, (_storage(em, view),), addr)))
 
 
-@rule("atomic_store")
+@rule(ops.atomic_store)
 def _atomic_store(em, node, args):
     view, value = args[0], args[1]
     d = view.dtype
@@ -66,7 +72,7 @@ def _atomic_store(em, node, args):
     em.line(f"T.evaluate({store})")
 
 
-@rule("atomic_rmw")
+@rule(ops.atomic_rmw)
 def _atomic_rmw(em, node, args):
     view, value = args[0], args[1]
     d = view.dtype
@@ -79,7 +85,7 @@ def _atomic_rmw(em, node, args):
                                         value.expr, combine=combine)))
 
 
-@rule("atomic_compare_exchange")
+@rule(ops.atomic_compare_exchange)
 def _atomic_compare_exchange(em, node, args):
     view, expected, desired = args[0], args[1], args[2]
     d = view.dtype

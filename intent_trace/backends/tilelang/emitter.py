@@ -21,19 +21,16 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import ClassVar
-
 import attrs
 
 from ... import types as T
 from ...errors import LoweringError
-from ...graph import ops
-from ...graph.interpreter import Interpreter, rule_registrar
+from ...graph.interpreter import Interpreter
 from ...graph.lowering import components, extent_expr, index_add, index_mul, intern_constant, name_extents
 from ...graph.values import KernelGraph, Literal, Var
 from ...codegen.analysis import fusion, snapshot_values
 from ...codegen.writer import SourceWriter
-from .scalar_rules import SCALAR_RULES, constant_expr, tir_dtype
+from .scalar_rules import constant_expr, tir_dtype
 from .storage import StorageMixin
 
 # --- values ------------------------------------------------------------------------------------------------
@@ -101,11 +98,13 @@ CHAIN_LENGTH = 512  # ops emitted per element of a lazy value before it is mater
 
 
 class TileLangEmitter(StorageMixin, SourceWriter, Interpreter):
-    rules: ClassVar[dict] = {}
-    rejected: ClassVar[dict] = {}  # OpDef -> why this lowering does not handle it (filled below)
+    """The walk and the values every rule shares. Its rule table is given (:mod:`.rules` composes it from the
+    rule modules, which import this module: it imports none of them)."""
 
-    def __init__(self, graph: KernelGraph, target, checks: bool = True):
+    def __init__(self, graph: KernelGraph, target, rules: dict, rejected: dict, checks: bool = True):
         Interpreter.__init__(self)
+        self.rules = rules  # OpDef -> rule
+        self.rejected = rejected  # OpDef -> why no TileLang target lowers it
         SourceWriter.__init__(self)
         self.init_storage(target, checks)  # buffers and run-time checks (.storage)
         self.graph = graph
@@ -138,7 +137,7 @@ class TileLangEmitter(StorageMixin, SourceWriter, Interpreter):
         outer, self.node = self.node, node
         try:
             if node.op not in self.rules:
-                raise self.reject(self.rejected.get(node.op, "no TileLang lowering for this op yet"))
+                raise self.reject(self.rejected[node.op])
             super().run_node(node)
         finally:
             self.node = outer
@@ -438,39 +437,3 @@ class Slot:
 
     array: Array
     scratch: str | None
-
-
-rule = rule_registrar(TileLangEmitter.rules)
-
-
-@rule(*(op.name for op in SCALAR_RULES))
-def _elementwise(em: TileLangEmitter, node, args):
-    scalar_rule = SCALAR_RULES[node.op]
-    d = node.inputs[-1].type.dtype
-    em.tir(d)
-    out_t = node.outputs[0].type
-    if isinstance(out_t, T.ScalarType):
-        return Scalar(em.assign(scalar_rule(em, node, d, *(a.expr for a in args))))
-
-    def elem(idx):
-        return em.assign(scalar_rule(em, node, d, *(em.elem(a, idx) for a in args)), "t")
-
-    return Lazy(em.shape(out_t), elem, tuple(a for a in args if isinstance(a, Lazy)))
-
-
-@rule("constant")
-def _constant(em, node, args):
-    return Scalar(em.constant(node.attr("value"), node.attr("type").dtype))
-
-
-from . import (
-    structure,  # noqa: F401  (registers shapes, domains, views and control)
-    structured,  # noqa: F401  (registers reduce, scan and contract)
-    memory,  # noqa: F401  (registers gather, histogram, buffers, load/store, scatter_reduce)
-    region,  # noqa: F401  (registers region_fold and region_scan)
-)
-from . import atomic, quant, random, scaled, sparse  # noqa: E402, F401  (atomics, RNG, scaled, sparse, k-quants)
-
-for _op in ops.REGISTRY.values():
-    if _op not in TileLangEmitter.rules:
-        TileLangEmitter.rejected[_op] = "no TileLang lowering for this op yet"

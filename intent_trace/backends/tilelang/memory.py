@@ -19,13 +19,20 @@ import contextlib
 
 from ... import types as T
 from ...graph.lowering import broadcast_index, extent_value
-from .emitter import Lazy, Scalar, View, as_index, rule
+from ...graph import ops
+from ...graph.interpreter import rule_registrar
+from .emitter import Lazy, Scalar, View, as_index
 from .scalar_rules import cast_expr
-from .structure import _decode, _encode
-from .structured import _combine
+from .views import decode, encode
+from .accumulate import combine
+
+RULES: dict = {}
+REJECTED: dict = {}
+rule = rule_registrar(RULES)
 
 # Producers whose elements are cheap to recompute at arbitrary coordinates (a gather source stays lazy).
-_CHEAP = frozenset({"read", "load", "broadcast", "full", "indices", "slice", "transpose", "reshape", "cast"})
+_CHEAP = frozenset({ops.read, ops.load, ops.broadcast, ops.full, ops.indices, ops.slice, ops.transpose, ops.reshape,
+                    ops.cast})
 
 
 def at(em, value, t: T.Type, idx: list, out: T.Type) -> str:
@@ -35,16 +42,16 @@ def at(em, value, t: T.Type, idx: list, out: T.Type) -> str:
     return em.elem(value, broadcast_index(t.shape, out.shape, idx))
 
 
-def _producer(em, var) -> str | None:
+def _producer(em, var):
     table = em.__dict__.get("_producers")
     if table is None:
-        table = em.__dict__["_producers"] = {v: n.op.name for n in em.graph.walk() for v in n.outputs}
+        table = em.__dict__["_producers"] = {v: n.op for n in em.graph.walk() for v in n.outputs}
     return table.get(var)
 
 
 # --- gather --------------------------------------------------------------------------------------
 
-@rule("gather")
+@rule(ops.gather)
 def _gather(em, node, args):
     src_t = node.inputs[0].type
     source = args[0]
@@ -84,7 +91,7 @@ def _gather(em, node, args):
 
 # --- histogram -----------------------------------------------------------------------------------
 
-@rule("histogram")
+@rule(ops.histogram)
 def _histogram(em, node, args):
     values, vt = args[0], node.inputs[0].type
     valid = (args[1], node.inputs[1]) if node.attr("has_valid") else None
@@ -118,7 +125,7 @@ def _buffer_extent(em, e, label: str, axis: int) -> str:
     return n
 
 
-@rule("buffer")
+@rule(ops.buffer)
 def _buffer(em, node, args):
     t = node.attr("type")
     label = f"buffer@{node.loc!r}"
@@ -137,7 +144,7 @@ def _buffer(em, node, args):
 
 # --- scatter_reduce -------------------------------------------------------------------------------
 
-@rule("scatter_reduce")
+@rule(ops.scatter_reduce)
 def _scatter_reduce(em, node, args):
     dest, *operands = args
     dvar = node.inputs[0]
@@ -155,7 +162,7 @@ def _scatter_reduce(em, node, args):
                      f"{{view}}: coordinate {{0}} on axis {axis} is outside its extent {{1}}", c, n, view=dest.label)
             coords.append(c)
         cell = f"{dest.name}[{', '.join(coords) if not dest.rank0 else '0'}]"
-        old = em.assign(_decode(em, dest, cell), "x")
+        old = em.assign(decode(em, dest, cell), "x")
         new = em.assign(at(em, values, node.inputs[1].type, idx, out_t), "x")
-        (combined,) = _combine(em, node, elem_t, [old], [new], [], idx)
-        em.line(f"{cell} = {_encode(em, dest, combined)}")
+        (combined,) = combine(em, node, elem_t, [old], [new], [], idx)
+        em.line(f"{cell} = {encode(em, dest, combined)}")

@@ -19,13 +19,19 @@ from __future__ import annotations
 
 from ... import types as T
 from . import extern
-from .emitter import Aggregate, Array, Lazy, Scalar, rule
+from ...graph import ops
+from ...graph.interpreter import rule_registrar
+from .emitter import Aggregate, Array, Lazy, Scalar
 from .scalar_rules import call, cast_expr
+
+RULES: dict = {}
+REJECTED: dict = {}
+rule = rule_registrar(RULES)
 
 _ORDER = {"q8_k": ("d", "qs", "bsums"), "q4_k": ("d", "dmin", "scales", "mins", "q")}
 
 
-@rule("quantize")
+@rule(ops.quantize)
 def _quantize(em, node, args):
     (x,) = args
     fmt = node.attr("format").name
@@ -70,7 +76,7 @@ def _broadcast(em, pos: list, lead: tuple) -> list:
     return out
 
 
-@rule("quantized_dot")
+@rule(ops.quantized_dot)
 def _quantized_dot(em, node, args):
     lt, rt = node.inputs[0].type, node.inputs[1].type
     x = dict(zip(lt.names, args[0].items))

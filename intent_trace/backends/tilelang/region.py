@@ -11,7 +11,13 @@ from __future__ import annotations
 
 from ... import types as T
 from ...graph.lowering import assemble, leaf_values
-from .emitter import Aggregate, Array, Lazy, add, as_index, rule
+from ...graph import ops
+from ...graph.interpreter import rule_registrar
+from .emitter import Aggregate, Array, Lazy, add, as_index
+
+RULES: dict = {}
+REJECTED: dict = {}
+rule = rule_registrar(RULES)
 
 SLICE = 256
 
@@ -29,7 +35,7 @@ def _slice_loop(em, node, source):
     length = em.assign(f"T.min(T.int64({SLICE}), {as_index(n)} - {start})", "n")
     em.host_sizes[length] = str(SLICE)  # a workspace holding a slice is sized by the bound (.storage)
     # summarize (and emit) take the slices first: their slice extent is this slice's member count
-    for region in (node.regions[0], node.regions[3]) if node.op.name == "region_scan" else node.regions[:1]:
+    for region in (node.regions[0], node.regions[3]) if node.op is ops.region_scan else node.regions[:1]:
         for p in region.params[:len(leaf_types)]:
             e = p.type.shape[axis]
             if not isinstance(e, int):
@@ -48,7 +54,7 @@ def _end_slice_loop(em) -> None:
     em.memo.pop()
 
 
-@rule("region_fold")
+@rule(ops.region_fold)
 def _region_fold(em, node, args):
     source, identity, *operands = args
     (summary_t,) = node.attr("types")
@@ -62,7 +68,7 @@ def _region_fold(em, node, args):
     return em.current(names, summary_t)
 
 
-@rule("region_scan")
+@rule(ops.region_scan)
 def _region_scan(em, node, args):
     source, identity, initial, *operands = args
     summarize, combine, apply, emit = node.regions

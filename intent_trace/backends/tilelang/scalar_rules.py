@@ -41,8 +41,10 @@ def _div(em, node, d, a, b):
     return call(em, "div_ftz" if node.attr("flush_to_zero") else "div", (d,), d, (d, d), a, b)
 
 
-def _compare(em, node, d, a, b):
-    return call(em, node.op.name, (d,), T.bool_, (d, d), a, b)
+def _compare(family: str):
+    def rule(em, node, d, a, b):
+        return call(em, family, (d,), T.bool_, (d, d), a, b)
+    return rule
 
 
 def _unary(family: str):
@@ -51,10 +53,11 @@ def _unary(family: str):
     return rule
 
 
-def _math(em, node, d, x):
-    # ``approximate=True`` only widens the allowed error (T4): the exact result satisfies it.
-    family = node.op.name + ("_ftz" if node.attr("flush_to_zero") else "")
-    return call(em, family, (d,), d, (d,), x)
+def _math(family: str):
+    def rule(em, node, d, x):
+        # ``approximate=True`` only widens the allowed error (T4): the exact result satisfies it.
+        return call(em, family + ("_ftz" if node.attr("flush_to_zero") else ""), (d,), d, (d,), x)
+    return rule
 
 
 def _select(em, node, d, p, a, b):
@@ -82,20 +85,22 @@ def _bitcast(em, node, d, x):
     return call(em, "bitcast", (src, dst), dst, (src,), x)
 
 
-SCALAR_RULES: dict = {}
-for _name, _family in (("add", "add"), ("sub", "sub"), ("mul", "mul"), ("floordiv", "floordiv"), ("mod", "mod"),
-                       ("pow", "pow"), ("maximum", "max"), ("minimum", "min"), ("and_", "and"), ("or_", "or"),
-                       ("xor", "xor"), ("shl", "shl"), ("shr", "shr")):
-    SCALAR_RULES[ops.REGISTRY[_name]] = _binary(_family)
-for _name, _fn in (("div", _div), ("select", _select), ("fma", _fma), ("cast", _cast), ("bitcast", _bitcast)):
-    SCALAR_RULES[ops.REGISTRY[_name]] = _fn
-for _name in ops.COMPARE:
-    SCALAR_RULES[ops.REGISTRY[_name]] = _compare
-for _name in ("neg", "invert", "abs"):
-    SCALAR_RULES[ops.REGISTRY[_name]] = _unary(_name)
-for _name in ops.UNARY_MATH:
-    if _name != "abs":
-        SCALAR_RULES[ops.REGISTRY[_name]] = _math
+#: The elementwise ops, each with its rule: the helper family it calls is the TileLang helper vocabulary
+#: (``it_max_f32`` for ``maximum``), spelled here once per op.
+SCALAR_RULES: dict = {
+    ops.add: _binary("add"), ops.sub: _binary("sub"), ops.mul: _binary("mul"), ops.floordiv: _binary("floordiv"),
+    ops.mod: _binary("mod"), ops.pow: _binary("pow"), ops.maximum: _binary("max"), ops.minimum: _binary("min"),
+    ops.and_: _binary("and"), ops.or_: _binary("or"), ops.xor: _binary("xor"), ops.shl: _binary("shl"),
+    ops.shr: _binary("shr"),
+    ops.div: _div, ops.select: _select, ops.fma: _fma, ops.cast: _cast, ops.bitcast: _bitcast,
+    ops.eq: _compare("eq"), ops.ne: _compare("ne"), ops.lt: _compare("lt"), ops.le: _compare("le"),
+    ops.gt: _compare("gt"), ops.ge: _compare("ge"),
+    ops.neg: _unary("neg"), ops.invert: _unary("invert"), ops.abs: _unary("abs"),
+    ops.exp: _math("exp"), ops.log: _math("log"), ops.log1p: _math("log1p"), ops.lgamma: _math("lgamma"),
+    ops.sin: _math("sin"), ops.asin: _math("asin"), ops.cos: _math("cos"), ops.floor: _math("floor"),
+    ops.erf: _math("erf"), ops.erfc: _math("erfc"), ops.i0: _math("i0"), ops.rsqrt: _math("rsqrt"),
+    ops.sqrt: _math("sqrt"), ops.sigmoid: _math("sigmoid"), ops.exp2: _math("exp2"), ops.tanh: _math("tanh"),
+}
 
 
 # --- constants ------------------------------------------------------------------------------------------

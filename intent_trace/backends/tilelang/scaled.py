@@ -13,8 +13,14 @@ accumulator and the sum is within T5's bound.
 from __future__ import annotations
 
 from ... import types as T
-from .emitter import Lazy, as_index, rule
+from ...graph import ops
+from ...graph.interpreter import rule_registrar
+from .emitter import Lazy, as_index
 from .scalar_rules import call
+
+RULES: dict = {}
+REJECTED: dict = {}
+rule = rule_registrar(RULES)
 
 
 def _decoded(em, fmt, acc, codes, scale, coords, e: str) -> str:
@@ -27,7 +33,7 @@ def _carrier(fmt, e: str) -> str:
     return f"T.floordiv({e}, 2)" if fmt.name == "e2m1" else e
 
 
-@rule("scaled_contract")
+@rule(ops.scaled_contract)
 def _scaled_contract(em, node, args):
     a, sa, b, sb = args
     acc = node.attr("acc_dtype")

@@ -13,9 +13,15 @@ from __future__ import annotations
 
 from ... import types as T
 from ...graph.lowering import DenseContract
-from .emitter import Lazy, as_index, rule
+from ...graph import ops
+from ...graph.interpreter import rule_registrar
+from .emitter import Lazy, as_index
 from .scalar_rules import call, cast_expr
-from .structured import _contract
+from .accumulate import contract
+
+RULES: dict = {}
+REJECTED: dict = {}
+rule = rule_registrar(RULES)
 
 
 def _position(em, meta, idx) -> str:
@@ -44,7 +50,7 @@ def _check_metadata(em, meta, cshape, axis: int, fmt) -> None:
                                                  "within one group are not strictly increasing", p, x, fmt=repr(fmt))
 
 
-@rule("sparse_contract")
+@rule(ops.sparse_contract)
 def _sparse_contract(em, node, args):
     comp, meta, rhs = args
     fmt = node.attr("format")
@@ -76,4 +82,4 @@ def _sparse_contract(em, node, args):
     tshape = list(ct.shape)
     tshape[axis] = k
     lhs_type = T.TensorType(src, tuple(tshape))
-    return _contract(em, DenseContract(node, lhs_type), [Lazy(tuple(dshape), dense), rhs])
+    return contract(em, DenseContract(node, lhs_type), [Lazy(tuple(dshape), dense), rhs])

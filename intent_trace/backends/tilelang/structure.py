@@ -13,13 +13,20 @@ from ... import types as T
 from ...graph.lowering import (access_coords, broadcast_index, component, covers_axis, flat_index, name_extents,
                                rereads_destination, safe_point, slice_index, transpose_index, unflatten)
 from ...graph.values import Literal
-from .emitter import Aggregate, Domain, Lazy, Scalar, View, add, as_index, mul, rule
+from ...graph import ops
+from ...graph.interpreter import rule_registrar
+from .emitter import Aggregate, Domain, Lazy, Scalar, View, add, as_index, mul
 from .scalar_rules import call
+from .views import decode, encode
+
+RULES: dict = {}
+REJECTED: dict = {}
+rule = rule_registrar(RULES)
 
 # --- shapes ----------------------------------------------------------------------------------------------
 
 
-@rule("broadcast")
+@rule(ops.broadcast)
 def _broadcast(em, node, args):
     (x,) = args
     out = node.outputs[0].type
@@ -46,14 +53,14 @@ def _product(shape) -> str:
     return as_index(out) if out == "1" else out
 
 
-@rule("full")
+@rule(ops.full)
 def _full(em, node, args):
     shape = _fresh_extents(em, node, args[1:])
     fill = args[0].expr
     return Lazy(shape, lambda idx: fill)
 
 
-@rule("reshape")
+@rule(ops.reshape)
 def _reshape(em, node, args):
     x = args[0]
     new = _fresh_extents(em, node, args[1:])
@@ -72,14 +79,14 @@ def _reshape(em, node, args):
     return Lazy(new, elem)
 
 
-@rule("transpose")
+@rule(ops.transpose)
 def _transpose(em, node, args):
     (x,) = args
     perm = node.attr("perm")
     return Lazy(em.shape(node.outputs[0].type), lambda idx: em.elem(x, transpose_index(perm, idx)))
 
 
-@rule("slice")
+@rule(ops.slice)
 def _slice(em, node, args):
     x, rest = args[0], iter(args[1:])
     src = em.shape(node.inputs[0].type)
@@ -104,7 +111,7 @@ def _slice(em, node, args):
     return Lazy(tuple(shape), lambda idx: em.elem(x, slice_index(offsets, idx, add)))
 
 
-@rule("join")
+@rule(ops.join)
 def _join(em, node, args):
     a, b = args
     d = node.outputs[0].type.dtype
@@ -116,12 +123,12 @@ def _join(em, node, args):
     return Lazy(em.shape(node.outputs[0].type), elem)
 
 
-@rule("tuple", "record")
+@rule(ops.tuple, ops.record)
 def _aggregate(em, node, args):
     return Aggregate(tuple(args))
 
 
-rule("get", "field")(component)
+rule(ops.get, ops.field)(component)
 
 
 # --- domains --------------------------------------------------------------------------------------------
@@ -130,7 +137,7 @@ def _is(x, value) -> bool:
     return isinstance(x, Literal) and x.value == value
 
 
-@rule("domain")
+@rule(ops.domain)
 def _domain(em, node, args):
     b, e, s = (a.expr for a in args)
     if _is(node.inputs[0], 0) and _is(node.inputs[2], 1):
@@ -152,7 +159,7 @@ def _domain(em, node, args):
     return Domain(start, step, length)
 
 
-@rule("subregion")
+@rule(ops.subregion)
 def _subregion(em, node, args):
     parent, b, e = args[0], em.assign(as_index(args[1].expr), "s"), em.assign(as_index(args[2].expr), "s")
     em.check(f"{b} < T.int64(0) or {e} < T.int64(0)", IndexError, "subregion [{0}:{1}] has a negative bound", b, e)
@@ -169,13 +176,13 @@ def coordinate(d: Domain, i: str) -> str:
     return add(d.start, mul(i, d.step))
 
 
-@rule("indices")
+@rule(ops.indices)
 def _indices(em, node, args):
     (d,) = args
     return Lazy((d.length,), lambda idx: em.assign(as_index(coordinate(d, idx[0])), "t"))
 
 
-@rule("dim")
+@rule(ops.dim)
 def _dim(em, node, args):
     (x,) = args
     n = x.length if isinstance(x, Domain) else x.shape[node.attr("axis")]
@@ -184,24 +191,13 @@ def _dim(em, node, args):
 
 # --- views ----------------------------------------------------------------------------------------------
 
-def _decode(em, view: View, expr: str) -> str:
-    d = view.dtype
-    if d.name in ("f16", "bf16"):  # stored as bit patterns, held as floats
-        return call(em, "decode", (d,), d, (T.u16,), expr)
-    return f"T.Cast({em.tir(d)!r}, {expr})" if view.storage else expr
-
-
-def _encode(em, view: View, expr: str) -> str:
-    d = view.dtype
-    if d.name in ("f16", "bf16"):
-        return call(em, "encode", (d,), T.u16, (d,), expr)
-    return f"T.Cast({view.storage!r}, {expr})" if view.storage else expr
+_STORES = frozenset({ops.write, ops.store, ops.unique_store})  # view, value, then the index operands
 
 
 def _index_plan(em, node, view: View, entries):
     """(result shape, per-entry plan) of a read or write, after the checks of its domain and point entries."""
     view_t = node.inputs[0].type
-    first = 2 if node.op.name in ("write", "store", "unique_store") else 1
+    first = 2 if node.op in _STORES else 1
     operands = iter(zip(entries, node.inputs[first:]))
     shape, plan = [], []
     for axis, kind in enumerate(node.attr("index")):
@@ -243,20 +239,20 @@ def _coords(em, view: View, plan, idx) -> str:
     return ", ".join(out) if not view.rank0 else "0"
 
 
-@rule("read", "load")
+@rule(ops.read, ops.load)
 def _read(em, node, args):
     view, entries = args[0], args[1:]
     shape, plan = _index_plan(em, node, view, entries)
     if not shape:
-        return Scalar(em.assign(_decode(em, view, f"{view.name}[{_coords(em, view, plan, [])}]")))
+        return Scalar(em.assign(decode(em, view, f"{view.name}[{_coords(em, view, plan, [])}]")))
 
     def elem(idx):
-        return em.assign(_decode(em, view, f"{view.name}[{_coords(em, view, plan, idx)}]"), "t")
+        return em.assign(decode(em, view, f"{view.name}[{_coords(em, view, plan, idx)}]"), "t")
 
     return Lazy(shape, elem)
 
 
-@rule("write", "unique_store", "store")
+@rule(ops.write, ops.unique_store, ops.store)
 def _write(em, node, args):
     view, value, entries = args[0], args[1], args[2:]
     if isinstance(value, Lazy) and rereads_destination(node, em.reads, em.aligned):
@@ -274,7 +270,7 @@ def _write(em, node, args):
                      "{view}: a unique store writes one element twice (its index relation is not injective); "
                      "use scatter_reduce to combine collisions", view=view.label)
             em.line(f"{mask}[{at}] = T.uint8(1)")
-        em.line(f"{view.name}[{at}] = {_encode(em, view, v)}")
+        em.line(f"{view.name}[{at}] = {encode(em, view, v)}")
 
 
 # --- control --------------------------------------------------------------------------------------------
@@ -283,7 +279,7 @@ def _point(em, d: Domain, o: str) -> Scalar:
     return Scalar(em.assign(as_index(coordinate(d, o)), "q"))
 
 
-@rule("parallel", "for")
+@rule(ops.parallel, ops.for_)
 def _iterate(em, node, args):
     # A serial program runs a parallel domain as a serial loop (any order is a valid one); the graph's one
     # top-level parallel loop may be mapped onto threads instead (em.grid: cuda_kernels.ParallelGrid).
@@ -300,7 +296,7 @@ def _iterate(em, node, args):
         em.loop_stack.pop()
 
 
-@rule("loop")
+@rule(ops.loop)
 def _loop(em, node, args):
     d, init = args
     (t,) = node.attr("types")
@@ -315,7 +311,7 @@ def _loop(em, node, args):
     return em.current(names, t)
 
 
-@rule("while")
+@rule(ops.while_)
 def _while(em, node, args):
     (init,) = args
     (t,) = node.attr("types")
@@ -338,7 +334,7 @@ def _while(em, node, args):
     return em.current(names, t)
 
 
-@rule("if")
+@rule(ops.if_)
 def _if(em, node, args):
     types = node.attr("types")
     then_r, else_r = node.regions
@@ -351,11 +347,14 @@ def _if(em, node, args):
     return em.current(names, types[0]) if types else None
 
 
-@rule("break", "continue")
+_EXITS = {ops.break_: "break", ops.continue_: "continue"}  # TileLang's own statements
+
+
+@rule(ops.break_, ops.continue_)
 def _exit(em, node, args):
     _, names, t, depth = em.loop_stack[-1]
     with em.block(f"if {em.flag(args[0].expr)}:"):
         if len(args) > 1:
             em.store(names, args[1], t)
         em.free_from(depth)  # the heap buffers of this iteration
-        em.line(node.op.name)
+        em.line(_EXITS[node.op])

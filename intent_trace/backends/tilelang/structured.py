@@ -13,9 +13,15 @@ each product in the accumulator dtype and adds it to the accumulator in index or
 from __future__ import annotations
 
 from ... import types as T
-from ...graph.lowering import assemble, leaf_values, merge_index, pointwise_shape, scalar_param
-from .emitter import Aggregate, Array, Lazy, Scalar, rule
-from .scalar_rules import call, cast_expr
+from ...graph.lowering import assemble, leaf_values, merge_index, pointwise_shape
+from ...graph import ops
+from ...graph.interpreter import rule_registrar
+from .accumulate import accumulators, combine, contract, lazy_leaves
+from .emitter import Aggregate, Array, Lazy, Scalar
+
+RULES: dict = {}
+REJECTED: dict = {}  # every reduce, scan and contract lowers
+rule = rule_registrar(RULES)
 
 
 def _pointwise(node) -> bool:
@@ -27,32 +33,7 @@ def _pointwise(node) -> bool:
                                      for c in node.inputs[2:] for t in T.leaf_types(c.type))
 
 
-def _combine(em, node, acc_t: T.Type, lhs: list, rhs: list, captures: list, pos) -> list:
-    """The combine region inlined for one element: the expressions of the result's leaves. Tensor captures
-    have the accumulator's shape and are read at ``pos``."""
-    def param(names):
-        return scalar_param(acc_t, names, scalar=Scalar, lazy=Lazy, aggregate=Aggregate)
-
-    (result,) = em.run_region(node.regions[0], (param(lhs), param(rhs), *captures))
-    return [em.assign(em.elem(leaf, pos), "r") for leaf in leaf_values(result, Aggregate)]
-
-
-def _accumulators(em, types: list, inits: list) -> list:
-    names = []
-    for t, v in zip(types, inits):
-        name = em.fresh("c")
-        em.line(f"{name} = T.alloc_var({em.tir(t.dtype)!r}, init={v})")
-        names.append(name)
-    return names
-
-
-def _lazy_leaves(em, shape: tuple, compute, types: list) -> list:
-    """One lazy value per leaf, sharing one memoised computation of all leaves per element."""
-    group = Lazy(shape, compute)
-    return [Lazy(shape, lambda idx, k=k: em.elem(group, idx)[k]) for k in range(len(types))]
-
-
-@rule("reduce")
+@rule(ops.reduce)
 def _reduce(em, node, args):
     if not _pointwise(node):
         return _fold(em, node, args)
@@ -67,21 +48,21 @@ def _reduce(em, node, args):
     acc_types = T.leaf_types(acc_t)
 
     def compute(pos):
-        accs = _accumulators(em, acc_types, [em.elem(v, pos) for v in leaf_values(identity, Aggregate)])
+        accs = accumulators(em, acc_types, [em.elem(v, pos) for v in leaf_values(identity, Aggregate)])
         with em.loop_nest(red) as ridx:
             full = merge_index(pos, ridx, axes, rank)
             items = [em.elem(v, full) for v in leaf_values(source, Aggregate)]
             current = [em.assign(a, "x") for a in accs]
-            for name, value in zip(accs, _combine(em, node, acc_t, current, items, captures, pos)):
+            for name, value in zip(accs, combine(em, node, acc_t, current, items, captures, pos)):
                 em.line(f"{name} = {value}")
         return [em.assign(a, "r") for a in accs]
 
     if not kept:
         return assemble(acc_t, [Scalar(v) for v in compute([])], Aggregate)
-    return assemble(acc_t, _lazy_leaves(em, kept, compute, acc_types), Aggregate)
+    return assemble(acc_t, lazy_leaves(em, kept, compute, acc_types), Aggregate)
 
 
-@rule("scan")
+@rule(ops.scan)
 def _scan(em, node, args):
     if not _pointwise(node):
         return _fold(em, node, args)
@@ -95,7 +76,7 @@ def _scan(em, node, args):
     n = src_shape[axis]
     outs = [em.allocate(src_shape, em.tir(t.dtype)) for t in src_types]
     with em.loop_nest(kept) as pos:
-        accs = _accumulators(em, T.leaf_types(acc_t), [em.elem(v, pos) for v in leaf_values(identity, Aggregate)])
+        accs = accumulators(em, T.leaf_types(acc_t), [em.elem(v, pos) for v in leaf_values(identity, Aggregate)])
         j = em.fresh("k")
         with em.block(f"for {j} in T.serial({n}):"):
             k = em.assign(f"{n} - 1 - {j}", "k") if reverse else j
@@ -107,7 +88,7 @@ def _scan(em, node, args):
                 for out, a in zip(outs, current):
                     em.line(f"{out}[{at}] = {a}")
             lhs, rhs = (items, current) if reverse else (current, items)  # combine in source order
-            new = _combine(em, node, acc_t, lhs, rhs, captures, pos)
+            new = combine(em, node, acc_t, lhs, rhs, captures, pos)
             for name, value in zip(accs, new):
                 em.line(f"{name} = {value}")
             if inclusive:
@@ -120,7 +101,7 @@ def _fold(em, node, args):
     """General combines: fold whole accumulator values over the reduced (scanned) positions in source order,
     with the accumulator as a loop carry (tensor leaves are buffers), as the spec defines reduce and scan."""
     source, identity, *captures = args
-    is_scan = node.op.name == "scan"
+    is_scan = node.op is ops.scan
     src_t, acc_t = node.inputs[0].type, node.inputs[1].type
     axes = (node.attr("axis"),) if is_scan else node.attr("axes")
     reverse = is_scan and node.attr("reverse")
@@ -164,46 +145,4 @@ def _fold(em, node, args):
     return em.current(names, acc_t)
 
 
-@rule("contract")
-def _contract(em, node, args):
-    lhs, rhs = args
-    acc = node.attr("acc_dtype")
-    em.tir(acc)
-    reduce, batch = node.attr("reduce"), node.attr("batch")
-    lt, rt = node.inputs[0].type, node.inputs[1].type
-    lhs_shape, rhs_shape = em.shape(lt), em.shape(rt)
-    lhs_red = [a for a, _ in reduce]
-    rhs_red = [b for _, b in reduce]
-    rhs_batch = {b: a for a, b in batch}
-    lhs_kept = [a for a in range(lt.rank) if a not in lhs_red]
-    rhs_kept = [b for b in range(rt.rank) if b not in rhs_red and b not in rhs_batch]
-    shape = tuple([lhs_shape[a] for a in lhs_kept] + [rhs_shape[b] for b in rhs_kept])
-    red = [lhs_shape[a] for a in lhs_red]
-    # f16/bf16 accumulators: the converted operands are exact in f32, which accumulates; one rounding at the end
-    # (as generic computes them, within the format's T5 bound).
-    work = T.f32 if acc.name in ("f16", "bf16") else acc
-    zero = em.constant(0, work)
-
-    def compute(pos):
-        where = {a: pos[k] for k, a in enumerate(lhs_kept)}
-        (total,) = _accumulators(em, [T.ScalarType(work)], [zero])
-        with em.loop_nest(red) as ridx:
-            li = [ridx[lhs_red.index(a)] if a in lhs_red else where[a] for a in range(lt.rank)]
-            ri = []
-            for b in range(rt.rank):
-                if b in rhs_red:
-                    ri.append(ridx[rhs_red.index(b)])
-                elif b in rhs_batch:
-                    ri.append(where[rhs_batch[b]])
-                else:
-                    ri.append(pos[len(lhs_kept) + rhs_kept.index(b)])
-            x = em.assign(cast_expr(em, acc, work, cast_expr(em, lt.dtype, acc, em.elem(lhs, li))), "x")
-            y = em.assign(cast_expr(em, acc, work, cast_expr(em, rt.dtype, acc, em.elem(rhs, ri))), "x")
-            product = em.assign(call(em, "mul", (work,), work, (work, work), x, y), "x")
-            em.line(f"{total} = {call(em, 'add', (work,), work, (work, work), total, product)}")
-        return [em.assign(cast_expr(em, work, acc, total), "r")]
-
-    if not shape:
-        return Scalar(compute([])[0])
-    (leaf,) = _lazy_leaves(em, shape, compute, [acc])
-    return leaf
+rule(ops.contract)(contract)

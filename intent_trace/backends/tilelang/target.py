@@ -80,9 +80,10 @@ def generate_program(graph: KernelGraph, target: str = "tilelang-c", checks: boo
 
 def _generate(graph: KernelGraph, module, checks: bool, nest, grid) -> Program:
     from .emitter import Scalar, TileLangEmitter, View
+    from .rules import REJECTED, RULES
     from .storage import ERROR_PARAM, LIMIT_PARAM, GridFallback
 
-    em = TileLangEmitter(graph, module, checks)
+    em = TileLangEmitter(graph, module, RULES, REJECTED, checks)
     em.flat_nest, em.grid = nest, grid
     em.grid_planned = nest is not None or grid is not None
     dims = []

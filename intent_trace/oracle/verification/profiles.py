@@ -34,7 +34,7 @@ ORACLE_PROFILE_ID = "cpu-compiled"
 _LOWERING_TABLES = {"cpu": ("intent_trace.oracle.numba.emitter", "NumbaEmitter.rules"),
                     "generic": ("intent_trace.oracle.generic", "RULES")}
 for _t in ("tilelang-c", "tilelang-cuda", "tilelang-metal"):
-    _LOWERING_TABLES[_t] = ("intent_trace.backends.tilelang.emitter", "TileLangEmitter.rules")
+    _LOWERING_TABLES[_t] = ("intent_trace.backends.tilelang.rules", "RULES")
 
 
 def verification_profiles() -> tuple:
