@@ -101,7 +101,7 @@ def test_launch_takes_tensors_in_their_value_dtype_or_their_storage_dtype(name):
     x = _values(name, n)
     exe = build(_kernel(name).trace(), target="tilelang-c")
     idx = torch.arange(n, dtype=torch.int32)
-    storage = exe._module.view_storage(exe.graph.params[0].type.dtype)
+    storage = exe.spec.view_storage(exe.graph.params[0].type.dtype)
     for as_storage in (False, True):
         tx, ty, tz = _torch(x), torch.zeros(n, dtype=TORCH[name]), torch.zeros(n, dtype=TORCH[name])
         if as_storage and storage:

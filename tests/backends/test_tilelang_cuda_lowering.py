@@ -3,11 +3,12 @@ mapping or a tiled specialisation, and that the flags forbid contraction and fas
 attention example on the CPU targets, against NumPy (the numerics its tiled program must share)."""
 from __future__ import annotations
 
+import attrs
 import pytest
 
 import intent_trace as intent
 from intent_trace import I
-from intent_trace.backends.tilelang import cuda, cuda_kernels
+from intent_trace.backends.tilelang import cuda, cuda_kernels, targets
 from intent_trace.backends.tilelang.target import generate
 
 
@@ -119,9 +120,10 @@ def test_whole_view_slices_count_as_full_domains():
     assert cuda_kernels.flat_nest(first_row.trace()) is None
 
 
-def test_a_planned_nest_the_emitter_does_not_write_falls_back_to_the_serial_program(monkeypatch):
-    # the launch would be a grid whose every thread runs the whole nest: the program is generated without the plan
-    monkeypatch.setattr(cuda, "flat_nest", lambda g: cuda_kernels.FlatNest(("d9",)))
+def test_a_planned_nest_the_program_does_not_have_keeps_the_serial_program(monkeypatch):
+    # the launch would be a grid whose every thread runs the whole nest: the pre-pass keeps the serial launch
+    monkeypatch.setitem(targets.TARGETS, "tilelang-cuda",
+                        attrs.evolve(targets.CUDA, flat_nest=lambda g: cuda_kernels.FlatNest(("d9",))))
     program = generate(chain4.trace(), "tilelang-cuda")
     assert "T.get_thread_binding()" not in program and "threads=1" in program
 

@@ -5,6 +5,7 @@ machine against generic, bit for bit (sizes from the call's extents, zero fills,
 each loop iteration, checks that fail with a workspace live)."""
 import re
 
+import attrs
 import numpy as np
 import pytest
 
@@ -15,7 +16,7 @@ from intent_trace.errors import LoweringError
 pytest.importorskip("tilelang")
 from backends.test_tilelang_c_memory import dynamic_snapshot, loop_body_buffer, run_loop_body_buffer
 from backends.tilelang_support import TARGET, run_both
-from intent_trace.backends.tilelang import c
+from intent_trace.backends.tilelang import targets
 from intent_trace.backends.tilelang import target as tl_target
 from intent_trace.backends.tilelang.target import build
 
@@ -24,7 +25,7 @@ RNG = np.random.default_rng(11)
 
 @pytest.fixture(autouse=True)
 def host_workspaces(monkeypatch):
-    monkeypatch.setattr(c, "host_workspaces", True, raising=False)
+    monkeypatch.setitem(targets.TARGETS, TARGET, attrs.evolve(targets.C, host_workspaces=True))
     monkeypatch.setattr(tl_target, "_EXECUTABLES", {})
 
 

@@ -6,6 +6,7 @@ the error record claimed by the first failing thread, the fallback when an itera
 checked on this machine against NumPy and generic; the CUDA text is checked by lowering it with TileLang."""
 import re
 
+import attrs
 import numpy as np
 import pytest
 
@@ -14,7 +15,7 @@ from intent_trace import I
 
 pytest.importorskip("tilelang")
 from backends.tilelang_support import TARGET, cuda_source, run_both
-from intent_trace.backends.tilelang import c, cuda_kernels
+from intent_trace.backends.tilelang import cuda_kernels, targets
 from intent_trace.backends.tilelang import target as tl_target
 from intent_trace.backends.tilelang.target import build, generate
 
@@ -24,9 +25,9 @@ RNG = np.random.default_rng(23)
 @pytest.fixture
 def emulated(monkeypatch):
     """The C target with tilelang-cuda's grid mappings (a block's threads one after another) and host workspaces."""
-    monkeypatch.setattr(c, "parallel_grid", lambda g: cuda_kernels.parallel_grid(g, emulated=True), raising=False)
-    monkeypatch.setattr(c, "flat_nest", lambda g: cuda_kernels.flat_nest(g, emulated=True), raising=False)
-    monkeypatch.setattr(c, "host_workspaces", True, raising=False)
+    monkeypatch.setitem(targets.TARGETS, TARGET, attrs.evolve(
+        targets.C, parallel_grid=lambda g: cuda_kernels.parallel_grid(g, emulated=True),
+        flat_nest=lambda g: cuda_kernels.flat_nest(g, emulated=True), host_workspaces=True))
     monkeypatch.setattr(tl_target, "_EXECUTABLES", {})
 
 

@@ -8,7 +8,7 @@ The lowering is the one every TileLang target shares; what differs here:
   FMA by default; T3 forbids it), ``-prec-div=true -prec-sqrt=true -ftz=false`` (IEEE division and
   square root, subnormals kept) and never ``--use_fast_math`` (``tl.enable_fast_math`` off).
 - Launch: one thread block of one thread runs the shared serial program, the correctness baseline every
-  kernel lowers to. Layered on it (:mod:`.cuda_kernels`): a graph whose one effect is a whole write runs on a
+  kernel lowers to. Layered on it (:mod:`.cuda_kernels`, joined to this target in :mod:`.targets`): a graph whose one effect is a whole write runs on a
   grid of threads, one or eight elements each (``flat_nest``); a graph's top-level ``parallel`` loop runs one
   iteration per thread (``parallel_grid``; a failed check is claimed atomically, ``claim_source``); and
   recognised graphs get tiled specialisations (matmuls, :mod:`.cuda_matmul`; flash attention).
@@ -22,13 +22,18 @@ from __future__ import annotations
 import re
 
 from . import c, cuda_atomics
-from .cuda_kernels import flat_nest, parallel_grid, specializations  # noqa: F401  (parallel programs)
 
 NAME = "tilelang-cuda"
 TILELANG_TARGET = "cuda"
 EXECUTION_BACKEND = "tvm_ffi"
 LANGUAGE = "tilelang.language"
 COMPILE_FLAGS = ()
+
+
+def compile_flags() -> list:
+    return list(COMPILE_FLAGS)  # nvcc's flags are pass configs (tl.device_compile_flags)
+
+
 PASS_CONFIGS = {"tl.enable_fast_math": False,
                 "tl.device_compile_flags": ["--fmad=false", "-prec-div=true", "-prec-sqrt=true", "-ftz=false"]}
 

@@ -101,15 +101,21 @@ class TileLangEmitter(StorageMixin, SourceWriter, Interpreter):
     """The walk and the values every rule shares. Its rule table is given (:mod:`.rules` composes it from the
     rule modules, which import this module: it imports none of them)."""
 
-    def __init__(self, graph: KernelGraph, target, rules: dict, rejected: dict, checks: bool = True):
+    def __init__(self, graph: KernelGraph, target, rules: dict, rejected: dict, checks: bool = True,
+                 nest=None, grid=None):
         Interpreter.__init__(self)
         self.rules = rules  # OpDef -> rule
         self.rejected = rejected  # OpDef -> why no TileLang target lowers it
         SourceWriter.__init__(self)
-        self.init_storage(target, checks)  # buffers and run-time checks (.storage)
+        self.init_storage(target, checks, nest is not None or grid is not None)  # buffers and checks (.storage)
         self.graph = graph
-        self.target = target  # the target module (.c): helper bodies, launch, flags
-        self.target_name = target.NAME
+        self.target = target  # the TileLangTarget (.spec): helper bodies, launch, flags, capabilities
+        self.target_name = target.name
+        # The launch plan the driver's pre-pass chose (target.plan_launch), fixed for the whole emission: the graph's
+        # one write nest as a grid of threads (cuda_kernels.FlatNest; None once its loop is written), or its
+        # top-level parallel loop mapped onto threads (cuda_kernels.ParallelGrid), or neither (one serial program).
+        self.flat_nest = nest
+        self.grid = grid
         self.helpers: dict = {}  # helper name -> C++ definition
         self.constants: dict = {}
         self.constant_lines: list = []
@@ -124,7 +130,6 @@ class TileLangEmitter(StorageMixin, SourceWriter, Interpreter):
         self.depths: dict = {}  # Var -> (nesting of elem calls, ops per element) of its lazy value (_too_deep)
         self.loop_stack: list = []  # (kind, carry leaf names, carry type, body depth) of enclosing KIR loops
         self.node = None
-        self.grid = None  # the top-level parallel loop mapped onto threads, if any (cuda_kernels.ParallelGrid)
 
     # -- errors ----------------------------------------------------------------------------------------
     def reject(self, why: str, node=None) -> LoweringError:
@@ -183,7 +188,7 @@ class TileLangEmitter(StorageMixin, SourceWriter, Interpreter):
 
     @contextlib.contextmanager
     def loop_nest(self, shape):
-        nest = getattr(self, "flat_nest", None)
+        nest = self.flat_nest
         if nest is not None and tuple(shape) == nest.shape:
             self.flat_nest = None  # the graph's one write nest: a grid of threads (cuda_kernels.FlatNest)
             yield from self._flat_loop(nest)

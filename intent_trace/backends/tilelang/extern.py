@@ -19,7 +19,7 @@ def helper(em, family: str, dtypes: tuple, ret: T.DType, args: tuple, combine: s
     target cannot provide it."""
     name = "it_" + "_".join((family, *(d.name for d in dtypes)))
     if name not in em.helpers:
-        source_of = getattr(em.target, "extern_source", None)
+        source_of = em.target.extern_source
         source = source_of(name, family, dtypes, ret, args, combine) if source_of is not None else None
         if source is None:
             raise em.reject(f"{family} on {', '.join(d.name for d in dtypes) or 'its operands'} is not supported on "

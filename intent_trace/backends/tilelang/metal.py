@@ -8,7 +8,7 @@ The lowering is the one every TileLang target shares (:mod:`.emitter`); what dif
   on Apple silicon, through PyTorch's MPS backend: ``torch.mps.compile_shader``, TileLang's ``torch``
   execution backend, not exercised yet); elsewhere calling the executable raises RuntimeError
   (:func:`require_runtime`). ``emulate=True`` runs the same Metal source on any OS instead, compiled as host C++
-  against an emulation header that checks bounds and data races (:mod:`.metal_emulation`, :func:`emulated_executable`).
+  against an emulation header that checks bounds and data races (:mod:`.metal_emulation`, ``build(..., emulate=True)``).
 - Launch: one threadgroup of one thread runs the serial program (``T.Kernel(1, threads=1)``), as on
   ``tilelang-cuda``: the correctness baseline. Atomics are then plain read-modify-writes, like on ``tilelang-c``.
 - Helpers: Metal has no 64-bit float, so the bodies are not :mod:`.c`'s: they compute the same results with
@@ -54,6 +54,10 @@ EXECUTION_BACKEND = "torch"
 LANGUAGE = "tilelang.metal.language"
 COMPILE_FLAGS = ()  # torch.mps.compile_shader takes none: the prelude's pragmas turn fast math off
 
+
+def compile_flags() -> list:
+    return list(COMPILE_FLAGS)
+
 # Value dtypes held in Metal scalars: f16/bf16 values live in floats (rounded to their format, T3/T4), as on
 # tilelang-c. Views and scalars are stored as on tilelang-c (bool as uint8, f16/bf16 as their uint16 bits).
 M_TYPE = {"bool": "bool", "i8": "char", "i16": "short", "i32": "int", "i64": "long", "index": "long", "u8": "uchar",
@@ -85,8 +89,10 @@ def supports(d: T.DType) -> bool:
     return d.name in M_TYPE
 
 
-def launch(prelude: str | None) -> str:
-    """One threadgroup of one thread; the prelude always defines at least ``itm_return``."""
+def launch(prelude: str | None, plan=None) -> str:
+    """One threadgroup of one thread; the prelude always defines at least ``itm_return``. Metal has no launch
+    planners (:mod:`.targets`), so ``plan`` is always None."""
+    assert plan is None, "tilelang-metal has no launch plans"
     return f"with T.Kernel(1, threads=1, prelude={prelude or repr(_HEADER)}) as _:"
 
 
@@ -423,14 +429,6 @@ def kernel_source(program: str) -> str:
     except Exception as e:
         raise LoweringError(f"target {NAME}: TileLang failed to lower the generated program to Metal: {e}") from e
     return artifact.kernel_source
-
-
-def emulated_executable(graph, checks: bool = True):
-    """The executable that runs this target's Metal program in the host emulator (``emulate=True``: any OS, no
-    Metal device; :mod:`.metal_emulation`)."""
-    from .metal_emulation.executable import build_emulated
-
-    return build_emulated(graph, checks)
 
 
 def to_device(tensor):

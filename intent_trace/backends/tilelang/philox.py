@@ -3,7 +3,8 @@ words (kernels reach only counters with zero high words, :mod:`.random`)."""
 from __future__ import annotations
 
 from ... import types as T
-from .target import TARGETS, compile_program
+from .target import compile_program
+from .targets import target_named
 
 _PROGRAM = '''import tilelang.cpu.language as T
 
@@ -23,7 +24,7 @@ def philox4x32_10(ctr, key, target: str = "tilelang-c") -> tuple:
     import numpy as np
     import torch
 
-    module = TARGETS[target]
+    module = target_named(target)
     name = "it_philox4x32_10"
     source = module.extern_source(name, "philox4x32_10", (), T.i32, ("int64",))
     kernel = compile_program(_PROGRAM.format(prelude=module.prelude([source]), name=name), target)

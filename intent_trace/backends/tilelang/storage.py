@@ -55,12 +55,6 @@ _KERNEL_EXTENT = re.compile(r"d\d+")  # the emitter's names of the graph's exten
 SCALAR_PARAM = re.compile(r"p(\d+)")  # the emitter's names of the graph's parameters
 
 
-class GridFallback(Exception):
-    """Raised while emitting a program whose launch is a grid of threads (cuda_kernels.FlatNest, ParallelGrid)
-    where it would need a workspace: one buffer would be shared by every thread. The program is generated again
-    without the mapping."""
-
-
 @attrs.frozen(slots=True)
 class Workspace:
     """A hidden buffer parameter the executable allocates, sized per axis by a static size ("16"), a graph
@@ -97,15 +91,15 @@ class Workspace:
 class StorageMixin:
     """Mixed into the emitter: ``self.line``/``self.fresh``/``self.depth`` come from its SourceWriter."""
 
-    def init_storage(self, target, checks: bool) -> None:
+    def init_storage(self, target, checks: bool, grid_planned: bool = False) -> None:
         # A target checks when it says how to leave its kernel early (``early_exit``: ``return 0;`` on the C target).
-        self.exit_statement = getattr(target, "early_exit", None)
+        self.exit_statement = target.early_exit
         self.checks = checks and self.exit_statement is not None
         self.error_sites: list = []
         self.heap: list = []  # (depth of the allocating block, handle) of live heap buffers, innermost last
-        self.host_workspaces = getattr(target, "host_workspaces", False)
+        self.host_workspaces = target.host_workspaces
         self.in_grid = False  # emitting the body of a parallel loop mapped onto threads
-        self.grid_planned = False  # the program's launch is a grid of threads (cuda_kernels.FlatNest/ParallelGrid)
+        self.grid_planned = grid_planned  # the launch is a grid of threads (cuda_kernels.FlatNest/ParallelGrid)
         self.workspaces: list = []  # Workspace parameters, in order
         self.uses_limit = False  # a heap allocation compares its size with the hidden LIMIT_PARAM
         # what the host sizes a workspace axis by, for extents the kernel computes: {local name: "pK" or a bound}
@@ -114,7 +108,7 @@ class StorageMixin:
     # -- storage ---------------------------------------------------------------------------------------------
     def _workspace_helper(self, name: str) -> str:
         if name not in self.helpers:
-            source_of = getattr(self.target, "workspace_source", None)
+            source_of = self.target.workspace_source
             source = source_of(name) if source_of is not None else None
             if source is None:
                 raise self.reject("this needs a buffer whose size is known only at run time, which this target "
@@ -191,8 +185,8 @@ class StorageMixin:
             self.host_sizes[name] = value
 
     def _host_workspace(self, dims: tuple, dtype: str, zero: bool) -> str:
-        if self.grid_planned:  # one buffer for all threads: every thread of the grid would share it
-            raise GridFallback("a program on a grid of threads needs a workspace")
+        if self.grid_planned:  # one buffer for all threads: the pre-pass (target.plan_launch) keeps such programs serial
+            raise self.reject("internal: a program on a grid of threads needs a workspace (the launch plan is wrong)")
         sizes = tuple(s if s.isdigit() or _KERNEL_EXTENT.fullmatch(s) else self.host_sizes.get(s) for s in dims)
         if None in sizes:
             raise self.reject("this needs a buffer whose size depends on data computed in the kernel; this target's "

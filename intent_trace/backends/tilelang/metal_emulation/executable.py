@@ -8,7 +8,7 @@ out-of-bounds access, a data race) raises :class:`~.kernel.EmulationError` and, 
 nothing: the caller's arrays stay as they were.
 
 For the verifier's Stage Two (``verify metal-tilelang --emulate``, not wired yet): :func:`build_emulated` takes the
-graph and ``checks`` exactly as :func:`..target.build` does and returns a drop-in executable (``.graph``,
+graph, the target value (:data:`..targets.METAL`) and ``checks`` as :func:`..target.build` passes them and returns a drop-in executable (``.graph``,
 ``.target == "tilelang-metal"``, ``.source``, ``__call__``, ``.emulated``).
 """
 from __future__ import annotations
@@ -16,33 +16,13 @@ from __future__ import annotations
 import ast
 import re
 
+import attrs
+
 from .. import metal
-from ..target import TileLangExecutable
+from ..executable import TileLangExecutable
 from .kernel import EmulatedKernel, compiler
 
 _EMPTY = re.compile(r"\bkernel void \w+\(\) \{\s*\}")
-
-
-class _HostDevice:
-    """tilelang-metal's storage choices, with host memory in place of a Metal device."""
-
-    def __getattr__(self, name):
-        return getattr(metal, name)
-
-    @staticmethod
-    def to_device(tensor):
-        return tensor
-
-    @staticmethod
-    def synchronize() -> None:
-        """An emulated dispatch returns when it is done."""
-
-    @staticmethod
-    def require_runtime() -> None:
-        require_runtime()
-
-
-HOST = _HostDevice()
 
 
 def require_runtime() -> None:
@@ -53,6 +33,16 @@ def require_runtime() -> None:
         raise RuntimeError(f"emulated tilelang-metal needs the tilelang package, which failed to import: {e}") from e
     if compiler() is None:
         raise RuntimeError("emulated tilelang-metal needs a C++ compiler (g++, clang++ or c++ on PATH, or $CXX)")
+
+
+def _synchronize() -> None:
+    """An emulated dispatch returns when it is done."""
+
+
+def on_host(spec):
+    """tilelang-metal's target value with host memory in place of a Metal device."""
+    return attrs.evolve(spec, to_device=lambda tensor: tensor, synchronize=_synchronize,
+                        require_runtime=require_runtime)
 
 
 def _constant(node):
@@ -111,9 +101,8 @@ class EmulatedMetalExecutable(TileLangExecutable):
 
     emulated = True
 
-    def __init__(self, graph, checks: bool = True):
-        super().__init__(graph, metal.NAME, checks)
-        self._module = HOST
+    def __init__(self, graph, spec, checks: bool = True):
+        super().__init__(graph, on_host(spec), checks)
 
     @property
     def kernel(self) -> ProgramKernel:
@@ -126,6 +115,6 @@ class EmulatedMetalExecutable(TileLangExecutable):
         return f"<{self.target} executable {self.graph.name} (emulated)>"
 
 
-def build_emulated(graph, checks: bool = True) -> EmulatedMetalExecutable:
+def build_emulated(graph, spec, checks: bool = True) -> EmulatedMetalExecutable:
     """The emulated tilelang-metal executable for ``graph`` (``target.build`` caches it per graph and options)."""
-    return EmulatedMetalExecutable(graph, checks)
+    return EmulatedMetalExecutable(graph, spec, checks)

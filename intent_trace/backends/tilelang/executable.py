@@ -1,0 +1,254 @@
+"""A TileLang program compiled and run: ``tilelang.compile`` once per text, then checked, staged calls.
+
+Caching: compiled kernels per (target, program text) in process, and TileLang's own disk cache
+(``~/.tilelang/cache``, keyed by the prim_func's script, the target and the compiler flags) makes a new process
+skip the C++ compiler. ``.source`` is the program text followed by the target source TileLang generated from it.
+"""
+from __future__ import annotations
+
+import hashlib
+import linecache
+
+import ml_dtypes
+import numpy as np
+
+from ...arguments import bind_arguments
+from ...display import ExecutableDisplay
+from ...errors import LoweringError
+from ...graph.values import KernelGraph
+from ...limits import allocation_limit, check_allocation
+from .program import lower
+
+_BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+
+
+# --- compilation -------------------------------------------------------------------------------------------
+
+_KERNELS: dict = {}  # (target, program text) -> compiled TileLang kernel
+
+
+def compile_with(program: str, spec):
+    """Run the program text to get its prim_func and compile it with TileLang for target ``spec`` (cached per
+    target and text)."""
+    key = (spec.name, program)
+    kernel = _KERNELS.get(key)
+    if kernel is not None:
+        return kernel
+    spec.require_runtime()
+    import tilelang
+
+    digest = hashlib.sha256(program.encode()).hexdigest()[:16]
+    # TileLang's frontend reads the function's source through inspect: register the text under its file name.
+    filename = f"<intent_trace {spec.name} {digest}>"
+    linecache.cache[filename] = (len(program), None, program.splitlines(True), filename)
+    namespace: dict = {"__name__": f"intent_trace_tilelang_{digest}"}
+    exec(compile(program, filename, "exec"), namespace)  # noqa: S102  (our own generated text)
+    try:
+        kernel = tilelang.compile(namespace["kernel"], target=spec.tilelang_target,
+                                  execution_backend=spec.execution_backend, compile_flags=list(spec.compile_flags()),
+                                  pass_configs=dict(spec.pass_configs(program)) or None)
+    except Exception as e:
+        raise LoweringError(f"target {spec.name}: TileLang failed to compile the generated program: {e}") from e
+    _KERNELS[key] = kernel
+    return kernel
+
+
+# --- the executable --------------------------------------------------------------------------------------
+
+_NP_STORAGE = {"uint8": np.uint8, "int8": np.int8, "int16": np.int16, "int32": np.int32, "uint16": np.uint16,
+               "int64": np.int64}
+
+
+def _torch_dtype(np_dtype):
+    import torch
+
+    if np.dtype(np_dtype) == _BFLOAT16:  # NumPy has no bfloat16: torch cannot take ml_dtypes' from NumPy
+        return torch.bfloat16
+    return torch.from_numpy(np.zeros(0, dtype=np_dtype)).dtype
+
+
+def _program_tensor(tensor, p, storage: str | None, special: bool):
+    """A view argument of ``launch`` in the dtype the chosen program declares (the same memory): the general
+    program's storage dtype (``view_storage``), a specialisation's value dtype. Either may be given."""
+    if storage is None or not hasattr(tensor, "view"):
+        return tensor
+    value, stored = _torch_dtype(p.type.dtype.np), _torch_dtype(np.dtype(storage))
+    want, other = (value, stored) if special else (stored, value)
+    return tensor.view(want) if tensor.dtype == other else tensor
+
+
+def _empty_tensor(shape: tuple, np_dtype):
+    """A torch tensor with no elements, strided as TVM strides a compact buffer (each stride the product of the
+    later extents, so 0 before a zero extent): TileLang's wrapper checks static strides, and ``torch.empty``
+    strides (3, 0) as (1, 1) where a buffer of static shape (M, 0) has strides (0, 1)."""
+    import torch
+
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return torch.empty_strided(tuple(shape), tuple(reversed(strides)), dtype=_torch_dtype(np_dtype))
+
+
+def _host_tensor(work: np.ndarray):
+    """A torch tensor sharing ``work``'s memory (an empty one strided as TileLang expects)."""
+    import torch
+
+    return torch.from_numpy(work) if work.size else _empty_tensor(work.shape, work.dtype)
+
+
+def _host_array(name: str, value):
+    """A NumPy view of a torch tensor (sharing its memory); anything else unchanged."""
+    if type(value).__module__.startswith("torch") and hasattr(value, "detach") and hasattr(value, "device"):
+        if value.device.type != "cpu":
+            raise TypeError(f"view {name}: target tilelang-c runs on the CPU; got a tensor on {value.device}")
+        try:
+            import torch
+
+            t = value.detach().resolve_conj().resolve_neg()
+            if t.dtype == torch.bfloat16:  # NumPy has no bfloat16: view the bits, then as ml_dtypes' bfloat16
+                import ml_dtypes
+
+                return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+            return t.numpy()
+        except TypeError as e:
+            raise TypeError(f"view {name}: {e}") from e
+    return value
+
+
+class TileLangExecutable(ExecutableDisplay):
+    """``build(graph, target="tilelang-c")``: the graph lowered to TileLang, compiled on first use."""
+
+    def __init__(self, graph: KernelGraph, spec, checks: bool = True):
+        self.spec = spec  # the TileLangTarget (.spec)
+        self.graph = graph
+        self.target = spec.name
+        self.checks = checks
+        program = lower(graph, spec, checks)
+        self.program, self.error_sites, self.workspaces = program.text, program.error_sites, program.workspaces
+        self.allocation_limit = program.allocation_limit
+        # tiled programs for recognised graphs, chosen per call by its extents (JIT specialisations)
+        self.specializations = tuple(self.spec.specializations(graph))
+        self._kernel = None
+
+    @property
+    def kernel(self):
+        """The compiled TileLang kernel (a ``tilelang.JITKernel``)."""
+        if self._kernel is None:
+            self._kernel = compile_with(self.program, self.spec)
+        return self._kernel
+
+    @property
+    def source(self) -> str:
+        """The TileLang program, then the target source TileLang generated from it."""
+        lower = self.spec.kernel_source  # tilelang-metal: lowered to source, not compiled
+        parts = [self.program, lower(self.program) if lower is not None else self.kernel.get_kernel_source()]
+        for spec in self.specializations:
+            parts += [spec.program, compile_with(spec.program, self.spec).get_kernel_source()]
+        return "\n".join(parts)
+
+    def __call__(self, *args) -> None:
+        params = self.graph.params
+        host = [(_host_array(p.name, a) if p.kind == "view" else a) for p, a in zip(params, args)] \
+            if len(args) == len(params) else list(args)
+        values, dims = bind_arguments(self.graph, tuple(host))
+        kernel, special = self._kernel_for(dims)
+        import torch
+
+        staged, call_args = [], []
+        for p, v in zip(params, values):
+            if p.kind != "view":
+                storage = self.spec.scalar_storage(p.type.dtype)
+                if storage:  # the same width: the bits (u32 as int32); narrower: the value widened (Metal)
+                    v, store = np.asarray(v), np.dtype(_NP_STORAGE[storage])
+                    v = v.view(store) if v.dtype.itemsize == store.itemsize else v.astype(store)
+                call_args.append(v.item())
+                continue
+            if p.type.access != "In" or not v.flags.c_contiguous:
+                check_allocation(f"the staging copy of view {p.name} of shape {v.shape}", v.shape, v.itemsize)
+            host_work = np.array(v, copy=True, order="C") if p.type.access != "In" else np.ascontiguousarray(v)
+            work = host_work
+            storage = self.spec.view_storage(p.type.dtype)
+            if storage:
+                work = work.view(_NP_STORAGE[storage])
+            if not p.type.shape:
+                work = work.reshape(1)
+            tensor = _host_tensor(work)
+            tensor = self.spec.to_device(tensor)
+            if special and storage:  # a specialisation declares its buffers in the value dtype
+                tensor = tensor.view(_torch_dtype(p.type.dtype.np))
+            if p.type.access != "In":
+                # Outputs run on copies that are committed only after the kernel returned (and never alias inputs).
+                staged.append((v, host_work, work, tensor))
+            call_args.append(tensor)
+        if not special:
+            call_args += self._workspace_tensors(dims, values)
+            if self.allocation_limit:
+                call_args.append(allocation_limit())
+        err = None
+        if self.error_sites and not special:  # the hidden error record (.storage): code, then three values
+            err = self.spec.to_device(torch.zeros(4, dtype=torch.int64))
+            call_args.append(err)
+        kernel(*call_args)
+        self.synchronize()
+        if err is not None:
+            code, *recorded = (int(v) for v in err.cpu())
+            if code:  # nothing is committed: the caller's arrays stay as they were
+                raise self.error_sites[code - 1].error(recorded)
+        for caller, host_work, work, tensor in staged:
+            if tensor.device.type != "cpu" and work.size:  # device outputs come back into the staged host copy
+                work[...] = tensor.cpu().numpy().view(work.dtype).reshape(work.shape)
+            np.copyto(caller, host_work)
+
+    def launch(self, *device_args) -> None:
+        """Run on arguments already in the target's memory (e.g. CUDA torch tensors), in their value dtypes or
+        their storage dtypes (``view_storage``: f16 as uint16, ...), with no checks and no staging: for benchmarks
+        and pipelines that keep their data on the device. The extents come from the tensors' shapes; a
+        specialisation is used when its tiles divide them."""
+        dims = {}
+        for p, a in zip(self.graph.params, device_args):
+            if p.kind == "view":
+                for e, n in zip(p.type.shape, tuple(a.shape)):
+                    if not isinstance(e, int):
+                        dims[e] = n
+        kernel, special = self._kernel_for(dims)
+        device_args = tuple(_program_tensor(a, p, self.spec.view_storage(p.type.dtype), special)
+                            if p.kind == "view" else a for p, a in zip(self.graph.params, device_args))
+        if not special:
+            device_args = (*device_args, *self._workspace_tensors(dims, device_args))
+            if self.allocation_limit:
+                device_args = (*device_args, allocation_limit())
+            if self.error_sites:
+                import torch
+
+                device_args = (*device_args, self.spec.to_device(torch.zeros(4, dtype=torch.int64)))
+        kernel(*device_args)
+
+    def _workspace_tensors(self, dims: dict, args) -> list:
+        """Fresh target-memory buffers for the program's workspaces (:mod:`.storage`), sized by this call."""
+        if not self.workspaces:
+            return []
+        extents = {k: dims[ev.extent] for k, ev in enumerate(self.graph.extents)}
+        return [self.spec.to_device(_empty_tensor(space.sizes(extents, args), np.dtype(space.dtype)))
+                for space in self.workspaces]
+
+    def specialization_for(self, dims: dict):
+        """The specialisation a call with these extents ({extent: size}) runs, or None for the general program.
+        A specialisation has no error record or workspaces: its recogniser matches only graphs whose general
+        program cannot fail a check where the specialisation applies (cuda_kernels.Specialization)."""
+        if self.specializations:
+            extents = {k: int(dims[ev.extent]) for k, ev in enumerate(self.graph.extents)}
+            return next((spec for spec in self.specializations if spec.applies(extents)), None)
+        return None
+
+    def _kernel_for(self, dims: dict) -> tuple:
+        """(the compiled kernel for a call with these extents, whether it is a specialisation)."""
+        spec = self.specialization_for(dims)
+        return (self.kernel, False) if spec is None else (compile_with(spec.program, self.spec), True)
+
+    def synchronize(self) -> None:
+        """Wait for the target's queued work (a no-op on the C target, whose calls return when done)."""
+        self.spec.synchronize()
+
+    def __repr__(self) -> str:
+        return f"<{self.target} executable {self.graph.name}>"

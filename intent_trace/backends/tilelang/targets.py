@@ -1,0 +1,56 @@
+"""The TileLang targets as values (:class:`.spec.TileLangTarget`): ``C``, ``CUDA`` and ``METAL``, built from the
+target modules' spelling and, for CUDA, the launch planners and specialisations of :mod:`.cuda_kernels`.
+
+This is the one module that puts a target module together with the planners (so :mod:`.cuda` need not import
+:mod:`.cuda_kernels`, whose matmul programs import :mod:`.cuda` for its helper bodies).
+"""
+from __future__ import annotations
+
+from . import c, cuda, cuda_kernels, metal
+from .metal_emulation.executable import build_emulated
+from .spec import TileLangTarget
+
+C = TileLangTarget(
+    name=c.NAME, tilelang_target=c.TILELANG_TARGET, execution_backend=c.EXECUTION_BACKEND, language=c.LANGUAGE,
+    supports=c.supports, view_storage=c.view_storage, scalar_storage=c.scalar_storage,
+    helper_source=c.helper_source, prelude=c.prelude, launch=c.launch,
+    extern_source=c.extern_source, workspace_source=c.workspace_source, claim_source=c.claim_source,
+    early_exit=c.early_exit, host_workspaces=False,
+    compile_flags=c.compile_flags,
+    to_device=c.to_device, synchronize=c.synchronize, require_runtime=c.require_runtime,
+)
+
+CUDA = TileLangTarget(
+    name=cuda.NAME, tilelang_target=cuda.TILELANG_TARGET, execution_backend=cuda.EXECUTION_BACKEND,
+    language=cuda.LANGUAGE,
+    supports=cuda.supports, view_storage=cuda.view_storage, scalar_storage=cuda.scalar_storage,
+    helper_source=cuda.helper_source, prelude=cuda.prelude, launch=cuda.launch,
+    extern_source=cuda.extern_source, claim_source=cuda.claim_source,
+    early_exit=cuda.early_exit, host_workspaces=cuda.host_workspaces,
+    compile_flags=cuda.compile_flags, pass_configs=cuda.pass_configs,
+    to_device=cuda.to_device, synchronize=cuda.synchronize, require_runtime=cuda.require_runtime,
+    flat_nest=cuda_kernels.flat_nest, parallel_grid=cuda_kernels.parallel_grid,
+    specializations=cuda_kernels.specializations,
+)
+
+METAL = TileLangTarget(
+    name=metal.NAME, tilelang_target=metal.TILELANG_TARGET, execution_backend=metal.EXECUTION_BACKEND,
+    language=metal.LANGUAGE,
+    supports=metal.supports, view_storage=metal.view_storage, scalar_storage=metal.scalar_storage,
+    helper_source=metal.helper_source, prelude=metal.prelude, launch=metal.launch,
+    extern_source=metal.extern_source,
+    early_exit=metal.early_exit, host_workspaces=metal.host_workspaces,
+    compile_flags=metal.compile_flags,
+    to_device=metal.to_device, synchronize=metal.synchronize, require_runtime=metal.require_runtime,
+    kernel_source=metal.kernel_source, emulated_executable=build_emulated,
+)
+
+TARGETS = {t.name: t for t in (C, CUDA, METAL)}
+
+
+def target_named(name: str) -> TileLangTarget:
+    """The target called ``name``; ValueError listing the targets otherwise."""
+    target = TARGETS.get(name)
+    if target is None:
+        raise ValueError(f"unknown TileLang target {name!r}; available: {', '.join(TARGETS)}")
+    return target
