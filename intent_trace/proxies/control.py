@@ -11,7 +11,7 @@ import numpy as np
 from .. import types as T
 from ..graph import ops
 from ..graph.values import Var
-from .build import pack
+from .aggregates import pack
 from .context import current, fail
 from .domain import as_domain, point_var
 from .values import ScalarProxy, ValueProxy, wrap
