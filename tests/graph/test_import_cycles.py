@@ -1,4 +1,4 @@
-"""The front end imports without cycles: the graph, the proxies, the kernel and the compiler form a layered
+"""The front end imports without cycles: the graph, the proxies, the kernel, the compiler and the verifier form a layered
 import graph (every import counted, module level or inside a function, except annotation-only ones), and each
 of those modules imports on its own in a fresh interpreter."""
 import ast
@@ -12,7 +12,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 PACKAGE = os.path.join(ROOT, "intent_trace")
 # the front end: the KIR, the tracer and the surface
 AREA = ("intent_trace.graph", "intent_trace.proxies", "intent_trace.kernel", "intent_trace.compiler",
-        "intent_trace.targets", "intent_trace.language", "intent_trace.types")
+        "intent_trace.targets", "intent_trace.language", "intent_trace.types", "intent_trace.oracle.verification")
 
 
 def _modules() -> dict:
@@ -94,6 +94,7 @@ def test_the_cycle_finder_finds_a_planted_cycle():
 @pytest.mark.parametrize("module", ["intent_trace.graph.values", "intent_trace.graph.printer",
                                     "intent_trace.graph.type_rules_structured", "intent_trace.proxies.values",
                                     "intent_trace.proxies.aggregates", "intent_trace.proxies.numpy_interop",
-                                    "intent_trace.proxies.context", "intent_trace.kernel", "intent_trace.compiler"])
+                                    "intent_trace.proxies.context", "intent_trace.kernel", "intent_trace.compiler",
+                                    "intent_trace.oracle.verification.coverage_cases"])
 def test_module_imports_alone(module):
     subprocess.run([sys.executable, "-c", f"import {module}"], cwd=ROOT, check=True)
