@@ -14,7 +14,7 @@ from .errors import TraceTypeError, TraceValueError
 from .graph.values import KernelGraph, Param, SourceLoc, Var
 from .params import ConstexprSpec, Enum, ViewSpec
 from .proxies import context
-from .proxies.domain import BrokenLoop
+from .targets import DEFAULT_TARGET, builder_for
 from .proxies.values import Proxy, ScalarProxy
 from .proxies.view import ViewProxy
 
@@ -120,9 +120,15 @@ class Kernel:
                     self._traces[key] = graph
         return graph
 
-    def __call__(self, *args, target: str | None = None, **constexprs):
-        from .compiler import DEFAULT_TARGET, compile as compile_kernel
+    def build(self, target: str, **options):
+        """Trace with the constexprs in ``options`` and build for ``target`` (``intent.compile``); the other
+        options go to the target (``checks=False`` on ``cpu``)."""
+        builder = builder_for(target)
+        constexprs = {k: v for k, v in options.items() if k in self.constexpr_params}
+        rest = {k: v for k, v in options.items() if k not in constexprs}
+        return builder(self.trace(**constexprs), **rest)
 
+    def __call__(self, *args, target: str | None = None, **constexprs):
         if context.tracing():
             raise TraceTypeError(f"kernel {self.name} launched inside a traced kernel; call an @intent.fn helper "
                              f"instead (a kernel never launches another)", where=context.current().where())
@@ -133,7 +139,7 @@ class Kernel:
             with self._lock:
                 exe = self._compiled.get(key)
                 if exe is None:
-                    exe = compile_kernel(self, target=target, **constexprs)
+                    exe = self.build(target, **constexprs)
                     self._compiled[key] = exe
         return exe(*args)
 
@@ -175,7 +181,7 @@ def _trace_kernel(kernel: Kernel, constexprs: tuple) -> KernelGraph:
             args[name] = ScalarProxy(var)
     with context.active_trace(trace):
         result = kernel.fn(**args)
-        _raise_pending(trace)
+        trace.raise_pending()
         if result is not None:
             raise TraceTypeError(f"kernel {kernel.name} returned a value; kernels return nothing and write their "
                                  f"results into Out/InOut views", where=repr(loc))
@@ -188,15 +194,6 @@ def _trace_kernel(kernel: Kernel, constexprs: tuple) -> KernelGraph:
 
         validate(graph)
     return graph
-
-
-def _raise_pending(trace) -> None:
-    pending = trace.pending_error
-    if isinstance(pending, BrokenLoop):
-        trace.pending_error = None
-        raise TraceValueError("Python `break` or `return` left a traced loop body early (a Python `for` over a "
-                              "domain is traced once, not run per point); use I.break_(when=pred) to stop an "
-                              "ordered loop, or I.loop/I.while_ for a loop with a result", where=repr(pending.loc))
 
 
 _IMMUTABLE = (int, float, bool, str, bytes, complex, type(None), T.DType, Enum, frozenset, range, pytypes.ModuleType,

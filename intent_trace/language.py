@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from . import types as _T
 from .params import Constexpr, Enum, In, InOut, Out  # noqa: F401
+from .proxies import aggregates as _aggregates
 from .proxies import build as _b
 from .proxies import domain as _domain
 
@@ -212,7 +213,7 @@ atomic = _LazyNamespace("intent_trace.proxies.atomic", "atomic")
 # values
 select = _b.select
 where = _b.select
-record = _b.record
+record = _aggregates.record
 reshape = _b.reshape
 transpose = _b.transpose
 join = _b.join

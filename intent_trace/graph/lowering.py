@@ -15,6 +15,7 @@ Helpers reach the emitter's value objects through small parameters instead: its 
 from __future__ import annotations
 
 from .. import types as T
+from . import ops
 from .provenance import Coord, IndexRelation, Ordinal
 from .traits import INLINE_COMBINE
 
@@ -42,7 +43,7 @@ def assemble(t: T.Type, leaves: list, aggregate: type):
 
 def component(em, node, args):
     """The rule of ``get`` and ``field`` in every emitter: the selected component of an aggregate value."""
-    index = node.attr("index") if node.op.name == "get" else node.inputs[0].type.names.index(node.attr("name"))
+    index = node.attr("index") if node.op is ops.get else node.inputs[0].type.names.index(node.attr("name"))
     return args[0].items[index]
 
 

@@ -1,15 +1,16 @@
 """The op registry: every canonical KIR op, defined once, as data.
 
-An :class:`OpDef` names the op, its operand and attribute schema, its type rule, its effects
-and flags. Every op has a real type rule (the elementwise ones below, the structural ones in
-:mod:`.type_rules` and :mod:`.type_rules_structured`): the result type follows from the operand types and the other attributes, and where
-an op records its result (the ``type``/``types`` attribute the backends read) the rule computes or checks it,
-so validation never compares an attribute with itself. Backends are tables keyed by these OpDef objects; ``tests/graph/test_coverage.py``
-checks that every backend has a rule (or an explicit rejection) for every op here.
+An :class:`OpDef` names the op, its operand and attribute schema, its type rule, its effects and flags.
+Every op has a real type rule (the elementwise ones below, the structural ones in :mod:`.type_rules` and
+:mod:`.type_rules_structured`): the result type follows from the operand types and the other attributes, and
+where an op records its result (the ``type``/``types`` attribute the backends read) the rule computes or checks
+it, so validation never compares an attribute with itself. Backends are tables keyed by these OpDef objects;
+``tests/graph/test_coverage.py`` checks that every backend has a rule (or an explicit rejection) for every op.
 
 Each op carries its *traits* (what kind of computation it is: :data:`TRAITS`); every set of ops a backend
 or an analysis asks about ("the pointwise ops", "the ops that consume operands element by element") is derived
-from them in one place, :mod:`.traits`. Surface spellings (dunders, ``I.*`` shorthands) live in :mod:`.surface`.
+from them in one place, :mod:`.traits`. Each op also carries its surface spellings (operator dunders, ``I.*``
+shorthands), of which :mod:`.surface`'s tables and the proxy dunders are views, and its printer hook.
 """
 from __future__ import annotations
 
@@ -39,6 +40,10 @@ class OpDef:
     doc: str = ""
     traits: frozenset = frozenset()  # names from TRAITS
     once_operands: tuple = ()  # operand positions the op evaluates once per result element (besides "once")
+    dunders: tuple = ()  # ((Python operator method, operands reflected), ...) that build this op
+    shorthands: tuple = ()  # the ``I.*`` names that build this op ("reduce.sum", "atomic.add", ...)
+    printer: Callable | None = None  # (node, operand texts) -> the node's text after `=`; None: the generic form
+    region_names: tuple = ()  # the printer's label of each region, where they differ in kind
 
     def __repr__(self) -> str:
         return f"<op {self.name}>"
@@ -81,9 +86,52 @@ TRAITS = {
 }
 
 
+# --- surface spellings ---------------------------------------------------------------------
+# How users write each op: Python operators (the proxy dunders are generated from these) and ``I.*`` names
+# (graph/surface.py's tables are views of them; language.py defines the functions).
+
+_OPERATOR_NAMES = {"add": "add", "sub": "sub", "mul": "mul", "div": "truediv", "floordiv": "floordiv", "mod": "mod",
+                   "pow": "pow", "and_": "and", "or_": "or", "xor": "xor", "shl": "lshift", "shr": "rshift"}
+_DUNDERS = {
+    **{op: ((f"__{n}__", False), (f"__r{n}__", True)) for op, n in _OPERATOR_NAMES.items()},
+    **{op: ((f"__{op}__", False),) for op in ("eq", "ne", "lt", "le", "gt", "ge", "neg", "invert", "abs")},
+}
+_SHORTHANDS = {
+    "maximum": ("maximum",), "minimum": ("minimum",), "div": ("fdiv",), "fma": ("fma",), "select": ("select", "where"),
+    "cast": ("cast",), "bitcast": ("bitcast",), "reshape": ("reshape",), "transpose": ("transpose",),
+    "full": ("full", "zeros"), "join": ("join",), "record": ("record",), "domain": ("domain",),
+    "indices": ("indices",), "parallel": ("parallel",), "loop": ("loop",), "while": ("while_",), "if": ("if_",),
+    "break": ("break_",), "continue": ("continue_",), "invert": ("logical_not",),
+    "reduce": ("reduce", "reduce.sum", "reduce.max", "reduce.any", "reduce.all", "arg_reduce.max"),
+    "scan": ("scan", "cumsum", "cummax"), "contract": ("contract", "dot", "matvec", "vecmat", "matmul"),
+    "mul": ("outer",), "region_fold": ("region_fold",), "region_scan": ("region_scan",), "gather": ("gather",),
+    "histogram": ("histogram",), "buffer": ("buffer",), "scatter_reduce": ("scatter_reduce",),
+    "random_bits": ("random.bits", "random.uniform"), "scaled_contract": ("scaled_matmul", "scaled_contract"),
+    "sparse_contract": ("sparse_contract", "sparse_matmul"), "quantize": ("quantize",),
+    "quantized_dot": ("quantized_dot",), "atomic_load": ("atomic.load",), "atomic_store": ("atomic.store",),
+    "atomic_rmw": ("atomic.add", "atomic.exchange", "atomic.max", "atomic.min", "atomic.and_", "atomic.or_",
+                   "atomic.xor"),
+    "atomic_compare_exchange": ("atomic.compare_exchange",),
+}
+
+
+def indexed_access(node, args) -> str:
+    """The printer hook of view and buffer accesses: ``read x[%0, :]``, ``write y[%0] = %3``."""
+    kinds = node.attr("index")
+    target, rest = args[0], args[1:]
+    value = None
+    if node.op.effects & {"write"}:
+        value, rest = rest[0], rest[1:]
+    it = iter(rest)
+    index = ", ".join(":" if k == "all" else next(it) for k in kinds)
+    return f"{node.op.name} {target}[{index}]" + (f" = {value}" if value is not None else "")
+
+
 def define(name: str, family: str, arity, **kw) -> OpDef:
     if name in REGISTRY:
         raise RuntimeError(f"op {name} defined twice")
+    kw.setdefault("dunders", _DUNDERS.get(name, ()))
+    kw.setdefault("shorthands", _SHORTHANDS.get(name, ()) + ((name,) if family == "unary" and name in UNARY_MATH else ()))
     unknown = set(kw.get("traits", ())) - TRAITS.keys()
     if unknown:
         raise RuntimeError(f"op {name} has unknown traits {sorted(unknown)}")
@@ -247,13 +295,13 @@ define("dim", "domain", 1, attrs=("axis", "type"), infer=R.dim_rule,
        doc="the runtime extent of one axis of a tensor or view, or a domain's member count (axis 0)")
 
 # External views (spec §15). ``index`` describes each view axis: ("domain"|"scalar"|"tensor"|"all").
-define("read", "memory", None, attrs=("index", "type"), effects=frozenset({"read"}), infer=S.read_rule,
+define("read", "memory", None, attrs=("index", "type"), effects=frozenset({"read"}), printer=indexed_access, infer=S.read_rule,
        traits={"element_consumer", "rematerialized"},
        doc="operands: view, then one index operand per non-'all' axis entry")
-define("write", "memory", None, attrs=("index",), effects=frozenset({"write"}), infer=no_result,
+define("write", "memory", None, attrs=("index",), effects=frozenset({"write"}), printer=indexed_access, infer=no_result,
        traits={"element_consumer"}, once_operands=(1,),
        doc="operands: view, value, then index operands (domains, points, whole axes)")
-define("unique_store", "memory", None, attrs=("index",), effects=frozenset({"write"}), infer=no_result,
+define("unique_store", "memory", None, attrs=("index",), effects=frozenset({"write"}), printer=indexed_access, infer=no_result,
        traits={"element_consumer"}, once_operands=(1,),
        doc="arbitrary-index unique store: a view write with data-derived integer tensor indices; the destination "
            "relation must be injective (generic and cpu check it at run time)")
@@ -286,9 +334,9 @@ define("histogram", "structured", None, attrs=("bins", "has_valid", "type"), inf
        doc="operands: integer values, [valid bool]; counts of each bin in [0, bins) as a (bins,) tensor")
 define("buffer", "memory", None, attrs=("type",), effects=frozenset({"alloc"}), infer=S.buffer_rule,
        doc="a kernel-local logical buffer; operands: [init value broadcast to its shape]")
-define("load", "memory", None, attrs=("index", "type"), effects=frozenset({"read"}), infer=S.load_rule,
+define("load", "memory", None, attrs=("index", "type"), effects=frozenset({"read"}), printer=indexed_access, infer=S.load_rule,
        doc="logical-buffer load: operands buffer, then index operands (as `read`)")
-define("store", "memory", None, attrs=("index",), effects=frozenset({"write"}), infer=no_result,
+define("store", "memory", None, attrs=("index",), effects=frozenset({"write"}), printer=indexed_access, infer=no_result,
        traits={"element_consumer"}, once_operands=(1,),
        doc="logical-buffer store: operands buffer, value, then index operands (as `write`)")
 define("scatter_reduce", "memory", None, attrs=("combine", "type"), regions=1, effects=frozenset({"read", "write"}),
@@ -324,9 +372,9 @@ define("parallel", "control", 1, regions=1, effects=_CTRL, infer=no_result, doc=
 define("for", "control", 1, regions=1, effects=_CTRL, infer=no_result, doc="ordered effect-only iteration")
 define("loop", "control", None, regions=1, attrs=("types",), effects=_CTRL, infer=R.loop_rule,
        doc="ordered iteration with carries: operands domain, *init; region (point, *carry) -> carry")
-define("while", "control", None, regions=2, attrs=("types",), effects=_CTRL, infer=R.while_rule,
+define("while", "control", None, regions=2, attrs=("types",), effects=_CTRL, region_names=("cond", "body"), infer=R.while_rule,
        doc="operands *init; regions cond(carry) -> bool, body(carry) -> carry")
-define("if", "control", 1, regions=2, attrs=("types",), effects=_CTRL, infer=R.if_rule,
+define("if", "control", 1, regions=2, attrs=("types",), effects=_CTRL, region_names=("then", "else"), infer=R.if_rule,
        doc="operand: bool scalar predicate; regions then/else yield the results")
 define("break", "control", None, effects=_CTRL, infer=no_result,
        doc="operands pred, *exit carry: leave the innermost ordered loop when pred holds")

@@ -11,7 +11,9 @@ import enum
 import html
 
 from .. import types as T
-from .values import KernelGraph, Literal, Region, Var
+
+# The printer reads KIR data (graph/values.py) but needs none of its classes: values.py imports it (a graph
+# prints itself), so the annotations below name them without importing them.
 
 # The name map of the print in progress, per thread/task (graphs may be printed concurrently, and
 # printing may nest through reprs: each print restores the map it found).
@@ -58,11 +60,8 @@ class _Namer:
 
 
 def _operand(x) -> str:
-    if isinstance(x, Literal):
-        v = x.value
-        text = repr(bool(v)) if isinstance(v, bool) else str(v)
-        return f"{text}:{x.type!r}"
-    return current_name(x)
+    text = x.text  # a Literal spells itself; a Var is named by the print in progress
+    return current_name(x) if text is None else text
 
 
 def _attr_value(v) -> str:
@@ -89,22 +88,19 @@ def _result_decl(namer: _Namer, var) -> str:
     return f"{name}: {t!r}"
 
 
+def generic_body(node, args) -> str:
+    """``op %0, %1 {attr=value, ...}``: every op prints so unless its OpDef has a printer hook."""
+    shown = [(k, v) for k, v in node.attrs if k not in ("type", "types") and not (k == "extents" and not v)]
+    body = node.op.name + (" " + ", ".join(args) if args else "")
+    if shown:
+        body += " {" + ", ".join(f"{k}={_attr_value(v)}" for k, v in shown) + "}"
+    return body
+
+
 def _format_node(namer: _Namer, node, indent: str, lines: list) -> None:
     op = node.op
     args = [_operand(x) for x in node.inputs]
-    if op.name in ("read", "write", "load", "store", "unique_store"):
-        kinds = node.attr("index")
-        view, rest = args[0], args[1:]
-        if op.name in ("write", "store", "unique_store"):
-            value, rest = rest[0], rest[1:]
-        it = iter(rest)
-        idx = ", ".join(":" if k == "all" else next(it) for k in kinds)
-        body = f"{op.name} {view}[{idx}]" if op.name in ("read", "load") else f"{op.name} {view}[{idx}] = {value}"
-    else:
-        shown = [(k, v) for k, v in node.attrs if k not in ("type", "types") and not (k == "extents" and not v)]
-        body = op.name + (" " + ", ".join(args) if args else "")
-        if shown:
-            body += " {" + ", ".join(f"{k}={_attr_value(v)}" for k, v in shown) + "}"
+    body = (op.printer or generic_body)(node, args)
     outs = ", ".join(_result_decl(namer, v) for v in node.outputs)
     line = f"{indent}{outs} = {body}" if outs else f"{indent}{body}"
     provenance = [v.provenance for v in node.outputs if v.provenance is not None]
@@ -116,7 +112,7 @@ def _format_node(namer: _Namer, node, indent: str, lines: list) -> None:
         lines.append(line)
         return
     lines.append(line + " {" if node.loc is None else line.replace(f"  # {node.loc!r}", f" {{  # {node.loc!r}"))
-    labels = {"if": ("then", "else"), "while": ("cond", "body")}.get(op.name)
+    labels = op.region_names
     for i, region in enumerate(node.regions):
         if labels:
             lines.append(f"{indent}  {labels[i]}:")

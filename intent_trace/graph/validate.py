@@ -7,10 +7,14 @@ from __future__ import annotations
 
 from .. import types as T
 from ..errors import TraceError
+from . import ops
 from .ops import REGISTRY
 from .values import KernelGraph, Literal, Region, Var
 
-_ORDERED = ("for", "loop", "while")
+_ORDERED = frozenset({ops.for_, ops.loop, ops.while_})  # the loops `break` and `continue` may leave
+_VIEW_ACCESS = frozenset({ops.read, ops.write, ops.unique_store})
+_BUFFER_ACCESS = frozenset({ops.load, ops.store})
+_LOOP_EXITS = frozenset({ops.break_, ops.continue_})
 
 
 class GraphInvalid(TraceError):
@@ -52,24 +56,24 @@ def _region(graph, region: Region, visible: set, loops: list, written: set) -> N
             _fail(node, f"its type rule refuses it: {e.bare_message}")
         if tuple(inferred) != tuple(v.type for v in node.outputs):
             _fail(node, f"result types {[v.type for v in node.outputs]} differ from its type rule's {list(inferred)}")
-        if op.name in ("read", "write", "unique_store"):
+        if op in _VIEW_ACCESS:
             view = node.inputs[0]
             if not isinstance(view.type, T.ViewType):
                 _fail(node, "the first operand must be a view")
-            if op.name != "read":
+            if op is not ops.read:
                 if view.type.access == "In":
                     _fail(node, "writes an In view")
                 written.add(view)
             elif view.type.access == "Out" and view not in written:
                 _fail(node, "reads an Out view before any write to it")
-        if op.name in ("load", "store") and not isinstance(node.inputs[0].type, T.BufferType):
+        if op in _BUFFER_ACCESS and not isinstance(node.inputs[0].type, T.BufferType):
             _fail(node, "the first operand must be a logical buffer")
-        if op.name in ("break", "continue"):
+        if op in _LOOP_EXITS:
             if not loops or loops[-1] not in _ORDERED:
                 _fail(node, "is not inside an ordered loop")
-        inner_loops = loops + [op.name] if op.name in _ORDERED + ("parallel",) else loops
+        inner_loops = loops + [op] if op in _ORDERED | {ops.parallel} else loops
         for r in node.regions:
-            _region(graph, r, visible, inner_loops if op.name != "if" else loops + ["if"], written)
+            _region(graph, r, visible, inner_loops if op is not ops.if_ else loops + [op], written)
         _check_region_schemas(node)
         for r in node.regions:
             for res in r.results:
@@ -84,18 +88,18 @@ def _defined(region: Region) -> set:
 
 def _check_region_schemas(node) -> None:
     """Carries and branch results keep the op's declared schema."""
-    name = node.op.name
+    op = node.op
     types = tuple(node.attr("types") or ())
-    if name == "if":
+    if op is ops.if_:
         for r in node.regions:
             if tuple(x.type for x in r.results) != types:
                 _fail(node, f"a branch yields {[x.type for x in r.results]}, the op declares {list(types)}")
-    elif name == "loop":
+    elif op is ops.loop:
         (r,) = node.regions
         if tuple(x.type for x in r.results) != types or tuple(p.type for p in r.params[1:]) != types \
                 or (node.inputs[1].type,) != types:
             _fail(node, "carry schema differs between init, region parameters and yielded values")
-    elif name == "while":
+    elif op is ops.while_:
         cond, body = node.regions
         if tuple(x.type for x in cond.results) != (T.ScalarType(T.bool_),):
             _fail(node, "the condition must yield one bool scalar")

@@ -10,6 +10,7 @@ from typing import Any
 import attrs
 
 from ..types import Dim, Type
+from .printer import format_graph, format_graph_html
 
 
 @attrs.frozen(slots=True, repr=False)
@@ -45,6 +46,8 @@ class Var:
     def __repr__(self) -> str:
         return f"Var({self.hint or hex(id(self))}: {self.type!r})"
 
+    text = None  # an SSA value has no spelling of its own: the printer names it
+
 
 @attrs.frozen(slots=True, repr=False)
 class Literal:
@@ -55,6 +58,12 @@ class Literal:
 
     def __repr__(self) -> str:
         return f"{self.value!r}:{self.type!r}"
+
+    @property
+    def text(self) -> str:
+        """How the constant is spelled in KIR text: ``2.5:f32``, ``True:bool``."""
+        v = self.value
+        return f"{repr(bool(v)) if isinstance(v, bool) else str(v)}:{self.type!r}"
 
 
 @attrs.frozen(slots=True, eq=False, repr=False)
@@ -115,8 +124,6 @@ class KernelGraph:
     loc: SourceLoc | None = None
 
     def __str__(self) -> str:
-        from .printer import format_graph
-
         return format_graph(self)
 
     def __repr__(self) -> str:
@@ -126,8 +133,6 @@ class KernelGraph:
         p.text(str(self))
 
     def _repr_html_(self) -> str:  # Jupyter
-        from .printer import format_graph_html
-
         return format_graph_html(self)
 
     def walk(self):

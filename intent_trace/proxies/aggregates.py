@@ -9,7 +9,29 @@ from ..graph import ops
 from ..graph.values import Var
 from .build import is_py_number
 from .context import current, fail
-from .values import RecordProxy, ValueProxy, wrap
+from .values import Proxy, ValueProxy, register_proxy, wrap
+
+
+class RecordProxy(Proxy):
+    """An immutable typed record; fields are selected statically with ``.name``."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return record_field(self, name)
+
+    def __setattr__(self, name, value):
+        if name == "_var":
+            object.__setattr__(self, name, value)
+        else:
+            fail("records are immutable; build a new one with I.record(...)", "type")
+
+    def __eq__(self, other):
+        fail("records have no comparison; compare their fields", "type")
+
+    __hash__ = Proxy.__hash__
 
 
 def check_field_name(name: str) -> None:
@@ -76,3 +98,5 @@ def unpack_tuple(var: Var) -> tuple:
     return tuple(out)
 
 
+register_proxy(T.RecordType, RecordProxy)
+register_proxy(T.TupleType, unpack_tuple)  # a tuple value is a Python tuple of its items' proxies

@@ -26,7 +26,8 @@ from ..graph.type_rules_structured import CAS_FIELDS
 from ..graph.values import Var
 from .build import is_py_number, make_literal
 from .context import current, fail
-from .values import Proxy, RecordProxy, ScalarProxy, TensorProxy, ValueProxy, wrap
+from .aggregates import RecordProxy
+from .values import Proxy, ScalarProxy, TensorProxy, ValueProxy, wrap
 
 __all__ = ["load", "store", "add", "exchange", "max", "min", "and_", "or_", "xor", "compare_exchange"]
 

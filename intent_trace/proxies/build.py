@@ -21,7 +21,8 @@ from .context import current, fail
 from .values import Proxy, ScalarProxy, TensorProxy, ValueProxy, wrap
 
 _PY_NUMBER = (bool, int, float, np.bool_, np.integer, np.floating)
-_AFFINE = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//", "mod": "%"}
+# the ops whose results keep a coordinate's provenance (an affine expression of it), and their symbols
+_AFFINE = {ops.add: "+", ops.sub: "-", ops.mul: "*", ops.floordiv: "//", ops.mod: "%"}
 
 
 def is_py_number(x) -> bool:
@@ -166,7 +167,7 @@ def elementwise(opname: str, values, attrs: tuple = ()):
     op = ops.REGISTRY[opname]
     fast = _fast_operands(values)
     inputs, dtype = fast if fast is not None else _operands(opname, values)
-    if opname == "div" and not dtype.is_float:
+    if op is ops.div and not dtype.is_float:
         fail(f"`/` is floating division and {dtype} is an integer dtype; use `//` (truncates toward zero) "
              f"or I.cast the operands to a float dtype", "type")
     first = None
@@ -183,13 +184,13 @@ def elementwise(opname: str, values, attrs: tuple = ()):
         if is_tensor:
             inputs = tuple(broadcast_to(x, rtype.shape) for x in inputs)
     provenance = None
-    sym = _AFFINE.get(opname)
+    sym = _AFFINE.get(op)
     if sym is not None:
         for x in inputs:
             if x.__class__ is Var and x.provenance is not None:
                 provenance = _affine_provenance(sym, inputs)
                 break
-    elif opname == "neg":
+    elif op is ops.neg:
         provenance = through_arith(inputs[0].provenance, "neg", None, True)
     (out,) = current().emit(op, inputs, attrs, provenance=provenance)
     return ScalarProxy(out) if out.type.__class__ is T.ScalarType else TensorProxy(out)
@@ -262,19 +263,20 @@ def as_dtype(d, role: str = "dtype") -> T.DType:
 
 
 def convert(opname: str, x, dtype):
+    op = ops.REGISTRY[opname]
     dtype = as_dtype(dtype)
     if dtype.kind == "mx":
         fail(f"{dtype} is a microscaling format: it is only a scaled_contract operand format (T6), not a "
              f"{opname} target here", "type")
     if is_py_number(x):
-        if opname == "bitcast":
+        if op is ops.bitcast:
             fail("I.bitcast needs a typed value; I.cast the number first", "type")
         return constant(x, dtype)
     if not isinstance(x, ValueProxy):
         fail(f"I.{opname} takes a scalar or tensor, got {type(x).__name__}", "type")
     if x.dtype.kind == "mx":
         fail(f"I.{opname} of a {x.dtype} value", "type")
-    (out,) = current().emit(ops.REGISTRY[opname], (x._var,), (("dtype", dtype),))
+    (out,) = current().emit(op, (x._var,), (("dtype", dtype),))
     return wrap(out)
 
 
@@ -522,5 +524,39 @@ def _range_extent(start, stop, extent):
     return T.Dim(label=f"the length of the slice at {current().location()}")
 
 
-# Aggregates live in .aggregates; re-exported here for the builders that import them from this module.
-from .aggregates import check_field_name, pack, record, record_field, unpack_tuple  # noqa: E402,F401
+
+# --- the proxy methods that build nodes --------------------------------------------------------------
+# A deliberate registration: the proxy classes (.values) sit below this module, which builds the nodes their
+# methods stand for. The operator dunders are generated from the registry's spellings (OpDef.dunders).
+
+def _operator(opname: str, reflected: bool):
+    if reflected:
+        def method(self, other):
+            return elementwise(opname, (other, self))
+    else:
+        def method(self, other):
+            return elementwise(opname, (self, other))
+    method.__name__ = opname
+    return method
+
+
+def _unary_operator(opname: str):
+    def method(self):
+        return elementwise(opname, (self,))
+    method.__name__ = opname
+    return method
+
+
+def _install_proxy_methods() -> None:
+    for op in ops.REGISTRY.values():
+        for dunder, reflected in op.dunders:
+            method = _operator(op.name, reflected) if op.arity == 2 else _unary_operator(op.name)
+            setattr(ValueProxy, dunder, method)
+    ValueProxy.__hash__ = Proxy.__hash__  # defining __eq__ drops it
+    Proxy.build_elementwise = staticmethod(elementwise)  # NumPy's operator ufuncs on a proxy (.numpy_interop)
+    TensorProxy.shape = property(lambda self: shape_values(self._var, self._var.type.shape))
+    TensorProxy.T = property(lambda self: transpose(self, None))
+    TensorProxy.__getitem__ = slice_tensor
+
+
+_install_proxy_methods()

@@ -24,6 +24,13 @@ _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.
 _INTERNAL_CODE: dict = {}  # code object -> defined inside this package
 
 
+class BrokenLoop:
+    """Recorded when Python `break`/`return` leaves a traced `for` body early."""
+
+    def __init__(self, loc):
+        self.loc = loc
+
+
 class Scope:
     """An open region being traced."""
 
@@ -188,10 +195,17 @@ class Trace:
             deps.update(outputs)
         scope.nodes.append(Node(op, inputs, attrs, outputs, regions, self.location(2)))
         if self.pending_error is not None:
-            from ..kernel import _raise_pending
-
-            _raise_pending(self)
+            self.raise_pending()
         return outputs
+
+    def raise_pending(self) -> None:
+        """Raise the mistake recorded where Python could not be stopped (a `break` out of a traced loop body)."""
+        pending = self.pending_error
+        if isinstance(pending, BrokenLoop):
+            self.pending_error = None
+            raise TraceValueError("Python `break` or `return` left a traced loop body early (a Python `for` over a "
+                                  "domain is traced once, not run per point); use I.break_(when=pred) to stop an "
+                                  "ordered loop, or I.loop/I.while_ for a loop with a result", where=repr(pending.loc))
 
     def _captured(self, x: Var, isolated) -> None:
         scope, who = isolated

@@ -11,7 +11,7 @@ import numpy as np
 from .. import types as T
 from ..graph import ops
 from ..graph.values import Var
-from .build import pack
+from .aggregates import pack
 from .context import current, fail
 from .domain import as_domain, point_var
 from .values import ScalarProxy, ValueProxy, wrap
@@ -91,7 +91,7 @@ def if_(pred, then_fn, else_fn=None):
         if mismatch:
             fail(f"I.if_ branches return different schemas: then gives {then_r[0].type!r}, else gives "
                  f"{else_r[0].type!r} ({mismatch})", "type")
-    outs = trace.emit(ops.REGISTRY["if"], (p,), (("types", types),), regions=tuple(regions))
+    outs = trace.emit(ops.if_, (p,), (("types", types),), regions=tuple(regions))
     return wrap(outs[0]) if outs else None
 
 
@@ -145,7 +145,7 @@ def while_(cond, body, init):
     scope = trace.open("while_body", params=(b_param,))
     new = _check_carry(trace, scope, "I.while_", init_v, _traced(trace, scope, body, _traced(trace, scope, wrap, b_param)))
     body_region = trace.close(scope, (new,))
-    (out,) = trace.emit(ops.REGISTRY["while"], (init_v,), (("types", (init_v.type,)),),
+    (out,) = trace.emit(ops.while_, (init_v,), (("types", (init_v.type,)),),
                         regions=(cond_region, body_region))
     return wrap(out)
 

@@ -13,7 +13,7 @@ from ..graph import ops
 from ..graph.provenance import AxisPos, IndexRelation, Ordinal, bounded, simplify_add, substitute
 from ..graph.values import Literal, Var
 from .build import _operand_expr, fits_index, index_operand, shape_values
-from .context import current, fail
+from .context import BrokenLoop, current, fail
 from .values import Proxy, ScalarProxy, TensorProxy, register_proxy
 
 
@@ -124,13 +124,6 @@ def point_var(d: DomainProxy) -> Var:
     root, member = root_of(d._var)
     rel = IndexRelation("point", root, 0, member).map_member(lambda e: Ordinal() if isinstance(e, AxisPos) else None)
     return Var(T.ScalarType(T.index), rel)
-
-
-class BrokenLoop:
-    """Recorded when Python `break`/`return` leaves a traced `for` body early."""
-
-    def __init__(self, loc):
-        self.loc = loc
 
 
 def iterate(kind: str, d: DomainProxy):

@@ -22,7 +22,8 @@ import functools
 
 import numpy as np
 
-from ..graph import surface
+from ..graph import ops, surface
+from ..graph.traits import REDUCTIONS
 from .context import fail
 
 
@@ -51,7 +52,10 @@ def operator_ufuncs() -> dict:
 def spellings() -> dict:
     """NumPy ufunc/function -> the ``I.*`` spelling of the same operation (from the surface table's names)."""
     table = {}
-    names = sorted(surface.SHORTHANDS, key=lambda n: n.count("."))  # I.sum-like names first, then dotted ones
+    # I.sum-like names first, then dotted ones; among those, reductions first (np.max is I.reduce.max, not
+    # I.atomic.max)
+    names = sorted(surface.SHORTHANDS, key=lambda n: (n.count("."), REDUCTIONS.isdisjoint(
+        (ops.REGISTRY[surface.SHORTHANDS[n]],))))
     for name in names:
         leaf = name.rsplit(".", 1)[-1]
         obj = getattr(np, name, None) if "." not in name else getattr(np, leaf, None)
@@ -87,11 +91,8 @@ def array_ufunc(proxy, ufunc, method, inputs, kwargs):
     table = operator_ufuncs()
     if ufunc in table:
         op = table[ufunc]
-        if op is None:
-            return inputs[0]
-        from .build import elementwise
-
-        return elementwise(op, tuple(inputs))
+        # the operator's node, built as the operator builds it (Proxy.build_elementwise: proxies/build.py)
+        return inputs[0] if op is None else proxy.build_elementwise(op, tuple(inputs))
     fail(f"{name} cannot run on a traced value (NumPy computes on arrays; kernels are traced); "
          f"{_suggestion(ufunc)}", "type")
 

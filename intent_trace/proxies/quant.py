@@ -13,7 +13,8 @@ from ..graph import ops
 from .build import broadcast_shapes
 from .context import current, fail
 from .quant_formats import QK_K, QuantFormat, q4_k, q8_k
-from .values import Proxy, RecordProxy, ValueProxy, wrap
+from .aggregates import RecordProxy
+from .values import Proxy, ValueProxy, wrap
 
 SUPPORTED = ((q4_k, q8_k), (q8_k, q8_k))
 

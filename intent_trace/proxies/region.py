@@ -11,7 +11,8 @@ from __future__ import annotations
 from .. import types as T
 from ..graph import ops
 from ..graph.values import Var
-from .build import is_py_number, pack
+from .aggregates import pack
+from .build import is_py_number
 from .context import current, fail
 from .control import _schema_mismatch
 from .structured import _components, _helper_name, normalize_axes, trace_pure

@@ -12,11 +12,12 @@ import numpy as np
 from .. import types as T
 from ..graph import ops
 from ..graph.values import Var
-from .build import constant, convert, is_py_number, pack
+from .aggregates import RecordProxy, pack
+from .build import constant, convert, is_py_number
 from .context import current, fail
 from .control import _schema_mismatch
 from .domain import domain, indices
-from .values import RecordProxy, ValueProxy, wrap
+from .values import ValueProxy, wrap
 
 # --- schemas ------------------------------------------------------------------------------------
 

@@ -1,14 +1,14 @@
 """Proxy classes: what kernel code holds while it is traced.
 
-A proxy wraps one KIR Var. Arithmetic dunders are generated from the surface table; each builds
-one canonical node through :mod:`.build`. Proxies refuse every Python protocol that would need a
+A proxy wraps one KIR Var. The methods that build nodes (the operator dunders, generated from the
+registry's spellings, and a tensor's ``shape``, ``T`` and indexing) are installed by :mod:`.build`, which
+builds the nodes and so stands above this module; records and tuples are in :mod:`.aggregates`. Proxies refuse every Python protocol that would need a
 concrete value (``bool``, ``int``, ``len``, iteration) with a TraceError naming the staged form.
 """
 from __future__ import annotations
 
-from ..graph import surface
 from ..graph.values import Var
-from ..types import RecordType, ScalarType, TensorType, TupleType
+from ..types import ScalarType, TensorType
 from . import numpy_interop as _numpy
 from .context import fail
 
@@ -74,31 +74,6 @@ class ValueProxy(Proxy):
              "or index with one", "type")
 
 
-def _make_binary(opname: str, reflected: bool):
-    if reflected:
-        def method(self, other):
-            return _build.elementwise(opname, (other, self))
-    else:
-        def method(self, other):
-            return _build.elementwise(opname, (self, other))
-    method.__name__ = opname
-    return method
-
-
-def _make_unary(opname: str):
-    def method(self):
-        return _build.elementwise(opname, (self,))
-    method.__name__ = opname
-    return method
-
-
-for _dunder, (_op, _refl) in surface.BINARY_DUNDERS.items():
-    setattr(ValueProxy, _dunder, _make_binary(_op, _refl))
-for _dunder, _op in surface.UNARY_DUNDERS.items():
-    setattr(ValueProxy, _dunder, _make_unary(_op))
-ValueProxy.__hash__ = Proxy.__hash__  # defining __eq__ would otherwise drop it
-
-
 class ScalarProxy(ValueProxy):
     __slots__ = ()
 
@@ -106,9 +81,7 @@ class ScalarProxy(ValueProxy):
 class TensorProxy(ValueProxy):
     __slots__ = ()
 
-    @property
-    def shape(self) -> tuple:
-        return _build.shape_values(self._var, self._var.type.shape)
+    # shape, T and indexing build nodes: proxies/build.py installs them with the operator dunders.
 
     @property
     def rank(self) -> int:
@@ -118,57 +91,26 @@ class TensorProxy(ValueProxy):
     def ndim(self) -> int:
         return len(self._var.type.shape)
 
-    @property
-    def T(self):
-        return _build.transpose(self, None)
-
-    def __getitem__(self, key):
-        return _build.slice_tensor(self, key)
-
-
-class RecordProxy(Proxy):
-    """An immutable typed record; fields are selected statically with ``.name``."""
-
-    __slots__ = ()
-
-    def __getattr__(self, name: str):
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return _build.record_field(self, name)
-
-    def __setattr__(self, name, value):
-        if name == "_var":
-            object.__setattr__(self, name, value)
-        else:
-            fail("records are immutable; build a new one with I.record(...)", "type")
-
-    def __eq__(self, other):
-        fail("records have no comparison; compare their fields", "type")
-
-    __hash__ = Proxy.__hash__
-
 
 def wrap(var: Var):
     """The user-facing value for a Var: a proxy, or a Python tuple for a tuple-typed value."""
     t = var.type
     cls = _PROXY_OF.get(t.__class__)
-    if cls is not None:
-        return cls(var)
-    if isinstance(t, TupleType):
-        return _build.unpack_tuple(var)
-    raise TypeError(f"no proxy for {t!r}")
+    if cls is None:
+        raise TypeError(f"no proxy for {t!r}")
+    return cls(var)
 
 
 def var_of(x):
     return x._var if isinstance(x, Proxy) else None
 
 
-_PROXY_OF = {ScalarType: ScalarProxy, TensorType: TensorProxy, RecordType: RecordProxy}
+# Value type -> what wraps a Var of it. The modules that define the other proxies register them (domains,
+# views, buffers in their modules; records and tuples in .aggregates).
+_PROXY_OF = {ScalarType: ScalarProxy, TensorType: TensorProxy}
 
 
 def register_proxy(type_cls, proxy_cls) -> None:
+    """``proxy_cls(var)`` wraps a Var of ``type_cls`` (a class, or a function such as tuple unpacking)."""
     _PROXY_OF[type_cls] = proxy_cls
-
-
-from . import build as _build  # noqa: E402  (build uses the classes above)
 

@@ -20,7 +20,7 @@ from ... import _format_mx as mx
 from .. import generic_quant
 from . import coverage_ops as K
 from .bounds import OutputBound, fibre_sums, inflate, magnitude_of, prefix_sums, product_sums
-from .cases import _INT_EDGES, Case, case_seed
+from .case import INT_EDGES as _INT_EDGES, Case, case_seed
 from .layouts import COMPACT, OFFSET, STRIDED, TRANSPOSED
 from .coverage_witnesses import HISTOGRAM_BINS, MX_CARRIERS, QUANT_K, SPARSE_KC
 from .payloads import (EncodedBoolPayload, EncodedFloat32Payload, EncodedInputs, EncodedInt32Payload,

@@ -43,6 +43,7 @@ import numpy as np
 from ... import types as T
 from ...graph import ops as kir
 from ...graph.values import Literal, walk_region
+from ...graph.traits import VENDOR_MATH
 from .bounds import FLOAT_ROUNDING
 
 UNIT_ROUNDOFF = {name: u for name, (u, _) in FLOAT_ROUNDING.items()}
@@ -63,22 +64,21 @@ _CONDITION = {"exp": 104.0, "exp2": 104.0, "sigmoid": 104.0, "i0": 104.0, "erfc"
               "rsqrt": 0.5, "log": None, "log1p": None, "sin": None, "cos": None, "asin": None, "lgamma": None}
 _POSITIVE = ("exp", "exp2", "sigmoid", "i0", "erfc", "rsqrt", "sqrt", "abs")
 
-OP = kir.REGISTRY
-VENDOR = {kir.REGISTRY[n]: n for n in _CONDITION}
-_SHAPED = {kir.REGISTRY[n] for n in ("broadcast", "reshape", "transpose", "slice", "full")}
-_ROUNDED = {kir.REGISTRY[n] for n in ("add", "sub", "mul", "div", "fma", "sqrt", "cast", "pow")}
-_ADDITIVE = {kir.REGISTRY["add"], kir.REGISTRY["sub"]}
-_MULTIPLICATIVE = {kir.REGISTRY["mul"], kir.REGISTRY["div"]}
-_PASSING = {kir.REGISTRY[n] for n in ("broadcast", "reshape", "transpose", "slice", "join", "tuple", "get", "record",
-                                      "field", "neg", "abs", "maximum", "minimum", "full", "buffer")}
-_DISCRETE = {kir.REGISTRY[n] for n in ("floor", "bitcast", "quantize", "histogram", "random_bits", "floordiv",
-                                       "mod", "and_", "or_", "xor", "shl", "shr", "invert", *kir.COMPARE)}
-_READS = {kir.REGISTRY[n] for n in ("read", "load", "gather", "atomic_load")}
-_SINKS = {kir.REGISTRY[n] for n in ("write", "store", "unique_store", "atomic_store")}
-_CONTRACTIONS = {kir.REGISTRY[n] for n in ("contract", "scaled_contract", "sparse_contract", "quantized_dot")}
-_FOLDS = {kir.REGISTRY[n] for n in ("reduce", "scan", "region_fold", "region_scan")}
-_ORDERED = {kir.REGISTRY[n] for n in ("loop", "while")}
-_NESTS = {kir.REGISTRY[n] for n in ("parallel", "for")}
+VENDOR = {op: op.name for op in VENDOR_MATH}  # T4's library functions, each with its _CONDITION
+_SHAPED = {kir.broadcast, kir.reshape, kir.transpose, kir.slice, kir.full}
+_ROUNDED = {kir.add, kir.sub, kir.mul, kir.div, kir.fma, kir.sqrt, kir.cast, kir.pow}
+_ADDITIVE = {kir.add, kir.sub}
+_MULTIPLICATIVE = {kir.mul, kir.div}
+_PASSING = {kir.broadcast, kir.reshape, kir.transpose, kir.slice, kir.join, kir.tuple, kir.get, kir.record, kir.field,
+            kir.neg, kir.abs, kir.maximum, kir.minimum, kir.full, kir.buffer}
+_DISCRETE = {kir.floor, kir.bitcast, kir.quantize, kir.histogram, kir.random_bits, kir.floordiv, kir.mod, kir.and_,
+             kir.or_, kir.xor, kir.shl, kir.shr, kir.invert} | {kir.REGISTRY[n] for n in kir.COMPARE}
+_READS = {kir.read, kir.load, kir.gather, kir.atomic_load}
+_SINKS = {kir.write, kir.store, kir.unique_store, kir.atomic_store}
+_CONTRACTIONS = {kir.contract, kir.scaled_contract, kir.sparse_contract, kir.quantized_dot}
+_FOLDS = {kir.reduce, kir.scan, kir.region_fold, kir.region_scan}
+_ORDERED = {kir.loop, kir.while_}
+_NESTS = {kir.parallel, kir.for_}
 
 
 @attrs.frozen
@@ -237,39 +237,39 @@ class Analysis:
 
     def _passing(self, node, ins) -> Bound:
         op = node.op
-        if op is OP["abs"]:
+        if op is kir.abs:
             return attrs.evolve(ins[0], sign=1)
-        if op is OP["neg"]:
+        if op is kir.neg:
             return attrs.evolve(ins[0], sign=-ins[0].sign)
-        if op in (OP["maximum"], OP["minimum"]):
+        if op in (kir.maximum, kir.minimum):
             signs = {b.sign for b in ins}
-            sign = 1 if (op is OP["maximum"] and 1 in signs) else (-1 if op is OP["minimum"] and -1 in signs else None)
+            sign = 1 if (op is kir.maximum and 1 in signs) else (-1 if op is kir.minimum and -1 in signs else None)
             return join(ins, sign=sign)
         return join(ins[:1] if op in _SHAPED else ins)  # extents after the value are exact coordinates
 
     def _rounded(self, node, ins, out_dtype) -> Bound:
         op, u = node.op, _unit(out_dtype)
-        if op is OP["cast"] and out_dtype is not None and not out_dtype.is_float:
+        if op is kir.cast and out_dtype is not None and not out_dtype.is_float:
             b = ins[0]
             return b if b.exact else _unbound(b, f"cast of an inexact value to {out_dtype}{_where(node)}")
-        if all(b.exact for b in ins) and op is not OP["pow"]:
+        if all(b.exact for b in ins) and op is not kir.pow:
             return Bound(sign=self._rounded_sign(node, ins))
-        if op is OP["pow"]:
+        if op is kir.pow:
             b = join(ins)
             vendor = 2 * u * (self._vendor_ulps("pow") + DEFAULT_VENDOR_ULPS)
             return Bound(b.rel + vendor, b.cancel or f"pow{_where(node)}", b.unbounded, 0, b.accumulates,
                          b.why + (f"pow{_where(node)}: vendor math",))
         sign = self._rounded_sign(node, ins)
-        if op in _MULTIPLICATIVE or op is OP["fma"]:
+        if op in _MULTIPLICATIVE or op is kir.fma:
             rel = sum(b.rel for b in ins[:2]) + (ins[2].rel if len(ins) > 2 else 0.0)
-        elif op is OP["sqrt"]:
+        elif op is kir.sqrt:
             rel = ins[0].rel / 2
         else:
             rel = max(b.rel for b in ins)
         b = join(ins, sign=sign)
         cancel = b.cancel
-        if op in _ADDITIVE or op is OP["fma"]:
-            same = ins[0].sign * (ins[1].sign if op is OP["add"] else -ins[1].sign) if len(ins) > 1 else 1
+        if op in _ADDITIVE or op is kir.fma:
+            same = ins[0].sign * (ins[1].sign if op is kir.add else -ins[1].sign) if len(ins) > 1 else 1
             if same <= 0 and any(not x.exact for x in ins):
                 cancel = cancel or f"{op.name} of inexact values of unknown sign{_where(node)}"
         return Bound(rel + 2 * u, cancel, b.unbounded, sign, b.accumulates, b.why)
@@ -278,16 +278,16 @@ class Analysis:
     def _rounded_sign(node, ins) -> int:
         op = node.op
         if op in _MULTIPLICATIVE:
-            if node.inputs[0] is node.inputs[1] and op is OP["mul"]:
+            if node.inputs[0] is node.inputs[1] and op is kir.mul:
                 return 1
             return ins[0].sign * ins[1].sign
-        if op is OP["add"] and ins[0].sign == ins[1].sign:
+        if op is kir.add and ins[0].sign == ins[1].sign:
             return ins[0].sign
-        if op is OP["sub"] and ins[0].sign == -ins[1].sign:
+        if op is kir.sub and ins[0].sign == -ins[1].sign:
             return ins[0].sign
-        if op is OP["sqrt"]:
+        if op is kir.sqrt:
             return 1
-        if op is OP["cast"]:
+        if op is kir.cast:
             return ins[0].sign
         return 0
 
@@ -335,10 +335,10 @@ class Analysis:
     def _contraction_length(self, node) -> int:
         op = node.op
         a = node.inputs[0].type
-        if op in (OP["contract"], OP["sparse_contract"]):
+        if op in (kir.contract, kir.sparse_contract):
             k = math.prod(self.extent(a.shape[i]) for i, _ in node.attr("reduce"))
-            return 2 * k if op is OP["sparse_contract"] else k  # the compressed axis holds half of K
-        if op is OP["scaled_contract"]:
+            return 2 * k if op is kir.sparse_contract else k  # the compressed axis holds half of K
+        if op is kir.scaled_contract:
             g = node.attr("group_size") or 32
             return self.extent(a.shape[1]) * g
         return self.largest  # quantized_dot: blocks x block length, bounded by the largest argument
@@ -355,7 +355,7 @@ class Analysis:
             if src.exact or not any(exacts):
                 return join(ins[:2])
             return _unbound(src, f"{node.op.name} combining inexact values through a comparison{_where(node)}")
-        if node.op is OP["reduce"]:
+        if node.op is kir.reduce:
             k = math.prod(self.extent(node.inputs[0].type.shape[a]) for a in node.attr("axes"))
         else:
             k = self.extent(node.inputs[0].type.shape[node.attr("axis")])
