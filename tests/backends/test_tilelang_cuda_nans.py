@@ -43,8 +43,8 @@ def _library(dtype: T.DType):
         helpers.append((name, arity, text))
     t = "float" if dtype.name == "f32" else "double"
     defs = [_host(text) for _, _, text in helpers]
-    prelude = _host(cuda._device(C.prelude([]))) + "\n" + "\n".join(
-        _host(cuda._device(C.BASE[n])) for n in C.base_helpers(defs, C.BASE))
+    prelude = _host(C.prelude([], cuda.DEVICE)) + "\n" + "\n".join(
+        _host(cuda.DEVICE.render(C.BASE[n])) for n in C.base_helpers(defs, C.BASE))
     runners = [f'extern "C" void run_{name}({", ".join(f"const {t}* {n}" for n in "abc"[:arity])}, {t}* out, long k) '
                f'{{ for (long i = 0; i < k; ++i) out[i] = {name}({", ".join(f"{n}[i]" for n in "abc"[:arity])}); }}'
                for name, arity, _ in helpers]

@@ -108,3 +108,29 @@ def test_the_launch_plan_is_decided_before_emission_and_given_to_the_emitter():
     from intent_trace.backends.tilelang import storage
 
     assert not hasattr(storage, "GridFallback")
+
+
+def test_cuda_helpers_are_the_c_bodies_rendered_in_the_device_spelling_not_rewritten_c_text():
+    from intent_trace import types as T
+    from intent_trace.backends.tilelang import c, cuda
+
+    tree = ast.parse((TILELANG / "cuda.py").read_text(encoding="utf-8"))
+    rewrites = [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.Call) and
+                isinstance(n.func, ast.Attribute) and n.func.attr in ("replace", "sub")]
+    assert rewrites == []
+    for family, dtypes, ret, args in (("max", (T.i32,), T.i32, (T.i32, T.i32)), ("exp", (T.f32,), T.f32, (T.f32,)),
+                                      ("cast", (T.f64, T.u8), T.u8, (T.f64,)), ("lt", (T.u64,), T.bool_, (T.u64,) * 2)):
+        name = "it_" + "_".join((family, *(d.name for d in dtypes)))
+        device = cuda.helper_source(name, family, dtypes, ret, args)
+        assert device == c.helper_source(name, family, dtypes, ret, args, cuda.DEVICE)
+        assert device.startswith("__device__ __forceinline__ ") and "extern" not in device
+        assert device[len(cuda.DEVICE.function):] == c.helper_source(name, family, dtypes, ret, args)[
+            len(c.C_SPELLING.function):]  # one body, two spellings
+    # x86's NaN decisions wrap the C body, defined under its own name (not renamed in C's text)
+    add = cuda.helper_source("it_add_f32", "add", (T.f32,), T.f32, (T.f32, T.f32))
+    assert add.startswith(c.helper_source("it_add_f32_ieee", "add", (T.f32,), T.f32, (T.f32, T.f32), cuda.DEVICE))
+    # the internal helpers: one template each, rendered per target (a count-leading-zeros builtin, qualifiers)
+    (clz,) = [n for n, text in c.BASE.items() if "$clz" in text]
+    assert "__clzll(" in cuda.DEVICE.render(c.BASE[clz]) and "__builtin_clzll(" in c.C_SPELLING.render(c.BASE[clz])
+    prelude = cuda.prelude([cuda.helper_source("it_mx_e2m1_f32", "mx_e2m1", (T.f32,), T.f32, (T.u8, T.u8, T.u8))])
+    assert "static __device__ const double itb_mx_e2m1[" in prelude and "static inline" not in prelude

@@ -24,8 +24,11 @@ import hashlib
 import math
 import os
 import re
+import string
 import subprocess
 import tempfile
+
+import attrs
 
 from ... import caches
 from ... import types as T
@@ -388,7 +391,27 @@ BASE = {**SCALAR_BASE, **BLOCK_BASE}
 _BASE_NAME = re.compile(r"\bitb_\w+")
 
 
-def helper_source(name: str, family: str, dtypes: tuple, ret: T.DType, args: tuple) -> str | None:
+@attrs.frozen(slots=True)
+class Spelling:
+    """How a C++ dialect qualifies what the helper bodies define: a helper TVM calls (``function``), an internal
+    file-scope function (``static``), a file-scope table (``table``), and its count-leading-zeros builtin. The
+    bodies are one text; tilelang-c renders them with :data:`C_SPELLING`, tilelang-cuda with its device spelling."""
+
+    function: str
+    static: str
+    table: str
+    clz: str
+
+    def render(self, template: str) -> str:
+        """A definition of the internal helpers (:data:`BASE`), its ``$`` slots filled with this spelling."""
+        return string.Template(template).substitute(static=self.static, table=self.table, clz=self.clz)
+
+
+C_SPELLING = Spelling('extern "C" inline', "static inline", "static const", "__builtin_clzll")
+
+
+def helper_source(name: str, family: str, dtypes: tuple, ret: T.DType, args: tuple,
+                  spelling: Spelling = C_SPELLING) -> str | None:
     """The C++ definition of one helper, or None when this target cannot provide it."""
     render = RENDER.get(family)
     if render is None or not all(supports(d) for d in (*dtypes, ret, *args)):
@@ -397,7 +420,7 @@ def helper_source(name: str, family: str, dtypes: tuple, ret: T.DType, args: tup
     if body is None:
         return None
     params = ", ".join(f"{_c(t)} {n}" for t, n in zip(args, "abc"))
-    return f'extern "C" inline {_c(ret)} {name}({params}) {{ {body} }}'
+    return f'{spelling.function} {_c(ret)} {name}({params}) {{ {body} }}'
 
 
 def base_helpers(definitions: list, base: dict, pattern=None) -> list:
@@ -418,10 +441,10 @@ def base_helpers(definitions: list, base: dict, pattern=None) -> list:
     return needed
 
 
-def prelude(definitions: list) -> str:
+def prelude(definitions: list, spelling: Spelling = C_SPELLING) -> str:
     """The C++ text placed before the kernel: the internal helpers the definitions use, then them."""
     return "\n".join(["#include <string.h>", "#include <math.h>", "#include <stdint.h>",
-                      *(BASE[n] for n in base_helpers(definitions, BASE)), *definitions]) + "\n"
+                      *(spelling.render(BASE[n]) for n in base_helpers(definitions, BASE)), *definitions]) + "\n"
 
 
 # === Atomics, RNG, microscaling decoding and k-quant blocks (atomic.py, random.py, scaled.py, quant.py) =======
@@ -449,7 +472,8 @@ def _atomic_body(op: str, d: T.DType, combine: str | None) -> str:
     return f"{q} {c} old = *q; *q = {new}; return old;"
 
 
-def extern_source(name: str, family: str, dtypes: tuple, ret: T.DType, args: tuple, combine: str | None = None):
+def extern_source(name: str, family: str, dtypes: tuple, ret: T.DType, args: tuple, combine: str | None = None,
+                  spelling: Spelling = C_SPELLING):
     """The C++ definition of a helper with pointer operands, or None when this target cannot provide it.
 
     Families: ``atomic_<op>_<order...>`` (op load, store, exchange, add, max, min, and, or, xor, cas; ``combine``
@@ -468,13 +492,14 @@ def extern_source(name: str, family: str, dtypes: tuple, ret: T.DType, args: tup
         body = f"return itb_{family}({', '.join(names)});"
     else:
         return None
-    return pointer_helper(name, ret, args, names, body)
+    return pointer_helper(name, ret, args, names, body, spelling)
 
 
-def pointer_helper(name: str, ret: T.DType, args: tuple, names: tuple, body: str) -> str:
+def pointer_helper(name: str, ret: T.DType, args: tuple, names: tuple, body: str,
+                   spelling: Spelling = C_SPELLING) -> str:
     """The definition of helper ``name`` whose ``args`` are DTypes (a value) or TIR storage names (a pointer)."""
     params = [f"{_TIR_C[a]}* {n}" if isinstance(a, str) else f"{_c(a)} {n}" for a, n in zip(args, names)]
-    return f'extern "C" inline {_c(ret)} {name}({", ".join(params)}) {{ {body} }}'
+    return f'{spelling.function} {_c(ret)} {name}({", ".join(params)}) {{ {body} }}'
 
 
 def _random_bits(d):
@@ -501,7 +526,7 @@ RENDER["mx_e4m3"] = _mx("e4m3")
 
 def _double_table(name: str, values) -> str:
     items = ", ".join(("-NAN" if math.copysign(1.0, v) < 0 else "NAN") if v != v else float(v).hex() for v in values)
-    return f"static const double {name}[{len(values)}] = {{{items}}};"
+    return f"$table double {name}[{len(values)}] = {{{items}}};"
 
 
 def _mx_tables() -> None:

@@ -1,21 +1,22 @@
 """The internal C helpers (``itb_*``) that tilelang-c's bodies call, shared by tilelang-cuda (as device functions):
 scalar ones (bit casts, flush to zero, binary16/bfloat16 encoding and decoding, Cephes' i0) and ones that compute a
 whole block (Philox4x32-10, T8; the k-quant super-blocks, quantization.md Q2). tilelang-metal has its own (metal.py,
-metal_quant.py). Plain text, merged into :data:`.c.BASE`.
+metal_quant.py). Merged into :data:`.c.BASE`: templates whose ``$static`` (a file-scope function's qualifiers) and
+``$clz`` (count leading zeros) each target spells (:class:`.c.Spelling`: C's, or CUDA's device functions).
 """
 from ...oracle.cephes import I0_A, I0_B
 
 SCALAR_BASE = {
-    "itb_bits32": "static inline uint32_t itb_bits32(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }",
-    "itb_f32": "static inline float itb_f32(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }",
-    "itb_bits64": "static inline uint64_t itb_bits64(double x) { uint64_t u; memcpy(&u, &x, 8); return u; }",
-    "itb_f64": "static inline double itb_f64(uint64_t u) { double x; memcpy(&x, &u, 8); return x; }",
-    "itb_ftz32": "static inline float itb_ftz32(float x) { return (x != 0 && fabsf(x) < 0x1p-126f) ? "
+    "itb_bits32": "$static uint32_t itb_bits32(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }",
+    "itb_f32": "$static float itb_f32(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }",
+    "itb_bits64": "$static uint64_t itb_bits64(double x) { uint64_t u; memcpy(&u, &x, 8); return u; }",
+    "itb_f64": "$static double itb_f64(uint64_t u) { double x; memcpy(&x, &u, 8); return x; }",
+    "itb_ftz32": "$static float itb_ftz32(float x) { return (x != 0 && fabsf(x) < 0x1p-126f) ? "
                  "copysignf(0.0f, x) : x; }",
-    "itb_ftz64": "static inline double itb_ftz64(double x) { return (x != 0 && fabs(x) < 0x1p-1022) ? "
+    "itb_ftz64": "$static double itb_ftz64(double x) { return (x != 0 && fabs(x) < 0x1p-1022) ? "
                  "copysign(0.0, x) : x; }",
     # --- f16/bf16: exact decoding, RNE encoding from double (one rounding), NaNs as NumPy/ml_dtypes convert them.
-    "itb_d2n": """static inline uint32_t itb_d2n(double x, int M, int W) {
+    "itb_d2n": """$static uint32_t itb_d2n(double x, int M, int W) {
   /* finite or infinite x -> the bits of the binary format with M mantissa and W exponent bits, RNE */
   uint64_t b = itb_bits64(x), ab = b & 0x7fffffffffffffffull;
   uint32_t sign = (uint32_t)(b >> 63) << (M + W), inf = ((1u << W) - 1) << M;
@@ -30,7 +31,7 @@ SCALAR_BASE = {
   if (normal) return sign | (((uint32_t)(e + B) << M) + (uint32_t)(q - (1ull << M)));
   return sign | (uint32_t)q;
 }""",
-    "itb_f16_from_double": """static inline uint16_t itb_f16_from_double(double x) {
+    "itb_f16_from_double": """$static uint16_t itb_f16_from_double(double x) {
   if (x != x) {
     uint64_t b = itb_bits64(x);
     uint16_t h = (uint16_t)(0x7c00u + ((b >> 42) & 0x3ffu));
@@ -38,18 +39,18 @@ SCALAR_BASE = {
   }
   return (uint16_t)itb_d2n(x, 10, 5);
 }""",
-    "itb_bf16_from_double": """static inline uint16_t itb_bf16_from_double(double x) {
+    "itb_bf16_from_double": """$static uint16_t itb_bf16_from_double(double x) {
   if (x != x) return (uint16_t)(((itb_bits64(x) >> 48) & 0x8000u) | 0x7fc0u);
   return (uint16_t)itb_d2n(x, 7, 8);
 }""",
-    "itb_f16_decode": """static inline float itb_f16_decode(uint16_t h) {
+    "itb_f16_decode": """$static float itb_f16_decode(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
   if (e == 0x1f) return itb_f32(sign | 0x7f800000u | (m << 13));
   if (e == 0) { float v = (float)m * 0x1p-24f; return sign ? -v : v; }
   return itb_f32(sign | ((e + 112u) << 23) | (m << 13));
 }""",
-    "itb_bf16_decode": "static inline float itb_bf16_decode(uint16_t h) { return itb_f32((uint32_t)h << 16); }",
-    "itb_f16_encode": """static inline uint16_t itb_f16_encode(float x) {
+    "itb_bf16_decode": "$static float itb_bf16_decode(uint16_t h) { return itb_f32((uint32_t)h << 16); }",
+    "itb_f16_encode": """$static uint16_t itb_f16_encode(float x) {
   if (x != x) {
     uint32_t b = itb_bits32(x);
     uint16_t h = (uint16_t)(0x7c00u | ((b >> 13) & 0x3ffu));
@@ -57,22 +58,22 @@ SCALAR_BASE = {
   }
   return itb_f16_from_double((double)x);
 }""",
-    "itb_bf16_encode": """static inline uint16_t itb_bf16_encode(float x) {
+    "itb_bf16_encode": """$static uint16_t itb_bf16_encode(float x) {
   return x != x ? (uint16_t)(itb_bits32(x) >> 16) : itb_bf16_from_double((double)x);
 }""",
-    "itb_df16": "static inline float itb_df16(double x) { return itb_f16_decode(itb_f16_from_double(x)); }",
-    "itb_dbf16": "static inline float itb_dbf16(double x) { return itb_bf16_decode(itb_bf16_from_double(x)); }",
-    "itb_rf16": "static inline float itb_rf16(float x) { return itb_df16((double)x); }",
-    "itb_rbf16": "static inline float itb_rbf16(float x) { return itb_dbf16((double)x); }",
-    "itb_u64_rto": """static inline double itb_u64_rto(uint64_t m) {
+    "itb_df16": "$static float itb_df16(double x) { return itb_f16_decode(itb_f16_from_double(x)); }",
+    "itb_dbf16": "$static float itb_dbf16(double x) { return itb_bf16_decode(itb_bf16_from_double(x)); }",
+    "itb_rf16": "$static float itb_rf16(float x) { return itb_df16((double)x); }",
+    "itb_rbf16": "$static float itb_rbf16(float x) { return itb_dbf16((double)x); }",
+    "itb_u64_rto": """$static double itb_u64_rto(uint64_t m) {
   if (m < (1ull << 53)) return (double)m;
-  int shift = 11 - __builtin_clzll(m);
+  int shift = 11 - $clz(m);
   return ldexp((double)((m >> shift) | ((m & ((1ull << shift) - 1)) != 0)), shift);
 }""",
-    "itb_i64_rto": """static inline double itb_i64_rto(int64_t x) {
+    "itb_i64_rto": """$static double itb_i64_rto(int64_t x) {
   return x < 0 ? -itb_u64_rto(0ull - (uint64_t)x) : itb_u64_rto((uint64_t)x);
 }""",
-    "itb_fma_rto": """static inline double itb_fma_rto(double a, double b, double c) {
+    "itb_fma_rto": """$static double itb_fma_rto(double a, double b, double c) {
   /* a*b + c for operands of at most 26 significant bits (a*b is exact): rounded to odd */
   if (c != c && a == a && b == b) return c;
   double p = a * b, s = p + c;
@@ -82,16 +83,16 @@ SCALAR_BASE = {
   if ((s > 0) != (err > 0)) s = nextafter(s, 0.0);
   return itb_f64(itb_bits64(s) | 1u);
 }""",
-    "itb_rsqrt": "static inline double itb_rsqrt(double x) { return 1.0 / sqrt(x); }",
-    "itb_sigmoid": "static inline double itb_sigmoid(double x) { return x >= 0 ? 1.0 / (1.0 + exp(-x)) : "
+    "itb_rsqrt": "$static double itb_rsqrt(double x) { return 1.0 / sqrt(x); }",
+    "itb_sigmoid": "$static double itb_sigmoid(double x) { return x >= 0 ? 1.0 / (1.0 + exp(-x)) : "
                    "exp(x) / (1.0 + exp(x)); }",
     # Modified Bessel I0: Cephes' Chebyshev expansions, as NumPy's i0 (generic's reference) computes them.
-    "itb_chbevl": """static inline double itb_chbevl(double x, const double *v, int n) {
+    "itb_chbevl": """$static double itb_chbevl(double x, const double *v, int n) {
   double b0 = v[0], b1 = 0.0, b2 = 0.0;
   for (int i = 1; i < n; ++i) { b2 = b1; b1 = b0; b0 = x * b1 - b2 + v[i]; }
   return 0.5 * (b0 - b2);
 }""",
-    "itb_i0": f"""static inline double itb_i0(double x) {{
+    "itb_i0": f"""$static double itb_i0(double x) {{
   static const double A[] = {{{", ".join(map(repr, I0_A))}}};
   static const double B[] = {{{", ".join(map(repr, I0_B))}}};
   if (x != x) return x;
@@ -105,7 +106,7 @@ SCALAR_BASE = {
 
 BLOCK_BASE: dict = {}
 
-BLOCK_BASE["itb_philox_word"] = """static inline uint32_t itb_philox_word(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3,
+BLOCK_BASE["itb_philox_word"] = """$static uint32_t itb_philox_word(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3,
                                       uint32_t k0, uint32_t k1, int w) {
   /* Philox4x32-10 (Random123, T8): the key is bumped before rounds 2..10; returns output word w */
   for (int r = 0; r < 10; ++r) {
@@ -116,7 +117,7 @@ BLOCK_BASE["itb_philox_word"] = """static inline uint32_t itb_philox_word(uint32
   }
   return w == 0 ? c0 : w == 1 ? c1 : w == 2 ? c2 : c3;
 }"""
-BLOCK_BASE["itb_philox4x32_10"] = """static inline int32_t itb_philox4x32_10(int64_t* w) {
+BLOCK_BASE["itb_philox4x32_10"] = """$static int32_t itb_philox4x32_10(int64_t* w) {
   /* w[0..3] counter words, w[4..5] key words -> w[0..3] the block's output words (the known-answer test seam) */
   uint32_t c[4];
   for (int i = 0; i < 4; ++i)
@@ -128,13 +129,13 @@ BLOCK_BASE["itb_philox4x32_10"] = """static inline int32_t itb_philox4x32_10(int
 
 # k-quant super-blocks (quantization.md Q2): generic's NumPy float32 transcription of ggml's reference code, one f32
 # operation per step in the same order (built with -ffp-contract=off, so nothing is fused), hence bit-identical.
-BLOCK_BASE["itb_nearest_int"] = """static inline int32_t itb_nearest_int(float f) {
+BLOCK_BASE["itb_nearest_int"] = """$static int32_t itb_nearest_int(float f) {
   /* ggml's nearest_int (RNE for |f| <= 2^22); NaN and out-of-range values give INT32_MIN, as NumPy's cast on x86 */
   float r = (f + 12582912.0f) - 12582912.0f;
   return (r >= -2147483648.0f && r < 2147483648.0f) ? (int32_t)r : INT32_MIN;
 }"""
-BLOCK_BASE["itb_clamp15"] = """static inline float itb_clamp15(int32_t v) { return (float)(v < 0 ? 0 : v > 15 ? 15 : v); }"""
-BLOCK_BASE["itb_quantize_q8_k"] = """static inline int32_t itb_quantize_q8_k(float* x, float* d, int8_t* qs, int16_t* bsums) {
+BLOCK_BASE["itb_clamp15"] = """$static float itb_clamp15(int32_t v) { return (float)(v < 0 ? 0 : v > 15 ? 15 : v); }"""
+BLOCK_BASE["itb_quantize_q8_k"] = """$static int32_t itb_quantize_q8_k(float* x, float* d, int8_t* qs, int16_t* bsums) {
   int where = 0; /* np.argmax of |x|: the first maximum, a NaN being the maximum */
   for (int i = 1; i < 256 && fabsf(x[where]) == fabsf(x[where]); ++i)
     if (fabsf(x[i]) > fabsf(x[where]) || fabsf(x[i]) != fabsf(x[i])) where = i;
@@ -155,7 +156,7 @@ BLOCK_BASE["itb_quantize_q8_k"] = """static inline int32_t itb_quantize_q8_k(flo
   *d = zero ? 0.0f : amax != amax ? itb_f32(itb_bits32(mx) | 0x400000u) : 1.0f / iscale;
   return 0;
 }"""
-BLOCK_BASE["itb_qkx2"] = """static inline void itb_qkx2(const float* x, const float* w, float* scale_out, float* min_out) {
+BLOCK_BASE["itb_qkx2"] = """$static void itb_qkx2(const float* x, const float* w, float* scale_out, float* min_out) {
   /* ggml make_qkx2_quants(32, nmax 15, rmin -1, rdelta 0.1, nstep 20, use_mad false) as generic computes it */
   float mn = x[0], mx = x[0], sum_w = w[0], sum_x = sum_w * x[0];
   for (int i = 1; i < 32; ++i) {
@@ -198,7 +199,7 @@ BLOCK_BASE["itb_qkx2"] = """static inline void itb_qkx2(const float* x, const fl
   *scale_out = flat ? 0.0f : scale;
   *min_out = -mn;
 }"""
-BLOCK_BASE["itb_quantize_q4_k"] = """static inline int32_t itb_quantize_q4_k(float* x, float* d, float* dmin, uint8_t* scales,
+BLOCK_BASE["itb_quantize_q4_k"] = """$static int32_t itb_quantize_q4_k(float* x, float* d, float* dmin, uint8_t* scales,
                                         uint8_t* mins, uint8_t* q) {
   /* d and dmin are f16 values held in floats */
   float sc[8], mi[8], w[32];

@@ -2,16 +2,17 @@
 
 The lowering is the one every TileLang target shares; what differs here:
 
-- Helpers: the same C++ bodies as :mod:`.c` (one definition of each op's numerics), qualified
-  ``__device__ __forceinline__`` so nvcc inlines them; ``__builtin_clzll`` becomes ``__clzll``.
+- Helpers: the same C++ bodies as :mod:`.c` (one definition of each op's numerics), rendered with the device
+  spelling (:data:`DEVICE`: ``__device__ __forceinline__`` so nvcc inlines them, ``__clzll``, device tables).
 - Compiler flags (``tl.device_compile_flags``): ``--fmad=false`` (nvcc contracts ``a*b + c`` into an
   FMA by default; T3 forbids it), ``-prec-div=true -prec-sqrt=true -ftz=false`` (IEEE division and
   square root, subnormals kept) and never ``--use_fast_math`` (``tl.enable_fast_math`` off).
 - Launch: one thread block of one thread runs the shared serial program, the correctness baseline every
-  kernel lowers to. Layered on it (:mod:`.cuda_kernels`, joined to this target in :mod:`.targets`): a graph whose one effect is a whole write runs on a
-  grid of threads, one or eight elements each (``flat_nest``); a graph's top-level ``parallel`` loop runs one
-  iteration per thread (``parallel_grid``; a failed check is claimed atomically, ``claim_source``); and
-  recognised graphs get tiled specialisations (matmuls, :mod:`.cuda_matmul`; flash attention).
+  kernel lowers to. Layered on it (:mod:`.cuda_kernels`, joined to this target in :mod:`.targets`): a graph
+  whose one effect is a whole write runs on a grid of threads, one or eight elements each (``flat_nest``); a
+  graph's top-level ``parallel`` loop runs one iteration per thread (``parallel_grid``; a failed check is
+  claimed atomically, ``claim_source``); and recognised graphs get tiled specialisations (matmuls,
+  :mod:`.cuda_matmul`; flash attention).
 - Buffers sized at run time are hidden buffer parameters the executable allocates (``host_workspaces``,
   :mod:`.storage`), not device-heap allocations.
 - Arguments live in device memory: the staged host copies go to the GPU for the call and come back
@@ -80,13 +81,9 @@ def claim_source() -> str:
             "(unsigned long long*)e, 0ull, (unsigned long long)code) == 0ull; }")
 
 
-def _device(text: str) -> str:
-    text = (text.replace('extern "C" inline', '__device__ __forceinline__')
-                .replace("static inline", "static __device__ __forceinline__")
-                .replace("__builtin_clzll", "__clzll"))
-    # file-scope tables (MX decode tables) live in device memory; function-local ones are already device data
-    return "\n".join("static __device__ const" + line[len("static const"):] if line.startswith("static const")
-                     else line for line in text.split("\n"))
+# The helper bodies are C's (one definition of each op's numerics), spelled as device functions: nvcc inlines them.
+DEVICE = c.Spelling(function="__device__ __forceinline__", static="static __device__ __forceinline__",
+                    table="static __device__ const", clz="__clzll")
 
 
 # NaNs (T3: "NaN payloads are values"). The oracles run on x86, whose arithmetic returns its first NaN operand,
@@ -97,35 +94,32 @@ _NAN_BITS = {"f32": ("float", "itb_f32", "itb_bits32", "0x00400000u", "0xffc0000
              "f64": ("double", "itb_f64", "itb_bits64", "0x0008000000000000ull", "0xfff8000000000000ull")}
 
 
-def _x86_nans(text: str, name: str, d, arity: int) -> str:
+def _x86_nans(inner: str, name: str, d, arity: int) -> str:
+    """``name``: the C body (``inner``, defined as ``<name>_ieee``) with x86's NaN results decided around it."""
     t, to_float, to_bits, quiet_bit, default = _NAN_BITS[d.name]
     names = "abc"[:arity]
-    inner = text.replace(f" {name}(", f" {name}_ieee(", 1)
     # a NaN operand makes the result NaN, so only a NaN result looks at the operands: one compare on the fast path
     checks = " ".join(f"if ({n} != {n}) return {to_float}({to_bits}({n}) | {quiet_bit});" for n in names)
-    return (f"{inner}\nextern \"C\" inline {t} {name}({', '.join(f'{t} {n}' for n in names)}) {{ "
+    return (f"{inner}\n{DEVICE.function} {t} {name}({', '.join(f'{t} {n}' for n in names)}) {{ "
             f"{t} r = {name}_ieee({', '.join(names)}); if (r == r) return r; {checks} return {to_float}({default}); }}")
 
 
 def helper_source(name: str, family: str, dtypes: tuple, ret, args: tuple) -> str | None:
-    text = c.helper_source(name, family, dtypes, ret, args)
-    if text is None:
-        return None
     if family in _X86_NANS and ret.name in _NAN_BITS and all(a == ret for a in args):
-        text = _x86_nans(text, name, ret, len(args))
-    return _device(text)
+        inner = c.helper_source(f"{name}_ieee", family, dtypes, ret, args, DEVICE)
+        return None if inner is None else _x86_nans(inner, name, ret, len(args))
+    return c.helper_source(name, family, dtypes, ret, args, DEVICE)
 
 
 def prelude(definitions: list) -> str:
-    return _HEADER + _device(c.prelude([*cuda_atomics.cas_helpers(definitions), *definitions]))
+    return _HEADER + c.prelude([*cuda_atomics.cas_helpers(definitions, DEVICE), *definitions], DEVICE)
 
 
 def extern_source(name: str, family: str, dtypes: tuple, ret, args: tuple, combine: str | None = None):
     """Helpers with pointer operands as device functions: atomics are device atomics (:mod:`.cuda_atomics`,
     compare-and-swap loops around the serial program's combine), k-quant blocks and Philox the C bodies."""
     source = cuda_atomics.extern_source if family.startswith("atomic_") else c.extern_source
-    text = source(name, family, dtypes, ret, args, combine)
-    return None if text is None else _device(text)
+    return source(name, family, dtypes, ret, args, combine, DEVICE)
 
 
 # Buffers that are not small and static are workspaces the executable allocates in device memory (storage.py):

@@ -29,12 +29,12 @@ _AFTER = frozenset({"acquire", "acq_rel", "seq_cst"})
 _BITS = {1: "uint8_t", 2: "uint16_t", 4: "unsigned int", 8: "unsigned long long"}
 
 
-def cas_source(d: T.DType) -> str:
+def cas_source(d: T.DType, spelling) -> str:
     """``itc_cas_<d>(q, expect, desired)``: swap in ``desired`` if the element's bits are ``expect``'s; returns the
     element found."""
     t, n, size = c.C_TYPE[d.name], d.name, d.bits // 8
     bits = _BITS[size]
-    head = f"static inline {t} itc_cas_{n}({t}* q, {t} expect, {t} desired) {{\n"
+    head = f"{spelling.static} {t} itc_cas_{n}({t}* q, {t} expect, {t} desired) {{\n"
     if size >= 4:
         return head + (f"  {bits} e, w; memcpy(&e, &expect, {size}); memcpy(&w, &desired, {size});\n"
                        f"  {bits} r = atomicCAS(({bits}*)q, e, w);\n"
@@ -79,21 +79,22 @@ def atomic_body(op: str, orders: tuple, d: T.DType, combine: str | None) -> str:
     return f"{t}* q = ({t}*)p; {before}{load} {loop} {after}{result}"
 
 
-def extern_source(name: str, family: str, dtypes: tuple, ret: T.DType, args: tuple, combine: str | None = None):
-    """The C++ text (before ``__device__`` qualification) of an atomic helper (its CAS helper comes with the
-    prelude, :func:`cas_helpers`)."""
+def extern_source(name: str, family: str, dtypes: tuple, ret: T.DType, args: tuple, combine: str | None,
+                  spelling) -> str | None:
+    """The C++ definition, in ``spelling`` (:data:`.cuda.DEVICE`), of an atomic helper (its CAS helper comes with
+    the prelude, :func:`cas_helpers`)."""
     (d,) = dtypes
     if not (d.is_int or d.name == "f32") or not c.supports(d):
         return None
     op, rest = family[len("atomic_"):].split("_", 1)
     orders = tuple(_ORDERS.findall(rest))
-    return c.pointer_helper(name, ret, args, ("p", "a", "b"), atomic_body(op, orders, d, combine))
+    return c.pointer_helper(name, ret, args, ("p", "a", "b"), atomic_body(op, orders, d, combine), spelling)
 
 
 _CAS_CALL = re.compile(r"\bitc_cas_(\w+)\(")
 
 
-def cas_helpers(definitions: list) -> list:
+def cas_helpers(definitions: list, spelling) -> list:
     """The CAS helpers the definitions call, each once (several atomics of one dtype share one)."""
     names = sorted({m for text in definitions for m in _CAS_CALL.findall(text)})
-    return [cas_source(T.DTYPES[n]) for n in names]
+    return [cas_source(T.DTYPES[n], spelling) for n in names]

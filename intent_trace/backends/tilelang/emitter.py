@@ -14,8 +14,8 @@ Nothing the user named reaches the text: parameters are ``p0, p1, ...``, extents
 values ``v17``, constants ``K3``. Value arithmetic is a call of a helper named by
 :mod:`.scalar_rules` whose body the target module writes (:mod:`.c`).
 
-Targets differ only in their module (launch line, language import, helper bodies, compiler flags);
-the rules here are the same for all of them.
+Targets differ only in their value (:class:`.spec.TileLangTarget`: launch line, language import, helper
+bodies, compiler flags, capabilities); the rules here are the same for all of them.
 """
 from __future__ import annotations
 
@@ -111,7 +111,7 @@ class TileLangEmitter(StorageMixin, SourceWriter, Interpreter):
         self.graph = graph
         self.target = target  # the TileLangTarget (.spec): helper bodies, launch, flags, capabilities
         self.target_name = target.name
-        # The launch plan the driver's pre-pass chose (target.plan_launch), fixed for the whole emission: the graph's
+        # The launch plan the driver's pre-pass chose (program.plan_launch), fixed for the whole emission: the graph's
         # one write nest as a grid of threads (cuda_kernels.FlatNest; None once its loop is written), or its
         # top-level parallel loop mapped onto threads (cuda_kernels.ParallelGrid), or neither (one serial program).
         self.flat_nest = nest

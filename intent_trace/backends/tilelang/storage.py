@@ -4,7 +4,7 @@ Storage. A tensor that must be held (a snapshot, a tensor loop carry or branch r
 logical buffer, a unique-store mask) gets a buffer from :meth:`StorageMixin.allocate`. A small static shape is a
 stack buffer (``T.alloc_local``); any other shape, whose size is known only at run time, lives on the heap:
 the C target rejects stack allocations of dynamic size, and the size may depend on data (a ragged member
-count), so it cannot in general be a workspace the host sizes before the call. The target module supplies the
+count), so it cannot in general be a workspace the host sizes before the call. The target value supplies the
 allocation helpers (``workspace_source``: ``itw_alloc``/``itw_free``, :mod:`.c`). A heap buffer is freed where
 the block that allocated it ends, before a ``break``/``continue`` that leaves that block, and before an
 early return; an allocation inside a loop body is therefore one per iteration, like cpu's ``np.empty``.
@@ -21,7 +21,7 @@ runs again.
 
 Checks. The tests require the run-time errors generic and cpu raise (out-of-range coordinates, non-injective
 unique stores, histogram values outside the bins, negative extents, ...), so a TileLang target checks what
-cpu checks (``checks=False`` drops them, as on cpu) when its module says how a kernel leaves early
+cpu checks (``checks=False`` drops them, as on cpu) when its target value says how a kernel leaves early
 (``early_exit``; a target without it does not check, T9). A failed check records an error code and up to
 three int64 values in the hidden parameter ``E`` (four int64) and leaves the kernel at once; the executable
 raises the site's exception after the call and commits no output (every output is staged).
@@ -185,7 +185,7 @@ class StorageMixin:
             self.host_sizes[name] = value
 
     def _host_workspace(self, dims: tuple, dtype: str, zero: bool) -> str:
-        if self.grid_planned:  # one buffer for all threads: the pre-pass (target.plan_launch) keeps such programs serial
+        if self.grid_planned:  # one buffer for all threads: the pre-pass (program.plan_launch) keeps these serial
             raise self.reject("internal: a program on a grid of threads needs a workspace (the launch plan is wrong)")
         sizes = tuple(s if s.isdigit() or _KERNEL_EXTENT.fullmatch(s) else self.host_sizes.get(s) for s in dims)
         if None in sizes:

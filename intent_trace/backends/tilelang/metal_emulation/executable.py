@@ -8,8 +8,8 @@ out-of-bounds access, a data race) raises :class:`~.kernel.EmulationError` and, 
 nothing: the caller's arrays stay as they were.
 
 For the verifier's Stage Two (``verify metal-tilelang --emulate``, not wired yet): :func:`build_emulated` takes the
-graph, the target value (:data:`..targets.METAL`) and ``checks`` as :func:`..target.build` passes them and returns a drop-in executable (``.graph``,
-``.target == "tilelang-metal"``, ``.source``, ``__call__``, ``.emulated``).
+graph, the target value (:data:`..targets.METAL`) and ``checks`` as :func:`..target.build` passes them and returns
+a drop-in executable (``.graph``, ``.target == "tilelang-metal"``, ``.source``, ``__call__``, ``.emulated``).
 """
 from __future__ import annotations
 
