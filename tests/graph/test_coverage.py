@@ -14,18 +14,12 @@ from intent_trace.proxies.values import ValueProxy
 # --- the registry and every backend's rule table -----------------------------------------------------------
 
 # Each backend's composed rule table (OpDef -> rule) and its explicit rejections (OpDef -> reason). The TileLang
-# targets share the TileLang emitter's table (TileLangEmitter.rules / .rejected); per-target refusals are by dtype
-# (the target's ``supports``) and by helper family (below), not by op.
+# targets share one table (``backends.tilelang.rules``); per-target refusals are by dtype (the target's
+# ``supports``) and by helper family (below), not by op.
 def _tilelang_tables():
-    from intent_trace.backends.tilelang.emitter import TileLangEmitter
+    from intent_trace.backends.tilelang import rules
 
-    rules, rejected = TileLangEmitter.rules, TileLangEmitter.rejected
-    # For now (the lead removes this at integration, with the TileLang cycles of test_package_structure.py's
-    # CYCLE_ALLOWED_FOR_NOW): emitter.py fills ``rejected`` with the placeholder for every op that has no rule when
-    # its own import finishes. A rule module imported first (tests/backends/test_tilelang_c_effects.py imports
-    # tilelang.random) registers its rule after that, so its op is both lowered and placeholder-rejected: an
-    # artefact of the import order, not a rejection. A placeholder for an op without a rule still fails below.
-    return rules, {op: why for op, why in rejected.items() if not (op in rules and why == _PLACEHOLDER_REASON)}
+    return rules.RULES, rules.REJECTED
 
 
 def _generic_tables():

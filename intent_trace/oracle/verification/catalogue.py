@@ -15,6 +15,7 @@ import operator
 import attrs
 
 from ... import language as I
+from ...graph import ops as kir_ops
 from .coverage_ops import specs as coverage_specs
 from .records import PlanKey, Subject
 
@@ -31,6 +32,9 @@ FLOAT_POW_REASON = ("floating pow accuracy: C99 pow is the platform math library
                     "certification is deferred (integer pow is exact and active)")
 
 
+CONVERSIONS = frozenset({kir_ops.cast, kir_ops.bitcast})
+
+
 @attrs.frozen
 class Operation:
     """One verification operation: its canonical KIR op, case layout and how to build its value."""
@@ -40,6 +44,16 @@ class Operation:
     kind: str
     expr: object  # (*operand values) -> result value, in the language
     plans: tuple  # PlanKey, ...
+
+    @property
+    def kir_op(self) -> kir_ops.OpDef:
+        """The canonical KIR op, from the registry (the record keeps its name: reports print it)."""
+        return kir_ops.REGISTRY[self.canonical_op]
+
+    @property
+    def converts(self) -> bool:
+        """Whether the operation is a dtype conversion (its result dtype is not its operands')."""
+        return self.kir_op in CONVERSIONS
 
 
 def _pointwise_plans(name: str, signatures, roles) -> tuple:

@@ -95,7 +95,7 @@ def required_classes(op: C.Operation, plan: PlanKey) -> tuple:
     if own is not None:
         return own
     dtype = plan.operand_dtypes[-1] if op.kind == C.POINTWISE else plan.operand_dtypes[0]
-    floating = dtype == "f32" or (op.name in ("cast", "bitcast") and "f32" in plan.operand_dtypes)
+    floating = dtype == "f32" or (op.converts and "f32" in plan.operand_dtypes)
     if op.kind == C.POINTWISE or op.name == "reduce_max" or not floating:
         return (VC.BIT_EXACT, VC.SIGNED_ZERO, VC.SPECIAL_VALUES) if floating else (VC.BIT_EXACT, VC.SPECIAL_VALUES)
     analytic = (VC.ANALYTIC,) if op.name in ("reduce_sum", "matmul") else ()

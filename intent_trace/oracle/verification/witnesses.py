@@ -10,6 +10,7 @@ import functools
 
 from ... import language as I
 from ... import types as T
+from ...graph import ops as kir_ops
 from ...kernel import Kernel
 from .catalogue import MATMUL, POINTWISE, REDUCE, SCAN, Operation
 from .coverage_ops import KINDS as COVERAGE_KINDS
@@ -27,9 +28,9 @@ def _named(fn, name: str) -> Kernel:
 
 
 def _pointwise_value(op: Operation, plan: PlanKey):
-    if op.name == "cast":
+    if op.kir_op is kir_ops.cast:
         return lambda x: I.cast(x, _dt(plan.output_dtype))
-    if op.name == "bitcast":
+    if op.kir_op is kir_ops.bitcast:
         return lambda x: I.bitcast(x, _dt(plan.output_dtype))
     return op.expr
 
