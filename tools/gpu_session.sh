@@ -8,5 +8,5 @@ OUT=${OUT:-/tmp}
 INTENT_TRACE_TEST_TARGETS=tilelang-cuda timeout "${SUITE_TIMEOUT:-420}" python3 -m pytest -o addopts="" -q -n 16 \
   -p no:cacheprovider tests/kernels tests/language tests/backends/test_tilelang_cuda*.py > "$OUT/suite.txt" 2>&1
 tail -15 "$OUT/suite.txt"
-timeout "${BENCH_TIMEOUT:-150}" python3 benchmarks/gpu.py --plot "$OUT/gpu.png" --title "${PLOT_TITLE:-benchmarks/gpu.py on an H200}" > "$OUT/gpu.json" 2> "$OUT/gpu.err"
+timeout "${BENCH_TIMEOUT:-150}" python3 benchmarks/gpu.py --plot "$OUT/gpu.png" > "$OUT/gpu.json" 2> "$OUT/gpu.err"
 tail -c 3000 "$OUT/gpu.json"; tail -5 "$OUT/gpu.err"
