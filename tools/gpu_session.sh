@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call of the device tool (carry .device and .device-min; see device-setup.sh): the kernel suite on
-# tilelang-cuda, then benchmarks/gpu.py. Summaries go to $OUT (suite.txt, gpu.json, gpu.png); the tails are printed.
+# tilelang-cuda, then benchmarks/gpu.py. Summaries go to $OUT (suite.txt, gpu.json; draw the chart here with benchmarks/plot.py: the GPU image has no matplotlib); the tails are printed.
 set -uo pipefail
 S=$(bash tools/device-setup.sh 2>/dev/null)
 export PYTHONPATH=$S:$PWD
@@ -8,5 +8,5 @@ OUT=${OUT:-/tmp}
 INTENT_TRACE_TEST_TARGETS=tilelang-cuda timeout "${SUITE_TIMEOUT:-420}" python3 -m pytest -o addopts="" -q -n 16 \
   -p no:cacheprovider tests/kernels tests/language tests/backends/test_tilelang_cuda*.py > "$OUT/suite.txt" 2>&1
 tail -15 "$OUT/suite.txt"
-timeout "${BENCH_TIMEOUT:-150}" python3 benchmarks/gpu.py --plot "$OUT/gpu.png" > "$OUT/gpu.json" 2> "$OUT/gpu.err"
+timeout "${BENCH_TIMEOUT:-150}" python3 benchmarks/gpu.py > "$OUT/gpu.json" 2> "$OUT/gpu.err"
 tail -c 3000 "$OUT/gpu.json"; tail -5 "$OUT/gpu.err"
