@@ -121,8 +121,8 @@ def test_showing_a_tilelang_executable_compiles_nothing(monkeypatch):
 
 def test_tilelang_display_lists_each_specialization_and_when_it_runs():
     """A CUDA executable's tiled specialisations (none on tilelang-c: a stand-in with the attributes
-    TileLangExecutable exposes, specializations of cuda_kernels.Specialization's fields)."""
-    from intent_trace.backends.tilelang.cuda_kernels import Specialization
+    TileLangExecutable exposes, specializations of cuda_access.Specialization's fields)."""
+    from intent_trace.backends.tilelang.cuda_access import Specialization
 
     @intent.kernel
     def mm(a: I.In[I.f32, ("M", "K")], b: I.In[I.f32, ("K", "N")], c: I.Out[I.f32, ("M", "N")]):

@@ -30,7 +30,6 @@ pipelined (``T.Pipelined``) through it. The only run-time checks of the general 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import attrs
 
@@ -38,10 +37,7 @@ from ... import types as T
 from ...graph import ops
 from ...graph.patterns import COMMUTATIVE, Pat, any_, lit, match, pat, producers
 from ...graph.values import KernelGraph
-from .cuda_kernels import UNIT_DOMAIN
-
-if TYPE_CHECKING:
-    from .cuda_kernels import Specialization
+from .cuda_access import UNIT_DOMAIN, Specialization
 
 F16, F32 = T.f16, T.f32
 
@@ -227,7 +223,6 @@ def _match(graph: KernelGraph):
 def attention(graph: KernelGraph, config=None) -> Specialization | None:
     """The tiled program for ``graph`` with ``config`` = (D, block_M, block_N, stages, threads), or None when
     the graph is not the attention above."""
-    from .cuda_kernels import Specialization
 
     match = _match(graph)
     if match is None:

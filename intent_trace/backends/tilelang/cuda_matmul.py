@@ -19,7 +19,7 @@ from ...graph import ops
 from ...graph.patterns import any_, any_of, match, pat, producers
 from ...graph.values import KernelGraph
 from . import cuda
-from .cuda_kernels import REJECT, Specialization, full_axes, view_access
+from .cuda_access import REJECT, Specialization, full_axes, view_access
 
 # the TIR dtype of each operand and output dtype the programs take (tiles hold f16/bf16 as themselves)
 TIR_DTYPE = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}

@@ -235,7 +235,7 @@ class TileLangExecutable(ExecutableDisplay):
     def specialization_for(self, dims: dict):
         """The specialisation a call with these extents ({extent: size}) runs, or None for the general program.
         A specialisation has no error record or workspaces: its recogniser matches only graphs whose general
-        program cannot fail a check where the specialisation applies (cuda_kernels.Specialization)."""
+        program cannot fail a check where the specialisation applies (cuda_access.Specialization)."""
         if self.specializations:
             extents = {k: int(dims[ev.extent]) for k, ev in enumerate(self.graph.extents)}
             return next((spec for spec in self.specializations if spec.applies(extents)), None)
