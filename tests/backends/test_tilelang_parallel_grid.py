@@ -14,7 +14,7 @@ import intent_trace as intent
 from intent_trace import I
 
 pytest.importorskip("tilelang")
-from backends.tilelang_support import TARGET, cuda_source, run_both
+from backends.tilelang_support import TARGET, affine, cuda_source, row_prefix_max, run_both
 from intent_trace.backends.tilelang import cuda_kernels, targets
 from intent_trace.backends.tilelang import target as tl_target
 from intent_trace.backends.tilelang.target import build, generate
@@ -166,16 +166,6 @@ def row_sums(x: I.In[I.f32, ("M", "N")], out: I.Out[I.f32, ("M",)]):
 def matmul_f32(a: I.In[I.f32, ("M", "K")], b: I.In[I.f32, ("K", "N")], c: I.Out[I.f32, ("M", "N")]):
     c[:, :] = I.matmul(a[:, :], b[:, :], acc_dtype=I.f32)
 
-
-@intent.kernel
-def affine(x: I.In[I.f32, ("M", "N")], y: I.Out[I.f32, ("M", "N")]):
-    y[:, :] = x[:, :] * 1.5 - 0.25
-
-
-@intent.kernel
-def row_prefix_max(x: I.In[I.f32, ("M", "N")], out: I.Out[I.f32, ("M",)]):
-    m, n = I.domain(0, x.shape[0]), I.domain(0, x.shape[1])
-    out[m] = I.reduce.max(I.cumsum(x[m, n], axis=1), axis=1)  # the scan needs a buffer of N per element
 
 
 @pytest.mark.parametrize("shape", [(0, 4), (1, 1), (33, 7), (130, 3)])

@@ -20,18 +20,10 @@ from intent_trace.backends.tilelang import cuda_kernels, emitter, targets
 from intent_trace.backends.tilelang import target as tl_target
 from intent_trace.backends.tilelang.spec import TileLangTarget
 
+from backends.tilelang_support import affine, row_prefix_max
+
 TILELANG = pathlib.Path(tl_target.__file__).parent
 
-
-@intent.kernel
-def affine(x: I.In[I.f32, ("M", "N")], y: I.Out[I.f32, ("M", "N")]):
-    y[:, :] = x[:, :] * 1.5 - 0.25
-
-
-@intent.kernel
-def row_prefix_max(x: I.In[I.f32, ("M", "N")], out: I.Out[I.f32, ("M",)]):
-    m, n = I.domain(0, x.shape[0]), I.domain(0, x.shape[1])
-    out[m] = I.reduce.max(I.cumsum(x[m, n], axis=1), axis=1)  # the scan needs a buffer of N per element
 
 
 @intent.kernel

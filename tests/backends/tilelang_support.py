@@ -105,3 +105,15 @@ def cuda_source(program: str) -> str:
     target = Target({"kind": "cuda", "arch": "sm_90a"})
     with tvm.transform.PassContext(config=dict(cuda.pass_configs(program))), target:
         return tilelang.lower(namespace["kernel"], target=target).kernel_source
+
+
+# Two grid-planning subjects: a pure write nest, and one whose scan needs a buffer per element.
+@intent.kernel
+def affine(x: I.In[I.f32, ("M", "N")], y: I.Out[I.f32, ("M", "N")]):
+    y[:, :] = x[:, :] * 1.5 - 0.25
+
+
+@intent.kernel
+def row_prefix_max(x: I.In[I.f32, ("M", "N")], out: I.Out[I.f32, ("M",)]):
+    m, n = I.domain(0, x.shape[0]), I.domain(0, x.shape[1])
+    out[m] = I.reduce.max(I.cumsum(x[m, n], axis=1), axis=1)  # the scan needs a buffer of N per element
