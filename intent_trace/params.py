@@ -101,6 +101,15 @@ class Enum(enum.Enum):
     become runtime values.
     """
 
+    def __init_subclass__(cls, **kwargs):
+        # ``class Mode(int, I.Enum)`` would give members int's arithmetic back (``MODE * 10`` tracing to a
+        # number): a data-type mixin is refused where the class is defined.
+        mixins = [b.__name__ for b in cls.__mro__ if b is not object and not issubclass(b, enum.Enum)]
+        if mixins:
+            raise TypeError(f"enum {cls.__name__} mixes in {', '.join(mixins)}: I.Enum members have no arithmetic "
+                            f"and compare only within their enum; derive from I.Enum alone")
+        super().__init_subclass__(**kwargs)
+
     def __eq__(self, other):
         if isinstance(other, Enum) and type(other) is type(self):
             return self is other

@@ -232,7 +232,10 @@ def math_options(opname: str, x, approximate, flush_to_zero, allowed=("approxima
         dtype = getattr(getattr(x, "type", None), "dtype", None)
         if dtype is not T.f32:
             fail(f"{opname}: approximate/flush_to_zero modes accept only f32 operands, got {dtype}", "type")
-    return tuple((n, v) for n, v in (("approximate", approximate), ("flush_to_zero", flush_to_zero)) if n in allowed)
+    # Only the options that change the op are recorded: ``I.fdiv(a, b)`` is the same canonical node as ``a / b``
+    # (and ``I.exp2(x, approximate=False)`` as ``I.exp2(x)``), so graphs, printouts and caches agree.
+    return tuple((n, True) for n, v in (("approximate", approximate), ("flush_to_zero", flush_to_zero))
+                 if n in allowed and v)
 
 
 def select(pred, a, b):

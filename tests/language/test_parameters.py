@@ -561,3 +561,12 @@ def test_call_nothing_written_when_argument_checks_fail(run, bad):
         run(_copy2, *args)
     np.testing.assert_array_equal(y, np.full((2, 3), 7.0, np.float32))
     np.testing.assert_array_equal(s, np.full(s.shape, 5.0, s.dtype))
+
+
+@pytest.mark.parametrize("mixin", [int, str, float], ids=lambda t: t.__name__)
+def test_an_enum_with_a_data_type_mixin_is_refused_where_it_is_defined(mixin):
+    # class E(int, I.Enum) would regain int arithmetic (MODE * 10 tracing to a number) - issue 15, item 10
+    with pytest.raises(TypeError, match=f"enum Mixed mixes in {mixin.__name__}: I.Enum members have no arithmetic"):
+        class Mixed(mixin, I.Enum):
+            A = 1
+            B = 2
