@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from example_modules import example
 
 import intent_trace as intent
 from intent_trace import I
@@ -119,18 +120,7 @@ def test_grid_mapped_pointwise_nest_matches_numpy_bit_for_bit():
 
 # --- flash attention (examples/flash_attention.py) -------------------------------------------------------------
 
-def _flash_attention():
-    import importlib.util
-    import pathlib
-
-    path = pathlib.Path(__file__).parents[2] / "examples" / "flash_attention.py"
-    spec = importlib.util.spec_from_file_location("_cuda_example_flash_attention", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-FA = _flash_attention()
+FA = example("flash_attention")
 
 
 def _attention_case(B, L, S, D, seed):

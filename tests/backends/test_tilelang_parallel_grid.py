@@ -15,6 +15,7 @@ from intent_trace import I
 
 pytest.importorskip("tilelang")
 from backends.tilelang_support import TARGET, affine, cuda_source, row_prefix_max, run_both
+from example_modules import example
 from intent_trace.backends.tilelang import cuda_kernels, targets
 from intent_trace.backends.tilelang import target as tl_target
 from intent_trace.backends.tilelang.target import build, generate
@@ -31,13 +32,7 @@ def emulated(monkeypatch):
     monkeypatch.setattr(tl_target, "_EXECUTABLES", {})
 
 
-@intent.kernel
-def softmax_rows(x: I.In[I.f32, ("M", "N")], y: I.Out[I.f32, ("M", "N")]):
-    cols = I.domain(0, x.shape[1])
-    for r in I.parallel(I.domain(0, x.shape[0])):
-        row = x[r, cols]
-        e = I.exp(row - I.reduce.max(row, axis=0))
-        y[r, cols] = e / I.reduce.sum(e, axis=0)
+softmax_rows = example("row_softmax").softmax_rows
 
 
 @intent.kernel

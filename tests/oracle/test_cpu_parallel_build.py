@@ -14,11 +14,10 @@ parallel build; it does not replace the runs above the threshold, which exercise
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from example_modules import example
 
 import intent_trace as intent
 from intent_trace import I
@@ -205,11 +204,8 @@ def test_cpu_contract_above_the_threshold(kernel, dtype):
 # --- region_fold / region_scan ------------------------------------------------------------------------------------
 
 def test_cpu_region_fold_attention_inside_parallel_above_the_threshold():
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
-    try:
-        from flash_attention import attention_f16, reference_f16
-    finally:
-        sys.path.pop(0)
+    fa = example("flash_attention")
+    attention_f16, reference_f16 = fa.attention_f16, fa.reference_f16
     rng = np.random.default_rng(9)
     B, L, S, D = 7, 16, 300, 16  # 70,784 elements; S spans two region slices
     q, k, v = (rng.standard_normal(s).astype(np.float16) for s in ((B, L, D), (B, S, D), (B, S, D)))

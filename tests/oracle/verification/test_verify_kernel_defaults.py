@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from example_modules import example
 
 import intent_trace as intent
 from intent_trace import I, compiler
@@ -13,13 +14,7 @@ from intent_trace.oracle import Tolerance
 from intent_trace.oracle.verification.kernel_policy import EXACT_ID, GRAPH_ID, USER_ID
 
 
-@intent.kernel
-def softmax_rows(x: I.In[I.f32, ("M", "N")], y: I.Out[I.f32, ("M", "N")]):
-    cols = I.domain(0, x.shape[1])
-    for r in I.parallel(I.domain(0, x.shape[0])):
-        row = x[r, cols]
-        e = I.exp(row - I.reduce.max(row, axis=0))
-        y[r, cols] = e / I.reduce.sum(e, axis=0)
+softmax_rows = example("row_softmax").softmax_rows
 
 
 @intent.kernel
