@@ -2,7 +2,7 @@
 
 - f16 matmul with f32 accumulation at 4096^3 and 8192^3 vs ``torch.matmul`` (target >= 0.9x);
 - the flash-attention example at batch*heads=32, L=S=4096, D=128, f16 vs
-  ``torch.nn.functional.scaled_dot_product_attention`` (target >= 0.7x);
+  ``torch.nn.functional.scaled_dot_product_attention`` (issue 17: >= 0.8x accurate, >= 1.0x for the FlashAttention spelling ``attention_f16_fast``);
 - a bandwidth-bound pointwise chain vs a device-to-device copy's bandwidth (target >= 80%);
 - then the zoo (benchmarks/gpu_zoo.py): everyday kernels -- both softmax spellings, log-softmax, layer norm,
   RMSNorm f16, row and full sums, argmax, cumsum, GELU, histogram, embedding gather, scatter-add, f16 matmuls at
@@ -129,13 +129,17 @@ def bench_matmul_f32(n: int = 2048) -> dict:
             "reference": "torch.matmul (no TF32)", "target_ratio": None, "compile": compiled}
 
 
-def bench_attention(bh: int = 32, n: int = 4096, d: int = 128) -> dict:
-    """``attention_f16`` (examples/flash_attention.py) at B = batch * heads vs PyTorch's SDPA on the same data."""
+def bench_attention(name: str = "attention_f16", bh: int = 32, n: int = 4096, d: int = 128,
+                    target: float = 0.7) -> dict:
+    """``attention_f16`` or ``attention_f16_fast`` (examples/flash_attention.py: the FlashAttention spelling, exp2
+    approximate with log2(e) folded into the scale) at B = batch * heads vs PyTorch's SDPA on the same data."""
     import math
 
     import torch
 
-    from flash_attention import attention_f16
+    import flash_attention
+
+    attention_f16 = getattr(flash_attention, name)
 
     exe = intent.compile(attention_f16, target="tilelang-cuda")
     sizes = {"B": bh, "L": n, "S": n, "D": d}
@@ -161,7 +165,7 @@ def bench_attention(bh: int = 32, n: int = 4096, d: int = 128) -> dict:
     return {"ours_ms": ours * 1e3, "torch_ms": theirs * 1e3, "ratio": theirs / ours, "ours_tflops": flops / ours / 1e12,
             "torch_tflops": flops / theirs / 1e12, "max_abs_err_vs_torch": err, "program": spec.name,
             "single_call": {"ours_ms": ours_1 * 1e3, "torch_ms": theirs_1 * 1e3, "ratio": theirs_1 / ours_1},
-            "reference": "torch SDPA", "target_ratio": 0.7, "compile": compiled}
+            "reference": "torch SDPA", "target_ratio": target, "compile": compiled}
 
 
 def main(argv=None) -> int:
@@ -178,9 +182,11 @@ def main(argv=None) -> int:
         return 1
     result = {"benchmark": "gpu", "device": torch.cuda.get_device_name(), "torch": torch.__version__,
               "matmul_f16_f32acc_4096": bench_matmul(4096), "matmul_f16_f32acc_8192": bench_matmul(8192),
-              "flash_attention_bh32_l4096_d128_f16": bench_attention(), "pointwise_chain4_f32": bench_pointwise(),
+              "flash_attention_bh32_l4096_d128_f16": bench_attention(target=0.8),
+              "flash_attention_fast_bh32_l4096_d128_f16": bench_attention("attention_f16_fast", target=1.0),
+              "pointwise_chain4_f32": bench_pointwise(),
               "matmul_f32_2048": bench_matmul_f32()}
-    for name in list(result)[3:]:
+    for name in list(result)[3:]:  # the tiled cases as lines of their own too
         print(json.dumps({"case": name, **result[name]}), flush=True)
     if not args.no_zoo:
         result.update(gpu_zoo.run(lambda line: print(line, flush=True)))

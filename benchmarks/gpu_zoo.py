@@ -220,7 +220,7 @@ def cases() -> list:
         Case("rms_norm_f16_16384x1024", zoo.rms_norm_f16, (16384, 1024), (256, 1024), _rms_norm, f16,
              "torch rms_norm", 0.8),
         Case("row_sum_f32_16384x4096", zoo.row_sum, (16384, 4096), (256, 4096),
-             _reduction(lambda s: (s[0],), lambda x: x.sum(dim=1)), 1e-4, "torch.sum(dim=1)", 0.8),
+             _reduction(lambda s: (s[0],), lambda x: x.sum(dim=1)), 1e-3, "torch.sum(dim=1)", 0.8),
         Case("full_sum_f32_16M", zoo.full_sum, (1 << 24,), (1 << 20,),
              _reduction(lambda s: (1,), lambda x: x.sum().reshape(1)), 1e-3, "torch.sum", 0.8),
         Case("argmax_rows_f32_16384x1024", zoo.argmax_rows, (16384, 1024), (256, 1024),
