@@ -29,26 +29,43 @@ class Program:
 def lower(graph: KernelGraph, spec, checks: bool = True) -> Program:
     """The TileLang program for ``graph`` on target ``spec`` (a :class:`.spec.TileLangTarget`), with the error sites
     of its run-time checks and the workspaces the host allocates (:mod:`.storage`)."""
-    nest, grid = plan_launch(graph, spec, checks)
-    return _generate(graph, spec, checks, nest, grid)
+    nest, grid, program = _plan(graph, spec, checks)
+    return program if program is not None else _generate(graph, spec, checks, nest, grid)
 
 
 def plan_launch(graph: KernelGraph, spec, checks: bool = True) -> tuple:
-    """The pre-pass that decides the launch before the program is written: (FlatNest or None, ParallelGrid or
-    None). A planner of the target (cuda_kernels.flat_nest, then parallel_grid) proposes a grid of threads; a
-    grid program cannot hold a workspace (every thread would share the one buffer), so a graph whose serial
-    program needs one keeps the serial launch. The serial program's workspaces are those of any launch (the
-    plans change only the outermost loop and the launch line, not what is stored), so the pre-pass reads them
-    from the serial lowering, which is all it writes (a few milliseconds of text; no compilation)."""
+    """The pre-pass that decides the launch before the program is written: (FlatNest or None, a grid plan or None).
+    A target's planners propose, in order: a row group (cuda_rows.row_plan: a block per row, returned as the grid
+    plan), the one write nest as a grid of threads (cuda_kernels.flat_nest), the top-level parallel loop
+    (cuda_kernels.parallel_grid). A grid program cannot hold a workspace (every thread would share the one buffer),
+    so a graph whose serial program needs one keeps the serial launch. The serial program's workspaces are those of
+    any launch (the plans change only the outermost loop and the launch line, not what is stored), so the pre-pass
+    reads them from the serial lowering, which is all it writes (a few milliseconds of text; no compilation). A row
+    group changes more than the launch, so its own program is written and kept only when it has no run-time check
+    and no workspace (it cannot fail) and the emitter wrote it (else the next planner is asked)."""
+    nest, grid, _ = _plan(graph, spec, checks)
+    return nest, grid
+
+
+def _plan(graph: KernelGraph, spec, checks: bool) -> tuple:
+    """(nest, grid, the program when planning already wrote it)."""
+    rows = spec.row_group(graph) if spec.row_group is not None else None
+    if rows is not None:
+        try:
+            program = _generate(graph, spec, checks, None, rows)
+        except LoweringError:
+            program = None  # an op the row emitter cannot place: the other plans
+        if program is not None and not program.error_sites and not program.workspaces:
+            return None, rows, program
     nest = spec.flat_nest(graph) if spec.flat_nest is not None else None  # the one write nest as a grid
     if nest is not None and not _final_write_nest(graph, nest):
         nest = None  # a nest the program does not have: every thread would run the whole write
     grid = spec.parallel_grid(graph) if spec.parallel_grid is not None and nest is None else None
     if nest is None and grid is None:
-        return None, None
+        return None, None, None
     if _generate(graph, spec, checks, None, None).workspaces:
-        return None, None
-    return nest, grid
+        return None, None, None
+    return nest, grid, None
 
 
 def _final_write_nest(graph: KernelGraph, nest) -> bool:
@@ -61,7 +78,8 @@ def _final_write_nest(graph: KernelGraph, nest) -> bool:
 
 
 def _generate(graph: KernelGraph, spec, checks: bool, nest, grid) -> Program:
-    em = TileLangEmitter(graph, spec, RULES, REJECTED, checks, nest=nest, grid=grid)
+    emitter = getattr(grid, "emitter", TileLangEmitter)  # a plan that places more than the launch has its own
+    em = emitter(graph, spec, RULES, REJECTED, checks, nest=nest, grid=grid)
     dims = []
     for k, ev in enumerate(graph.extents):
         name = f"d{k}"
