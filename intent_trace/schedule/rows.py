@@ -27,7 +27,7 @@ from .. import types as T
 from ..graph import ops
 from ..graph.lowering import pointwise_shape
 from ..graph.patterns import match
-from ..graph.traits import AGGREGATE, POINTWISE
+from ..graph.traits import AGGREGATE, POINTWISE, REDUCTIONS
 from ..graph.values import KernelGraph, Literal, walk_region
 from .access import UNIT_DOMAIN
 from .plan import Part
@@ -130,6 +130,10 @@ class _Walk:
             self.fail("the graph is empty")
         reduces = [n for n in walk_region(self.graph.body) if n.op is ops.reduce]
         if not reduces:
+            other = next((n for n in walk_region(self.graph.body) if n.op in REDUCTIONS), None)
+            if other is not None:
+                self.fail(f"op {other.op.name}{_at(other)} combines along an axis but not into one value per row "
+                          f"(a scan is ordered: a multi-block scan, not a row group)")
             self.fail("no reduction: a row group reduces along its rows (flat_nest or parallel_grid maps the rest)")
         loops = [n for n in nodes if n.op is ops.parallel]
         source = T.leaf_types(reduces[0].inputs[0].type)[0]
