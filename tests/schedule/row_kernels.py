@@ -68,10 +68,10 @@ def row_argmax(x: I.In[I.f32, ("M", "N")], y: I.Out[I.index, ("M",)]):
 
 
 @intent.kernel
-def row_argmax_rows(x: I.In[I.i32, ("M", "N")], v: I.Out[I.i32, ("M",)], y: I.Out[I.index, ("M",)]):
+def row_argmax_rows(x: I.In[I.i32, ("M", "N")], y: I.Out[I.index, ("M",)]):
     cols = I.domain(0, x.shape[1])
     for r in I.parallel(I.domain(0, x.shape[0])):
-        m, i = I.arg_reduce.max(x[r, cols], axis=0)
+        _, i = I.arg_reduce.max(x[r, cols], axis=0)
         y[r] = i
 
 
