@@ -40,8 +40,10 @@ THREADS = 256
 
 
 def _value_dtype(d) -> bool:
-    """The dtypes a row group computes in now: f32, f64, integers, bool (f16/bf16 are left for later)."""
-    return d.kind in ("int", "uint", "bool") or d in (T.f32, T.f64)
+    """The dtypes a row group computes in: every arithmetic dtype (f16 and bf16 too: a target computes them with
+    the serial program's helpers, their accumulators f32 where the language says so), not microscaling formats
+    (T6: no arithmetic on them)."""
+    return d.kind in ("int", "uint", "bool", "float")
 
 
 @attrs.frozen(slots=True)
@@ -230,8 +232,8 @@ class _Walk:
                 if not isinstance(t, (T.TensorType, T.ScalarType)):
                     continue
                 if not _value_dtype(t.dtype):
-                    self.fail(f"op {node.op.name}{_at(node)} computes {t.dtype}: row groups compute in f32, f64 and "
-                              f"integers (f16 and bf16 are left for later)")
+                    self.fail(f"op {node.op.name}{_at(node)} computes {t.dtype}, which has no arithmetic of its own "
+                              f"(a row group computes in arithmetic dtypes)")
                 allowed = self.shape_kind(getattr(t, "shape", ()))
                 if allowed is None:
                     self.fail(f"op {node.op.name}{_at(node)} has shape {tuple(getattr(t, 'shape', ()))!r}, which is "

@@ -14,6 +14,7 @@ results must be exact.
 import math
 
 import attrs
+import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -27,8 +28,9 @@ from intent_trace.backends.tilelang import cuda_rows, targets
 from intent_trace.backends.tilelang import target as tl_target
 from intent_trace.backends.tilelang.program import lower
 from intent_trace.backends.tilelang.target import generate
-from schedule.row_kernels import (layer_norm, logsumexp, rms_norm, row_argmax, row_argmax_rows, row_max_min, row_sum,
-                                  row_sum_f64_rows, row_sum_i32, softmax_rows, softmax_tensor)
+from schedule.row_kernels import (layer_norm, logsumexp, rms_norm, rms_norm_f16, row_argmax, row_argmax_rows, row_max_bf16,
+                                  row_max_f16, row_max_min, row_sum, row_sum_f64_rows, row_sum_i32, softmax_rows,
+                                  softmax_tensor)
 
 RNG = np.random.default_rng(17)
 LENGTHS = (1, 2, 255, 256, 257, 1000)  # below, at and past one block's 256 threads
@@ -177,6 +179,35 @@ def test_rms_norm_matches_numpy_within_the_bound(compiled, n):
     # squares (one rounding each), their sum within (N-1)·u (positive terms), the mean, + eps, sqrt halves the
     # relative error; the division and the weight: relative to the result
     assert np.all(np.abs(y - want) <= ((n + 8) * U32) * np.abs(want) + 2.0 ** -149)
+
+
+@pytest.mark.parametrize("n", LENGTHS)
+def test_rms_norm_f16_computes_in_f32_and_rounds_once_to_f16(compiled, n):
+    x = (RNG.standard_normal((3, n)) * 3).astype(np.float16)
+    y = np.full_like(x, np.nan)
+    compiled(rms_norm_f16)(x, y)
+    x64 = x.astype(np.float64)
+    want = x64 / np.sqrt((x64 * x64).mean(axis=1, keepdims=True) + 1e-6)
+    # the f32 computation as rms_norm's (relative (N + 8)·2^-24), then one rounding to f16 (half an ulp: 2^-11
+    # relative for normal results, 2^-25 absolute below them)
+    bound = ((n + 8) * U32 + 2.0 ** -11) * np.abs(want) + 2.0 ** -25
+    assert np.all(np.abs(y.astype(np.float64) - want) <= bound)
+
+
+@pytest.mark.parametrize("kernel,dtype", [(row_max_f16, np.float16), (row_max_bf16, ml_dtypes.bfloat16)],
+                         ids=("f16", "bf16"))
+def test_half_precision_row_max_is_exact(compiled, kernel, dtype):
+    n = 300
+    x = (RNG.standard_normal((5, n)) * 100).astype(dtype)
+    x[1, 299] = np.nan
+    x[2, :] = np.where(np.arange(n) % 2 == 0, -0.0, -1.0).astype(dtype)  # -0 is the maximum
+    x[3, :] = np.where(np.arange(n) == 257, 0.0, -0.0).astype(dtype)  # +0 > -0 (T3)
+    x[4, :] = -np.inf
+    y = np.zeros(5, dtype)
+    compiled(kernel)(x, y)
+    want = _ieee_extreme(x.astype(np.float32), True).astype(dtype)
+    assert np.array_equal(y.view(np.uint16), want.view(np.uint16)) or \
+        (np.isnan(y[1]) and np.array_equal(np.delete(y.view(np.uint16), 1), np.delete(want.view(np.uint16), 1)))
 
 
 @pytest.mark.parametrize("n", LENGTHS)

@@ -86,8 +86,25 @@ def row_max_min(x: I.In[I.f32, ("M", "N")], y: I.Out[I.f32, ("M", "N")]):
     y[:, :] = (v - I.reshape(lo, (x.shape[0], 1))) / I.reshape(hi - lo, (x.shape[0], 1))
 
 
+@intent.kernel
+def rms_norm_f16(x: I.In[I.f16, ("M", "N")], y: I.Out[I.f16, ("M", "N")]):
+    v = I.cast(x[:, :], I.f32)
+    ms = I.reduce.sum(v * v, axis=1) / I.cast(x.shape[1], I.f32)
+    y[:, :] = I.cast(v / I.reshape(I.sqrt(ms + 1e-6), (x.shape[0], 1)), I.f16)
+
+
+@intent.kernel
+def row_max_f16(x: I.In[I.f16, ("M", "N")], y: I.Out[I.f16, ("M",)]):
+    y[:] = I.reduce.max(x[:, :], axis=1)
+
+
+@intent.kernel
+def row_max_bf16(x: I.In[I.bf16, ("M", "N")], y: I.Out[I.bf16, ("M",)]):
+    y[:] = I.reduce.max(x[:, :], axis=1)
+
+
 ROW_KERNELS = (softmax_rows, softmax_tensor, layer_norm, rms_norm, logsumexp, row_sum, row_sum_f64_rows, row_sum_i32,
-               row_argmax, row_argmax_rows, row_max_min)
+               row_argmax, row_argmax_rows, row_max_min, rms_norm_f16, row_max_f16, row_max_bf16)
 
 
 # --- near misses: not row groups ------------------------------------------------------------------------------
@@ -100,13 +117,6 @@ def row_cumsum(x: I.In[I.f32, ("M", "N")], y: I.Out[I.f32, ("M", "N")]):
 @intent.kernel
 def column_sum(x: I.In[I.f32, ("M", "N")], y: I.Out[I.f32, ("N",)]):
     y[:] = I.reduce.sum(x[:, :], axis=0)
-
-
-@intent.kernel
-def rms_norm_f16(x: I.In[I.f16, ("M", "N")], y: I.Out[I.f16, ("M", "N")]):
-    v = I.cast(x[:, :], I.f32)
-    ms = I.reduce.sum(v * v, axis=1) / I.cast(x.shape[1], I.f32)
-    y[:, :] = I.cast(v / I.reshape(I.sqrt(ms + 1e-6), (x.shape[0], 1)), I.f16)
 
 
 @intent.kernel
@@ -150,7 +160,6 @@ def rows_with_a_loop(x: I.In[I.f32, ("M", "N")], y: I.Out[I.f32, ("M",)]):
 NEAR_MISSES = (
     (row_cumsum, "scan is ordered"),
     (column_sum, "not along the last axis"),
-    (rms_norm_f16, "f16"),
     (scale_only, "no reduction"),
     (square_sum, "one extent"),
     (shifted_rows, "not domain(0, E, 1)"),

@@ -10,8 +10,7 @@ from intent_trace.backends.tilelang import targets
 from intent_trace.backends.tilelang.target import build
 from intent_trace.display import executable_lines
 from intent_trace.schedule.plan import MAPPINGS, Part, Schedule
-from schedule.row_kernels import (ROW_KERNELS, column_sum, rms_norm_f16, row_cumsum, row_sum, softmax_rows,
-                                  softmax_tensor)
+from schedule.row_kernels import ROW_KERNELS, column_sum, row_cumsum, row_sum, softmax_rows, softmax_tensor
 
 import intent_trace as intent
 from intent_trace import I
@@ -67,7 +66,6 @@ def test_other_graphs_keep_their_mapping_and_say_why():
     assert serial.mapping == "serial" and "a scan is ordered" in serial.reason and "workspace" in serial.reason
     column = general(column_sum)  # one column per thread (flat_nest), not a row group
     assert column.mapping == "flat_nest"
-    assert general(rms_norm_f16).mapping != "row_group"
 
 
 def test_specialisations_are_parts_that_say_when_they_run():
@@ -91,7 +89,7 @@ def test_print_shows_each_part_mapping_and_reason():
     assert any(x.startswith("  schedule: part 1: tiled_matmul") for x in mm)
 
 
-@pytest.mark.parametrize("kernel", [affine, gather_rows, row_cumsum, column_sum, mm16, rms_norm_f16],
+@pytest.mark.parametrize("kernel", [affine, gather_rows, row_cumsum, column_sum, mm16],
                          ids=lambda k: k.name)
 def test_graphs_that_are_not_row_groups_keep_their_program_text(kernel):
     """The row-group planner changes nothing for a graph it does not take: the CUDA program is the one the target

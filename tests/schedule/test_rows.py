@@ -5,7 +5,7 @@ import pytest
 
 from intent_trace.schedule import rows
 from intent_trace.schedule.plan import Part
-from schedule.row_kernels import (NEAR_MISSES, ROW_KERNELS, layer_norm, logsumexp, rms_norm, row_argmax,
+from schedule.row_kernels import (NEAR_MISSES, ROW_KERNELS, layer_norm, logsumexp, rms_norm, rms_norm_f16, row_argmax,
                                   row_argmax_rows, row_max_min, row_sum, row_sum_i32, softmax_rows, softmax_tensor)
 
 #: kernel -> (form, combines, levels, row_write, fused pointwise ops)
@@ -20,6 +20,7 @@ EXPECTED = {
     row_argmax: ("tensor", ("_argmax_combine",), (1,), False, ()),
     row_argmax_rows: ("parallel", ("_argmax_combine",), (1,), False, ()),
     row_max_min: ("tensor", ("<lambda>", "max"), (1, 1), True, ("div", "sub")),
+    rms_norm_f16: ("tensor", ("sum",), (1,), True, ("add", "cast", "div", "mul", "sqrt")),
 }
 
 
