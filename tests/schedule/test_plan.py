@@ -70,8 +70,7 @@ def test_other_graphs_keep_their_mapping_and_say_why():
 
 def test_specialisations_are_parts_that_say_when_they_run():
     schedule = build(mm16.trace(), target="tilelang-cuda").schedule
-    assert schedule.mappings()[0] == "tiled_matmul" and schedule.parts[0].when == "M % 128 == 0, N % 256 == 0, " \
-                                                                                   "K % 64 == 0"
+    assert schedule.mappings()[0] == "tiled_matmul" and schedule.parts[0].when == "M > 0, N % 8 == 0, K % 8 == 0"
     assert schedule.general.mapping == "flat_nest"
 
 

@@ -177,13 +177,13 @@ def _extent_text(text: str, names: list) -> str:
 
 
 def _specialization_part(s, names: list) -> Part:
-    when = [f"{names[k]} % {t} == 0" for k, t in getattr(s, "divides", ())]
+    when = [f"{names[k]} % {t} == 0" if t > 1 else f"{names[k]} > 0" for k, t in getattr(s, "divides", ())]
     when += [f"{names[k]} == {n}" for k, n in getattr(s, "equals", ())]
     name = getattr(s, "name", "?")
     attention = name.startswith("attention")
     reason = ("a recognised flash-attention fold: key blocks folded per tile, QK^T and PV on tensor cores" if attention
-              else "a recognised contraction: output tiles per block, K-loop pipelined, for calls whose extents the "
-                   "tiles divide")
+              else "a recognised contraction: output tiles per block, K-loop pipelined, tails masked, for the calls "
+                   "``when`` admits")
     return Part("flash_attention" if attention else "tiled_matmul", reason, (("program", name),),
                 when=", ".join(when) or "always")
 
