@@ -215,6 +215,7 @@ select = _b.select
 where = _b.select
 record = _aggregates.record
 reshape = _b.reshape
+expand_dims = _b.expand_dims  # size-one axes (also x[:, None]); a reshape
 transpose = _b.transpose
 join = _b.join
 

@@ -98,7 +98,7 @@ _DUNDERS = {
 }
 _SHORTHANDS = {
     "maximum": ("maximum",), "minimum": ("minimum",), "div": ("fdiv",), "fma": ("fma",), "select": ("select", "where"),
-    "cast": ("cast",), "bitcast": ("bitcast",), "reshape": ("reshape",), "transpose": ("transpose",),
+    "cast": ("cast",), "bitcast": ("bitcast",), "reshape": ("reshape", "expand_dims"), "transpose": ("transpose",),
     "full": ("full", "zeros"), "join": ("join",), "record": ("record",), "domain": ("domain",),
     "indices": ("indices",), "parallel": ("parallel",), "loop": ("loop",), "while": ("while_",), "if": ("if_",),
     "break": ("break_",), "continue": ("continue_",), "invert": ("logical_not",),

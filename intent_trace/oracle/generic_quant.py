@@ -39,11 +39,25 @@ def _blocks(x: np.ndarray):
     return x.reshape(-1, 256), lead, nb
 
 
+def nan_nearest_q8(x: np.ndarray) -> np.ndarray:
+    """ggml's q8_k quant of a NaN element: ``MIN(127, nearest_int(iscale * x))`` with nearest_int reading the bits.
+
+    iscale is finite, so on x86 the product is x quieted, and ``(bits & 0x7fffff) - 0x400000`` is x's low 22
+    payload bits: 0 for the default NaN, up to 127 for a payload (the finite path never sees this).
+    """
+    return np.minimum(127, x.view(np.uint32) & np.uint32(0x3FFFFF)).astype(np.int32)
+
+
 def quantize_q8_k(x: np.ndarray) -> tuple:
-    """(d f32[..., B], qs i8[..., B, 256], bsums i16[..., B, 16])."""
+    """(d f32[..., B], qs i8[..., B, 256], bsums i16[..., B, 16]).
+
+    The block's maximum is ggml's ``fabsf(x) > amax`` scan from amax = 0: the first largest |x|, NaNs skipped
+    (a NaN compares false), so a block of zeros and NaNs is the zero block.
+    """
     xb, lead, nb = _blocks(x)
     n = xb.shape[0]
-    ax = np.abs(xb)
+    nan = np.isnan(xb)
+    ax = np.where(nan, F(0), np.abs(xb))
     where = np.argmax(ax, axis=1) if n else np.zeros(0, np.int64)
     rows = np.arange(n)
     amax = ax[rows, where]
@@ -53,6 +67,7 @@ def quantize_q8_k(x: np.ndarray) -> tuple:
         iscale = F(-127.0) / np.where(zero, F(1), mx).astype(F)
         q = np.minimum(127, nearest_int(iscale[:, None] * xb))
         d = (F(1.0) / iscale).astype(F)
+    q = np.where(nan, nan_nearest_q8(xb), q)
     q = np.where(zero[:, None], 0, q).astype(np.int8)
     d = np.where(zero, F(0), d).astype(F)
     bsums = q.reshape(n, 16, 16).astype(np.int32).sum(axis=2).astype(np.int16)

@@ -18,6 +18,7 @@ from ..graph import ops, type_rules
 from ..graph.provenance import AxisPos, BinExpr, Const, Ref, simplify_add, through_arith, through_axes
 from ..graph.values import Literal, Var
 from .context import current, fail
+from .newaxis import insert_positions, new_axis_positions, split_new_axes, with_ones
 from .values import Proxy, ScalarProxy, TensorProxy, ValueProxy, wrap
 
 _PY_NUMBER = (bool, int, float, np.bool_, np.integer, np.floating)
@@ -378,6 +379,19 @@ def reshape(x, shape):
     return wrap(out)
 
 
+def insert_axes(x, positions):
+    """``x`` (a scalar or tensor) reshaped with a size-one axis at each of the final-rank ``positions``."""
+    return reshape(x, with_ones(x.shape if isinstance(x, TensorProxy) else (), positions))
+
+
+def expand_dims(x, axis):
+    """``I.expand_dims(x, axis)``: size-one axes at ``axis`` (positions in the result, as NumPy's), a reshape."""
+    if not isinstance(x, ValueProxy):
+        fail(f"I.expand_dims takes a scalar or tensor value, got {type(x).__name__}", "type")
+    rank = x.type.rank if isinstance(x, TensorProxy) else 0
+    return insert_axes(x, insert_positions(axis, rank, "I.expand_dims"))
+
+
 def _extent_expr(e):
     return Const(e) if isinstance(e, int) else Ref(e)
 
@@ -461,7 +475,13 @@ def normalize_key(key, rank: int, who: str) -> list:
 
 
 def slice_tensor(x, key):
-    """``t[a:b, i, :]``: contiguous positions, no clamping and no negative wrap (like subregions)."""
+    """``t[a:b, i, :]``: contiguous positions, no clamping and no negative wrap (like subregions); a ``None``
+    entry inserts a size-one axis (the slice, then a reshape: .newaxis)."""
+    entries, slots = split_new_axes(key, x._var.type.rank, "tensor indexing")
+    if slots:
+        whole = len(entries) == x._var.type.rank and all(
+            isinstance(e, slice) and e.start is None and e.stop is None and e.step is None for e in entries)
+        return insert_axes(x if whole else slice_tensor(x, entries), new_axis_positions(entries, slots))
     var = x._var
     shape = var.type.shape
     entries = normalize_key(key, len(shape), "tensor indexing")

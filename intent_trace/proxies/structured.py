@@ -12,11 +12,12 @@ import numpy as np
 from .. import types as T
 from ..graph import ops
 from ..graph.values import Var
-from .aggregates import RecordProxy, pack
-from .build import constant, convert, is_py_number
+from .aggregates import RecordProxy, pack, record, record_field
+from .build import constant, convert, insert_axes, is_py_number
 from .context import current, fail
 from .control import _schema_mismatch
 from .domain import domain, indices
+from .newaxis import check_keepdims
 from .values import ValueProxy, wrap
 
 # --- schemas ------------------------------------------------------------------------------------
@@ -142,8 +143,19 @@ def _identity(identity, acc_type: T.Type, who: str) -> Var:
     return var
 
 
-def generic_reduce(value, *, axis, identity, combine, combine_operands=(), _who="I.reduce"):
+def keep_dims(result, axes):
+    """``keepdims=True``: every component of a reduction's result reshaped with a size-one axis at each reduced
+    axis (the reduced value, then a reshape; components of a tuple or record alike)."""
+    if isinstance(result, tuple):
+        return tuple(keep_dims(r, axes) for r in result)
+    if isinstance(result, RecordProxy):
+        return record(**{n: keep_dims(record_field(result, n), axes) for n in result.type.names})
+    return insert_axes(result, axes)
+
+
+def generic_reduce(value, *, axis, identity, combine, combine_operands=(), keepdims=False, _who="I.reduce"):
     """Reduce ``axis`` of every source component with a pure, associative and commutative ``combine``."""
+    keepdims = check_keepdims(keepdims, _who)
     source = _source(value, _who)
     rank = _components(source.type)[0].rank
     axes = normalize_axes(axis, rank, _who)
@@ -156,7 +168,7 @@ def generic_reduce(value, *, axis, identity, combine, combine_operands=(), _who=
     (out,) = current().emit(ops.reduce, (source, ident, *operand_vars),
                             (("axes", axes), ("helper", _helper_name(combine)), ("types", (acc_type,))),
                             regions=(region,))
-    return wrap(out)
+    return keep_dims(wrap(out), axes) if keepdims else wrap(out)
 
 
 # --- builtins -----------------------------------------------------------------------------------
@@ -190,30 +202,31 @@ def _lowest(d: T.DType):
     return -np.inf if d.is_float else d.min
 
 
-def reduce_sum(value, *, axis, acc_dtype=None):
+def reduce_sum(value, *, axis, acc_dtype=None, keepdims=False):
     value = _tensor(value, "I.reduce.sum")
     if value.dtype.kind == "mx":
         fail("I.reduce.sum of a microscaling format", "type")
     value, acc = _acc(value, acc_dtype, default_sum_dtype(value.dtype), "I.reduce.sum")
-    return _builtin(value, axis, acc, 0, lambda a, b: a + b, "I.reduce.sum")
+    return _builtin(value, axis, acc, 0, lambda a, b: a + b, "I.reduce.sum", keepdims)
 
 
-def reduce_max(value, *, axis, acc_dtype=None):
+def reduce_max(value, *, axis, acc_dtype=None, keepdims=False):
     value = _tensor(value, "I.reduce.max")
     if value.dtype.is_bool:
         fail("I.reduce.max of bool: use I.reduce.any", "type")
     value, acc = _acc(value, acc_dtype, value.dtype, "I.reduce.max")
     from .build import binary
 
-    return _builtin(value, axis, acc, _lowest(acc), lambda a, b: binary("maximum", a, b), "I.reduce.max")
+    return _builtin(value, axis, acc, _lowest(acc), lambda a, b: binary("maximum", a, b), "I.reduce.max", keepdims)
 
 
-def _bool_reduce(value, axis, is_any: bool):
+def _bool_reduce(value, axis, is_any: bool, keepdims=False):
     who = "I.reduce.any" if is_any else "I.reduce.all"
     value = _tensor(value, who)
     if not value.dtype.is_bool:
         fail(f"{who} takes a bool tensor, got {value.dtype}; compare first (e.g. x > 0)", "type")
-    return _builtin(value, axis, T.bool_, not is_any, (lambda a, b: a | b) if is_any else (lambda a, b: a & b), who)
+    return _builtin(value, axis, T.bool_, not is_any, (lambda a, b: a | b) if is_any else (lambda a, b: a & b), who,
+                    keepdims)
 
 
 def _kept_extents(value, axes) -> tuple:
@@ -222,11 +235,11 @@ def _kept_extents(value, axes) -> tuple:
     return tuple(e for k, e in enumerate(shape) if k not in axes)
 
 
-def _builtin(value, axis, acc: T.DType, identity_value, combine, who: str):
+def _builtin(value, axis, acc: T.DType, identity_value, combine, who: str, keepdims=False):
     axes = normalize_axes(axis, value.type.rank, who)
     identity = _full_like(_kept_extents(value, axes), identity_value, acc)
     combine.__name__ = who.split(".")[-1]
-    return generic_reduce(value, axis=axes, identity=identity, combine=combine, _who=who)
+    return generic_reduce(value, axis=axes, identity=identity, combine=combine, keepdims=keepdims, _who=who)
 
 
 def _full_like(extents: tuple, fill, dtype: T.DType):
@@ -240,25 +253,25 @@ def _full_like(extents: tuple, fill, dtype: T.DType):
 class _Reduce:
     """``I.reduce(...)`` is the generic reduce; ``I.reduce.sum/max/any/all`` are its builtins."""
 
-    def __call__(self, value, *, axis, identity, combine, combine_operands=()):
+    def __call__(self, value, *, axis, identity, combine, combine_operands=(), keepdims=False):
         return generic_reduce(value, axis=axis, identity=identity, combine=combine,
-                              combine_operands=combine_operands)
+                              combine_operands=combine_operands, keepdims=keepdims)
 
     @staticmethod
-    def sum(value, *, axis, acc_dtype=None):
-        return reduce_sum(value, axis=axis, acc_dtype=acc_dtype)
+    def sum(value, *, axis, acc_dtype=None, keepdims=False):
+        return reduce_sum(value, axis=axis, acc_dtype=acc_dtype, keepdims=keepdims)
 
     @staticmethod
-    def max(value, *, axis, acc_dtype=None):
-        return reduce_max(value, axis=axis, acc_dtype=acc_dtype)
+    def max(value, *, axis, acc_dtype=None, keepdims=False):
+        return reduce_max(value, axis=axis, acc_dtype=acc_dtype, keepdims=keepdims)
 
     @staticmethod
-    def any(value, *, axis):
-        return _bool_reduce(value, axis, True)
+    def any(value, *, axis, keepdims=False):
+        return _bool_reduce(value, axis, True, keepdims)
 
     @staticmethod
-    def all(value, *, axis):
-        return _bool_reduce(value, axis, False)
+    def all(value, *, axis, keepdims=False):
+        return _bool_reduce(value, axis, False, keepdims)
 
     def __repr__(self) -> str:
         return "I.reduce"
@@ -279,7 +292,7 @@ def _argmax_combine(lhs, rhs):
     return select(take_l, lv, rv), select(take_l, li, ri)
 
 
-def arg_max(value, *, axis):
+def arg_max(value, *, axis, keepdims=False):
     """(values, indices): the maximum along ``axis`` and its lowest logical position (T5)."""
     who = "I.arg_reduce.max"
     value = _tensor(value, who)
@@ -297,13 +310,14 @@ def arg_max(value, *, axis):
     positions = wrap(broadcast_to(positions._var, t.shape))
     kept = _kept_extents(value, (a,))
     identity = (_full_like(kept, _lowest(value.dtype), value.dtype), _full_like(kept, T.index.max, T.index))
-    return generic_reduce((value, positions), axis=(a,), identity=identity, combine=_argmax_combine, _who=who)
+    return generic_reduce((value, positions), axis=(a,), identity=identity, combine=_argmax_combine,
+                          keepdims=keepdims, _who=who)
 
 
 class _ArgReduce:
     @staticmethod
-    def max(value, *, axis):
-        return arg_max(value, axis=axis)
+    def max(value, *, axis, keepdims=False):
+        return arg_max(value, axis=axis, keepdims=keepdims)
 
     def __repr__(self) -> str:
         return "I.arg_reduce"

@@ -1,18 +1,20 @@
 """External views: kernel parameters backed by caller memory (spec §2, §15).
 
 ``x[rows, cols]`` is a read and ``y[rows, cols] = v`` a write. Each index entry is a domain or
-subregion (one result axis), an integer scalar (no axis), an integer tensor (its axes) or ``:``
-(the whole axis). Entries are independent ("outer" indexing): the result axes are the entries'
-axes in order.
+subregion (one result axis), an integer scalar (no axis), an integer tensor (its axes), ``:``
+(the whole axis) or ``None`` (a new size-one axis: the access, then a reshape). Entries are
+independent ("outer" indexing): the result axes are the entries' axes in order.
 """
 from __future__ import annotations
 
 from .. import types as T
 from ..graph import ops
 from ..graph.values import Literal
-from .build import broadcast_shapes, broadcast_to, index_operand, make_literal, normalize_key, shape_values
+from .build import (broadcast_shapes, broadcast_to, index_operand, insert_axes, make_literal, normalize_key, reshape,
+                    shape_values)
 from .context import current, fail
 from .domain import DomainProxy
+from .newaxis import new_axis_positions, split_new_axes
 from .values import Proxy, ScalarProxy, TensorProxy, ValueProxy, register_proxy
 
 
@@ -47,16 +49,21 @@ class ViewProxy(IndexedProxy):
         if t.access == "Out" and self._var not in trace.written_views:
             fail(f"{self.name} is an Out view: it cannot be read before the kernel writes it "
                  f"(declare it InOut to read the caller's contents)", "value")
-        kinds, operands, shape = _index(self, key)
+        entries, slots = split_new_axes(key, t.rank, f"indexing {self.name}")
+        kinds, operands, shape = _index(self, entries)
         (out,) = trace.emit(ops.read, (self._var, *operands), (("index", kinds),))
-        return TensorProxy(out) if shape else ScalarProxy(out)
+        out = TensorProxy(out) if shape else ScalarProxy(out)
+        return insert_axes(out, new_axis_positions(entries, slots)) if slots else out
 
     def __setitem__(self, key, value):
         t = self._var.type
         trace = current()
         if t.access == "In":
             fail(f"{self.name} is an In view (read-only); declare it Out or InOut to write it", "value")
-        kinds, operands, shape = _index(self, key)
+        entries, slots = split_new_axes(key, t.rank, f"indexing {self.name}")
+        kinds, operands, shape = _index(self, entries)
+        if slots and isinstance(value, TensorProxy):
+            value = _drop_new_axes(value, new_axis_positions(entries, slots), len(shape) + len(slots), self.name)
         if isinstance(value, ValueProxy):
             if value.dtype is not t.dtype:
                 fail(f"writing {value.dtype} values into {self.name} ({t.dtype}): write I.cast(value, I.{t.dtype})",
@@ -85,6 +92,18 @@ class ViewProxy(IndexedProxy):
 
 
 register_proxy(T.ViewType, lambda var: ViewProxy(var, var.hint or "view"))
+
+
+def _drop_new_axes(value: TensorProxy, positions, rank: int, name: str):
+    """A value written through ``y[..., None, ...]``: the axes of ``value`` that line up (right-aligned, as
+    broadcasting aligns them) with the inserted size-one axes must have extent 1, and are reshaped away."""
+    shape = value.shape
+    drop = [p - (rank - len(shape)) for p in positions if p - (rank - len(shape)) >= 0]
+    for q in drop:
+        if value.type.shape[q] != 1:  # a traced extent is not provably 1
+            fail(f"writing a value of shape {value.type!r} into {name}[...]: its axis {q} lines up with a size-one "
+                 f"axis that `None` inserts, so its extent must be 1, not {T.extent_str(value.type.shape[q])}", "value")
+    return reshape(value, tuple(e for k, e in enumerate(shape) if k not in drop)) if drop else value
 
 
 def _depends_on_point(deps, operands) -> bool:

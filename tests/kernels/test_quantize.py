@@ -64,16 +64,30 @@ def near(f) -> int:
     return int(F(F(f + F(12582912.0)) - F(12582912.0)))
 
 
+def ggml_nearest_int(fval) -> int:
+    """ggml-quants.c's nearest_int: add 1.5 * 2^23 in f32 and read the low mantissa bits (any input, NaN too)."""
+    val = F(F(fval) + F(12582912.0))
+    i = int(np.array([val], F).view(np.int32)[0])
+    return (i & 0x007FFFFF) - 0x00400000
+
+
 def ref_q8(block):
-    amax, mx = F(0), F(0)
+    """ggml-quants.c's quantize_row_q8_K_ref for one block, statement by statement (the x86 float32 products of
+    NumPy scalars keep a NaN operand's payload, as the C code's do). ggml leaves bsums unwritten for a zero block;
+    quantization.md Q1 makes them the sums of qs, i.e. 0."""
+    mx, amax = F(0), F(0)
     for v in block:
-        if abs(v) > amax:
-            amax, mx = F(abs(v)), v
-    if amax == 0:
+        ax = F(abs(v))
+        if ax > amax:  # false for a NaN
+            amax, mx = ax, v
+    if not amax:
         return F(0), np.zeros(256, np.int8), np.zeros(16, np.int16)
-    iscale = F(F(-127) / mx)
-    qs = np.array([min(127, near(iscale * v)) for v in block], np.int8)
-    return F(F(1) / iscale), qs, qs.astype(np.int64).reshape(16, 16).sum(1).astype(np.int16)
+    with np.errstate(all="ignore"):
+        iscale = F(F(-127) / mx)
+        qs = [min(127, ggml_nearest_int(F(iscale * v))) for v in block]
+        qs = np.array([(q + 128) % 256 - 128 for q in qs], np.int8)  # (int8_t) of MIN(127, v)
+        d = F(F(1) / iscale)
+    return d, qs, np.array([sum(int(q) for q in qs[16 * j:16 * j + 16]) for j in range(16)], np.int16)
 
 
 def ref_qkx2(x, w):
@@ -183,18 +197,49 @@ def test_q8_k_hand_blocks(run):
     assert r["d"][3, 0] == F(1) / F(-127)
 
 
-def test_q8_k_block_with_a_nan_takes_it_as_its_maximum(run):
-    # quantization.md is silent on NaN; every target follows generic's np.argmax of |x| (the first NaN is the
-    # maximum): iscale = -127 / NaN, so d is that NaN (payload kept, quieted) and every q is nearest(NaN) -> 0
-    x = RNG.standard_normal((2, 256)).astype(F)
-    payload = np.uint32(0x7FC0_1234)
-    x[0, 7] = np.array([payload], np.uint32).view(F)[0]
-    x[0, 9] = np.inf  # after the NaN: not the maximum
-    x[1, 3] = np.array([0xFF80_0055], np.uint32).view(F)[0]  # a signalling NaN with the sign set
-    r = quantize(run, x, "q8_k")
-    d = r["d"].view(np.uint32)
-    assert d[0, 0] == payload and d[1, 0] == 0xFFC0_0055
-    assert not r["qs"].any() and not r["bsums"].any()
+def _f32(bits: int) -> F:
+    return np.array([bits], np.uint32).view(F)[0]
+
+
+def nan_blocks() -> np.ndarray:
+    """Blocks with NaNs at several positions (first, last, before and after the largest |x|, at the would-be
+    maximum), NaN payloads (default, negative, signalling, small and large payloads), an all-NaN block, NaNs
+    with zeros only, and NaNs beside an infinity; plus the issue's probe block."""
+    rows = []
+
+    def block(*edits, base=None):
+        b = RNG.standard_normal(256).astype(F) if base is None else np.full(256, base, F)
+        for at, v in edits:
+            b[at] = v
+        rows.append(b)
+
+    nan, dflt = F(np.nan), _f32(0xFFC00000)
+    for at in (0, 1, 17, 128, 255):
+        block((at, nan), (200, F(9.0)))  # the maximum after or before the NaN
+    block((0, nan), (1, F(-9.0)), (2, nan), (254, nan), (255, _f32(0x7FC01234)))  # several; payload above 127
+    block((10, _f32(0x7FC00005)), (11, _f32(0xFF800055)), (12, dflt), (13, _f32(0x7F80007F)), (3, F(-50.0)))
+    block(base=np.nan)  # every element NaN: amax stays 0, the zero block
+    block((5, nan), (6, _f32(0x7FC0002A)), base=0.0)  # NaNs and zeros only
+    block((7, np.inf), (8, _f32(0x7FC00031)), (9, -np.inf))  # amax = inf: iscale = -0, d = -inf
+    block((0, nan), (64, F(-3.0)), (65, F(3.0)))  # ties of |x|: the first, negative, wins (d > 0)
+    probe = np.linspace(-1.0, 1.0, 256, dtype=F)  # the issue's probe: d = 1/127, qs[0] = -127 beside a NaN
+    probe[128] = np.nan
+    rows.append(probe)
+    return np.stack(rows)
+
+
+def test_q8_k_nan_is_skipped_by_the_amax_scan_as_in_ggml(run):
+    # ggml's `fabsf(x[j]) > amax` is false for a NaN: the maximum is the first largest non-NaN |x|, and a NaN
+    # element's quant is ggml's nearest_int of the NaN product (its low payload bits, at most 127)
+    x = nan_blocks()
+    want = reference(x, "q8_k")
+    got = quantize(run, x, "q8_k")
+    assert_record(got, want)
+    probe = len(x) - 1
+    assert got["d"][probe, 0] == F(1) / F(127) and got["qs"][probe, 0, 0] == -127 and got["qs"][probe, 0, 128] == 0
+    assert got["d"][7, 0] == 0 and not got["qs"][7:9].any()  # all NaN; NaNs and zeros
+    assert got["d"][9, 0] == -np.inf and got["qs"][9, 0, 8] == 0x31 and got["qs"][5, 0, 255] == 127
+    assert list(got["qs"][6, 0, 10:14]) == [5, 0x55, 0, 0x7F]
 
 
 def test_q8_k_ties_round_half_to_even(run):

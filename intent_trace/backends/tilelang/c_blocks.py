@@ -136,24 +136,23 @@ BLOCK_BASE["itb_nearest_int"] = """$static int32_t itb_nearest_int(float f) {
 }"""
 BLOCK_BASE["itb_clamp15"] = """$static float itb_clamp15(int32_t v) { return (float)(v < 0 ? 0 : v > 15 ? 15 : v); }"""
 BLOCK_BASE["itb_quantize_q8_k"] = """$static int32_t itb_quantize_q8_k(float* x, float* d, int8_t* qs, int16_t* bsums) {
-  int where = 0; /* np.argmax of |x|: the first maximum, a NaN being the maximum */
-  for (int i = 1; i < 256 && fabsf(x[where]) == fabsf(x[where]); ++i)
-    if (fabsf(x[i]) > fabsf(x[where]) || fabsf(x[i]) != fabsf(x[i])) where = i;
-  float amax = fabsf(x[where]), mx = x[where];
+  float amax = 0.0f, mx = 0.0f; /* ggml's scan: the first largest |x|, a NaN skipped (its comparison is false) */
+  for (int i = 0; i < 256; ++i)
+    if (fabsf(x[i]) > amax) { amax = fabsf(x[i]); mx = x[i]; }
   int zero = amax == 0.0f;
   float iscale = -127.0f / (zero ? 1.0f : mx);
   for (int t = 0; t < 16; ++t) {
     int32_t s = 0;
     for (int l = 0; l < 16; ++l) {
-      int32_t q = itb_nearest_int(iscale * x[16 * t + l]);
+      float xi = x[16 * t + l]; /* a NaN: ggml's bit-reading nearest_int of xi quieted, its low 22 payload bits */
+      int32_t q = xi != xi ? (int32_t)(itb_bits32(xi) & 0x3FFFFFu) : itb_nearest_int(iscale * xi);
       int8_t v = zero ? (int8_t)0 : (int8_t)(q < 127 ? q : 127);
       qs[16 * t + l] = v;
       s += v;
     }
     bsums[t] = (int16_t)s;
   }
-  /* a NaN maximum makes d that NaN, quieted (x86's division keeps the payload; NVIDIA's would not) */
-  *d = zero ? 0.0f : amax != amax ? itb_f32(itb_bits32(mx) | 0x400000u) : 1.0f / iscale;
+  *d = zero ? 0.0f : 1.0f / iscale;
   return 0;
 }"""
 BLOCK_BASE["itb_qkx2"] = """$static void itb_qkx2(const float* x, const float* w, float* scale_out, float* min_out) {

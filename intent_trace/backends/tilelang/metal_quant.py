@@ -8,11 +8,11 @@ compute as x86 does replaced by the :mod:`.metal_math` helper the other Metal bo
 - Every ``+ - * /`` is ``itb_add32`` / ``itb_sub32`` / ``itb_mul32`` / ``itb_div32`` (as the ``add``, ``sub``,
   ``mul``, ``div`` helpers render): the IEEE result with x86's NaNs (a NaN operand comes back quiet with its
   payload, an invalid operation gives the default NaN), division and ``sqrtf`` (``itb_sqrt32``) in integer
-  arithmetic. A NaN payload reaches an output (q8_k's ``d`` = 1 / (-127 / x) for a NaN x), so it must be x86's.
+  arithmetic. A NaN payload reaches an output (q4_k's fields, q8_k's quant of a NaN element), so it must be x86's.
   ggml's ``nearest_int`` trick ``(f + 12582912.0f) - 12582912.0f`` is two such additions, so it rounds as in C.
 - ``fabsf`` and negation are bit operations (``itb_abs32``; the sign flip of ``-mn``), as x86 computes them.
-- NaN decisions are explicit code: a comparison with a NaN is false (``np.argmax`` picks the first NaN; q4_k's
-  maxima skip NaNs), ``itb_nearest_int`` sends NaN and out-of-range values to INT32_MIN as NumPy's cast does on
+- NaN decisions are explicit code: a comparison with a NaN is false (q8_k's amax scan and q4_k's maxima skip
+  NaNs, as ggml's do; a NaN element's q8_k quant reads its payload bits, as ggml's nearest_int does), ``itb_nearest_int`` sends NaN and out-of-range values to INT32_MIN as NumPy's cast does on
   x86, and the int8 conversion of q8_k wraps in code (``itb_wrap8``: INT32_MIN -> 0), not by Metal's
   implementation-defined narrowing. f16 rounding is ``itb_rf16`` (integer RNE) where C goes through ``double``.
 - Pointers carry an address space in Metal, so the entry points are templates over their pointer types (as the
@@ -42,16 +42,16 @@ BASE["itb_wrap8"] = """static inline char itb_wrap8(int v) {
 }"""
 BASE["itb_quantize_q8_k"] = """template <typename PX, typename PD, typename PQ, typename PB>
 static inline int itb_quantize_q8_k(PX x, PD d, PQ qs, PB bsums) {
-  int at = 0; /* np.argmax of |x|: the first maximum, a NaN being the maximum */
-  for (int i = 1; i < 256 && itb_abs32(x[at]) == itb_abs32(x[at]); ++i)
-    if (itb_abs32(x[i]) > itb_abs32(x[at]) || itb_abs32(x[i]) != itb_abs32(x[i])) at = i;
-  float amax = itb_abs32(x[at]), mx = x[at];
+  float amax = 0.0f, mx = 0.0f; /* ggml's scan: the first largest |x|, a NaN skipped (its comparison is false) */
+  for (int i = 0; i < 256; ++i)
+    if (itb_abs32(x[i]) > amax) { amax = itb_abs32(x[i]); mx = x[i]; }
   bool zero = amax == 0.0f;
   float iscale = itb_div32(-127.0f, zero ? 1.0f : mx);
   for (int t = 0; t < 16; ++t) {
     int s = 0;
     for (int l = 0; l < 16; ++l) {
-      int q = itb_nearest_int(itb_mul32(iscale, x[16 * t + l]));
+      float xi = x[16 * t + l]; /* a NaN: ggml's bit-reading nearest_int of xi quieted, its low 22 payload bits */
+      int q = xi != xi ? (int)(itb_bits32(xi) & 0x3FFFFFu) : itb_nearest_int(itb_mul32(iscale, xi));
       char v = zero ? (char)0 : itb_wrap8(q < 127 ? q : 127);
       qs[16 * t + l] = v;
       s += v;

@@ -27,18 +27,17 @@ def _near(expr: str) -> str:
     return f"np.float32(np.float32(({expr}) + {_M}) - {_M})"
 
 
-# The block's maximum magnitude is generic's np.argmax of |x|: the first maximum, a NaN being the maximum (ggml's
-# ``ax > amax`` would skip a NaN; quantization.md is silent on NaN, and every target follows generic).
+# The block's maximum magnitude is ggml's ``fabsf(x) > amax`` scan from amax = 0: the first largest |x|, a NaN
+# skipped (its comparison is false). A NaN element's quant is ggml's bit-reading nearest_int of x quieted (x86):
+# its low 22 payload bits, at most 127 (generic_quant.nan_nearest_q8).
 _Q8 = """\
 {P}w = 0
-for {P}j in range(1, 256):
+{P}amax = np.float32(0.0)
+for {P}j in range(256):
     {P}ax = np.abs({X}[{r}, {o} + {P}j])
-    {P}aw = np.abs({X}[{r}, {o} + {P}w])
-    if {P}aw != {P}aw:
-        break
-    if {P}ax > {P}aw or {P}ax != {P}ax:
+    if {P}ax > {P}amax:
         {P}w = {P}j
-{P}amax = np.abs({X}[{r}, {o} + {P}w])
+        {P}amax = {P}ax
 {P}mx = {X}[{r}, {o} + {P}w]
 if {P}amax == np.float32(0.0):
     {D}[{r}, {b}] = np.float32(0.0)
@@ -51,7 +50,11 @@ else:
     for {P}j in range(16):
         {P}s = 0
         for {P}l in range(16):
-            {P}v = np.int64({NEAR_Q8})
+            {P}x = {X}[{r}, {o} + 16 * {P}j + {P}l]
+            if {P}x != {P}x:
+                {P}v = np.int64(R.f32_bits({P}x) & np.uint32(0x3FFFFF))
+            else:
+                {P}v = np.int64({NEAR_Q8})
             if {P}v > 127:
                 {P}v = 127
             {QS}[{r}, {b}, 16 * {P}j + {P}l] = {P}v
@@ -222,7 +225,7 @@ def _quantize(em, node, args):
         sub = {"P": p, "X": xs, "r": r, "b": b, "o": o}
         if fmt.name == "q8_k":
             sub.update(D=names["d"], QS=names["qs"], BS=names["bsums"],
-                       NEAR_Q8=_near(f"{p}is * {xs}[{r}, {o} + 16 * {p}j + {p}l]"))
+                       NEAR_Q8=_near(f"{p}is * {p}x"))
             _emit_template(em, _Q8, sub)
         else:
             sub.update(D=names["d"], DM=names["dmin"], SC=names["scales"], MI=names["mins"], Q=names["q"],
