@@ -1,5 +1,5 @@
-"""Row groups on CUDA: one thread block per row, a cooperative reduction per pass, the row's pointwise producers and
-consumers fused (the schedule pass's :class:`~intent_trace.schedule.rows.RowGroup`).
+"""Row groups on CUDA: one thread block per row, a cooperative reduction per pass (warp shuffles), the row's pointwise
+producers and consumers fused (the schedule pass's :class:`~intent_trace.schedule.rows.RowGroup`).
 
 The program is the shared lowering's (:class:`.emitter.TileLangEmitter`: every element, every combine is the code
 the serial program writes, with the same helpers, so numerics come from one place); :class:`RowEmitter` changes
@@ -7,17 +7,18 @@ only where that code runs:
 
 - the launch is a grid of ``max(rows, 1)`` blocks of :data:`THREADS` threads; block ``bx`` is row ``bx``;
 - each reduction is a pass over its row: thread ``tx`` folds elements ``tx, tx + THREADS, ...`` (coalesced: the
-  threads of a warp read neighbouring elements) from the identity with the reduce's own combine, stores its
-  partial in shared memory, and a tree of ``log2(THREADS)`` steps (``T.sync_threads`` between them) combines the
-  partials; every thread then reads the row's result. A row is re-read from global memory by each pass, so rows
-  of any length run (a row never has to fit on chip);
+  threads of a warp read neighbouring elements) from the identity with the reduce's own combine; a butterfly of
+  warp shuffles (``T.shfl_xor``) gives every lane its warp's total, the first warp combines the warps' totals the
+  same way (shared memory, two ``T.sync_threads`` per reduction), and every thread reads the row's result. A row
+  is re-read from global memory by each pass, so rows of any length run (a row never has to fit on chip);
 - the final write is one more strided pass (a write of the row) or thread 0's (one value per row).
 
 Re-association and re-ordering are what ``reduce`` allows (language §7, T10): a parallel sum differs from the
 serial order within T5's bound; max, min, argmax and integer results are the serial program's exactly.
 
-With ``emulated`` the threads of a block are serial loops, one per phase between barriers (shared memory becomes a
-local buffer), so the C target runs the same mapping on the CPU (tests and ``tools/pytest_plugins``).
+With ``emulated`` the threads of a block are serial loops, one per phase between barriers, and a shuffle is a phase
+of its own that exchanges the lanes' values through local buffers: the C target runs the same mapping, each lane
+combining the same pair in the same order, on the CPU (tests and ``tools/pytest_plugins``).
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from .accumulate import accumulators, combine
 from .emitter import Aggregate, Lazy, Scalar, TileLangEmitter
 
 THREADS = schedule_rows.THREADS
+WARP = 32  # CUDA's warp: the lanes a shuffle exchanges values among
 
 
 @attrs.frozen
@@ -44,6 +46,10 @@ class RowPlan:
     cols: str
     threads: int = THREADS
     emulated: bool = False
+
+    @property
+    def warps(self) -> int:
+        return self.threads // WARP
 
     @property
     def node(self):
@@ -102,11 +108,15 @@ class RowEmitter(TileLangEmitter):
         plan = self.plan
         if not plan.emulated:
             self.tx = self.assign("T.get_thread_binding()", "tx")
-        alloc = "T.alloc_local" if plan.emulated else "T.alloc_shared"
         for node in plan.group.reductions:
             (acc_t,) = node.attr("types")
-            self.shared[id(node)] = [self.assign(f"{alloc}(({plan.threads},), {self.tir(t.dtype)!r})", "s")
-                                     for t in T.leaf_types(acc_t)]
+            dtypes = [self.tir(t.dtype) for t in T.leaf_types(acc_t)]
+            if plan.emulated:  # every thread's register, twice: a shuffle reads the values before any is replaced
+                self.shared[id(node)] = tuple([self.assign(f"T.alloc_local(({plan.threads},), {d!r})", "s")
+                                               for d in dtypes] for _ in range(2))
+            else:  # one partial per warp, and the row's result
+                self.shared[id(node)] = [self.assign(f"T.alloc_shared(({plan.warps + 1},), {d!r})", "s")
+                                         for d in dtypes]
 
     @contextlib.contextmanager
     def grid_iteration(self, grid, length: str):
@@ -186,32 +196,82 @@ class RowEmitter(TileLangEmitter):
     def _reduce(self, node, args):
         source, identity = args
         (acc_t,) = node.attr("types")
-        acc_types = T.leaf_types(acc_t)
-        pos, shared, step = self.position(), self.shared[id(node)], self.plan.threads // 2
+        pos = self.position()
         inits = [self.assign(self.elem(v, pos), "x") for v in leaf_values(identity, Aggregate)]
         with self.phase() as tx:  # each thread folds its strided slice of the row
-            accs = accumulators(self, acc_types, inits)
+            accs = accumulators(self, T.leaf_types(acc_t), inits)
             with self.strided(tx) as j:
                 items = [self.elem(v, [*pos, j]) for v in leaf_values(source, Aggregate)]
                 current = [self.assign(a, "x") for a in accs]
                 for name, value in zip(accs, combine(self, node, acc_t, current, items, [], pos)):
                     self.line(f"{name} = {value}")
-            for buffer, acc in zip(shared, accs):
-                self.line(f"{buffer}[{tx}] = {acc}")
-        self.sync()
-        while step:  # the partials combined in a tree: thread tx takes tx + step
-            with self.phase(step) as tx:
-                lhs = [self.assign(f"{b}[{tx}]", "x") for b in shared]
-                rhs = [self.assign(f"{b}[{tx} + {step}]", "x") for b in shared]
-                for buffer, value in zip(shared, combine(self, node, acc_t, lhs, rhs, [], pos)):
-                    self.line(f"{buffer}[{tx}] = {value}")
-            self.sync()
-            step //= 2
-        results = [self.assign(f"{b}[0]", "r") for b in shared]
+            if self.plan.emulated:
+                for buffer, acc in zip(self.shared[id(node)][0], accs):
+                    self.line(f"{buffer}[{tx}] = {acc}")
+        if self.plan.emulated:
+            results = self._emulated_shuffles(node, acc_t, pos)
+        else:
+            results = self._shuffles(node, acc_t, pos, accs)
         if self.row is None:
             return assemble(acc_t, [Scalar(r) for r in results], Aggregate)
         shape = (self.plan.rows,)
         return assemble(acc_t, [Lazy(shape, lambda idx, r=r: r) for r in results], Aggregate)
+
+    # The partials of a row are combined in two butterflies: within each warp (lane ^ 16, ^ 8, ... ^ 1, so every
+    # lane ends with its warp's total), then, in the first warp, across the warps' totals (lane ^ warps/2, ...,
+    # ^ 1). Each lane combines (its value, its partner's) with the reduce's own combine. Two barriers per
+    # reduction: after the warps' totals are stored, after the row's result is.
+    def _butterfly(self, node, acc_t, pos, accs: list, width: int) -> None:
+        step = width // 2
+        while step:
+            mine = [self.assign(a, "x") for a in accs]
+            other = [self.assign(f"T.shfl_xor({m}, {step})", "x") for m in mine]
+            for acc, value in zip(accs, combine(self, node, acc_t, mine, other, [], pos)):
+                self.line(f"{acc} = {value}")
+            step //= 2
+
+    def _shuffles(self, node, acc_t, pos, accs: list) -> list:
+        shared, tx, warps = self.shared[id(node)], self.tx, self.plan.warps
+        self._butterfly(node, acc_t, pos, accs, WARP)
+        with self.block(f"if {tx} % {WARP} == 0:"):
+            for buffer, acc in zip(shared, accs):
+                self.line(f"{buffer}[{tx} // {WARP}] = {acc}")
+        self.sync()
+        with self.block(f"if {tx} < {WARP}:"):  # the first warp: lane l takes warp l % warps's total
+            for acc, buffer in zip(accs, shared):
+                self.line(f"{acc} = {buffer}[{tx} % {warps}]")
+            self._butterfly(node, acc_t, pos, accs, warps)
+            with self.block(f"if {tx} == 0:"):
+                for buffer, acc in zip(shared, accs):
+                    self.line(f"{buffer}[{warps}] = {acc}")
+        self.sync()
+        return [self.assign(f"{b}[{warps}]", "r") for b in shared]
+
+    def _emulated_shuffles(self, node, acc_t, pos) -> list:
+        """The same butterflies, one phase per step: every thread's register is a slot of a buffer, and a step
+        writes the other buffer (each lane reads its partner's value before any is replaced)."""
+        now, new = self.shared[id(node)]
+        warps = self.plan.warps
+
+        def steps(width: int, count: int):
+            nonlocal now, new
+            step = width // 2
+            while step:
+                with self.phase(count) as tx:
+                    mine = [self.assign(f"{b}[{tx}]", "x") for b in now]
+                    other = [self.assign(f"{b}[T.bitwise_xor({tx}, {step})]", "x") for b in now]
+                    for buffer, value in zip(new, combine(self, node, acc_t, mine, other, [], pos)):
+                        self.line(f"{buffer}[{tx}] = {value}")
+                now, new = new, now
+                step //= 2
+
+        steps(WARP, self.plan.threads)
+        with self.phase(WARP) as tx:  # the first warp's lanes take the warps' totals (lane 0 of each warp)
+            for buffer, source in zip(new, now):
+                self.line(f"{buffer}[{tx}] = {source}[T.floormod({tx}, {warps}) * {WARP}]")
+        now, new = new, now
+        steps(warps, WARP)
+        return [self.assign(f"{b}[0]", "r") for b in now]
 
     @contextlib.contextmanager
     def loop_nest(self, shape):
