@@ -240,7 +240,7 @@ class _Walk:
                               f"neither a row, one value per row, nor one per column")
                 if kind & ~allowed & COL or (not self.parallel and kind & ~allowed):
                     self.fail(f"op {node.op.name}{_at(node)} depends on {_DEPENDS[kind]} but has shape "
-                              f"{tuple(t.shape)!r}")
+                              f"{tuple(getattr(t, 'shape', ()))!r}")
             self.kind[v] = kind
             self.level[v] = max((self.level.get(x, 0) for x in node.inputs if x in self.level), default=0)
 
