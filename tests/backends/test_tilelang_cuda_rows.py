@@ -4,8 +4,8 @@ warp shuffles per reduction, producers and consumers fused).
 Two halves. The program text: the CUDA target's row program has the structure the mapping promises (a block per
 row, shuffles within and across warps, two barriers per reduction, no error record), and TileLang lowers it for
 sm_90a. The numbers: every row kernel runs on every executable target through the shared ``target`` fixture against
-NumPy references, with rows of lengths no block divides (1, 2, 255, 256, 257, 1000) and NaN/inf/-0 rows. On
-tilelang-c the C target runs CUDA's row mapping emulated (each phase between barriers a serial loop over the block's
+NumPy references, with rows of lengths no block divides (1, 2, 255, 256, 257, 1000, 1024, 2500) and NaN/inf/-0 rows.
+On tilelang-c the C target runs CUDA's row mapping emulated (each phase between barriers a serial loop over the block's
 threads; the shuffles' values exchanged through buffers, a phase per step, so each lane combines the same pair in
 the same order as on CUDA); on a GPU machine ``INTENT_TRACE_TEST_TARGETS=tilelang-cuda`` runs the same tests on the
 real program.
@@ -30,12 +30,13 @@ from intent_trace.backends.tilelang import cuda_rows, targets
 from intent_trace.backends.tilelang import target as tl_target
 from intent_trace.backends.tilelang.program import lower
 from intent_trace.backends.tilelang.target import generate
-from schedule.row_kernels import (layer_norm, logsumexp, rms_norm, rms_norm_f16, row_argmax, row_argmax_rows, row_max_bf16,
-                                  row_max_f16, row_max_min, row_sum, row_sum_f64_rows, row_sum_i32, softmax_rows,
-                                  softmax_tensor)
+from schedule.row_kernels import (layer_norm, logsumexp, rms_norm, rms_norm_f16, row_argmax, row_argmax_rows,
+                                  row_max_bf16, row_max_f16, row_max_min, row_sum, row_sum_f64_rows, row_sum_i32,
+                                  softmax_rows, softmax_tensor)
 
 RNG = np.random.default_rng(17)
-LENGTHS = (1, 2, 255, 256, 257, 1000)  # below, at and past one block's 256 threads
+LENGTHS = (1, 2, 255, 256, 257, 1000, 1024, 2500)  # below, at and past a block's 256 threads and its 1024-element
+# unrolled chunk (4 per thread), tails no block or chunk divides
 U32, U64 = 2.0 ** -24, 2.0 ** -53
 #: the C target running CUDA's row mapping, a block's threads one after another
 EMULATED = attrs.evolve(targets.C, row_group=lambda g: cuda_rows.row_plan(g, emulated=True), host_workspaces=True)
@@ -81,8 +82,10 @@ def test_the_cuda_program_is_a_block_per_row_with_shuffles_per_reduction(kernel)
     for step in (4, 2, 1):  # ... and then across the 8 warps' totals
         assert text.count(f", {step})") == 2 * 2
     assert text.count("T.shfl_xor(") == 2 * 8
-    assert text.count("T.serial(T.ceildiv(d1, T.int64(256)))") == 3  # two reductions and the write: three passes
-    assert text.count("it_exp_f32") == 2  # the producer fused into the sum's pass and into the write's
+    # two reductions and the write: three passes, each chunks of 4 elements a thread (unrolled), then the tail
+    assert text.count("T.serial(T.floordiv(d1, T.int64(1024)))") == 3 and text.count("T.unroll(4)") == 3
+    assert text.count("T.serial(T.ceildiv(d1 - n") == 3
+    assert text.count("it_exp_f32") == 2 * 2  # the producer fused into the sum's pass and the write's, both parts
     assert "E: T.Tensor" not in text and "W0" not in text  # no error record, no workspace
 
 

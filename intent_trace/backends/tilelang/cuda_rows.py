@@ -35,6 +35,7 @@ from .emitter import Aggregate, Lazy, Scalar, TileLangEmitter
 
 THREADS = schedule_rows.THREADS
 WARP = 32  # CUDA's warp: the lanes a shuffle exchanges values among
+UNROLL = 4  # elements a thread reads before it combines any (its reads in flight)
 
 
 @attrs.frozen
@@ -92,6 +93,7 @@ class RowEmitter(TileLangEmitter):
         self.row = None  # the row index (tensor form; the parallel form's row is the loop's point)
         self.tx = None  # this thread's binding (CUDA)
         self.shared: dict = {}  # id(reduce node) -> one buffer of partials per accumulator leaf
+        self.part = "main"  # the part of the row the write is emitting (strided)
 
     # -- where the code runs ---------------------------------------------------------------------------------
     def run_region(self, region, params=()) -> list:
@@ -151,12 +153,23 @@ class RowEmitter(TileLangEmitter):
             self.line("T.sync_threads()")
 
     @contextlib.contextmanager
-    def strided(self, tx: str):
-        """This thread's elements of the row: ``tx, tx + threads, ...`` below the row's length."""
-        n, k = self.plan.threads, self.fresh("k")
-        with self.block(f"for {k} in T.serial(T.ceildiv({self.plan.cols}, T.int64({n}))):"):
-            j = self.assign(f"{k} * T.int64({n}) + T.Cast('int64', {tx})", "j")
-            with self.block(f"if {j} < {self.plan.cols}:"):
+    def strided(self, tx: str, part: str):
+        """This thread's elements of the row, ``tx, tx + threads, ...``, in two parts: ``"main"``, the chunks of
+        ``threads * UNROLL`` elements the row holds whole, unrolled (each thread issues its UNROLL loads before it
+        waits on any: a thread has that many reads in flight), and ``"tail"``, the rest, each under a guard."""
+        n, u, cols = self.plan.threads, UNROLL, self.plan.cols
+        chunks = f"T.floordiv({cols}, T.int64({n * u}))"
+        k = self.fresh("k")
+        if part == "main":
+            v = self.fresh("u")
+            with self.block(f"for {k} in T.serial({chunks}):"), self.block(f"for {v} in T.unroll({u}):"):
+                yield self.assign(f"({k} * T.int64({u}) + T.Cast('int64', {v})) * T.int64({n}) + "
+                                  f"T.Cast('int64', {tx})", "j")
+            return
+        done = self.assign(f"{chunks} * T.int64({n * u})", "n")
+        with self.block(f"for {k} in T.serial(T.ceildiv({cols} - {done}, T.int64({n}))):"):
+            j = self.assign(f"{done} + {k} * T.int64({n}) + T.Cast('int64', {tx})", "j")
+            with self.block(f"if {j} < {cols}:"):
                 yield j
 
     def position(self) -> list:
@@ -165,6 +178,10 @@ class RowEmitter(TileLangEmitter):
 
     # -- the nodes a row group places ----------------------------------------------------------------------
     def run_node(self, node):
+        if node is self.plan.group.write and self.plan.group.row_write:
+            for self.part in ("main", "tail"):  # the write rule once per part of the row (strided)
+                super().run_node(node)
+            return None
         if id(node) not in self.row_nodes:
             return super().run_node(node)
         outer, self.node = self.node, node
@@ -200,11 +217,12 @@ class RowEmitter(TileLangEmitter):
         inits = [self.assign(self.elem(v, pos), "x") for v in leaf_values(identity, Aggregate)]
         with self.phase() as tx:  # each thread folds its strided slice of the row
             accs = accumulators(self, T.leaf_types(acc_t), inits)
-            with self.strided(tx) as j:
-                items = [self.elem(v, [*pos, j]) for v in leaf_values(source, Aggregate)]
-                current = [self.assign(a, "x") for a in accs]
-                for name, value in zip(accs, combine(self, node, acc_t, current, items, [], pos)):
-                    self.line(f"{name} = {value}")
+            for part in ("main", "tail"):
+                with self.strided(tx, part) as j:
+                    items = [self.elem(v, [*pos, j]) for v in leaf_values(source, Aggregate)]
+                    current = [self.assign(a, "x") for a in accs]
+                    for name, value in zip(accs, combine(self, node, acc_t, current, items, [], pos)):
+                        self.line(f"{name} = {value}")
             if self.plan.emulated:
                 for buffer, acc in zip(self.shared[id(node)][0], accs):
                     self.line(f"{buffer}[{tx}] = {acc}")
@@ -280,8 +298,8 @@ class RowEmitter(TileLangEmitter):
                 yield idx
             return
         pos = self.position()
-        if self.plan.group.row_write:  # the row, strided over the threads
-            with self.phase() as tx, self.strided(tx) as j:
+        if self.plan.group.row_write:  # the row, strided over the threads (run_node writes each part)
+            with self.phase() as tx, self.strided(tx, self.part) as j:
                 yield [*pos, j]
         elif self.plan.emulated:
             yield pos
