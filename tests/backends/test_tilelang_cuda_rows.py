@@ -349,3 +349,12 @@ def test_property_argmax_exact_and_sum_within_the_bound(compiled, n, m, data):
     exact = np.array([math.fsum(r.astype(np.float64)) for r in x])
     gamma = n * U32 / (1 - n * U32)
     assert np.all(np.abs(s - exact) <= gamma * np.abs(x).astype(np.float64).sum(axis=1) + U32 * np.abs(exact))
+
+
+def test_the_reductions_of_one_level_share_their_pass():
+    """A min and a max that read only the row: one strided pass folds both (each element read once), then each
+    reduction's shuffles; the write is the second pass."""
+    text = "\n".join(_kernel_body(generate(row_max_min.trace(), "tilelang-cuda")))
+    assert text.count("T.serial(T.floordiv(d1, T.int64(1024)))") == 2 and text.count("p0[r4, j") == 2 * 2
+    fold = text[:text.index("T.shfl_xor(")]
+    assert "it_min_f32" in fold and "it_max_f32" in fold and fold.count("p0[") == 2  # one read per part

@@ -29,6 +29,7 @@ import attrs
 from ... import types as T
 from ...graph import ops
 from ...graph.lowering import assemble, leaf_values
+from ...graph.values import Var
 from ...schedule import rows as schedule_rows
 from .accumulate import accumulators, combine
 from .emitter import Aggregate, Lazy, Scalar, TileLangEmitter
@@ -86,7 +87,8 @@ class RowEmitter(TileLangEmitter):
         self.plan = plan
         self.grid_planned = True  # a workspace would be one buffer for every thread: the plan is then refused
         group = plan.group
-        self.row_nodes = {id(n) for n in (*group.reductions, *group.reshapes)}
+        self.row_nodes = {id(n) for n in group.reshapes}
+        self.levels = {id(n): level for n, level in zip(group.reductions, group.levels)}  # 1 + levels read
         # a row's reductions are scalars per block, computed once: nothing is held for re-reading
         self.materialized = frozenset()
         self.snapshots = type(self.snapshots)()
@@ -97,14 +99,33 @@ class RowEmitter(TileLangEmitter):
 
     # -- where the code runs ---------------------------------------------------------------------------------
     def run_region(self, region, params=()) -> list:
-        if region is not self.graph.body:
-            return super().run_region(region, params)
-        self._prologue()
-        if self.plan.node is not None:  # the parallel loop's iterations are the blocks (grid_iteration)
-            return super().run_region(region, params)
-        self.row = self.assign("T.Cast('int64', bx)", "r")
-        with self.block(f"if {self.row} < {self.plan.rows}:"):
-            return super().run_region(region, params)
+        if region is self.graph.body:
+            self._prologue()
+            if self.plan.node is not None:  # the parallel loop's iterations are the blocks (grid_iteration)
+                return super().run_region(region, params)
+            self.row = self.assign("T.Cast('int64', bx)", "r")
+            with self.block(f"if {self.row} < {self.plan.rows}:"):
+                return self._run_by_level(region, params)
+        if self.plan.node is not None and region is self.plan.node.regions[0]:
+            return self._run_by_level(region, params)
+        return super().run_region(region, params)
+
+    def _run_by_level(self, region, params) -> list:
+        """The row's region with the reductions of each level next to each other (a stable reordering of pure
+        nodes by the level of the reductions they read: the final write stays last), so that one pass over the
+        row folds them all (:meth:`_reduce_level`)."""
+        for var, value in zip(region.params, params):
+            self.env[var] = value
+        depends, keyed = {}, []
+        for node in region.nodes:
+            below = max((depends.get(x, 0) for x in node.inputs if isinstance(x, Var)), default=0)
+            level = self.levels.get(id(node))
+            key, out = (2 * level - 1, level) if level is not None else (2 * below, below)
+            depends.update((v, out) for v in node.outputs)
+            keyed.append((key, node))
+        for _, node in sorted(keyed, key=lambda pair: pair[0]):
+            self.run_node(node)
+        return [self.operand(r) for r in region.results]
 
     def _prologue(self) -> None:
         plan = self.plan
@@ -178,16 +199,21 @@ class RowEmitter(TileLangEmitter):
 
     # -- the nodes a row group places ----------------------------------------------------------------------
     def run_node(self, node):
-        if node is self.plan.group.write and self.plan.group.row_write:
+        group = self.plan.group
+        if node is group.write and group.row_write:
             for self.part in ("main", "tail"):  # the write rule once per part of the row (strided)
                 super().run_node(node)
+            return None
+        if node.op is ops.reduce and id(node) in self.levels:
+            if node.outputs[0] not in self.env:  # the first of its level: the level's one pass
+                level = self.levels[id(node)]
+                self._reduce_level([n for n in group.reductions if self.levels[id(n)] == level])
             return None
         if id(node) not in self.row_nodes:
             return super().run_node(node)
         outer, self.node = self.node, node
         try:
-            args = [self.operand(x) for x in node.inputs]
-            value = self._reduce(node, args) if node.op is ops.reduce else self._unit_reshape(node, args)
+            value = self._unit_reshape(node, [self.operand(x) for x in node.inputs])
         finally:
             self.node = outer
         (out,) = node.outputs
@@ -210,30 +236,46 @@ class RowEmitter(TileLangEmitter):
 
         return Lazy(self.shape(new_t), elem)
 
-    def _reduce(self, node, args):
-        source, identity = args
-        (acc_t,) = node.attr("types")
-        pos = self.position()
-        inits = [self.assign(self.elem(v, pos), "x") for v in leaf_values(identity, Aggregate)]
+    def _reduce_level(self, nodes: list) -> None:
+        """The reductions of one level in one pass over the row: each thread folds its strided slice into every
+        reduction's accumulators (the row's elements read once, shared by the producers they feed), then each
+        reduction's partials are combined (:meth:`_shuffles`)."""
+        pos, outer = self.position(), self.node
+        folds = []
+        for node in nodes:
+            self.node = node
+            source, identity = (self.operand(x) for x in node.inputs)
+            (acc_t,) = node.attr("types")
+            folds.append((node, acc_t, source, [self.assign(self.elem(v, pos), "x")
+                                                for v in leaf_values(identity, Aggregate)]))
         with self.phase() as tx:  # each thread folds its strided slice of the row
-            accs = accumulators(self, T.leaf_types(acc_t), inits)
+            accs = [accumulators(self, T.leaf_types(acc_t), inits) for _, acc_t, _, inits in folds]
             for part in ("main", "tail"):
                 with self.strided(tx, part) as j:
-                    items = [self.elem(v, [*pos, j]) for v in leaf_values(source, Aggregate)]
-                    current = [self.assign(a, "x") for a in accs]
-                    for name, value in zip(accs, combine(self, node, acc_t, current, items, [], pos)):
-                        self.line(f"{name} = {value}")
+                    for (node, acc_t, source, _), names in zip(folds, accs):
+                        self.node = node
+                        items = [self.elem(v, [*pos, j]) for v in leaf_values(source, Aggregate)]
+                        current = [self.assign(a, "x") for a in names]
+                        for name, value in zip(names, combine(self, node, acc_t, current, items, [], pos)):
+                            self.line(f"{name} = {value}")
             if self.plan.emulated:
-                for buffer, acc in zip(self.shared[id(node)][0], accs):
-                    self.line(f"{buffer}[{tx}] = {acc}")
-        if self.plan.emulated:
-            results = self._emulated_shuffles(node, acc_t, pos)
-        else:
-            results = self._shuffles(node, acc_t, pos, accs)
-        if self.row is None:
-            return assemble(acc_t, [Scalar(r) for r in results], Aggregate)
-        shape = (self.plan.rows,)
-        return assemble(acc_t, [Lazy(shape, lambda idx, r=r: r) for r in results], Aggregate)
+                for (node, *_), names in zip(folds, accs):
+                    for buffer, acc in zip(self.shared[id(node)][0], names):
+                        self.line(f"{buffer}[{tx}] = {acc}")
+        for (node, acc_t, _, _), names in zip(folds, accs):
+            self.node = node
+            if self.plan.emulated:
+                results = self._emulated_shuffles(node, acc_t, pos)
+            else:
+                results = self._shuffles(node, acc_t, pos, names)
+            if self.row is None:
+                value = assemble(acc_t, [Scalar(r) for r in results], Aggregate)
+            else:
+                value = assemble(acc_t, [Lazy((self.plan.rows,), lambda idx, r=r: r) for r in results], Aggregate)
+            (out,) = node.outputs
+            self.env[out] = value
+            self.bind_dims(out, value)
+        self.node = outer
 
     # The partials of a row are combined in two butterflies: within each warp (lane ^ 16, ^ 8, ... ^ 1, so every
     # lane ends with its warp's total), then, in the first warp, across the warps' totals (lane ^ warps/2, ...,
