@@ -10,7 +10,8 @@ from ..graph.patterns import any_, lit, match, pat
 
 #: ``domain(0, E, 1)``: a full unit-step domain (``E`` a kernel extent when :func:`unit_domain` says so).
 UNIT_DOMAIN = pat(ops.domain, lit(0), any_("end"), lit(1))
-#: ``domain(begin, E, 1)`` from a literal ``begin >= 0``: the loops a grid of threads may run (the CUDA target's ``parallel_grid``).
+#: ``domain(begin, E, 1)`` from a literal ``begin >= 0``: the loops a grid of threads may run (the CUDA target's
+#: ``parallel_grid``).
 FROM_DOMAIN = pat(ops.domain, lit(lambda begin: begin >= 0, name="begin"), any_("end"), lit(1))
 
 

@@ -69,12 +69,14 @@ class RowGroup:
 
     @property
     def passes(self) -> int:
-        """Reads of the row from memory: one per reduction, one more for a write of the row."""
-        return len(self.reductions) + (1 if self.row_write else 0)
+        """Reads of the row from memory: one per level of reductions (a level's reductions share their pass), one
+        more for a write of the row."""
+        return len(set(self.levels)) + (1 if self.row_write else 0)
 
     @property
     def reason(self) -> str:
-        return (f"{len(self.reductions)} reduction(s) ({', '.join(self.combines)}) along the last axis of each row, "
+        return (f"{len(self.reductions)} reduction(s) ({', '.join(self.combines)}) along the last axis of each row "
+                f"in {len(set(self.levels))} level(s), "
                 f"{'with' if self.fused else 'without'} pointwise producers and consumers: a row is independent of "
                 f"the others and its reductions may run in any order (T10), so each row gets a block of threads "
                 f"folding strided slices and combining them in a tree")
@@ -240,7 +242,7 @@ class _Walk:
                               f"neither a row, one value per row, nor one per column")
                 if kind & ~allowed & COL or (not self.parallel and kind & ~allowed):
                     self.fail(f"op {node.op.name}{_at(node)} depends on {_DEPENDS[kind]} but has shape "
-                              f"{tuple(t.shape)!r}")
+                              f"{tuple(getattr(t, 'shape', ()))!r}")
             self.kind[v] = kind
             self.level[v] = max((self.level.get(x, 0) for x in node.inputs if x in self.level), default=0)
 

@@ -1,12 +1,14 @@
-"""Row groups on tilelang-cuda (cuda_rows: one thread block per row, a strided fold per thread and a shared-memory
-tree per reduction, producers and consumers fused).
+"""Row groups on tilelang-cuda (cuda_rows: one thread block per row, a strided fold per thread and butterflies of
+warp shuffles per reduction, producers and consumers fused).
 
 Two halves. The program text: the CUDA target's row program has the structure the mapping promises (a block per
-row, barriers between the tree's steps, no error record), and TileLang lowers it for sm_90a. The numbers: every
-row kernel runs on every executable target through the shared ``target`` fixture against NumPy references, with
-rows of lengths no block divides (1, 2, 255, 256, 257, 1000) and NaN/inf/-0 rows. On tilelang-c the C target runs
-CUDA's row mapping emulated (each phase between barriers a serial loop over the block's threads); on a GPU machine
-``INTENT_TRACE_TEST_TARGETS=tilelang-cuda`` runs the same tests on the real program.
+row, shuffles within and across warps, two barriers per reduction, no error record), and TileLang lowers it for
+sm_90a. The numbers: every row kernel runs on every executable target through the shared ``target`` fixture against
+NumPy references, with rows of lengths no block divides (1, 2, 255, 256, 257, 1000, 1024, 2500) and NaN/inf/-0 rows.
+On tilelang-c the C target runs CUDA's row mapping emulated (each phase between barriers a serial loop over the block's
+threads; the shuffles' values exchanged through buffers, a phase per step, so each lane combines the same pair in
+the same order as on CUDA); on a GPU machine ``INTENT_TRACE_TEST_TARGETS=tilelang-cuda`` runs the same tests on the
+real program.
 
 Sums are checked against T5's bound (a parallel order is not the serial one, T10); max, min, argmax and integer
 results must be exact.
@@ -28,12 +30,13 @@ from intent_trace.backends.tilelang import cuda_rows, targets
 from intent_trace.backends.tilelang import target as tl_target
 from intent_trace.backends.tilelang.program import lower
 from intent_trace.backends.tilelang.target import generate
-from schedule.row_kernels import (layer_norm, logsumexp, rms_norm, rms_norm_f16, row_argmax, row_argmax_rows, row_max_bf16,
-                                  row_max_f16, row_max_min, row_sum, row_sum_f64_rows, row_sum_i32, softmax_rows,
-                                  softmax_tensor)
+from schedule.row_kernels import (layer_norm, logsumexp, rms_norm, rms_norm_f16, row_argmax, row_argmax_rows,
+                                  row_max_bf16, row_max_f16, row_max_min, row_sum, row_sum_f64_rows, row_sum_i32,
+                                  softmax_rows, softmax_tensor)
 
 RNG = np.random.default_rng(17)
-LENGTHS = (1, 2, 255, 256, 257, 1000)  # below, at and past one block's 256 threads
+LENGTHS = (1, 2, 255, 256, 257, 1000, 1024, 2500)  # below, at and past a block's 256 threads and its 1024-element
+# unrolled chunk (4 per thread), tails no block or chunk divides
 U32, U64 = 2.0 ** -24, 2.0 ** -53
 #: the C target running CUDA's row mapping, a block's threads one after another
 EMULATED = attrs.evolve(targets.C, row_group=lambda g: cuda_rows.row_plan(g, emulated=True), host_workspaces=True)
@@ -66,40 +69,47 @@ def _kernel_body(program: str) -> list:
 
 
 @pytest.mark.parametrize("kernel", [softmax_rows, softmax_tensor], ids=lambda k: k.name)
-def test_the_cuda_program_is_a_block_per_row_with_a_tree_per_reduction(kernel):
+def test_the_cuda_program_is_a_block_per_row_with_shuffles_per_reduction(kernel):
     body = _kernel_body(generate(kernel.trace(), "tilelang-cuda"))
     assert body[0] == "def kernel(p0: T.Tensor((d0, d1,), 'float32'), p1: T.Tensor((d0, d1,), 'float32')):"
     assert body[1].strip() == "with T.Kernel(T.max(d0, T.int64(1)), threads=256, prelude=PRELUDE) as bx:"
     text = "\n".join(body)
     assert text.count("T.get_thread_binding()") == 1
-    assert text.count("T.alloc_shared((256,), 'float32')") == 2  # one buffer of partials per reduction
-    assert text.count("T.sync_threads()") == 2 * 9  # after the fold, after each of the tree's 8 steps
-    for step in (128, 64, 32, 16, 8, 4, 2, 1):
-        assert text.count(f"< {step}:") == 2
-    assert text.count("T.serial(T.ceildiv(d1, T.int64(256)))") == 3  # two reductions and the write: three passes
-    assert text.count("it_exp_f32") == 2  # the producer fused into the sum's pass and into the write's
+    assert text.count("T.alloc_shared((9,), 'float32')") == 2  # per reduction: 8 warps' totals and the result
+    assert text.count("T.sync_threads()") == 2 * 2  # after the warps' totals, after the row's result
+    for step in (16, 8):  # the butterfly within each warp
+        assert text.count(f", {step})") == 2
+    for step in (4, 2, 1):  # ... and then across the 8 warps' totals
+        assert text.count(f", {step})") == 2 * 2
+    assert text.count("T.shfl_xor(") == 2 * 8
+    # two reductions and the write: three passes, each chunks of 4 elements a thread (unrolled), then the tail
+    assert text.count("T.serial(T.floordiv(d1, T.int64(1024)))") == 3 and text.count("T.unroll(4)") == 3
+    assert text.count("T.serial(T.ceildiv(d1 - n") == 3
+    assert text.count("it_exp_f32") == 2 * 2  # the producer fused into the sum's pass and the write's, both parts
     assert "E: T.Tensor" not in text and "W0" not in text  # no error record, no workspace
 
 
 def test_one_value_per_row_is_written_by_thread_zero_and_argmax_keeps_both_leaves():
     text = "\n".join(_kernel_body(generate(row_argmax.trace(), "tilelang-cuda")))
-    assert "T.alloc_shared((256,), 'float32')" in text and "T.alloc_shared((256,), 'int64')" in text
-    assert text.count("if tx1 == 0:") == 1 and text.count("T.serial(T.ceildiv(d1") == 1
+    assert "T.alloc_shared((9,), 'float32')" in text and "T.alloc_shared((9,), 'int64')" in text
+    assert text.count("T.shfl_xor(") == 2 * 8  # each leaf exchanged
+    assert text.count("if tx1 == 0:") == 2 and text.count("T.serial(T.ceildiv(d1") == 1  # the result, the write
 
 
 def test_the_emulated_program_loops_over_the_threads_of_each_phase():
     text = "\n".join(_kernel_body(lower(row_sum.trace(), EMULATED).text))
     assert "with T.Kernel(T.max(d0, T.int64(1)), prelude=PRELUDE) as bx:" in text
-    assert "T.get_thread_binding" not in text and "T.sync_threads" not in text
-    assert text.count("T.alloc_local((256,), 'float32')") == 1
-    assert text.count("in T.serial(256):") == 1 and text.count("in T.serial(128):") == 1
-    assert text.count("in T.serial(1):") == 1
+    assert "T.get_thread_binding" not in text and "T.sync_threads" not in text and "shfl" not in text
+    assert text.count("T.alloc_local((256,), 'float32')") == 2  # every thread's register, twice
+    assert text.count("in T.serial(256):") == 1 + 5  # the fold, the butterfly within warps
+    assert text.count("in T.serial(32):") == 1 + 3  # the warps' totals, the butterfly across them
+    assert text.count("T.bitwise_xor(") == 8
 
 
 @pytest.mark.parametrize("kernel", [softmax_tensor, row_argmax, layer_norm], ids=lambda k: k.name)
 def test_tilelang_lowers_the_row_program_for_sm90(kernel):
     source = cuda_source(generate(kernel.trace(), "tilelang-cuda"))
-    assert "__launch_bounds__(256" in source and "__syncthreads();" in source
+    assert "__launch_bounds__(256" in source and "__syncthreads();" in source and "__shfl_xor_sync(" in source
     assert "__shared__" in source and "threadIdx.x" in source and "blockIdx.x" in source
 
 
@@ -339,3 +349,12 @@ def test_property_argmax_exact_and_sum_within_the_bound(compiled, n, m, data):
     exact = np.array([math.fsum(r.astype(np.float64)) for r in x])
     gamma = n * U32 / (1 - n * U32)
     assert np.all(np.abs(s - exact) <= gamma * np.abs(x).astype(np.float64).sum(axis=1) + U32 * np.abs(exact))
+
+
+def test_the_reductions_of_one_level_share_their_pass():
+    """A min and a max that read only the row: one strided pass folds both (each element read once), then each
+    reduction's shuffles; the write is the second pass."""
+    text = "\n".join(_kernel_body(generate(row_max_min.trace(), "tilelang-cuda")))
+    assert text.count("T.serial(T.floordiv(d1, T.int64(1024)))") == 2 and text.count("p0[r4, j") == 2 * 2
+    fold = text[:text.index("T.shfl_xor(")]
+    assert "it_min_f32" in fold and "it_max_f32" in fold and fold.count("p0[") == 2  # one read per part

@@ -156,6 +156,12 @@ def rows_with_a_loop(x: I.In[I.f32, ("M", "N")], y: I.Out[I.f32, ("M",)]):
         y[r] = I.loop(cols, I.cast(0.0, I.f32), lambda j, acc: acc * 0.5 + x[r, j]) + I.reduce.sum(x[r, cols], axis=0)
 
 
+@intent.kernel
+def rows_in_a_while(x: I.In[I.f32, ("N", "M")], y: I.Out[I.f32, ("N",)]):
+    v, _ = I.while_(lambda c: c[1] < 4, lambda c: (I.cumsum(c[0], axis=1), c[1] + 1), (x[:, :], I.cast(0, I.i32)))
+    y[:] = I.reduce.sum(v, axis=1)
+
+
 #: (kernel, a phrase of the reason it is refused)
 NEAR_MISSES = (
     (row_cumsum, "scan is ordered"),
@@ -166,4 +172,5 @@ NEAR_MISSES = (
     (two_outputs, "effects"),
     (transposed_rows, "moves elements between axes"),
     (rows_with_a_loop, "has effects (control)"),
+    (rows_in_a_while, "depends on the row and the column but has shape ()"),  # a tuple of a row and a scalar
 )

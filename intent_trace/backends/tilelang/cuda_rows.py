@@ -1,5 +1,5 @@
-"""Row groups on CUDA: one thread block per row, a cooperative reduction per pass, the row's pointwise producers and
-consumers fused (the schedule pass's :class:`~intent_trace.schedule.rows.RowGroup`).
+"""Row groups on CUDA: one thread block per row, a cooperative reduction per pass (warp shuffles), the row's pointwise
+producers and consumers fused (the schedule pass's :class:`~intent_trace.schedule.rows.RowGroup`).
 
 The program is the shared lowering's (:class:`.emitter.TileLangEmitter`: every element, every combine is the code
 the serial program writes, with the same helpers, so numerics come from one place); :class:`RowEmitter` changes
@@ -7,17 +7,18 @@ only where that code runs:
 
 - the launch is a grid of ``max(rows, 1)`` blocks of :data:`THREADS` threads; block ``bx`` is row ``bx``;
 - each reduction is a pass over its row: thread ``tx`` folds elements ``tx, tx + THREADS, ...`` (coalesced: the
-  threads of a warp read neighbouring elements) from the identity with the reduce's own combine, stores its
-  partial in shared memory, and a tree of ``log2(THREADS)`` steps (``T.sync_threads`` between them) combines the
-  partials; every thread then reads the row's result. A row is re-read from global memory by each pass, so rows
-  of any length run (a row never has to fit on chip);
+  threads of a warp read neighbouring elements) from the identity with the reduce's own combine; a butterfly of
+  warp shuffles (``T.shfl_xor``) gives every lane its warp's total, the first warp combines the warps' totals the
+  same way (shared memory, two ``T.sync_threads`` per reduction), and every thread reads the row's result. A row
+  is re-read from global memory by each pass, so rows of any length run (a row never has to fit on chip);
 - the final write is one more strided pass (a write of the row) or thread 0's (one value per row).
 
 Re-association and re-ordering are what ``reduce`` allows (language §7, T10): a parallel sum differs from the
 serial order within T5's bound; max, min, argmax and integer results are the serial program's exactly.
 
-With ``emulated`` the threads of a block are serial loops, one per phase between barriers (shared memory becomes a
-local buffer), so the C target runs the same mapping on the CPU (tests and ``tools/pytest_plugins``).
+With ``emulated`` the threads of a block are serial loops, one per phase between barriers, and a shuffle is a phase
+of its own that exchanges the lanes' values through local buffers: the C target runs the same mapping, each lane
+combining the same pair in the same order, on the CPU (tests and ``tools/pytest_plugins``).
 """
 from __future__ import annotations
 
@@ -28,11 +29,14 @@ import attrs
 from ... import types as T
 from ...graph import ops
 from ...graph.lowering import assemble, leaf_values
+from ...graph.values import Var
 from ...schedule import rows as schedule_rows
 from .accumulate import accumulators, combine
 from .emitter import Aggregate, Lazy, Scalar, TileLangEmitter
 
 THREADS = schedule_rows.THREADS
+WARP = 32  # CUDA's warp: the lanes a shuffle exchanges values among
+UNROLL = 4  # elements a thread reads before it combines any (its reads in flight)
 
 
 @attrs.frozen
@@ -44,6 +48,10 @@ class RowPlan:
     cols: str
     threads: int = THREADS
     emulated: bool = False
+
+    @property
+    def warps(self) -> int:
+        return self.threads // WARP
 
     @property
     def node(self):
@@ -79,34 +87,59 @@ class RowEmitter(TileLangEmitter):
         self.plan = plan
         self.grid_planned = True  # a workspace would be one buffer for every thread: the plan is then refused
         group = plan.group
-        self.row_nodes = {id(n) for n in (*group.reductions, *group.reshapes)}
+        self.row_nodes = {id(n) for n in group.reshapes}
+        self.levels = {id(n): level for n, level in zip(group.reductions, group.levels)}  # 1 + levels read
         # a row's reductions are scalars per block, computed once: nothing is held for re-reading
         self.materialized = frozenset()
         self.snapshots = type(self.snapshots)()
         self.row = None  # the row index (tensor form; the parallel form's row is the loop's point)
         self.tx = None  # this thread's binding (CUDA)
         self.shared: dict = {}  # id(reduce node) -> one buffer of partials per accumulator leaf
+        self.part = "main"  # the part of the row the write is emitting (strided)
 
     # -- where the code runs ---------------------------------------------------------------------------------
     def run_region(self, region, params=()) -> list:
-        if region is not self.graph.body:
-            return super().run_region(region, params)
-        self._prologue()
-        if self.plan.node is not None:  # the parallel loop's iterations are the blocks (grid_iteration)
-            return super().run_region(region, params)
-        self.row = self.assign("T.Cast('int64', bx)", "r")
-        with self.block(f"if {self.row} < {self.plan.rows}:"):
-            return super().run_region(region, params)
+        if region is self.graph.body:
+            self._prologue()
+            if self.plan.node is not None:  # the parallel loop's iterations are the blocks (grid_iteration)
+                return super().run_region(region, params)
+            self.row = self.assign("T.Cast('int64', bx)", "r")
+            with self.block(f"if {self.row} < {self.plan.rows}:"):
+                return self._run_by_level(region, params)
+        if self.plan.node is not None and region is self.plan.node.regions[0]:
+            return self._run_by_level(region, params)
+        return super().run_region(region, params)
+
+    def _run_by_level(self, region, params) -> list:
+        """The row's region with the reductions of each level next to each other (a stable reordering of pure
+        nodes by the level of the reductions they read: the final write stays last), so that one pass over the
+        row folds them all (:meth:`_reduce_level`)."""
+        for var, value in zip(region.params, params):
+            self.env[var] = value
+        depends, keyed = {}, []
+        for node in region.nodes:
+            below = max((depends.get(x, 0) for x in node.inputs if isinstance(x, Var)), default=0)
+            level = self.levels.get(id(node))
+            key, out = (2 * level - 1, level) if level is not None else (2 * below, below)
+            depends.update((v, out) for v in node.outputs)
+            keyed.append((key, node))
+        for _, node in sorted(keyed, key=lambda pair: pair[0]):
+            self.run_node(node)
+        return [self.operand(r) for r in region.results]
 
     def _prologue(self) -> None:
         plan = self.plan
         if not plan.emulated:
             self.tx = self.assign("T.get_thread_binding()", "tx")
-        alloc = "T.alloc_local" if plan.emulated else "T.alloc_shared"
         for node in plan.group.reductions:
             (acc_t,) = node.attr("types")
-            self.shared[id(node)] = [self.assign(f"{alloc}(({plan.threads},), {self.tir(t.dtype)!r})", "s")
-                                     for t in T.leaf_types(acc_t)]
+            dtypes = [self.tir(t.dtype) for t in T.leaf_types(acc_t)]
+            if plan.emulated:  # every thread's register, twice: a shuffle reads the values before any is replaced
+                self.shared[id(node)] = tuple([self.assign(f"T.alloc_local(({plan.threads},), {d!r})", "s")
+                                               for d in dtypes] for _ in range(2))
+            else:  # one partial per warp, and the row's result
+                self.shared[id(node)] = [self.assign(f"T.alloc_shared(({plan.warps + 1},), {d!r})", "s")
+                                         for d in dtypes]
 
     @contextlib.contextmanager
     def grid_iteration(self, grid, length: str):
@@ -141,12 +174,23 @@ class RowEmitter(TileLangEmitter):
             self.line("T.sync_threads()")
 
     @contextlib.contextmanager
-    def strided(self, tx: str):
-        """This thread's elements of the row: ``tx, tx + threads, ...`` below the row's length."""
-        n, k = self.plan.threads, self.fresh("k")
-        with self.block(f"for {k} in T.serial(T.ceildiv({self.plan.cols}, T.int64({n}))):"):
-            j = self.assign(f"{k} * T.int64({n}) + T.Cast('int64', {tx})", "j")
-            with self.block(f"if {j} < {self.plan.cols}:"):
+    def strided(self, tx: str, part: str):
+        """This thread's elements of the row, ``tx, tx + threads, ...``, in two parts: ``"main"``, the chunks of
+        ``threads * UNROLL`` elements the row holds whole, unrolled (each thread issues its UNROLL loads before it
+        waits on any: a thread has that many reads in flight), and ``"tail"``, the rest, each under a guard."""
+        n, u, cols = self.plan.threads, UNROLL, self.plan.cols
+        chunks = f"T.floordiv({cols}, T.int64({n * u}))"
+        k = self.fresh("k")
+        if part == "main":
+            v = self.fresh("u")
+            with self.block(f"for {k} in T.serial({chunks}):"), self.block(f"for {v} in T.unroll({u}):"):
+                yield self.assign(f"({k} * T.int64({u}) + T.Cast('int64', {v})) * T.int64({n}) + "
+                                  f"T.Cast('int64', {tx})", "j")
+            return
+        done = self.assign(f"{chunks} * T.int64({n * u})", "n")
+        with self.block(f"for {k} in T.serial(T.ceildiv({cols} - {done}, T.int64({n}))):"):
+            j = self.assign(f"{done} + {k} * T.int64({n}) + T.Cast('int64', {tx})", "j")
+            with self.block(f"if {j} < {cols}:"):
                 yield j
 
     def position(self) -> list:
@@ -155,12 +199,21 @@ class RowEmitter(TileLangEmitter):
 
     # -- the nodes a row group places ----------------------------------------------------------------------
     def run_node(self, node):
+        group = self.plan.group
+        if node is group.write and group.row_write:
+            for self.part in ("main", "tail"):  # the write rule once per part of the row (strided)
+                super().run_node(node)
+            return None
+        if node.op is ops.reduce and id(node) in self.levels:
+            if node.outputs[0] not in self.env:  # the first of its level: the level's one pass
+                level = self.levels[id(node)]
+                self._reduce_level([n for n in group.reductions if self.levels[id(n)] == level])
+            return None
         if id(node) not in self.row_nodes:
             return super().run_node(node)
         outer, self.node = self.node, node
         try:
-            args = [self.operand(x) for x in node.inputs]
-            value = self._reduce(node, args) if node.op is ops.reduce else self._unit_reshape(node, args)
+            value = self._unit_reshape(node, [self.operand(x) for x in node.inputs])
         finally:
             self.node = outer
         (out,) = node.outputs
@@ -183,35 +236,102 @@ class RowEmitter(TileLangEmitter):
 
         return Lazy(self.shape(new_t), elem)
 
-    def _reduce(self, node, args):
-        source, identity = args
-        (acc_t,) = node.attr("types")
-        acc_types = T.leaf_types(acc_t)
-        pos, shared, step = self.position(), self.shared[id(node)], self.plan.threads // 2
-        inits = [self.assign(self.elem(v, pos), "x") for v in leaf_values(identity, Aggregate)]
+    def _reduce_level(self, nodes: list) -> None:
+        """The reductions of one level in one pass over the row: each thread folds its strided slice into every
+        reduction's accumulators (the row's elements read once, shared by the producers they feed), then each
+        reduction's partials are combined (:meth:`_shuffles`)."""
+        pos, outer = self.position(), self.node
+        folds = []
+        for node in nodes:
+            self.node = node
+            source, identity = (self.operand(x) for x in node.inputs)
+            (acc_t,) = node.attr("types")
+            folds.append((node, acc_t, source, [self.assign(self.elem(v, pos), "x")
+                                                for v in leaf_values(identity, Aggregate)]))
         with self.phase() as tx:  # each thread folds its strided slice of the row
-            accs = accumulators(self, acc_types, inits)
-            with self.strided(tx) as j:
-                items = [self.elem(v, [*pos, j]) for v in leaf_values(source, Aggregate)]
-                current = [self.assign(a, "x") for a in accs]
-                for name, value in zip(accs, combine(self, node, acc_t, current, items, [], pos)):
-                    self.line(f"{name} = {value}")
-            for buffer, acc in zip(shared, accs):
-                self.line(f"{buffer}[{tx}] = {acc}")
-        self.sync()
-        while step:  # the partials combined in a tree: thread tx takes tx + step
-            with self.phase(step) as tx:
-                lhs = [self.assign(f"{b}[{tx}]", "x") for b in shared]
-                rhs = [self.assign(f"{b}[{tx} + {step}]", "x") for b in shared]
-                for buffer, value in zip(shared, combine(self, node, acc_t, lhs, rhs, [], pos)):
-                    self.line(f"{buffer}[{tx}] = {value}")
-            self.sync()
+            accs = [accumulators(self, T.leaf_types(acc_t), inits) for _, acc_t, _, inits in folds]
+            for part in ("main", "tail"):
+                with self.strided(tx, part) as j:
+                    for (node, acc_t, source, _), names in zip(folds, accs):
+                        self.node = node
+                        items = [self.elem(v, [*pos, j]) for v in leaf_values(source, Aggregate)]
+                        current = [self.assign(a, "x") for a in names]
+                        for name, value in zip(names, combine(self, node, acc_t, current, items, [], pos)):
+                            self.line(f"{name} = {value}")
+            if self.plan.emulated:
+                for (node, *_), names in zip(folds, accs):
+                    for buffer, acc in zip(self.shared[id(node)][0], names):
+                        self.line(f"{buffer}[{tx}] = {acc}")
+        for (node, acc_t, _, _), names in zip(folds, accs):
+            self.node = node
+            if self.plan.emulated:
+                results = self._emulated_shuffles(node, acc_t, pos)
+            else:
+                results = self._shuffles(node, acc_t, pos, names)
+            if self.row is None:
+                value = assemble(acc_t, [Scalar(r) for r in results], Aggregate)
+            else:
+                value = assemble(acc_t, [Lazy((self.plan.rows,), lambda idx, r=r: r) for r in results], Aggregate)
+            (out,) = node.outputs
+            self.env[out] = value
+            self.bind_dims(out, value)
+        self.node = outer
+
+    # The partials of a row are combined in two butterflies: within each warp (lane ^ 16, ^ 8, ... ^ 1, so every
+    # lane ends with its warp's total), then, in the first warp, across the warps' totals (lane ^ warps/2, ...,
+    # ^ 1). Each lane combines (its value, its partner's) with the reduce's own combine. Two barriers per
+    # reduction: after the warps' totals are stored, after the row's result is.
+    def _butterfly(self, node, acc_t, pos, accs: list, width: int) -> None:
+        step = width // 2
+        while step:
+            mine = [self.assign(a, "x") for a in accs]
+            other = [self.assign(f"T.shfl_xor({m}, {step})", "x") for m in mine]
+            for acc, value in zip(accs, combine(self, node, acc_t, mine, other, [], pos)):
+                self.line(f"{acc} = {value}")
             step //= 2
-        results = [self.assign(f"{b}[0]", "r") for b in shared]
-        if self.row is None:
-            return assemble(acc_t, [Scalar(r) for r in results], Aggregate)
-        shape = (self.plan.rows,)
-        return assemble(acc_t, [Lazy(shape, lambda idx, r=r: r) for r in results], Aggregate)
+
+    def _shuffles(self, node, acc_t, pos, accs: list) -> list:
+        shared, tx, warps = self.shared[id(node)], self.tx, self.plan.warps
+        self._butterfly(node, acc_t, pos, accs, WARP)
+        with self.block(f"if {tx} % {WARP} == 0:"):
+            for buffer, acc in zip(shared, accs):
+                self.line(f"{buffer}[{tx} // {WARP}] = {acc}")
+        self.sync()
+        with self.block(f"if {tx} < {WARP}:"):  # the first warp: lane l takes warp l % warps's total
+            for acc, buffer in zip(accs, shared):
+                self.line(f"{acc} = {buffer}[{tx} % {warps}]")
+            self._butterfly(node, acc_t, pos, accs, warps)
+            with self.block(f"if {tx} == 0:"):
+                for buffer, acc in zip(shared, accs):
+                    self.line(f"{buffer}[{warps}] = {acc}")
+        self.sync()
+        return [self.assign(f"{b}[{warps}]", "r") for b in shared]
+
+    def _emulated_shuffles(self, node, acc_t, pos) -> list:
+        """The same butterflies, one phase per step: every thread's register is a slot of a buffer, and a step
+        writes the other buffer (each lane reads its partner's value before any is replaced)."""
+        now, new = self.shared[id(node)]
+        warps = self.plan.warps
+
+        def steps(width: int, count: int):
+            nonlocal now, new
+            step = width // 2
+            while step:
+                with self.phase(count) as tx:
+                    mine = [self.assign(f"{b}[{tx}]", "x") for b in now]
+                    other = [self.assign(f"{b}[T.bitwise_xor({tx}, {step})]", "x") for b in now]
+                    for buffer, value in zip(new, combine(self, node, acc_t, mine, other, [], pos)):
+                        self.line(f"{buffer}[{tx}] = {value}")
+                now, new = new, now
+                step //= 2
+
+        steps(WARP, self.plan.threads)
+        with self.phase(WARP) as tx:  # the first warp's lanes take the warps' totals (lane 0 of each warp)
+            for buffer, source in zip(new, now):
+                self.line(f"{buffer}[{tx}] = {source}[T.floormod({tx}, {warps}) * {WARP}]")
+        now, new = new, now
+        steps(warps, WARP)
+        return [self.assign(f"{b}[0]", "r") for b in now]
 
     @contextlib.contextmanager
     def loop_nest(self, shape):
@@ -220,8 +340,8 @@ class RowEmitter(TileLangEmitter):
                 yield idx
             return
         pos = self.position()
-        if self.plan.group.row_write:  # the row, strided over the threads
-            with self.phase() as tx, self.strided(tx) as j:
+        if self.plan.group.row_write:  # the row, strided over the threads (run_node writes each part)
+            with self.phase() as tx, self.strided(tx, self.part) as j:
                 yield [*pos, j]
         elif self.plan.emulated:
             yield pos
