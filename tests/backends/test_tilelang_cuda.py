@@ -65,6 +65,21 @@ def test_tiled_matmul_masks_the_tails_its_tiles_do_not_divide(m, k, n):
     assert torch.isnan(big[m]).all() and np.array_equal(big[:m].cpu().numpy(), want)
 
 
+@pytest.mark.parametrize("batch,m,k,n", [(1, 128, 64, 256), (3, 100, 72, 264), (5, 1, 8, 8)])
+def test_batched_tiled_matmul_is_exact_on_exact_operands(batch, m, k, n):
+    from example_modules import benchmark_module
+
+    exe = intent.compile(benchmark_module("zoo_kernels").batched_matmul_f16, target="tilelang-cuda")
+    sizes = {"B": batch, "M": m, "K": k, "N": n}
+    assert exe.specialization_for({ev.extent: sizes[ev.extent.name] for ev in exe.graph.extents}).name == \
+        "batched_matmul"
+    pairs = [_exact_operands(m, k, n, 10 * j + batch) for j in range(batch)]
+    a, b, want = (np.stack([p[i] for p in pairs]) for i in range(3))
+    c = np.full((batch, m, n), np.nan, np.float16)
+    exe(a, b, c)
+    np.testing.assert_array_equal(c, want)
+
+
 def test_extents_the_tiles_do_not_divide_take_the_general_program():
     exe = intent.compile(matmul_f16, target="tilelang-cuda")
     a, b, want = _exact_operands(3, 7, 5, 2)

@@ -147,6 +147,31 @@ def test_matmul_tensor_cores_only_for_half_precision_operands():
     assert "C_s" not in spec.program and "T.copy(C_f, C[" in spec.program
 
 
+def test_batched_half_matmul_gets_the_tensor_core_program_over_a_grid_of_batch_entries():
+    @intent.kernel
+    def bmm(a: I.In[I.f16, ("B", "M", "K")], b: I.In[I.f16, ("B", "K", "N")], c: I.Out[I.f16, ("B", "M", "N")]):
+        c[:, :, :] = I.cast(I.contract(a[:, :, :], b[:, :, :], reduce=((2, 1),), batch=((0, 0),), acc_dtype=I.f32),
+                            I.f16)
+
+    @intent.kernel
+    def bmm32(a: I.In[I.f32, ("B", "M", "K")], b: I.In[I.f32, ("B", "K", "N")], c: I.Out[I.f32, ("B", "M", "N")]):
+        c[:, :, :] = I.contract(a[:, :, :], b[:, :, :], reduce=((2, 1),), batch=((0, 0),), acc_dtype=I.f32)
+
+    @intent.kernel
+    def bmm_t(a: I.In[I.f16, ("B", "K", "M")], b: I.In[I.f16, ("B", "K", "N")], c: I.Out[I.f16, ("B", "M", "N")]):
+        c[:, :, :] = I.cast(I.contract(a[:, :, :], b[:, :, :], reduce=((1, 1),), batch=((0, 0),), acc_dtype=I.f32),
+                            I.f16)  # A transposed: not this program (yet)
+
+    (spec,) = cuda_kernels.specializations(bmm.trace())
+    assert spec.name == "batched_matmul" and "as (bx, by, bz)" in spec.program
+    assert "T.copy(A[bz, by * 128, ko * 64], A_s)" in spec.program and "C[bz, by * 128, bx * 256]" in spec.program
+    extents = {0: 3, 1: 100, 2: 72, 3: 264}  # B, M, K, N
+    assert spec.applies(extents) and not spec.applies({**extents, 0: 0}) and not spec.applies({**extents, 2: 70})
+    assert not spec.applies({0: 2**12, 1: 2**10, 2: 2**10, 3: 8})  # 2**32 elements of A: int32 tile indices
+    assert cuda_kernels.specializations(bmm32.trace()) == []  # no TF32, and the f32 program is not batched
+    assert cuda_kernels.specializations(bmm_t.trace()) == []
+
+
 def test_f32_matmul_gets_the_cuda_core_program_and_keeps_its_nan_check():
     from backends.tilelang_support import cuda_source
 

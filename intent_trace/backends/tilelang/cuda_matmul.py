@@ -7,6 +7,8 @@
   last block's tile reads zeros past M, N and K -- each adds an exact ``+0`` product -- and writes only the
   elements inside C. The f32 program indexes its tiles itself and still needs tiles that divide the extents.
 
+- Batched: ``out[b, m, n] = cast?(contract(a[b, m, k], b[b, k, n], batch=((0, 0),)))`` is the same program with
+  the batch entry as the grid's third axis (tensor cores only).
 - f16/bf16 operands (:func:`tensor_core`): ``T.gemm`` on tensor cores, accumulating in f32, the declared acc
   dtype (issue 7: "f16/bf16 tensor-core contracts accumulate in the declared acc dtype"); the cast to the output
   rounds to nearest even, as T3 asks.
@@ -67,13 +69,18 @@ class MatmulMatch:
     n: int
     dtype: str
     out: str
+    batch: int | None = None  # the graph extent index of the batch axis of a batched matmul
+
+    def _shape(self, *axes) -> tuple:
+        return axes if self.batch is None else (self.batch, *axes)
 
     def header(self, graph: KernelGraph) -> tuple:
         """(the ``T.dynamic`` extent lines, the kernel's parameter list) of a program over this matmul."""
         names = {self.a: "A", self.b: "B", self.c: "C"}
-        shapes = {self.a: (self.m, self.k), self.b: (self.k, self.n), self.c: (self.m, self.n)}
+        shapes = {self.a: self._shape(self.m, self.k), self.b: self._shape(self.k, self.n),
+                  self.c: self._shape(self.m, self.n)}
         dtypes = {self.a: TIR_DTYPE[self.dtype], self.b: TIR_DTYPE[self.dtype], self.c: TIR_DTYPE[self.out]}
-        params = ", ".join(f"{names[i]}: T.Tensor((d{shapes[i][0]}, d{shapes[i][1]}), {dtypes[i]!r})"
+        params = ", ".join(f"{names[i]}: T.Tensor(({', '.join(f'd{x}' for x in shapes[i])}), {dtypes[i]!r})"
                            for i in sorted(names))
         # int32 extents: TileLang's tile copies index in int32 (``applies`` keeps every operand under 2**31)
         dims = "\n".join(f"d{k} = T.dynamic('d{k}', 'int32')" for k in range(len(graph.extents)))
@@ -81,14 +88,26 @@ class MatmulMatch:
 
     def specialization(self, program: str, tm: int, tn: int, tk: int) -> Specialization:
         """For extents that are multiples of (tm, tn, tk): 1 where the program masks that axis's tail."""
-        return Specialization("matmul", program, ((self.m, tm), (self.n, tn), (self.k, tk)))
+        if self.batch is None:
+            return Specialization("matmul", program, ((self.m, tm), (self.n, tn), (self.k, tk)))
+        return Specialization("batched_matmul", program, ((self.m, tm), (self.n, tn), (self.k, tk), (self.batch, 1)),
+                              operands=((self.batch, self.m, self.k), (self.batch, self.k, self.n),
+                                        (self.batch, self.m, self.n)))
 
 
 #: ``view[...] = cast?(contract(read a, read b, reduce=((1, 0),), batch=(), acc_dtype=f32))``: the write a matmul
 #: graph ends with (which reads, and over which axes, :func:`_match` checks against the graph's views).
-CONTRACT = pat(ops.contract, pat(ops.read, name="a", more=True), pat(ops.read, name="b", more=True),
-               attrs={"reduce": ((1, 0),), "batch": (), "acc_dtype": DT.f32}, name="contract")
-MATMUL = pat(ops.write, any_("view"), any_of(pat(ops.cast, CONTRACT, name="cast"), CONTRACT), more=True)
+def _contract(reduce, batch):
+    return pat(ops.contract, pat(ops.read, name="a", more=True), pat(ops.read, name="b", more=True),
+               attrs={"reduce": reduce, "batch": batch, "acc_dtype": DT.f32}, name="contract")
+
+
+def _write_of(contract):
+    return pat(ops.write, any_("view"), any_of(pat(ops.cast, contract, name="cast"), contract), more=True)
+
+
+#: {operand rank: the write of a matmul of that rank}: 2 a plain matmul, 3 a batched one (batch axis 0 of both)
+MATMULS = {2: _write_of(_contract(((1, 0),), ())), 3: _write_of(_contract(((2, 1),), ((0, 0),)))}
 
 
 def _match(graph: KernelGraph) -> MatmulMatch | None:
@@ -98,7 +117,10 @@ def _match(graph: KernelGraph) -> MatmulMatch | None:
     nodes = graph.body.nodes
     defs = producers(graph.body, nested=False)
     writes = [node for node in nodes if node.op is ops.write]
-    caps = match(MATMUL, writes[0], defs) if len(writes) == 1 else None
+    if len(writes) != 1:
+        return None
+    rank, caps = next(((r, c) for r, c in ((r, match(p, writes[0], defs)) for r, p in MATMULS.items())
+                       if c is not None), (None, None))
     if caps is None:
         return None
     write, cast = writes[0], caps.get("cast")
@@ -109,29 +131,29 @@ def _match(graph: KernelGraph) -> MatmulMatch | None:
             return None
         if access is not None and node.op is ops.read:
             reads[node.outputs[0]] = (params[access[0]], access[1])
-    if not all(len(reads.get(x, ((), ()))[1]) == 2 for x in (caps["a"], caps["b"])):
-        return None  # both operands are reads of matrices over domains
-    (ka, pa), (ma, kk) = reads[caps["a"]]
-    (kb, pb), (kk2, nb) = reads[caps["b"]]
+    if not all(len(reads.get(x, ((), ()))[1]) == rank for x in (caps["a"], caps["b"])):
+        return None  # both operands are reads of whole matrices (batches of them) over domains
+    (ka, pa), (*ba, ma, kk) = reads[caps["a"]]
+    (kb, pb), (*bb, kk2, nb) = reads[caps["b"]]
     dtype = pa.type.dtype.name
-    if dtype not in TIR_DTYPE or pb.type.dtype.name != dtype or kk != kk2 or ka == kb:
+    if dtype not in TIR_DTYPE or pb.type.dtype.name != dtype or kk != kk2 or ka == kb or ba != bb:
         return None
     view = caps["view"]
     if view not in params:
         return None
     kc, pc = params[view]
-    if pc.type.access != "Out" or full_axes(write, pc.type, extents, domains) != (ma, nb):
+    if pc.type.access != "Out" or full_axes(write, pc.type, extents, domains) != (*ba, ma, nb):
         return None
     out = pc.type.dtype.name
     if out not in TIR_DTYPE or (cast is None and out != "f32"):
         return None
     # every view axis is the domain's extent: a full, compact operand
-    for p, axes in ((pa, (ma, kk)), (pb, (kk, nb)), (pc, (ma, nb))):
-        if tuple(extents.get(graph.extents[a]) for a in axes) != axes or len(p.type.shape) != 2:
+    for p, axes in ((pa, (*ba, ma, kk)), (pb, (*ba, kk, nb)), (pc, (*ba, ma, nb))):
+        if tuple(extents.get(graph.extents[a]) for a in axes) != axes or len(p.type.shape) != rank:
             return None
         if any(s is not graph.extents[a].extent for s, a in zip(p.type.shape, axes)):
             return None
-    return MatmulMatch(ka, kb, kc, ma, kk, nb, dtype, out)
+    return MatmulMatch(ka, kb, kc, ma, kk, nb, dtype, out, ba[0] if ba else None)
 
 
 def tensor_core(graph: KernelGraph, config: MatmulTiling | None = None) -> Specialization | None:
@@ -144,16 +166,23 @@ def tensor_core(graph: KernelGraph, config: MatmulTiling | None = None) -> Speci
         t = attrs.evolve(t, shared_epilogue=False)
     dims, params = match.header(graph)
     m, n, k, dtype, out = match.m, match.n, match.k, TIR_DTYPE[match.dtype], TIR_DTYPE[match.out]
+    if match.batch is not None:  # the batch entry is the grid's third axis, each block one tile of one entry
+        t = attrs.evolve(t, persistent=0)
     pad = " " * (12 if t.persistent else 8)
-    if t.persistent:
+    z = "" if match.batch is None else "bz, "  # the batch coordinate leads every tile copy
+    if match.batch is not None:
+        launch = (f"with T.Kernel(T.ceildiv(d{n}, {t.tn}), T.ceildiv(d{m}, {t.tm}), d{match.batch}, "
+                  f"threads={t.threads}) as (bx, by, bz):")
+        tiles = ""
+    elif t.persistent:
         launch = f"with T.Kernel({t.persistent}, threads={t.threads}) as block:"
         tiles = (f"\n        for by, bx in T.Persistent([T.ceildiv(d{m}, {t.tm}), T.ceildiv(d{n}, {t.tn})], "
                  f"{t.persistent}, block):")
     else:
         launch = f"with T.Kernel(T.ceildiv(d{n}, {t.tn}), T.ceildiv(d{m}, {t.tm}), threads={t.threads}) as (bx, by):"
         tiles = "\n        T.use_swizzle(10)"
-    epilogue = (f"T.copy(C_f, C_s)\n{pad}T.copy(C_s, C[by * {t.tm}, bx * {t.tn}])" if t.shared_epilogue
-                else f"T.copy(C_f, C[by * {t.tm}, bx * {t.tn}])")
+    epilogue = (f"T.copy(C_f, C_s)\n{pad}T.copy(C_s, C[{z}by * {t.tm}, bx * {t.tn}])" if t.shared_epilogue
+                else f"T.copy(C_f, C[{z}by * {t.tm}, bx * {t.tn}])")
     c_shared = f"\n        C_s = T.alloc_shared(({t.tm}, {t.tn}), {out!r})" if t.shared_epilogue else ""
     program = f'''# Generated by intent_trace (target tilelang-cuda): tiled matmul specialisation of a KIR graph.
 import tilelang.language as T
@@ -169,8 +198,8 @@ def kernel({params}):
         C_f = T.alloc_fragment(({t.tm}, {t.tn}), 'float32'){c_shared}{tiles}
 {pad}T.clear(C_f)
 {pad}for ko in T.Pipelined(T.ceildiv(d{k}, {t.tk}), num_stages={t.stages}):
-{pad}    T.copy(A[by * {t.tm}, ko * {t.tk}], A_s)
-{pad}    T.copy(B[ko * {t.tk}, bx * {t.tn}], B_s)
+{pad}    T.copy(A[{z}by * {t.tm}, ko * {t.tk}], A_s)
+{pad}    T.copy(B[{z}ko * {t.tk}, bx * {t.tn}], B_s)
 {pad}    T.gemm(A_s, B_s, C_f, policy=T.GemmWarpPolicy.{t.policy})
 {pad}{epilogue}
 '''
@@ -185,7 +214,7 @@ SIMT_TILE, SIMT_K, SIMT_THREADS = 128, 8, 256
 
 def simt(graph: KernelGraph) -> Specialization | None:
     match = _match(graph)
-    if match is None or match.dtype != "f32" or match.out != "f32":
+    if match is None or match.dtype != "f32" or match.out != "f32" or match.batch is not None:
         return None
     f32 = DT.f32
     helpers = [cuda.helper_source(f"it_{op}_f32", op, (f32,), f32, (f32, f32)) for op in ("mul", "add")]
