@@ -326,3 +326,14 @@ def write_then_read(idx: I.In[I.i32, ("N",)], src: I.In[I.i32, ("N",)], x: I.In[
     for i in I.parallel(I.domain(0, x.shape[0])):
         y[idx[i]] = x[i]
         z[i] = y[idx[src[i]]]
+
+
+def test_cpu_records_only_views_points_may_share():
+    # twice_and_shared_input addresses y only at the point itself, row_mix writes z only at its own row:
+    # no element can meet another point's, so the checked cpu build keeps no record for them.
+    assert "RS.record" not in intent.compile(twice_and_shared_input, target="cpu").source
+    exe = intent.compile(row_mix, target="cpu")
+    assert exe.source.split("def kernel_parallel")[0].count("RS.record") == 2  # y: its own row, and row src[r]
+    records = [site.message.format(0, 0, 0, **site.texts) for site in exe.error_sites if "race record" in
+               site.message.format(0, 0, 0, **site.texts)]
+    assert len(records) == 1 and "the race record of y" in records[0]

@@ -47,18 +47,40 @@ def frames(em) -> list:
     return em.__dict__.setdefault("race_frames", [])
 
 
+_PLAIN = {ops.read: 1, ops.load: 1, ops.write: 2, ops.store: 2, ops.unique_store: 2}  # first index operand
+
+
+def _owned(node, point) -> bool:
+    """Whether a plain access addresses only elements whose coordinate on some axis is the point itself:
+    then accesses of different points never meet on one element."""
+    first = _PLAIN.get(node.op)
+    if first is None:
+        return False
+    operands = iter(node.inputs[first:])
+    for kind in node.attr("index"):
+        x = None if kind == "all" else next(operands)
+        if kind == "point" and x is point:
+            return True
+    return False
+
+
 def _tracked(em, region) -> list:
     """The view Vars a point of ``region`` may race on: some access writes them, or they are both read
-    and combined; never the kernel's In views nor buffers the region allocates (each point's own)."""
-    kinds, local = {}, set()
+    and combined; never the kernel's In views, buffers the region allocates (each point's own), nor views
+    that every access addresses at the point's own coordinate on some axis (``y[row, :]``: disjoint).
+    Generic records those too; skipping them here only drops records that can never conflict."""
+    kinds, local, shared = {}, set(), set()
+    point = region.params[0]
     for node in walk_region(region):
         if node.op is ops.buffer:
             local.update(node.outputs)
         kind = _KIND.get(node.op)
         if kind is not None:
             kinds[node.inputs[0]] = kinds.get(node.inputs[0], 0) | kind
+            if not _owned(node, point):
+                shared.add(node.inputs[0])
     exempt = {p.var for p in em.graph.params if p.kind == "view" and p.type.access == "In"} | local
-    return [v for v, k in kinds.items() if v not in exempt and (k & WRITE or k == READ | COMBINE)]
+    return [v for v, k in kinds.items() if v not in exempt and v in shared and (k & WRITE or k == READ | COMBINE)]
 
 
 def _size(shape) -> str:
