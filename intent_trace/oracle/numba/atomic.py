@@ -22,7 +22,9 @@ from numba.extending import intrinsic
 
 from ...graph import ops
 from ...graph.interpreter import rule_registrar
+from ..generic_races import COMBINE
 from .indexing import coords, index_plan
+from .races import note
 from .lazy import lazy_module
 from .scalar_rules import np_type
 from .values import Aggregate, Scalar
@@ -217,6 +219,7 @@ def _element(em, node, args, first: int):
     if shape:
         raise ValueError(f"internal: {node.op.name} addresses a region of shape {shape}, not one element")
     element = coords(em, plan, [])
+    note(em, node.inputs[0], view, element, COMBINE)  # race check
     return view, "(" + "".join(f"np.int64({c}), " for c in element) + ")"
 
 

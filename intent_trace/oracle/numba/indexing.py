@@ -11,6 +11,8 @@ from ...graph import ops
 from ...graph.lowering import (ErrorSite, access_coords, covers_axis, index_add, index_mul, rereads_destination,
                                safe_point)
 from ...graph.values import Literal
+from ..generic_races import READ, WRITE
+from .races import note, note_region
 from .values import Domain, Lazy, Scalar, View
 
 # Ops whose index operands follow a stored value (operands: view, value, index...).
@@ -109,6 +111,7 @@ def read_view(em, node, args):
     """The ``read`` rule (and buffer ``load``): a scalar local, or a fused element expression."""
     view, entries = args[0], args[1:]
     shape, plan = index_plan(em, node, view, entries)
+    note_region(em, node.inputs[0], view, shape, lambda idx: coords(em, plan, idx), READ)  # race check
     d = view.dtype
     if not shape:
         return Scalar(em.assign(decode(d, f"{view.name}[{', '.join(coords(em, plan, [])) or '()'}]")))
@@ -133,7 +136,9 @@ def write_view(em, node, args):
                            fill="False", prefix="m")
     with em.loop_nest(shape, parallel=not has_tensor) as idx:
         v = em.elem(value, idx)
-        cs = ", ".join(coords(em, plan, idx)) or "()"
+        element = coords(em, plan, idx)
+        note(em, node.inputs[0], view, element, WRITE)  # race check
+        cs = ", ".join(element) or "()"
         if mask is not None:
             em.check(f"{mask}[{cs}]", ErrorSite(RuntimeError, "{label}: a unique store writes one element twice (its "
                                                               "index relation is not injective); use scatter_reduce "

@@ -23,7 +23,9 @@ from ...graph.interpreter import rule_registrar
 from ...graph.lowering import ErrorSite, extent_value
 from .base import shape_text
 from .indexing import decode, encode, read_view, write_view
+from ..generic_races import COMBINE
 from .inline import inline_combine
+from .races import note
 from .scalar_rules import NARROW, cast_expr, np_type
 from .values import Array, Lazy, Scalar, View
 
@@ -139,6 +141,7 @@ def _scatter_reduce(em, node, args):
                      ErrorSite(IndexError, f"{{label}}: coordinate {{0}} on axis {axis} is outside its extent {{1}}",
                                label=dest.label), c, n)
             coords.append(c)
+        note(em, dvar, dest, coords, COMBINE)  # race check
         at = f"{dest.name}[{', '.join(coords)}]"
         old = em.assign(decode(dest.dtype, at), "x")
         new = em.assign(em.elem(values, idx), "x")

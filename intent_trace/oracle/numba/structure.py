@@ -10,6 +10,7 @@ from ...graph.lowering import (ErrorSite, broadcast_index, component, flat_index
                                transpose_index, unflatten)
 from ...graph.values import Literal, walk_region
 from .indexing import add, coordinate, mul, read_view, shape_of, write_view
+from .races import parallel_frame
 from .values import Aggregate, Domain, Lazy, Scalar
 
 RULES: dict = {}
@@ -198,7 +199,8 @@ def _iterate(em, node, args):
     parallel = node.op is ops.parallel and em.prange_depth == 0 and em.loop_depth == 0 and \
         not _updates_shared_state(region)
     p = em.fresh("o")
-    with em.block(f"for {p} in {'prange' if parallel else 'range'}({d.length}):"):
+    with parallel_frame(em, region, d, p, node.op is ops.parallel), \
+            em.block(f"for {p} in {'prange' if parallel else 'range'}({d.length}):"):
         if parallel:
             em.uses_prange = True
             em.prange_depth += 1
