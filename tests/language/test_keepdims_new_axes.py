@@ -202,7 +202,7 @@ def _trace_error(body):
     (lambda x, y: I.reduce.max(x[:, :], axis=-3, keepdims=True), ValueError, "axis -3 is out of range"),
     (lambda x, y: I.arg_reduce.max(x[:, :], axis=5, keepdims=True), ValueError, "axis 5 is out of range"),
     (lambda x, y: I.reduce.sum(x[:, :], axis=1, keepdims="yes"), TypeError, "keepdims must be a Python bool"),
-    (lambda x, y: I.expand_dims(x[:, :], 3), ValueError, "axis 3 is out of range for the result's rank 3"),
+    (lambda x, y: I.expand_dims(x[:, :], 3), ValueError, "axis 3 is out of range for rank 3"),
     (lambda x, y: I.expand_dims(x[:, :], (0, -4)), ValueError, "axis 0 is listed twice"),
     (lambda x, y: I.expand_dims(x[:, :], 1.0), TypeError, "axis must be an int"),
     (lambda x, y: I.expand_dims(x, 0), TypeError, "I.expand_dims takes a scalar or tensor value"),
