@@ -147,9 +147,10 @@ def _launch_line(program: str) -> str:
 
 
 def schedule_rows(exe) -> list:
-    """(part, what runs it) rows: what the executable exposes today. A GPU schedule per part of the graph
-    is not chosen yet (the GPU schedule issue); TileLang shows its general program's launch (one serial
-    program, or the flat write nest / parallel loop as a grid) and each tiled specialisation."""
+    """(part, what runs it) rows. TileLang shows its general program's launch (one serial program, a row group's
+    blocks, the flat write nest or the parallel loop as a grid), each tiled specialisation, and then the schedule
+    pass's record (``exe.schedule``): per part its mapping, parameters, fused ops and why it got that mapping or
+    stayed serial."""
     rows = []
     program = getattr(exe, "program", None)
     if isinstance(program, str):
@@ -160,6 +161,7 @@ def schedule_rows(exe) -> list:
         conditions += [f"{names[k]} == {n}" for k, n in getattr(spec, "equals", ())]
         rows.append((f"specialization {getattr(spec, 'name', '?')}",
                      f"when {', '.join(conditions)}" if conditions else "always"))
+    rows += _schedule_part_rows(exe)
     try:  # cpu: the generated module (imported; Numba compiles on the first call, not here)
         module = getattr(exe, "module", None)
     except Exception as e:  # noqa: BLE001 - an unusable cache directory: say so, as a call would
@@ -172,6 +174,19 @@ def schedule_rows(exe) -> list:
     if not rows and getattr(exe, "source", "") is None:
         rows.append(("program", "the NumPy reference interpreter (no code generation)"))
     return rows
+
+
+def _schedule_part_rows(exe) -> list:
+    """One row per part of ``exe.schedule`` (TileLang executables; nothing for the others)."""
+    if "schedule" not in dir(type(exe)):
+        return []
+    try:
+        schedule = exe.schedule
+    except Exception as e:  # noqa: BLE001 - the display says why instead of failing the notebook cell
+        return [("schedule", f"unavailable: {type(e).__name__}: {e}")]
+    last = len(schedule.parts) - 1
+    return [("schedule: general program" if k == last else f"schedule: part {k + 1}", part.describe())
+            for k, part in enumerate(schedule.parts)]
 
 
 def _lines(text: str) -> int:

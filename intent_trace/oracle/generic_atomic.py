@@ -4,8 +4,9 @@ Generic runs the points of a ``parallel`` body one after another, so every atomi
 read-modify-write of its element, done at once: no other point can come between the read and the
 write. The element's coordinates are bounds-checked like a view read (``IndexError`` naming the
 view, the coordinate and the extent; the executable's staging leaves caller arrays unchanged).
-Atomics never enter the parallel write-conflict check: any number of points may update the same
-element through atomics. Memory orders constrain only concurrent executions, so they change
+Atomics are *combines* for the race detector (:mod:`.generic_races`): any number of points may
+update (or atomically load) the same element through atomics, but a plain read or write of that element
+by another point conflicts with them. Memory orders constrain only concurrent executions, so they change
 nothing here.
 
 The combined value follows the elementwise ops: integer add wraps modulo 2^bits (T2), f32 add is
@@ -19,7 +20,8 @@ import numpy as np
 from ..graph import ops
 from ..graph.interpreter import rule_registrar
 from . import numerics as N
-from .generic_base import index_arrays
+from .generic_base import flat_indices, index_arrays
+from .generic_races import COMBINE, record
 
 RULES: dict = {}
 rule = rule_registrar(RULES)
@@ -30,7 +32,10 @@ _BITWISE = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
 def _element(it, node, args, first: int):
     """The view array and the index tuple of the node's element (checked); index operands from ``first``."""
     array = args[0]
-    return array, index_arrays(it, node, node.inputs[0], array, args[first:])
+    idx = index_arrays(it, node, node.inputs[0], array, args[first:])
+    if it.race_frames:
+        record(it, node.inputs[0], array.shape, flat_indices(idx, array.shape), COMBINE)
+    return array, idx
 
 
 def combine(kind: str, old: np.ndarray, value: np.ndarray) -> np.ndarray:

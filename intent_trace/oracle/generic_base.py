@@ -12,6 +12,7 @@ from ..graph.interpreter import Interpreter
 from ..graph.values import KernelGraph, Literal
 from ..limits import check_allocation
 from . import numerics as N
+from .generic_races import READ, WRITE, record
 
 
 class DomainValue:
@@ -49,12 +50,16 @@ class NumpyInterpreter(Interpreter):
         self.check_laws = check_laws
         self.dims = dict(dims)
         self.views: dict = {}  # view Var -> (name, array the kernel reads/writes)
-        self.parallel_writes: list = []  # stack of {view name: {flat index: point}} for conflict checks
+        self.race_frames: list = []  # one generic_races.Frame per running parallel (innermost last)
+        self.race_depth: dict = {}  # buffer Var -> the number of frames open where it was allocated
+        self.race_exempt: set = set()  # view Vars the kernel only reads (In): never recorded
         self._checked_results: dict = {}  # node -> its tensor result types (see _check_results)
         for p, v in zip(graph.params, values):
             self.env[p.var] = v
             if p.kind == "view":
                 self.views[p.var] = p.name
+                if p.type.access == "In":
+                    self.race_exempt.add(p.var)
         for ev in graph.extents:
             self.env[ev] = np.asarray(self.dims[ev.extent], dtype=np.int64)
 
@@ -168,35 +173,34 @@ def align(kinds, operands):
     return [None if k == "all" else next(it) for k in kinds]
 
 
+def flat_indices(idx: tuple, shape: tuple) -> np.ndarray:
+    """The flat indices of the elements an index tuple (of :func:`index_arrays`) addresses."""
+    if not idx:
+        return np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.int64) if shape else np.zeros(1, np.int64)
+    return np.ravel_multi_index(np.broadcast_arrays(*idx), shape).reshape(-1)
+
+
 def read_view(it, node, args):
-    """The ``read`` rule (and buffer ``load``): a copy of the addressed elements."""
+    """The ``read`` rule (and buffer ``load``): a copy of the addressed elements, recorded for the race
+    detector inside a ``parallel``."""
     array = args[0]
     idx = index_arrays(it, node, node.inputs[0], array, args[1:])
+    if it.race_frames:
+        record(it, node.inputs[0], array.shape, flat_indices(idx, array.shape), READ)
     return np.array(array[idx]) if idx else np.array(array)
 
 
 def write_view(it, node, args):
     """The ``write``/``unique_store`` rule (and buffer ``store``): checks injectivity of a data-indexed store
-    and records the written elements for the parallel write-conflict check."""
+    and records the written elements for the race detector."""
     array, value = args[0], args[1]
     view_var = node.inputs[0]
     idx = index_arrays(it, node, view_var, array, args[2:])
     target_shape = np.broadcast_shapes(*(a.shape for a in idx)) if idx else ()
-    flat = np.ravel_multi_index(np.broadcast_arrays(*idx), array.shape).reshape(-1) if idx else np.zeros(1, np.int64)
+    flat = flat_indices(idx, array.shape)
     if "tensor" in node.attr("index") and len(np.unique(flat)) != flat.size:
         raise RuntimeError(f"{it.views[view_var]}: a unique store writes one element twice (its index relation is "
                            f"not injective); use scatter_reduce to combine collisions")
-    if it.parallel_writes:
-        record_parallel_writes(it, it.views[view_var], flat)
+    if it.race_frames:
+        record(it, view_var, array.shape, flat, WRITE)
     array[idx] = np.broadcast_to(value, target_shape)
-
-
-def record_parallel_writes(it, name: str, flat: np.ndarray) -> None:
-    """Note the elements the current ``parallel`` point writes; another point writing one of them is an error."""
-    point, seen = it.parallel_writes[-1]
-    owners = seen.setdefault(name, {})
-    for f in flat.tolist():
-        other = owners.setdefault(f, point)
-        if other != point:
-            raise RuntimeError(f"{name}: parallel points {other} and {point} both write element {f} (flat index); "
-                               f"parallel writes must not conflict")

@@ -1,7 +1,7 @@
 """Generic rules for structured control: parallel, for, loop, while, if, break and continue.
 
-``parallel`` runs its points one after another and records every element each point writes, so two
-points writing one element is a RuntimeError (parallel writes must not conflict). ``break``/``continue``
+``parallel`` runs its points one after another under a frame of the race detector
+(:mod:`.generic_races`), so conflicting accesses of two points to one element are a RuntimeError. ``break``/``continue``
 raise :class:`.generic_base.LoopExit`, which the enclosing loop rule catches.
 """
 from __future__ import annotations
@@ -11,6 +11,7 @@ import numpy as np
 from ..graph import ops
 from ..graph.interpreter import rule_registrar
 from .generic_base import LoopExit
+from .generic_races import Frame
 
 RULES: dict = {}
 rule = rule_registrar(RULES)
@@ -20,13 +21,14 @@ rule = rule_registrar(RULES)
 def _parallel(it, node, args):
     domain = args[0]
     (region,) = node.regions
-    it.parallel_writes.append([None, {}])
+    frame = Frame()
+    it.race_frames.append(frame)
     try:
         for c in domain.coords:
-            it.parallel_writes[-1][0] = int(c)
+            frame.point = int(c)
             it.run_region(region, (np.asarray(c),))
     finally:
-        it.parallel_writes.pop()
+        it.race_frames.pop()
 
 
 @rule(ops.for_)

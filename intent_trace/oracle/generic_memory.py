@@ -20,6 +20,7 @@ from ..graph.interpreter import rule_registrar
 from ..graph.traits import POINTWISE
 from ..limits import check_allocation
 from .generic_base import DomainValue, read_view, write_view
+from .generic_races import COMBINE, record
 
 RULES: dict = {}
 rule = rule_registrar(RULES)
@@ -75,10 +76,10 @@ def _histogram(it, node, args):
 # --- logical buffers -----------------------------------------------------------------------------
 
 def _state(it) -> dict:
-    """Per-run buffer bookkeeping: labels (for messages) and the parallel depth of each allocation."""
+    """Per-run buffer bookkeeping: labels (for messages)."""
     state = it.__dict__.get("_buffers")
     if state is None:
-        state = it.__dict__["_buffers"] = {"labels": {}, "depth": {}}
+        state = it.__dict__["_buffers"] = {"labels": {}}
     return state
 
 
@@ -115,7 +116,7 @@ def _buffer(it, node, args):
     dtype = t.dtype.np
     check_allocation(f"{label} (shape {shape})", shape, dtype.itemsize)
     it.views[var] = label
-    state["depth"][var] = len(it.parallel_writes)
+    it.race_depth[var] = len(it.race_frames)  # a buffer allocated in a parallel body is that point's own
     if args:
         return np.array(np.broadcast_to(np.asarray(args[0], dtype=dtype), shape))
     # No init: the contents are unspecified until stored; NaN makes a stray read of a float buffer visible.
@@ -123,18 +124,7 @@ def _buffer(it, node, args):
 
 
 rule(ops.load)(read_view)
-
-
-@rule(ops.store)
-def _store(it, node, args):
-    # A buffer allocated inside the innermost parallel body belongs to one point: its stores never conflict.
-    if len(it.parallel_writes) > _state(it)["depth"].get(node.inputs[0], 0):
-        return write_view(it, node, args)
-    saved, it.parallel_writes = it.parallel_writes, []
-    try:
-        return write_view(it, node, args)
-    finally:
-        it.parallel_writes = saved
+rule(ops.store)(write_view)
 
 
 # --- scatter_reduce -------------------------------------------------------------------------------
@@ -152,6 +142,9 @@ def _scatter_reduce(it, node, args):
     name = it.views[node.inputs[0]]
     shape = np.broadcast_shapes(np.shape(values), *(np.shape(i) for i in index))
     coords = _coordinates(name, [np.broadcast_to(i, shape).reshape(-1) for i in index], dest.shape)
+    if it.race_frames:  # collisions combine (spec §13): only plain accesses of other points conflict
+        record(it, node.inputs[0], dest.shape, np.ravel_multi_index(coords, dest.shape) if dest.ndim else
+               np.zeros(1, np.int64), COMBINE)
     incoming = np.broadcast_to(values, shape).reshape(-1)
     order = it.rng.permutation(incoming.size)  # collisions combine in unspecified order
     if not _pointwise(region):

@@ -55,19 +55,26 @@ def record(**fields):
     return RecordProxy(out)
 
 
-def _part_provenance(trace, aggregate: Var, i: int):
+def _select(trace, aggregate: Var, i: int, op, attrs: tuple) -> Var:
+    """Component ``i`` of ``aggregate`` as a new Var with the component's provenance (spec §1).
+
+    A component that is itself a tuple or record passes its own components on: the selection's Var
+    stands for the same aggregate, so a selection from it (``r.pair[1]``) finds the component that was
+    packed and keeps its relation however deep the nesting."""
     parts = trace.aggregate_parts.get(aggregate)
-    return parts[i].provenance if parts is not None else None
+    part = parts[i] if parts is not None else None
+    (out,) = trace.emit(op, (aggregate,), attrs, provenance=part.provenance if part is not None else None)
+    inner = trace.aggregate_parts.get(part) if part is not None else None
+    if inner is not None:
+        trace.aggregate_parts[out] = inner
+    return out
 
 
 def record_field(r: RecordProxy, name: str):
     t = r._var.type
     if name not in t.names:
         fail(f"record {t!r} has no field {name!r}; fields: {', '.join(t.names)}", "value")
-    trace = current()
-    rel = _part_provenance(trace, r._var, t.names.index(name))
-    (out,) = trace.emit(ops.field, (r._var,), (("name", name),), provenance=rel)
-    return wrap(out)
+    return wrap(_select(current(), r._var, t.names.index(name), ops.field, (("name", name),)))
 
 
 def pack(value, role: str) -> Var:
@@ -90,12 +97,7 @@ def pack(value, role: str) -> Var:
 
 def unpack_tuple(var: Var) -> tuple:
     trace = current()
-    out = []
-    for i in range(len(var.type.items)):
-        rel = _part_provenance(trace, var, i)
-        (v,) = trace.emit(ops.get, (var,), (("index", i),), provenance=rel)
-        out.append(wrap(v))
-    return tuple(out)
+    return tuple(wrap(_select(trace, var, i, ops.get, (("index", i),))) for i in range(len(var.type.items)))
 
 
 register_proxy(T.RecordType, RecordProxy)

@@ -9,6 +9,7 @@ summarize/emit regions can observe where the compiler cut the source.
 from __future__ import annotations
 
 from .. import types as T
+from ..errors import TraceValueError
 from ..graph import ops
 from ..graph.values import Var
 from .aggregates import pack
@@ -60,11 +61,93 @@ def _split_operands(operands, who: str):
     return runtime, arrange
 
 
+def _cut_observed(region, slice_dim):
+    """(what, node, the node reading the extent) when ``region``'s results depend on where the source was
+    cut, else None.
+
+    The slice extent becomes a value only through ``x.shape[a]`` of a slice-shaped tensor (a ``dim`` node
+    whose result stands for the slice's Dim). Such a value may size new tensors (the extent operands of
+    ``full``/``reshape``: ``I.reshape(v, (k.shape[0], 1))`` only restates the slice's shape), but a result
+    that depends on it otherwise (arithmetic, a cast, a comparison, a domain over it and the slice-relative
+    coordinates of that domain) observes the cut, which §9.1 forbids: targets choose different cuts and
+    would silently disagree. Dependencies are followed through nested regions (a loop over such a domain
+    taints its body's parameters and the loop's results) and per component through tuples, records and
+    reductions: component j of a ``reduce``/``scan`` is taken to depend on component j of its source and
+    identity, so ``I.arg_reduce.max(s, axis=0)[0]`` (whose slice-relative positions only break ties between
+    equal values) stays legal while its position component is rejected. What this misses (a combine that
+    mixes components, a scan of ones) is the dynamic check's (``check_laws``) to find."""
+    taint: dict = {}  # Var -> found, or a tuple of per-component found/None for an aggregate
+
+    def of(x):
+        return taint.get(x) if x.__class__ is Var else None
+
+    def whole(t):
+        if isinstance(t, tuple) and (not t or not isinstance(t[0], str)):
+            return next((w for w in map(whole, t) if w is not None), None)
+        return t
+
+    def component(t, i):
+        return t[i] if isinstance(t, tuple) and (not t or not isinstance(t[0], str)) else t
+
+    def visit(r):
+        for node in r.nodes:
+            op = node.op
+            if op is ops.tuple or op is ops.record:
+                parts = tuple(of(x) for x in node.inputs)
+                out = parts if any(p is not None for p in parts) else None
+            elif op is ops.get or op is ops.field:
+                t = node.inputs[0].type
+                i = node.attr("index") if op is ops.get else t.names.index(node.attr("name"))
+                out = component(of(node.inputs[0]), i)
+            elif op is ops.reduce or op is ops.scan:
+                src, ident = of(node.inputs[0]), of(node.inputs[1])
+                captured = whole(tuple(of(x) for x in node.inputs[2:]))
+                t = node.outputs[0].type if len(node.outputs) == 1 else None
+                n = len(t.items) if isinstance(t, T.TupleType) else len(t.fields) if isinstance(t, T.RecordType) \
+                    else len(node.outputs)
+                parts = tuple(captured or whole(component(src, j)) or whole(component(ident, j)) for j in range(n))
+                if len(node.outputs) > 1 or n == 1:
+                    taint.update((v, p) for v, p in zip(node.outputs, parts) if p is not None)
+                    continue
+                out = parts if any(p is not None for p in parts) else None
+            else:
+                skip_extents = bool(node.attr("extents"))
+                out = whole(tuple(of(x) for k, x in enumerate(node.inputs) if not (k and skip_extents)))
+                for inner in node.regions:
+                    if out is not None:
+                        taint.update((p, out) for p in inner.params)
+                    visit(inner)
+                    if out is None:
+                        out = whole(tuple(of(x) for x in inner.results))
+                if out is None and op is ops.dim and any(v.extent is slice_dim for v in node.outputs):
+                    out = ("the slice extent", node, node)
+                elif out is not None and op is ops.domain and out[0] == "the slice extent":
+                    out = ("slice-relative coordinates (a domain over the slice extent)", node, out[2])
+            if out is not None:
+                taint.update((v, out) for v in node.outputs)
+
+    visit(region)
+    return whole(tuple(of(x) for x in region.results))
+
+
+def _reject_observed_cut(region, slice_dim, who: str, fn) -> None:
+    seen = _cut_observed(region, slice_dim)
+    if seen is not None:
+        what, node, read = seen
+        if read is not node:
+            what += f" (the extent is read at {read.loc!r})"
+        raise TraceValueError(f"{who} helper `{_helper_name(fn)}` reads {what}; its result must not observe how "
+                              f"the compiler cut the source (spec §9.1). Pass I.indices(source_axis) as a source "
+                              f"component for absolute coordinates, or count members with a reduction",
+                              where=repr(node.loc) if node.loc is not None else None)
+
+
 def _summarize(summarize, who, slice_types, runtime, arrange, slice_dim):
     params = [Var(t) for t in slice_types] + [Var(o.type) for o in runtime]
     n = len(slice_types)
     region, out = trace_pure(summarize, f"{who} summarize", params, None,
                              arrange=lambda w: w[:n] + arrange(w[n:]))
+    _reject_observed_cut(region, slice_dim, f"{who} summarize", summarize)
     if _mentions(out.type, slice_dim):
         fail(f"{who}: the summary {out.type!r} depends on the slice extent; summaries must not observe where the "
              f"source is cut", "value")
@@ -129,6 +212,7 @@ def region_scan(*, source, axis, combine, identity, summarize=None, initial_stat
     params = [Var(t) for t in slice_types] + [Var(state.type)] + [Var(o.type) for o in runtime]
     emit_region, out = trace_pure(emit, f"{who} emit", params, None,
                                   arrange=lambda w: w[:n + 1] + arrange(w[n + 1:]))
+    _reject_observed_cut(emit_region, slice_dim, f"{who} emit", emit)
     for c in _components(out.type):
         if not isinstance(c, T.TensorType) or len(c.shape) <= a or c.shape[a] is not slice_dim:
             fail(f"{who}: every emit output must keep the slice's member axis {a} (the slice extent), got {c!r}",

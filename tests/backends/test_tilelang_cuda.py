@@ -48,6 +48,23 @@ def test_tiled_matmul_rounds_the_f32_accumulator_to_f16_once():
     assert np.all((c >= np.minimum(lo, hi)) & (c <= np.maximum(lo, hi)))
 
 
+@pytest.mark.parametrize("m,k,n", [(1, 8, 8), (129, 72, 264), (1000, 1000, 1000), (300, 8, 520), (257, 520, 8)])
+def test_tiled_matmul_masks_the_tails_its_tiles_do_not_divide(m, k, n):
+    # tails on every axis, a single row, K shorter than one k-step: exact operands, so the result is exact
+    exe = intent.compile(matmul_f16, target="tilelang-cuda")
+    assert exe.specialization_for({ev.extent: s for ev, s in zip(exe.graph.extents, (m, k, n))}) is not None
+    a, b, want = _exact_operands(m, k, n, m + k + n)
+    c = np.full((m, n), np.nan, np.float16)  # every element written
+    exe(a, b, c)
+    np.testing.assert_array_equal(c, want)
+    import torch  # none outside C: C is the leading rows of a larger device buffer whose last row stays NaN
+
+    big = torch.full((m + 1, n), float("nan"), dtype=torch.float16, device="cuda")
+    exe.launch(torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda(), big[:m])
+    torch.cuda.synchronize()
+    assert torch.isnan(big[m]).all() and np.array_equal(big[:m].cpu().numpy(), want)
+
+
 def test_extents_the_tiles_do_not_divide_take_the_general_program():
     exe = intent.compile(matmul_f16, target="tilelang-cuda")
     a, b, want = _exact_operands(3, 7, 5, 2)
@@ -146,10 +163,11 @@ def _chosen(exe, **sizes):
     return "general" if spec is None else spec.name
 
 
+@pytest.mark.parametrize("name", ["attention_f16", "attention_f16_fast"])
 @pytest.mark.parametrize("D", [64, 128])
-def test_tiled_attention_matches_numpy(D):
+def test_tiled_attention_matches_numpy(D, name):
     B, L, S = 2, 256, 256
-    exe = intent.compile(FA.attention_f16, target="tilelang-cuda")
+    exe = intent.compile(getattr(FA, name), target="tilelang-cuda")
     assert _chosen(exe, B=B, L=L, S=S, D=D) == f"attention_d{D}"
     args, want, bound = _attention_case(B, L, S, D, seed=D)
     out = np.zeros((B, L, D), np.float16)

@@ -4,6 +4,7 @@ attention example on the CPU targets, against NumPy (the numerics its tiled prog
 from __future__ import annotations
 
 import attrs
+import numpy as np
 import pytest
 
 import intent_trace as intent
@@ -138,7 +139,10 @@ def test_matmul_tensor_cores_only_for_half_precision_operands():
     assert "T.gemm" not in spec32.program
     (spec,) = cuda_kernels.specializations(mm16.trace())
     assert "T.gemm(A_s, B_s, C_f," in spec.program and "'bfloat16'" in spec.program
-    assert spec.applies({0: 256, 1: 128, 2: 512}) and not spec.applies({0: 100, 1: 128, 2: 512})
+    # any M; N and K in whole 16-byte rows (the tile copies mask the tails)
+    assert spec.applies({0: 256, 1: 128, 2: 512}) and spec.applies({0: 100, 1: 136, 2: 520})
+    assert not spec.applies({0: 256, 1: 130, 2: 512}) and not spec.applies({0: 256, 1: 128, 2: 4})
+    assert not spec.applies({0: 0, 1: 128, 2: 512})
     # an f32 tile (128 KiB) does not fit in shared memory beside three stages of operands: it leaves from registers
     assert "C_s" not in spec.program and "T.copy(C_f, C[" in spec.program
 
@@ -256,6 +260,17 @@ def test_attention_f16_gets_tiled_flash_attention_programs():
     assert "exp2" not in program and "fast" not in program
 
 
+def test_flash_attention_spelling_gets_the_tiled_program_with_exp2_and_the_folded_scale():
+    specs = _attention_specs(FA.attention_f16_fast)
+    assert set(specs) == {"attention_d128", "attention_d64"}
+    program = specs["attention_d128"].program
+    factor = repr(float(np.float32(FA.LOG2E)))  # the literal as the graph holds it: one f32 multiplication
+    for text in (f"scale_s[0] = scale * T.float32({factor})", "S_f[i, j] * scale_s[0]",
+                 "T.exp2(S_f[i, j] - mb_f[i])", "T.float32(0), T.exp2(m_f[i] - m_new)"):
+        assert text in program, text
+    assert "T.exp(" not in program
+
+
 def test_attention_specialisation_applies_to_divisible_extents_of_its_head_dim():
     specs = _attention_specs(FA.attention_f16)
     d128, d64 = specs["attention_d128"], specs["attention_d64"]
@@ -272,6 +287,8 @@ def test_attention_specialisation_applies_to_divisible_extents_of_its_head_dim()
     pytest.param(attention_f32_batched, id="f32-operands"),
     pytest.param(_batched_attention(summarize_pv_in_f32, FA.combine), id="pv-without-f16-cast"),
     pytest.param(_batched_attention(FA.summarize_f16, combine_unguarded), id="combine-without-empty-guard"),
+    pytest.param(_batched_attention(FA.summarize_fast, FA.combine), id="exp2-summary-with-exp-combine"),
+    pytest.param(_batched_attention(FA.summarize_f16, FA.combine_fast), id="exp-summary-with-exp2-combine"),
 ])
 def test_attention_near_misses_get_no_specialisation(kernel):
     assert cuda_kernels.specializations(kernel.trace()) == []
@@ -293,7 +310,8 @@ def test_attention_specialisation_lowers_to_cuda_with_accurate_exp_and_tensor_co
     assert "__float22half2_rn" in source  # P rounded to nearest f16
 
 
-def test_attention_f16_matches_numpy_with_p_rounded_to_f16(run):
+@pytest.mark.parametrize("name", ["attention_f16", "attention_f16_fast"])
+def test_attention_f16_matches_numpy_with_p_rounded_to_f16(run, name):
     # Reference: one slice (the global row max), P rounded to f16 before PV, l the sum of the unrounded P. A target
     # may segment the keys anyhow, rounding each p = exp(s - m_slice) to f16 relative to its slice's max: each term of
     # PV then differs from the reference's by at most 2^-11 + 2^-11 relative (both roundings), so the quotient by at
@@ -312,7 +330,7 @@ def test_attention_f16_matches_numpy_with_p_rounded_to_f16(run):
     want = np.einsum("bls,bsd->bld", p.astype(np.float16).astype(np.float64), v.astype(np.float64))
     want /= p.sum(axis=2, keepdims=True)
     out = np.zeros((B, L, D), np.float16)
-    run(FA.attention_f16, q, k, v, out, scale)
+    run(getattr(FA, name), q, k, v, out, scale)
     assert np.abs(out.astype(np.float64) - want).max() <= 2.0**-9 * np.abs(v).max()
 
 

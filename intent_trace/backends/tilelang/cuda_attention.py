@@ -12,6 +12,11 @@ Recognised graph (every extent a full unit-step domain, every view read or writt
                        -> (m, la * alpha + lb * beta, acc_a * rows(alpha) + acc_b * rows(beta))
     rescale(x, m) = select(x == -inf, 0, exp(x - m))
 
+The FlashAttention spelling (``attention_f16_fast``) is recognised too: the fold's scale operand is ``scale * c``
+computed once before the loop (c a literal, log2(e) there: rendered as the same one f32 multiplication) and every
+``exp`` is ``exp2(approximate=True)``, rendered ``T.exp2`` (CUDA's ``exp2f``, within T4's 2 ulp; T10 allows the
+hardware's approximate instruction there).
+
 The graph is matched against these expression trees as patterns (:mod:`intent_trace.graph.patterns`: up to
 operand order of add, mul and maximum, and dead nodes such as ``dim``), so dtypes, shapes, acc dtypes, casts,
 attributes (no approximate division) and row broadcasts must all be the ones above.
@@ -36,7 +41,7 @@ import attrs
 from ... import types as T
 from ...graph import ops
 from ...graph.patterns import COMMUTATIVE, Pat, any_, lit, match, pat, producers
-from ...graph.values import KernelGraph
+from ...graph.values import KernelGraph, Literal
 from .cuda_access import UNIT_DOMAIN, Specialization
 
 F16, F32 = T.f16, T.f32
@@ -83,18 +88,23 @@ def _reduce(op, x, init, L):
                             axes=(1,)), where=_combines(op))
 
 
-def _summarize_template(L, D, e):
+def _exp(x, shape, fast: bool) -> Pat:
+    """``exp(x)``, or in the FlashAttention spelling (``fast``) ``exp2(x, approximate=True)``."""
+    return _op(ops.exp2, F32, shape, x, approximate=True) if fast else _op(ops.exp, F32, shape, x)
+
+
+def _summarize_template(L, D, e, fast):
     s = _op(ops.mul, F32, (L, e), _op(ops.contract, F32, (L, e), any_("q"), any_("k"), reduce=((1, 1),), batch=(),
                                       acc_dtype=F32),
             _op(ops.broadcast, F32, (L, e), any_("scale")))
     m = _reduce(ops.maximum, s, -math.inf, L)
-    p = _op(ops.exp, F32, (L, e), _op(ops.sub, F32, (L, e), s, _rows(m, (L, e), L)))
+    p = _exp(_op(ops.sub, F32, (L, e), s, _rows(m, (L, e), L)), (L, e), fast)
     pv = _op(ops.contract, F32, (L, D), _op(ops.cast, F16, (L, e), p, dtype=F16), any_("v"),
              reduce=((1, 0),), batch=(), acc_dtype=F32)
     return _op(ops.tuple, None, (), m, _reduce(ops.add, p, 0.0, L), pv)
 
 
-def _combine_template(L, D):
+def _combine_template(L, D, fast):
     def get(side, k, shape):
         return _op(ops.get, F32, shape, any_(side), index=k)
 
@@ -103,7 +113,7 @@ def _combine_template(L, D):
 
     def rescale(x):
         return _op(ops.select, F32, (L,), _op(ops.eq, T.bool_, (L,), x, lit(-math.inf, F32)),
-                   _full(0.0, (L,)), _op(ops.exp, F32, (L,), _op(ops.sub, F32, (L,), x, m)))
+                   _full(0.0, (L,)), _exp(_op(ops.sub, F32, (L,), x, m), (L,), fast))
 
     alpha, beta = rescale(ma), rescale(mb)
     lsum = _op(ops.add, F32, (L,), _op(ops.mul, F32, (L,), get("a", 1, (L,)), alpha),
@@ -139,10 +149,29 @@ def _region_ok(region) -> bool:
 
 # --- recognition ---------------------------------------------------------------------------------------
 
+def _folded_scale(node, views) -> tuple:
+    """(the scale parameter, the f32 factor) of ``scale * c`` (``c`` a literal: log2(e) in the FlashAttention
+    spelling), else (None, None)."""
+    if node.op is not ops.mul or len(node.inputs) != 2:
+        return None, None
+    for x, c in (node.inputs, node.inputs[::-1]):
+        if x in views and isinstance(c, Literal) and c.type.dtype is F32 and math.isfinite(c.value):
+            return views[x], float(c.value)
+    return None, None
+
+
 def _match(graph: KernelGraph):
-    """({role: graph param index}, {"B"/"L"/"S"/"D": graph extent index}) when ``graph`` is the attention
-    above, else None."""
+    """({role: graph param index}, {"B"/"L"/"S"/"D": graph extent index}, the variant) when ``graph`` is the
+    attention above, else None. The variant is (the literal factor of the scale or None, whether the exponentials
+    are ``exp2(approximate=True)``)."""
     nodes = graph.body.nodes
+    views = {p.var: p for p in graph.params}
+    factor = None
+    if len(nodes) == 3 and nodes[0].op is ops.mul:  # ``scale * c`` computed once before the loop
+        scale_param, factor = _folded_scale(nodes[0], views)
+        if scale_param is None:
+            return None
+        folded, nodes = nodes[0].outputs[0], nodes[1:]
     if [n.op for n in nodes] != [ops.domain, ops.parallel]:
         return None
     domain, par = nodes
@@ -158,10 +187,10 @@ def _match(graph: KernelGraph):
     if len(folds) != 1 or len(effects) != 1 or effects[0].op is not ops.write or len(body.params) != 1:
         return None
     (fold,), (write,), (point,) = folds, effects, body.params
-    views = {p.var: p for p in graph.params}
     if len(fold.inputs) != 4 or fold.attr("axis") != 0 or len(fold.regions) != 2 or len(write.inputs) != 3:
         return None
-    out, scale = views.get(write.inputs[0]), views.get(fold.inputs[3])
+    out = views.get(write.inputs[0])
+    scale = views.get(fold.inputs[3]) if factor is None else (scale_param if fold.inputs[3] is folded else None)
     if out is None or out.kind != "view" or len(out.type.shape) != 3 or write.inputs[2] is not point:
         return None
     if scale is None or scale.kind != "scalar" or scale.type.dtype is not F32:
@@ -203,13 +232,16 @@ def _match(graph: KernelGraph):
         return None
     k_p, v_p, q_p, s_p = summarize.params
     e = getattr(k_p.type, "shape", (None,))[0]
-    if not _region_ok(summarize) or not _is(_summarize_template(L, D, e), summarize.results[0],
-                                            producers(summarize, nested=False),
-                                            {"k": k_p, "v": v_p, "q": q_p, "scale": s_p}):
+    if not _region_ok(summarize) or not _region_ok(combine) or len(combine.results) != 1:
         return None
     a, b = combine.params
-    if not _region_ok(combine) or len(combine.results) != 1 or \
-            not _is(_combine_template(L, D), combine.results[0], producers(combine, nested=False), {"a": a, "b": b}):
+    for fast in (False, True):
+        if _is(_summarize_template(L, D, e, fast), summarize.results[0], producers(summarize, nested=False),
+               {"k": k_p, "v": v_p, "q": q_p, "scale": s_p}):
+            break
+    else:
+        return None
+    if not _is(_combine_template(L, D, fast), combine.results[0], producers(combine, nested=False), {"a": a, "b": b}):
         return None
     if not _is(_outer_template(L, D), write.inputs[1], top, {"fold": fold.outputs[0]}) or \
             write.attr("index") != ("point", "all", "all"):
@@ -217,7 +249,7 @@ def _match(graph: KernelGraph):
     params = {p.var: k for k, p in enumerate(graph.params)}
     order = {role: params[var] for var, role in names.items()}
     order.update(out=params[out.var], scale=params[scale.var])
-    return order, {"B": extents[B], "L": extents[L], "S": extents[S], "D": extents[D]}
+    return order, {"B": extents[B], "L": extents[L], "S": extents[S], "D": extents[D]}, (factor, fast)
 
 
 def attention(graph: KernelGraph, config=None) -> Specialization | None:
@@ -227,7 +259,12 @@ def attention(graph: KernelGraph, config=None) -> Specialization | None:
     match = _match(graph)
     if match is None:
         return None
-    order, dims = match
+    order, dims, (factor, fast) = match
+    exp = "T.exp2" if fast else "T.exp"
+    # the scale the fold is given: the parameter, or the parameter times the literal, one f32 rounding as in KIR
+    scaled = "scale" if factor is None else "scale_s[0]"
+    folded = "" if factor is None else (f"        scale_s = T.alloc_local((1,), 'float32')\n"
+                                        f"        scale_s[0] = scale * T.float32({factor!r})\n")
     dim, bm, bn, stages, threads = config or CONFIGS[0]
     b, l, s = (f"d{dims[r]}" for r in "BLS")
     shapes = {"q": (b, l, dim), "k": (b, s, dim), "v": (b, s, dim), "out": (b, l, dim)}
@@ -261,7 +298,7 @@ def kernel({", ".join(params)}):
         lb_f = T.alloc_fragment(({bm},), 'float32')
         alpha_f = T.alloc_fragment(({bm},), 'float32')
         beta_f = T.alloc_fragment(({bm},), 'float32')
-        T.copy(Q[bz, bx * {bm}, 0], Q_s)
+{folded}        T.copy(Q[bz, bx * {bm}, 0], Q_s)
         T.fill(m_f, -T.infinity('float32'))
         T.fill(l_f, 0)
         T.fill(acc_f, 0)
@@ -271,18 +308,18 @@ def kernel({", ".join(params)}):
             # summarize(k block, v block, q, scale)
             T.gemm(Q_s, K_s, S_f, transpose_B=True, clear_accum=True, policy=T.GemmWarpPolicy.FullRow)
             for i, j in T.Parallel({bm}, {bn}):
-                S_f[i, j] = S_f[i, j] * scale
+                S_f[i, j] = S_f[i, j] * {scaled}
             T.reduce_max(S_f, mb_f, dim=1, clear=True)
             for i, j in T.Parallel({bm}, {bn}):
-                S_f[i, j] = T.exp(S_f[i, j] - mb_f[i])
+                S_f[i, j] = {exp}(S_f[i, j] - mb_f[i])
             T.reduce_sum(S_f, lb_f, dim=1, clear=True)
             T.copy(S_f, P_f)
             T.gemm(P_f, V_s, PV_f, clear_accum=True, policy=T.GemmWarpPolicy.FullRow)
             # combine(running, block)
             for i in T.Parallel({bm}):
                 m_new = T.max(m_f[i], mb_f[i])
-                alpha_f[i] = T.if_then_else(m_f[i] == -T.infinity('float32'), T.float32(0), T.exp(m_f[i] - m_new))
-                beta_f[i] = T.if_then_else(mb_f[i] == -T.infinity('float32'), T.float32(0), T.exp(mb_f[i] - m_new))
+                alpha_f[i] = T.if_then_else(m_f[i] == -T.infinity('float32'), T.float32(0), {exp}(m_f[i] - m_new))
+                beta_f[i] = T.if_then_else(mb_f[i] == -T.infinity('float32'), T.float32(0), {exp}(mb_f[i] - m_new))
                 l_f[i] = l_f[i] * alpha_f[i] + lb_f[i] * beta_f[i]
                 m_f[i] = m_new
             for i, j in T.Parallel({bm}, {dim}):

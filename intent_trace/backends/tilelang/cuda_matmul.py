@@ -1,5 +1,11 @@
 """Tiled matmul programs for ``out[m, n] = cast?(contract(a[m, k], b[k, n], acc_dtype=f32))`` over whole axes
-(``c[:, :] = I.matmul(a[:, :], b[:, :], ...)`` too), chosen per call when their tiles divide the extents.
+(``c[:, :] = I.matmul(a[:, :], b[:, :], ...)`` too), chosen per call by the extents.
+
+- Tails: the tensor-core program runs at any M and at any N and K whose rows are whole 16-byte units (8 f16/bf16
+  elements: the TMA descriptors' stride rule; other N, K take the general program). TileLang's tile copies are
+  bounds-predicated (TMA loads zero-fill outside the tensor, its stores and the fallback copies clip), so the
+  last block's tile reads zeros past M, N and K -- each adds an exact ``+0`` product -- and writes only the
+  elements inside C. The f32 program indexes its tiles itself and still needs tiles that divide the extents.
 
 - f16/bf16 operands (:func:`tensor_core`): ``T.gemm`` on tensor cores, accumulating in f32, the declared acc
   dtype (issue 7: "f16/bf16 tensor-core contracts accumulate in the declared acc dtype"); the cast to the output
@@ -74,6 +80,7 @@ class MatmulMatch:
         return dims, params
 
     def specialization(self, program: str, tm: int, tn: int, tk: int) -> Specialization:
+        """For extents that are multiples of (tm, tn, tk): 1 where the program masks that axis's tail."""
         return Specialization("matmul", program, ((self.m, tm), (self.n, tn), (self.k, tk)))
 
 
@@ -167,7 +174,8 @@ def kernel({params}):
 {pad}    T.gemm(A_s, B_s, C_f, policy=T.GemmWarpPolicy.{t.policy})
 {pad}{epilogue}
 '''
-    return match.specialization(program, t.tm, t.tn, t.tk)
+    align = 16 // (2 if match.dtype in ("f16", "bf16") else 4)  # elements a 16-byte row unit holds (A, B rows)
+    return match.specialization(program, 1, align, align)
 
 
 # the f32 program: a 128 x 128 block tile of 256 threads, each an 8 x 8 register block (rows tx // 16 + 16 i,

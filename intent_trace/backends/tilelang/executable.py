@@ -18,7 +18,7 @@ from ...errors import LoweringError
 from ...graph.values import KernelGraph
 from ...limits import allocation_limit, check_allocation
 from ...specialize import respecialize
-from .program import lower
+from .program import lower, schedule_of
 
 _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 
@@ -131,6 +131,11 @@ class TileLangExecutable(ExecutableDisplay):
         # tiled programs for recognised graphs, chosen per call by its extents (JIT specialisations)
         self.specializations = tuple(self.spec.specializations(graph))
         self._kernel = None
+
+    @property
+    def schedule(self):
+        """Which mapping each part of the graph got on this target and why (program.schedule_of; no compilation)."""
+        return schedule_of(self.graph, self.spec, self.checks, self.specializations)
 
     @property
     def kernel(self):

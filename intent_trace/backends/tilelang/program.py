@@ -11,6 +11,9 @@ import attrs
 from ...errors import LoweringError
 from ...graph import ops
 from ...graph.values import KernelGraph
+from ...schedule.plan import Part, Schedule
+from ...schedule.rows import Rejected, RowGroup
+from ...schedule.rows import recognise as recognise_rows
 from .emitter import Scalar, TileLangEmitter, View
 from .rules import REJECTED, RULES
 from .storage import ERROR_PARAM, LIMIT_PARAM
@@ -29,26 +32,55 @@ class Program:
 def lower(graph: KernelGraph, spec, checks: bool = True) -> Program:
     """The TileLang program for ``graph`` on target ``spec`` (a :class:`.spec.TileLangTarget`), with the error sites
     of its run-time checks and the workspaces the host allocates (:mod:`.storage`)."""
-    nest, grid = plan_launch(graph, spec, checks)
-    return _generate(graph, spec, checks, nest, grid)
+    launch = _plan(graph, spec, checks)
+    return launch.program or _generate(graph, spec, checks, launch.nest, launch.grid)
 
 
 def plan_launch(graph: KernelGraph, spec, checks: bool = True) -> tuple:
-    """The pre-pass that decides the launch before the program is written: (FlatNest or None, ParallelGrid or
-    None). A planner of the target (cuda_kernels.flat_nest, then parallel_grid) proposes a grid of threads; a
-    grid program cannot hold a workspace (every thread would share the one buffer), so a graph whose serial
-    program needs one keeps the serial launch. The serial program's workspaces are those of any launch (the
-    plans change only the outermost loop and the launch line, not what is stored), so the pre-pass reads them
-    from the serial lowering, which is all it writes (a few milliseconds of text; no compilation)."""
+    """The pre-pass that decides the launch before the program is written: (FlatNest or None, a grid plan or None).
+    A target's planners propose, in order: a row group (cuda_rows.row_plan: a block per row, returned as the grid
+    plan), the one write nest as a grid of threads (cuda_kernels.flat_nest), the top-level parallel loop
+    (cuda_kernels.parallel_grid). A grid program cannot hold a workspace (every thread would share the one buffer),
+    so a graph whose serial program needs one keeps the serial launch. The serial program's workspaces are those of
+    any launch (the plans change only the outermost loop and the launch line, not what is stored), so the pre-pass
+    reads them from the serial lowering, which is all it writes (a few milliseconds of text; no compilation). A row
+    group changes more than the launch, so its own program is written and kept only when it has no run-time check
+    and no workspace (it cannot fail) and the emitter wrote it (else the next planner is asked)."""
+    launch = _plan(graph, spec, checks)
+    return launch.nest, launch.grid
+
+
+@attrs.frozen
+class _Launch:
+    nest: object = None
+    grid: object = None
+    program: Program | None = None  # written while planning (a row group's)
+    refused: tuple = ()  # why a proposed plan was not taken
+
+
+def _plan(graph: KernelGraph, spec, checks: bool) -> _Launch:
+    refused = []
+    rows = spec.row_group(graph) if spec.row_group is not None else None
+    if rows is not None:
+        try:
+            program = _generate(graph, spec, checks, None, rows)
+        except LoweringError as e:  # an op the row emitter cannot place: the other plans
+            program, why = None, f"the row group's program could not be written ({e})"
+        else:
+            why = "the row group's program has run-time checks or workspaces (a row group must not fail)"
+        if program is not None and not program.error_sites and not program.workspaces:
+            return _Launch(None, rows, program)
+        refused.append(why)
     nest = spec.flat_nest(graph) if spec.flat_nest is not None else None  # the one write nest as a grid
     if nest is not None and not _final_write_nest(graph, nest):
         nest = None  # a nest the program does not have: every thread would run the whole write
     grid = spec.parallel_grid(graph) if spec.parallel_grid is not None and nest is None else None
     if nest is None and grid is None:
-        return None, None
+        return _Launch(refused=tuple(refused))
     if _generate(graph, spec, checks, None, None).workspaces:
-        return None, None
-    return nest, grid
+        refused.append("its program needs a workspace, which the threads of a grid cannot share")
+        return _Launch(refused=tuple(refused))
+    return _Launch(nest, grid)
 
 
 def _final_write_nest(graph: KernelGraph, nest) -> bool:
@@ -61,7 +93,8 @@ def _final_write_nest(graph: KernelGraph, nest) -> bool:
 
 
 def _generate(graph: KernelGraph, spec, checks: bool, nest, grid) -> Program:
-    em = TileLangEmitter(graph, spec, RULES, REJECTED, checks, nest=nest, grid=grid)
+    emitter = getattr(grid, "emitter", TileLangEmitter)  # a plan that places more than the launch has its own
+    em = emitter(graph, spec, RULES, REJECTED, checks, nest=nest, grid=grid)
     dims = []
     for k, ev in enumerate(graph.extents):
         name = f"d{k}"
@@ -108,3 +141,63 @@ def _generate(graph: KernelGraph, spec, checks: bool, nest, grid) -> Program:
     lines += [*dims, "", "", "@T.prim_func", f"def kernel({', '.join(params)}):", "    " + launch,
               *(body or ["        pass"]), ""]
     return Program("\n".join(lines), tuple(em.error_sites), tuple(em.workspaces), em.uses_limit)
+
+
+# --- the schedule, as people and tests read it (exe.schedule, print(exe)) --------------------------------------
+
+def schedule_of(graph: KernelGraph, spec, checks: bool = True, specializations=None) -> Schedule:
+    """Which mapping each part of ``graph`` gets on target ``spec`` and why: the tiled specialisations (each with
+    the calls it runs for), then the general program's launch as the pre-pass plans it (:func:`plan_launch`)."""
+    if specializations is None:
+        specializations = spec.specializations(graph)
+    names = [ev.extent.name for ev in graph.extents]
+    parts = [_specialization_part(s, names) for s in specializations]
+    launch = _plan(graph, spec, checks)
+    nest, grid = launch.nest, launch.grid
+    if isinstance(getattr(grid, "group", None), RowGroup):
+        parts.append(grid.group.part(graph, grid.threads))
+    elif nest is not None:
+        parts.append(Part("flat_nest", "the graph's one effect is a whole write of a pure expression of whole-axis "
+                          "reads: its elements are independent, spread over a grid of threads (coalesced)",
+                          (("elements", " * ".join(names[int(d[1:])] for d in nest.shape)),
+                           ("threads", nest.threads), ("per_thread", nest.vector)), nodes=(graph.body.nodes[-1],)))
+    elif grid is not None:
+        parts.append(Part("parallel_grid", "the graph's top-level parallel loop: its iterations are independent "
+                          "(language §5), one per thread", (("iterations", _extent_text(grid.length, names)),
+                                                            ("threads", grid.threads)), nodes=(grid.node,)))
+    else:
+        parts.append(Part("serial", _serial_reason(graph, spec, launch), nodes=graph.body.nodes))
+    return Schedule(parts)
+
+
+def _extent_text(text: str, names: list) -> str:
+    for k, name in reversed(list(enumerate(names))):  # d10 before d1
+        text = text.replace(f"d{k}", name)
+    return text
+
+
+def _specialization_part(s, names: list) -> Part:
+    when = [f"{names[k]} % {t} == 0" if t > 1 else f"{names[k]} > 0" for k, t in getattr(s, "divides", ())]
+    when += [f"{names[k]} == {n}" for k, n in getattr(s, "equals", ())]
+    name = getattr(s, "name", "?")
+    attention = name.startswith("attention")
+    reason = ("a recognised flash-attention fold: key blocks folded per tile, QK^T and PV on tensor cores" if attention
+              else "a recognised contraction: output tiles per block, K-loop pipelined, tails masked, for the calls "
+                   "``when`` admits")
+    return Part("flash_attention" if attention else "tiled_matmul", reason, (("program", name),),
+                when=", ".join(when) or "always")
+
+
+def _serial_reason(graph: KernelGraph, spec, launch: _Launch) -> str:
+    if spec.row_group is None and spec.flat_nest is None and spec.parallel_grid is None:
+        return f"target {spec.name} runs one serial program (it plans no grids of threads)"
+    why = list(launch.refused)
+    if spec.row_group is not None:
+        rows = recognise_rows(graph)
+        if isinstance(rows, Rejected):
+            why.append(f"not a row group: {rows.reason}")
+    if spec.flat_nest is not None and spec.flat_nest(graph) is None:
+        why.append("not one whole write of a pure expression of whole-axis reads (flat_nest)")
+    if spec.parallel_grid is not None and spec.parallel_grid(graph) is None:
+        why.append("no top-level parallel loop whose iterations could be threads (parallel_grid)")
+    return "one thread runs it: " + "; ".join(why)

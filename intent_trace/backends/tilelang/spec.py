@@ -59,6 +59,7 @@ class TileLangTarget:
     emulated_executable: Callable | None = None  # (graph, target, checks) -> an executable run by a host emulator
 
     # launch planners and specialisations (graph -> plan or None; graph -> specialisations)
+    row_group: Callable | None = None  # reductions along rows: a block of threads per row (cuda_rows)
     flat_nest: Callable | None = None  # the graph's one whole write as a grid of threads
     parallel_grid: Callable | None = None  # the graph's top-level parallel loop, one iteration per thread
     specializations: Callable = _no_specializations  # tiled programs chosen per call by its extents

@@ -6,7 +6,7 @@ This is the one module that puts a target module together with the planners (so 
 """
 from __future__ import annotations
 
-from . import c, cuda, cuda_kernels, metal
+from . import c, cuda, cuda_kernels, cuda_rows, metal
 from .metal_emulation.executable import build_emulated
 from .spec import TileLangTarget
 
@@ -29,7 +29,7 @@ CUDA = TileLangTarget(
     early_exit=cuda.early_exit, host_workspaces=cuda.host_workspaces,
     compile_flags=cuda.compile_flags, pass_configs=cuda.pass_configs,
     to_device=cuda.to_device, synchronize=cuda.synchronize, require_runtime=cuda.require_runtime,
-    flat_nest=cuda_kernels.flat_nest, parallel_grid=cuda_kernels.parallel_grid,
+    row_group=cuda_rows.row_plan, flat_nest=cuda_kernels.flat_nest, parallel_grid=cuda_kernels.parallel_grid,
     specializations=cuda_kernels.specializations,
 )
 

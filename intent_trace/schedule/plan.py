@@ -1,0 +1,82 @@
+"""What the schedule pass decided for one graph on one target: a :class:`Schedule`, one :class:`Part` per part of
+the graph, each with its mapping and the reason for it.
+
+A part is the unit a target launches as one program (today a whole graph is one part: the general program or one
+of its tiled specialisations). ``mapping`` names the kind of parallel program:
+
+- ``row_group``: one thread block per row, a cooperative reduction per level, producers and consumers fused;
+- ``flat_nest``: a whole write's elements spread over a grid of threads;
+- ``parallel_grid``: the top-level ``parallel`` loop, one iteration per thread;
+- ``tiled_matmul`` / ``flash_attention``: tiled specialisations chosen per call by the extents;
+- ``serial``: one thread runs the program; ``reason`` says what kept it serial.
+
+The record is data for people and tests (``exe.schedule``, ``print(exe)``): nothing is re-derived from it.
+"""
+from __future__ import annotations
+
+import attrs
+
+MAPPINGS = ("row_group", "flat_nest", "parallel_grid", "tiled_matmul", "flash_attention", "serial")
+
+
+def _check_mapping(instance, attribute, value) -> None:
+    if value not in MAPPINGS:
+        raise ValueError(f"unknown mapping {value!r}; the mappings are {', '.join(MAPPINGS)}")
+
+
+@attrs.frozen(slots=True)
+class Part:
+    """One part of a graph and how it runs.
+
+    ``nodes`` are the graph's nodes the part covers (compared by identity, so two spellings of one computation have
+    equal parts when everything else agrees); ``params`` are ``(name, value)`` pairs (threads, grid axes, passes);
+    ``fused`` names the ops computed inside the part's loops instead of in passes of their own; ``when`` says for
+    which calls it runs (a specialisation's extent conditions; empty: every call)."""
+
+    mapping: str = attrs.field(validator=_check_mapping)
+    reason: str
+    params: tuple = ()
+    fused: tuple = ()
+    when: str = ""
+    nodes: tuple = attrs.field(default=(), eq=False)
+
+    def param(self, name: str, default=None):
+        return dict(self.params).get(name, default)
+
+    def describe(self) -> str:
+        """One line: the mapping, its parameters and fused ops, when it runs, and why."""
+        params = ", ".join(f"{k}={v}" for k, v in self.params)
+        text = self.mapping + (f" ({params})" if params else "")
+        if self.fused:
+            text += f"; fused: {', '.join(self.fused)}"
+        if self.when:
+            text += f"; when {self.when}"
+        return f"{text}: {self.reason}"
+
+
+@attrs.frozen(slots=True)
+class Schedule:
+    """The parts of one graph on one target, in the order a call considers them: the specialisations first (each
+    with its ``when``), the general program last."""
+
+    parts: tuple = attrs.field(converter=tuple)
+
+    def __iter__(self):
+        return iter(self.parts)
+
+    def __len__(self) -> int:
+        return len(self.parts)
+
+    @property
+    def general(self) -> Part:
+        """The part every call runs unless a specialisation applies (the last)."""
+        return self.parts[-1]
+
+    def mappings(self) -> tuple:
+        return tuple(p.mapping for p in self.parts)
+
+    def lines(self) -> list:
+        return [p.describe() for p in self.parts]
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())

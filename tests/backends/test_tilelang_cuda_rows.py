@@ -1,0 +1,341 @@
+"""Row groups on tilelang-cuda (cuda_rows: one thread block per row, a strided fold per thread and a shared-memory
+tree per reduction, producers and consumers fused).
+
+Two halves. The program text: the CUDA target's row program has the structure the mapping promises (a block per
+row, barriers between the tree's steps, no error record), and TileLang lowers it for sm_90a. The numbers: every
+row kernel runs on every executable target through the shared ``target`` fixture against NumPy references, with
+rows of lengths no block divides (1, 2, 255, 256, 257, 1000) and NaN/inf/-0 rows. On tilelang-c the C target runs
+CUDA's row mapping emulated (each phase between barriers a serial loop over the block's threads); on a GPU machine
+``INTENT_TRACE_TEST_TARGETS=tilelang-cuda`` runs the same tests on the real program.
+
+Sums are checked against T5's bound (a parallel order is not the serial one, T10); max, min, argmax and integer
+results must be exact.
+"""
+import math
+
+import attrs
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import intent_trace as intent
+
+pytest.importorskip("tilelang")
+from backends.tilelang_support import cuda_source
+from intent_trace.backends.tilelang import cuda_rows, targets
+from intent_trace.backends.tilelang import target as tl_target
+from intent_trace.backends.tilelang.program import lower
+from intent_trace.backends.tilelang.target import generate
+from schedule.row_kernels import (layer_norm, logsumexp, rms_norm, rms_norm_f16, row_argmax, row_argmax_rows, row_max_bf16,
+                                  row_max_f16, row_max_min, row_sum, row_sum_f64_rows, row_sum_i32, softmax_rows,
+                                  softmax_tensor)
+
+RNG = np.random.default_rng(17)
+LENGTHS = (1, 2, 255, 256, 257, 1000)  # below, at and past one block's 256 threads
+U32, U64 = 2.0 ** -24, 2.0 ** -53
+#: the C target running CUDA's row mapping, a block's threads one after another
+EMULATED = attrs.evolve(targets.C, row_group=lambda g: cuda_rows.row_plan(g, emulated=True), host_workspaces=True)
+ROW_TARGETS = ("tilelang-c", "tilelang-cuda")  # the targets whose programs are row groups
+
+
+@pytest.fixture
+def compiled(target, monkeypatch):
+    """``compiled(kernel)``: the kernel for this target; on tilelang-c with CUDA's row mapping emulated. On a
+    target that runs row groups, the test fails unless the program is one."""
+    if target == "tilelang-c":
+        monkeypatch.setitem(targets.TARGETS, target, EMULATED)
+        monkeypatch.setattr(tl_target, "_EXECUTABLES", {})
+
+    def compiled(kernel):
+        if target in ROW_TARGETS:
+            exe = tl_target.build(kernel.trace(), target=target)
+            assert exe.schedule.general.mapping == "row_group", exe.schedule
+            return exe
+        return intent.compile(kernel, target=target)
+
+    return compiled
+
+
+# --- the program ---------------------------------------------------------------------------------------------
+
+def _kernel_body(program: str) -> list:
+    lines = program.splitlines()
+    return lines[next(i for i, x in enumerate(lines) if x.startswith("def kernel(")):]
+
+
+@pytest.mark.parametrize("kernel", [softmax_rows, softmax_tensor], ids=lambda k: k.name)
+def test_the_cuda_program_is_a_block_per_row_with_a_tree_per_reduction(kernel):
+    body = _kernel_body(generate(kernel.trace(), "tilelang-cuda"))
+    assert body[0] == "def kernel(p0: T.Tensor((d0, d1,), 'float32'), p1: T.Tensor((d0, d1,), 'float32')):"
+    assert body[1].strip() == "with T.Kernel(T.max(d0, T.int64(1)), threads=256, prelude=PRELUDE) as bx:"
+    text = "\n".join(body)
+    assert text.count("T.get_thread_binding()") == 1
+    assert text.count("T.alloc_shared((256,), 'float32')") == 2  # one buffer of partials per reduction
+    assert text.count("T.sync_threads()") == 2 * 9  # after the fold, after each of the tree's 8 steps
+    for step in (128, 64, 32, 16, 8, 4, 2, 1):
+        assert text.count(f"< {step}:") == 2
+    assert text.count("T.serial(T.ceildiv(d1, T.int64(256)))") == 3  # two reductions and the write: three passes
+    assert text.count("it_exp_f32") == 2  # the producer fused into the sum's pass and into the write's
+    assert "E: T.Tensor" not in text and "W0" not in text  # no error record, no workspace
+
+
+def test_one_value_per_row_is_written_by_thread_zero_and_argmax_keeps_both_leaves():
+    text = "\n".join(_kernel_body(generate(row_argmax.trace(), "tilelang-cuda")))
+    assert "T.alloc_shared((256,), 'float32')" in text and "T.alloc_shared((256,), 'int64')" in text
+    assert text.count("if tx1 == 0:") == 1 and text.count("T.serial(T.ceildiv(d1") == 1
+
+
+def test_the_emulated_program_loops_over_the_threads_of_each_phase():
+    text = "\n".join(_kernel_body(lower(row_sum.trace(), EMULATED).text))
+    assert "with T.Kernel(T.max(d0, T.int64(1)), prelude=PRELUDE) as bx:" in text
+    assert "T.get_thread_binding" not in text and "T.sync_threads" not in text
+    assert text.count("T.alloc_local((256,), 'float32')") == 1
+    assert text.count("in T.serial(256):") == 1 and text.count("in T.serial(128):") == 1
+    assert text.count("in T.serial(1):") == 1
+
+
+@pytest.mark.parametrize("kernel", [softmax_tensor, row_argmax, layer_norm], ids=lambda k: k.name)
+def test_tilelang_lowers_the_row_program_for_sm90(kernel):
+    source = cuda_source(generate(kernel.trace(), "tilelang-cuda"))
+    assert "__launch_bounds__(256" in source and "__syncthreads();" in source
+    assert "__shared__" in source and "threadIdx.x" in source and "blockIdx.x" in source
+
+
+# --- the numbers ----------------------------------------------------------------------------------------------
+
+def _softmax_bound(x: np.ndarray) -> np.ndarray:
+    """Per element, relative: x - max rounds (|x - max|·u of exp's argument), exp within 2 ulp, the sum of N
+    positive terms within (N-1)·u (T5), the division one rounding; twice the producer's error (numerator and sum)."""
+    n = x.shape[1]
+    spread = np.max(np.abs(x.astype(np.float64) - x.max(axis=1, keepdims=True)), axis=1, keepdims=True)
+    return (n + 2 * spread + 10) * U32
+
+
+def _softmax_reference(x: np.ndarray) -> np.ndarray:
+    x = x.astype(np.float64)
+    with np.errstate(invalid="ignore"):  # inf - inf: NaN, as the kernel's
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("n", LENGTHS)
+@pytest.mark.parametrize("kernel", [softmax_rows, softmax_tensor], ids=lambda k: k.name)
+def test_softmax_matches_numpy_within_the_bound(compiled, kernel, n):
+    x = (RNG.standard_normal((3, n)) * 4).astype(np.float32)
+    y = np.full_like(x, np.nan)
+    compiled(kernel)(x, y)
+    want = _softmax_reference(x)
+    assert np.all(np.abs(y - want) <= _softmax_bound(x) * want)
+
+
+@pytest.mark.parametrize("kernel", [softmax_rows, softmax_tensor], ids=lambda k: k.name)
+def test_softmax_rows_with_nan_inf_and_signed_zeros(compiled, kernel):
+    n = 257
+    x = (RNG.standard_normal((6, n)) * 3).astype(np.float32)
+    x[0, 200] = np.nan  # a NaN anywhere makes its row NaN (max propagates it)
+    x[1, 256] = np.inf  # inf - inf: NaN
+    x[2, :] = -np.inf  # -inf - (-inf): NaN
+    x[3, :] = 0.0
+    x[3, ::2] = -0.0  # -0 < +0 (T3) and exp(±0) = 1: every element 1/n
+    x[4, 5] = np.float32(80.0)  # one element dominates, the rest underflow towards 0
+    y = np.zeros_like(x)
+    compiled(kernel)(x, y)
+    want = _softmax_reference(x)
+    assert np.array_equal(np.isnan(y), np.isnan(want)) and np.isnan(y[:3]).all()
+    ok = ~np.isnan(want)
+    assert np.all(np.abs(y[ok] - want[ok]) <= (_softmax_bound(np.nan_to_num(x)) * np.ones_like(x))[ok] * want[ok]
+                  + 2.0 ** -149)
+    assert np.all(y[3] == np.float32(1.0 / n)) or np.all(np.abs(y[3] - 1.0 / n) <= (n + 4) * U32 / n)
+
+
+@pytest.mark.parametrize("n", LENGTHS)
+def test_layer_norm_matches_numpy_within_the_bound(compiled, n):
+    x = (RNG.standard_normal((4, n)) * 2 + 3).astype(np.float32)
+    w = RNG.standard_normal(n).astype(np.float32)
+    b = RNG.standard_normal(n).astype(np.float32)
+    y = np.full_like(x, np.nan)
+    compiled(layer_norm)(x, w, b, y)
+    x64 = x.astype(np.float64)
+    d = x64 - x64.mean(axis=1, keepdims=True)
+    norm = d / np.sqrt((d * d).mean(axis=1, keepdims=True) + 1e-5)
+    want = norm * w + b
+    # the mean and the variance each within (N + 2)·u relative to their magnitude (T5), the centred value's
+    # error relative to the row's spread; a few roundings for sqrt, the division, the weight and the bias
+    spread = np.max(np.abs(x64), axis=1, keepdims=True) / np.sqrt((d * d).mean(axis=1, keepdims=True) + 1e-5)
+    bound = (4 * (n + 2) * (1 + spread) + 8) * U32 * (np.abs(norm * w) + np.abs(w)) + U32 * np.abs(b) * 2
+    assert np.all(np.abs(y - want) <= bound)
+
+
+@pytest.mark.parametrize("n", LENGTHS)
+def test_rms_norm_matches_numpy_within_the_bound(compiled, n):
+    x = RNG.standard_normal((3, n)).astype(np.float32)
+    w = (RNG.standard_normal(n) + 1).astype(np.float32)
+    y = np.full_like(x, np.nan)
+    compiled(rms_norm)(x, w, y)
+    x64 = x.astype(np.float64)
+    want = x64 / np.sqrt((x64 * x64).mean(axis=1, keepdims=True) + 1e-6) * w
+    # squares (one rounding each), their sum within (N-1)·u (positive terms), the mean, + eps, sqrt halves the
+    # relative error; the division and the weight: relative to the result
+    assert np.all(np.abs(y - want) <= ((n + 8) * U32) * np.abs(want) + 2.0 ** -149)
+
+
+@pytest.mark.parametrize("n", LENGTHS)
+def test_rms_norm_f16_computes_in_f32_and_rounds_once_to_f16(compiled, n):
+    x = (RNG.standard_normal((3, n)) * 3).astype(np.float16)
+    y = np.full_like(x, np.nan)
+    compiled(rms_norm_f16)(x, y)
+    x64 = x.astype(np.float64)
+    want = x64 / np.sqrt((x64 * x64).mean(axis=1, keepdims=True) + 1e-6)
+    # the f32 computation as rms_norm's (relative (N + 8)·2^-24), then one rounding to f16 (half an ulp: 2^-11
+    # relative for normal results, 2^-25 absolute below them)
+    bound = ((n + 8) * U32 + 2.0 ** -11) * np.abs(want) + 2.0 ** -25
+    assert np.all(np.abs(y.astype(np.float64) - want) <= bound)
+
+
+@pytest.mark.parametrize("kernel,dtype", [(row_max_f16, np.float16), (row_max_bf16, ml_dtypes.bfloat16)],
+                         ids=("f16", "bf16"))
+def test_half_precision_row_max_is_exact(compiled, kernel, dtype):
+    n = 300
+    x = (RNG.standard_normal((5, n)) * 100).astype(dtype)
+    x[1, 299] = np.nan
+    x[2, :] = np.where(np.arange(n) % 2 == 0, -0.0, -1.0).astype(dtype)  # -0 is the maximum
+    x[3, :] = np.where(np.arange(n) == 257, 0.0, -0.0).astype(dtype)  # +0 > -0 (T3)
+    x[4, :] = -np.inf
+    y = np.zeros(5, dtype)
+    compiled(kernel)(x, y)
+    want = _ieee_extreme(x.astype(np.float32), True).astype(dtype)
+    assert np.array_equal(y.view(np.uint16), want.view(np.uint16)) or \
+        (np.isnan(y[1]) and np.array_equal(np.delete(y.view(np.uint16), 1), np.delete(want.view(np.uint16), 1)))
+
+
+@pytest.mark.parametrize("n", LENGTHS)
+def test_logsumexp_matches_numpy_within_the_bound(compiled, n):
+    x = RNG.standard_normal((5, n)) * 10
+    x[3, n // 2] = 700.0  # exp would overflow without the max taken first
+    y = np.full(5, np.nan)
+    compiled(logsumexp)(x, y)
+    m = x.max(axis=1)
+    s = np.array([math.fsum(np.exp(r - r.max())) for r in x])
+    want = np.log(s) + m
+    spread = np.max(np.abs(x - m[:, None]), axis=1)
+    # the sum's relative error is log's absolute error; the max is exact
+    assert np.all(np.abs(y - want) <= (n + 2 * spread + 10) * U64 + 4 * U64 * np.abs(want))
+
+
+@pytest.mark.parametrize("n", LENGTHS)
+@pytest.mark.parametrize("kernel", [row_sum, row_sum_f64_rows], ids=lambda k: k.name)
+def test_row_sums_are_within_the_bound(compiled, kernel, n):
+    dtype, u = (np.float32, U32) if kernel is row_sum else (np.float64, U64)
+    x = (RNG.standard_normal((4, n)) * 10 ** RNG.uniform(-3, 3, (4, 1))).astype(dtype)
+    x[1, :] = -x[1, :]
+    y = np.full(4, np.nan, dtype)
+    compiled(kernel)(x, y)
+    exact = np.array([math.fsum(r.astype(np.float64)) for r in x])
+    gamma = n * u / (1 - n * u)  # T5: |computed - exact| <= γ_n · Σ|x_i| (and the result's rounding)
+    assert np.all(np.abs(y.astype(np.float64) - exact) <= gamma * np.abs(x).astype(np.float64).sum(axis=1)
+                  + u * np.abs(exact))
+
+
+@pytest.mark.parametrize("n", LENGTHS)
+def test_integer_row_sums_are_exact(compiled, n):
+    info = np.iinfo(np.int32)
+    x = RNG.integers(info.min, info.max, (3, n), dtype=np.int32, endpoint=True)
+    x[0, :] = info.max  # the i64 accumulator holds n * 2**31 exactly
+    y = np.zeros(3, np.int64)
+    compiled(row_sum_i32)(x, y)
+    assert np.array_equal(y, x.astype(np.int64).sum(axis=1))
+
+
+def _argmax_rows(n: int) -> np.ndarray:
+    """Rows whose maximum sits at different positions (first, in one thread's slice, at the block boundary, past
+    it, last), with ties (the lowest index wins), NaNs (the first NaN wins), signed zeros (-0 == +0: a tie)."""
+    positions = sorted({0, min(1, n - 1), min(255, n - 1), min(256, n - 1), min(257, n - 1), n - 1})
+    rows = []
+    for p in positions:
+        r = RNG.standard_normal(n).astype(np.float32)
+        r[p] = 9.0
+        rows.append(r)
+        tie = r.copy()
+        tie[n - 1] = 9.0  # a tie with the last element
+        rows.append(tie)
+    nan = RNG.standard_normal(n).astype(np.float32)
+    nan[positions[-1]] = np.nan
+    nan[positions[len(positions) // 2]] = np.nan
+    zeros = np.where(np.arange(n) % 3 == 0, np.float32(-0.0), np.float32(0.0))
+    return np.stack([*rows, nan, zeros, np.full(n, -np.inf, np.float32)])
+
+
+@pytest.mark.parametrize("n", LENGTHS)
+def test_argmax_is_exact(compiled, n):
+    x = _argmax_rows(n)
+    y = np.full(x.shape[0], -7, np.int64)
+    compiled(row_argmax)(x, y)
+    assert np.array_equal(y, np.argmax(x, axis=1))  # NumPy: the first NaN, the first of equal maxima
+
+
+@pytest.mark.parametrize("n", LENGTHS)
+def test_integer_argmax_in_the_parallel_form_is_exact(compiled, n):
+    x = RNG.integers(-3, 3, (5, n), dtype=np.int32)  # many ties
+    x[4, :] = np.iinfo(np.int32).min
+    y = np.full(5, -7, np.int64)
+    compiled(row_argmax_rows)(x, y)
+    assert np.array_equal(y, np.argmax(x, axis=1))
+
+
+def _ieee_extreme(x: np.ndarray, largest: bool) -> np.ndarray:
+    """IEEE 754-2019 maximum/minimum along rows (T3): any NaN gives NaN, -0 < +0."""
+    out = np.max(x, axis=1) if largest else np.min(x, axis=1)
+    for k, r in enumerate(x):
+        if np.isnan(r).any():
+            out[k] = np.nan
+        elif out[k] == 0:
+            zeros = r[r == 0]
+            out[k] = np.float32(0.0) if (largest and (~np.signbit(zeros)).any()) or \
+                (not largest and not np.signbit(zeros).any()) else np.float32(-0.0)
+    return out
+
+
+@pytest.mark.parametrize("n", LENGTHS)
+def test_a_min_and_a_max_of_one_level_are_exact(compiled, n):
+    x = (RNG.standard_normal((5, n)) * 5).astype(np.float32)
+    x[1, n // 2] = np.nan
+    x[2, :] = RNG.choice(np.array([-0.0, 0.0, 1.5], np.float32), n)
+    x[3, :] = RNG.choice(np.array([-0.0, -2.0], np.float32), n)
+    y = np.zeros_like(x)
+    compiled(row_max_min)(x, y)
+    lo, hi = _ieee_extreme(x, False)[:, None], _ieee_extreme(x, True)[:, None]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        want = (x - lo) / (hi - lo)  # f32 NumPy arithmetic: correctly rounded, as T3's
+    assert np.array_equal(y.view(np.uint32)[~np.isnan(want)], want.view(np.uint32)[~np.isnan(want)])
+    assert np.array_equal(np.isnan(y), np.isnan(want))
+
+
+def test_no_rows_and_empty_rows(compiled):
+    x = np.zeros((0, 5), np.float32)
+    y = np.zeros((0, 5), np.float32)
+    compiled(softmax_tensor)(x, y)  # no block has a row: nothing happens
+    x = np.zeros((3, 0), np.float32)
+    s = np.full(3, np.nan, np.float32)
+    compiled(row_sum)(x, s)
+    assert np.array_equal(s, np.zeros(3, np.float32))  # the identity
+    i = np.zeros(3, np.int64)
+    compiled(row_argmax)(x, i)
+    assert np.array_equal(i, np.full(3, np.iinfo(np.int64).max))  # the index identity (no position)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.integers(1, 700), m=st.integers(1, 4), data=st.data())
+def test_property_argmax_exact_and_sum_within_the_bound(compiled, n, m, data):
+    values = data.draw(st.lists(st.sampled_from([-2.5, -1.0, -0.0, 0.0, 0.5, 3.0, 3.0, 1e6, -1e-6]),
+                                min_size=m * n, max_size=m * n))
+    x = np.array(values, np.float32).reshape(m, n)
+    i = np.zeros(m, np.int64)
+    compiled(row_argmax)(x, i)
+    assert np.array_equal(i, np.argmax(x, axis=1))
+    s = np.zeros(m, np.float32)
+    compiled(row_sum)(x, s)
+    exact = np.array([math.fsum(r.astype(np.float64)) for r in x])
+    gamma = n * U32 / (1 - n * U32)
+    assert np.all(np.abs(s - exact) <= gamma * np.abs(x).astype(np.float64).sum(axis=1) + U32 * np.abs(exact))
