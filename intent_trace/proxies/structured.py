@@ -17,7 +17,7 @@ from .build import constant, convert, insert_axes, is_py_number
 from .context import current, fail
 from .control import _schema_mismatch
 from .domain import domain, indices
-from .newaxis import check_keepdims, normalize_axes  # noqa: F401  (region.py takes it from here)
+from .newaxis import check_keepdims, normalize_axes
 from .values import ValueProxy, wrap
 
 # --- schemas ------------------------------------------------------------------------------------

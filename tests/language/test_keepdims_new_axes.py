@@ -208,6 +208,7 @@ def _trace_error(body):
     (lambda x, y: I.expand_dims(x, 0), TypeError, "I.expand_dims takes a scalar or tensor value"),
     (lambda x, y: x[None, :, :, :], ValueError, "3 indices for a value of rank 2"),
     (lambda x, y: x[:, :][..., None, ...], ValueError, "at most one `...`"),
+    (lambda x, y: I.buffer((2, 3), I.f32, init=0.0)[:, None, :], TypeError, "is not an index of a buffer"),
     (lambda x, y: y.__setitem__((slice(None), None, slice(None)), I.full((3, 2, 4), 1.0, I.f32)), ValueError,
      "its axis 1 lines up with a size-one axis"),
 ])
