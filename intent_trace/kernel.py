@@ -14,7 +14,8 @@ from .errors import TraceTypeError, TraceValueError
 from .graph.values import KernelGraph, Param, SourceLoc, Var
 from .params import ConstexprSpec, Enum, ViewSpec
 from .proxies import context
-from .targets import DEFAULT_TARGET, builder_for
+from . import specialize
+from .targets import DEFAULT_TARGET
 from .proxies.values import Proxy, ScalarProxy
 from .proxies.view import ViewProxy
 
@@ -93,21 +94,27 @@ class Kernel:
     def constexpr_params(self) -> list:
         return [n for n, s in self.specs.items() if isinstance(s, ConstexprSpec)]
 
-    def bind_constexprs(self, given: dict) -> tuple:
+    def check_constexprs(self, given: dict) -> None:
+        """Unknown names and values of the wrong type are TypeErrors naming them."""
         unknown = set(given) - set(self.constexpr_params)
         if unknown:
             raise TypeError(f"kernel {self.name} has no constexpr parameter {', '.join(sorted(unknown))}; "
                             f"constexprs: {', '.join(self.constexpr_params) or 'none'}")
-        bound = []
-        for name in self.constexpr_params:
-            if name in given:
-                value = given[name]
-            elif self.signature.parameters[name].default is not inspect.Parameter.empty:
-                value = self.signature.parameters[name].default
-            else:
-                raise TypeError(f"kernel {self.name}: constexpr {name} needs a value (pass {name}=... to trace/compile)")
-            bound.append((name, self.specs[name].check(name, value)))
-        return tuple(bound)
+        for name, value in given.items():
+            self.specs[name].check(name, value)
+
+    def missing_constexprs(self, given: dict) -> list:
+        """The constexprs that neither ``given`` nor a default gives a value."""
+        return [n for n in self.constexpr_params
+                if n not in given and self.signature.parameters[n].default is inspect.Parameter.empty]
+
+    def bind_constexprs(self, given: dict) -> tuple:
+        self.check_constexprs(given)
+        for name in self.missing_constexprs(given):
+            raise TypeError(f"kernel {self.name}: constexpr {name} needs a value (pass {name}=... to trace, to "
+                            f"compile or to the call)")
+        return tuple((name, given[name] if name in given else self.signature.parameters[name].default)
+                     for name in self.constexpr_params)
 
     def trace(self, **constexprs) -> KernelGraph:
         key = self.bind_constexprs(constexprs)
@@ -122,26 +129,18 @@ class Kernel:
 
     def build(self, target: str, **options):
         """Trace with the constexprs in ``options`` and build for ``target`` (``intent.compile``); the other
-        options go to the target (``checks=False`` on ``cpu``)."""
-        builder = builder_for(target)
+        options go to the target (``checks=False`` on ``cpu``). A constexpr with no value yet makes an executable
+        that takes it as a keyword at each call (:mod:`.specialize`)."""
         constexprs = {k: v for k, v in options.items() if k in self.constexpr_params}
         rest = {k: v for k, v in options.items() if k not in constexprs}
-        return builder(self.trace(**constexprs), **rest)
+        return specialize.compile_or_defer(self, target, constexprs, rest)
 
     def __call__(self, *args, target: str | None = None, **constexprs):
+        """Run on ``target`` (the default target) with the keyword constexprs: that specialisation, built once."""
         if context.tracing():
             raise TraceTypeError(f"kernel {self.name} launched inside a traced kernel; call an @intent.fn helper "
                              f"instead (a kernel never launches another)", where=context.current().where())
-        target = target or DEFAULT_TARGET
-        key = (target, self.bind_constexprs(constexprs))
-        exe = self._compiled.get(key)
-        if exe is None:
-            with self._lock:
-                exe = self._compiled.get(key)
-                if exe is None:
-                    exe = self.build(target, **constexprs)
-                    self._compiled[key] = exe
-        return exe(*args)
+        return specialize.specialization(self, target or DEFAULT_TARGET, constexprs, {})(*args)
 
     def __repr__(self) -> str:
         return f"<intent.kernel {self.name}>"

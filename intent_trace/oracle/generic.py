@@ -16,6 +16,7 @@ from ..display import ExecutableDisplay
 from ..graph.interpreter import rule_table
 from ..graph.values import KernelGraph
 from ..limits import check_allocation
+from ..specialize import respecialize
 from . import (generic_atomic, generic_contract, generic_control, generic_elementwise, generic_memory,
                generic_quant, generic_random, generic_region, generic_scaled, generic_shapes, generic_structured)
 from .generic_base import DomainValue, LoopExit, NumpyInterpreter  # noqa: F401  (public names of the target)
@@ -49,7 +50,9 @@ class GenericExecutable(ExecutableDisplay):
         self.rng = np.random.default_rng(seed)
         self.check_laws = bool(check_laws)
 
-    def __call__(self, *args) -> None:
+    def __call__(self, *args, **constexprs) -> None:
+        if constexprs:  # another constexpr value: that specialisation runs the arguments (intent_trace.specialize)
+            return respecialize(self, constexprs)(*args)
         values, dims = bind_arguments(self.graph, args)
         staged = []
         for i, p in enumerate(self.graph.params):

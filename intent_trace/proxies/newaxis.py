@@ -63,23 +63,33 @@ def with_ones(shape: tuple, positions) -> tuple:
     return tuple(1 if k in positions else next(rest) for k in range(len(shape) + len(positions)))
 
 
-def insert_positions(axis, rank: int, who: str) -> tuple:
-    """``I.expand_dims``'s ``axis`` (an int or a tuple of ints, negative from the end of the *result*) as the
-    sorted positions of the new axes in a result of rank ``rank + len(axis)``."""
-    axes = axis if isinstance(axis, tuple) else (axis,)
-    if not axes or not all(isinstance(a, (int, np.integer)) and not isinstance(a, (bool, np.bool_)) for a in axes):
-        fail(f"{who}: axis must be an int or a non-empty tuple of ints, got {axis!r}", "type")
-    out_rank = rank + len(axes)
+def normalize_axes(axis, rank: int, who: str, single: bool = False) -> tuple:
+    """``axis`` (an int or, unless ``single``, a non-empty tuple of ints; negative from the end) as sorted axis
+    numbers of a value of rank ``rank``."""
+    if isinstance(axis, (bool, np.bool_)) or axis is None:
+        fail(f"{who}: axis must be an int{'' if single else ' or a non-empty tuple of ints'}, got {axis!r}", "type")
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else axis
+    if not isinstance(axes, tuple) or not axes or (single and len(axes) != 1) or \
+            not all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in axes):
+        fail(f"{who}: axis must be {'one int' if single else 'an int or a non-empty tuple of ints'}, got {axis!r}",
+             "type")
     out = []
     for a in axes:
         a = int(a)
-        if not -out_rank <= a < out_rank:
-            fail(f"{who}: axis {a} is out of range for the result's rank {out_rank}", "value")
-        a %= out_rank
+        if not -rank <= a < rank:
+            fail(f"{who}: axis {a} is out of range for rank {rank}", "value")
+        a %= rank
         if a in out:
             fail(f"{who}: axis {a} is listed twice", "value")
         out.append(a)
     return tuple(sorted(out))
+
+
+def insert_positions(axis, rank: int, who: str) -> tuple:
+    """``I.expand_dims``'s ``axis`` as the sorted positions of the new axes in the result, whose rank is ``rank``
+    plus one per new axis (negative positions count from the result's end, as NumPy's)."""
+    count = len(axis) if isinstance(axis, tuple) else 1
+    return normalize_axes(axis, rank + count, who)
 
 
 def check_keepdims(keepdims, who: str) -> bool:

@@ -17,7 +17,7 @@ from .build import constant, convert, insert_axes, is_py_number
 from .context import current, fail
 from .control import _schema_mismatch
 from .domain import domain, indices
-from .newaxis import check_keepdims
+from .newaxis import check_keepdims, normalize_axes
 from .values import ValueProxy, wrap
 
 # --- schemas ------------------------------------------------------------------------------------
@@ -32,26 +32,6 @@ def _map_leaves(t: T.Type, fn):
     if isinstance(t, T.RecordType):
         return T.RecordType(tuple((n, _map_leaves(ft, fn)) for n, ft in t.fields))
     return fn(t)
-
-
-def normalize_axes(axis, rank: int, who: str, single: bool = False) -> tuple:
-    if isinstance(axis, (bool, np.bool_)) or axis is None:
-        fail(f"{who}: axis must be an int{'' if single else ' or a non-empty tuple of ints'}, got {axis!r}", "type")
-    axes = (axis,) if isinstance(axis, (int, np.integer)) else axis
-    if not isinstance(axes, tuple) or not axes or (single and len(axes) != 1) or \
-            not all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in axes):
-        fail(f"{who}: axis must be {'one int' if single else 'an int or a non-empty tuple of ints'}, got {axis!r}",
-             "type")
-    out = []
-    for a in axes:
-        a = int(a)
-        if not -rank <= a < rank:
-            fail(f"{who}: axis {a} is out of range for rank {rank}", "value")
-        a %= rank
-        if a in out:
-            fail(f"{who}: axis {a} is listed twice", "value")
-        out.append(a)
-    return tuple(sorted(out))
 
 
 def _source(value, who: str) -> Var:

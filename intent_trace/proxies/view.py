@@ -113,6 +113,9 @@ def _depends_on_point(deps, operands) -> bool:
 def _index(view: ViewProxy, key):
     """(kinds, operands, result shape) of an index expression on a view."""
     t = view._var.type
+    if any(k is None for k in (key if isinstance(key, tuple) else (key,))):  # views split them off first
+        fail(f"{view.name}[...]: `None` (a new size-one axis) is not an index of a buffer; index the buffer, then "
+             f"subscript the value with None (or I.expand_dims it)", "type")
     entries = normalize_key(key, t.rank, f"indexing {view.name}")
     kinds, operands, shape = [], [], []
     for axis, k in enumerate(entries):

@@ -17,6 +17,7 @@ from ...display import ExecutableDisplay
 from ...errors import LoweringError
 from ...graph.values import KernelGraph
 from ...limits import allocation_limit, check_allocation
+from ...specialize import respecialize
 from .program import lower, schedule_of
 
 _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
@@ -152,7 +153,9 @@ class TileLangExecutable(ExecutableDisplay):
             parts += [spec.program, compile_with(spec.program, self.spec).get_kernel_source()]
         return "\n".join(parts)
 
-    def __call__(self, *args) -> None:
+    def __call__(self, *args, **constexprs) -> None:
+        if constexprs:  # another constexpr value: that specialisation runs the arguments (intent_trace.specialize)
+            return respecialize(self, constexprs)(*args)
         params = self.graph.params
         host = [(_host_array(p.name, a) if p.kind == "view" else a) for p, a in zip(params, args)] \
             if len(args) == len(params) else list(args)

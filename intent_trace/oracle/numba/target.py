@@ -31,6 +31,7 @@ from ...graph.lowering import ErrorSite
 from ...graph.printer import format_graph
 from ...graph.values import KernelGraph, Literal
 from ...limits import allocation_limit, check_allocation
+from ...specialize import respecialize
 
 # Numba's OpenMP workers spin for a while after each parallel loop; on a small machine they take the cores
 # from the BLAS threads that contract calls (and from the next call's work). Wait passively instead, unless
@@ -314,7 +315,9 @@ class CpuExecutable(ExecutableDisplay):
             return parallel
         return self.module.kernel
 
-    def __call__(self, *args) -> None:
+    def __call__(self, *args, **constexprs) -> None:
+        if constexprs:  # another constexpr value: that specialisation runs the arguments (intent_trace.specialize)
+            return respecialize(self, constexprs)(*args)
         values, dims = bind_arguments(self.graph, args)
         staged, call_args = [], []
         for i, (p, v) in enumerate(zip(self.graph.params, values)):
