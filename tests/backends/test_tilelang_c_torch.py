@@ -40,17 +40,7 @@ def test_bad_arguments_raise_the_shared_messages_and_change_nothing(path):
 
 
 def test_a_tensor_in_device_memory_is_refused_naming_the_view_as_on_every_cpu_target():
-    import intent_trace as intent
-
-    meta = torch.empty(4, dtype=torch.float16, device="meta")
-    args = (torch.zeros(4, dtype=torch.float16), torch.arange(4, dtype=torch.int32), meta,
-            torch.zeros(4, dtype=torch.float16))
-    messages = []
-    for target in ("generic", "tilelang-c"):
-        with pytest.raises(TypeError, match=r"view y: the tensor is on meta.*CPU") as e:
-            intent.compile(tc.kernel("f16"), target=target)(*args)
-        messages.append(str(e.value))
-    assert messages[0] == messages[1]
+    tc.check_off_host_output_is_refused_on_cpu_targets("meta")
 
 
 def test_a_tensor_on_another_device_than_the_targets_is_refused_naming_it():

@@ -167,3 +167,16 @@ def check_launch_every_dtype(exe, name, device):
         exe.launch(tx, idx, ty, tz)
         exe.synchronize()
         np.testing.assert_array_equal(bits(numpy(ty.view(TORCH[name]))), bits(x))
+
+
+def check_off_host_output_is_refused_on_cpu_targets(device: str):
+    """An output tensor on ``device`` (not host memory) is a TypeError naming the view on generic and on tilelang-c,
+    with one message: both bind through bind_arguments."""
+    args = (torch.zeros(4, dtype=torch.float16), torch.arange(4, dtype=torch.int32),
+            torch.empty(4, dtype=torch.float16, device=device), torch.zeros(4, dtype=torch.float16))
+    messages = []
+    for target in ("generic", "tilelang-c"):
+        with pytest.raises(TypeError, match=rf"view y: the tensor is on {args[2].device}.*CPU") as e:
+            intent.compile(kernel("f16"), target=target)(*args)
+        messages.append(str(e.value))
+    assert messages[0] == messages[1]
