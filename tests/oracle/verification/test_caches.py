@@ -47,7 +47,7 @@ _SCRIPT = textwrap.dedent("""
         compile_and_run("cpu")
         return OracleStageResult(StageReport("cpu-compiled", VerificationStage.ORACLE, (), ()), ())
 
-    def target(profile, oracle_result):
+    def target(profile, oracle_result, **kw):
         compile_and_run("tilelang-c")
         return StageReport("c-tilelang", VerificationStage.TARGET, (), ())
 
