@@ -5,7 +5,9 @@ Everything is checked before any target runs, so a bad call never writes anythin
 
 A view argument is a NumPy array, a CPU torch tensor or another DLPack producer in host memory,
 bound as a NumPy array sharing its memory (:mod:`.host_views`), so outputs land in the caller's
-object.
+object. A target whose kernels read device memory names that device (``device="cuda"``): a tensor
+there is bound as the tensor itself (:mod:`.device_views`), with the same checks and messages. Every
+target converts its arguments here and nowhere else, so a bad argument reads the same on each.
 """
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ import numpy as np
 from . import types as T
 from .floatbits import largest_finite, number_text, round_number
 from .graph.values import KernelGraph
-from .host_views import host_view, overlaps
+from .device_views import device_tensor, layout
+from .host_views import host_view, strides_overlap
 
 
 def _scalar(name: str, dtype: T.DType, value):
@@ -46,8 +49,13 @@ def _scalar(name: str, dtype: T.DType, value):
     return stored
 
 
-def bind_arguments(graph: KernelGraph, args: tuple, accept=(np.ndarray,)):
-    """Check ``args`` against the graph's parameters; return (values in param order, {Dim: int})."""
+def bind_arguments(graph: KernelGraph, args: tuple, accept=(np.ndarray,), target: str | None = None,
+                   device: str | None = None):
+    """Check ``args`` against the graph's parameters; return (values in param order, {Dim: int}).
+
+    A view's value is a NumPy array sharing the argument's memory, or, with ``device`` (where the target's
+    kernels read, e.g. ``"cuda"``), the argument's own torch tensor when it lives there. ``target`` names the
+    target in the messages about where a tensor lives."""
     params = graph.params
     if len(args) != len(params):
         names = ", ".join(p.name for p in params)
@@ -58,19 +66,24 @@ def bind_arguments(graph: KernelGraph, args: tuple, accept=(np.ndarray,)):
         if p.kind == "scalar":
             values.append(_scalar(p.name, t.dtype, a))
             continue
-        a = host_view(p.name, t, a, accept)
-        want = t.dtype.np
-        if a.dtype != want:
-            raise TypeError(f"view {p.name} is {t!r}: expected dtype {want}, got {a.dtype}")
-        if a.ndim != t.rank:
-            raise ValueError(f"view {p.name} is {t!r}: expected rank {t.rank}, got shape {tuple(a.shape)}")
-        if t.access != "In" and not a.flags.writeable:
+        on_device = device_tensor(p.name, t, a, device, target or "this target") if device else None
+        if on_device is None:
+            a = host_view(p.name, t, a, accept)
+            want = t.dtype.np
+            if a.dtype != want:
+                raise TypeError(f"view {p.name} is {t!r}: expected dtype {want}, got {a.dtype}")
+        else:
+            a = on_device
+        shape, strides, itemsize = layout(a)
+        if len(shape) != t.rank:
+            raise ValueError(f"view {p.name} is {t!r}: expected rank {t.rank}, got shape {shape}")
+        if t.access != "In" and on_device is None and not a.flags.writeable:
             raise ValueError(f"view {p.name} is {t.access} but the array is read-only")
-        if t.access != "In" and overlaps(a):
+        if t.access != "In" and strides_overlap(shape, strides, itemsize):
             raise ValueError(f"view {p.name} is {t.access} but its elements overlap in memory (strides "
-                             f"{a.strides} for shape {tuple(a.shape)}, e.g. an expanded or broadcast array), so "
+                             f"{strides} for shape {shape}, e.g. an expanded or broadcast array), so "
                              f"it cannot hold one value per element; pass a contiguous copy")
-        for axis, (e, n) in enumerate(zip(t.shape, a.shape)):
+        for axis, (e, n) in enumerate(zip(t.shape, shape)):
             if isinstance(e, int):
                 if e != n:
                     raise ValueError(f"view {p.name} axis {axis} has static extent {e}, got {n}")

@@ -1,4 +1,4 @@
-"""``intent-trace``: the command line. ``intent-trace verify PROFILE [--output FILE] [--cache-dir DIR]``.
+"""``intent-trace``: the command line. ``intent-trace verify PROFILE [--output FILE] [--cache-dir DIR] [--emulate]``.
 
 Prints a progress bar (stderr) while the stages run and a summary table per operation at the end;
 exits 1 when any evidence failed, errored or was blocked, 2 on a usage or setup error (an unusable
@@ -96,14 +96,15 @@ def _verify(args) -> int:
         return 2
     try:
         with reporting_progress(ProgressBar(sys.stderr)), quiet_third_party_logs():
-            report = verify_backend(args.profile, output=args.output, cache_dir=args.cache_dir)
+            report = verify_backend(args.profile, output=args.output, cache_dir=args.cache_dir, emulate=args.emulate)
     except (ValueError, RuntimeError, TypeError) as e:
         print(f"intent-trace verify: {e}", file=sys.stderr)
         return 2
     print(summary_table(f"Stage One: cpu-compiled oracle vs generic ({len(report.certificates)} certificates)",
                         report.summary(VerificationStage.ORACLE)))
     print()
-    print(summary_table(f"Stage Two: {report.target_profile.profile_id} vs the cpu-compiled oracle",
+    carrier = f" on {report.carrier}" if report.emulated else ""
+    print(summary_table(f"Stage Two: {report.target_profile.profile_id}{carrier} vs the cpu-compiled oracle",
                         report.summary(VerificationStage.TARGET)))
     print()
     verdict = "PASSED" if report.passed else "FAILED"
@@ -111,6 +112,8 @@ def _verify(args) -> int:
     if report.caches is not None:
         where += (f"; compiled kernels kept in {report.caches.root}" if report.caches.kept else
                   "; compiled in a temporary cache, removed (--cache-dir DIR keeps them for the next run)")
+    if report.emulated:
+        verdict += f" ({report.carrier}: evidence about the programs, not the device)"
     print(f"{verdict}: {len(report.evidence)} evidence records, {len(report.receipts)} compilation receipts, "
           f"{time.monotonic() - started:.1f} s{where}")
     if not report.passed:
@@ -129,6 +132,9 @@ def main(argv=None) -> int:
     verify.add_argument("--cache-dir", metavar="DIR", default=None,
                         help="keep compiled kernels in DIR between runs (default: $INTENT_TRACE_CACHE_DIR, else a "
                              "temporary directory removed afterwards)")
+    verify.add_argument("--emulate", action="store_true",
+                        help="run Stage Two's target programs on the carrier's host emulator (metal-tilelang: the "
+                             "generated Metal source as host C++; no Mac needed); the report records it")
     args = parser.parse_args(argv)
     if args.command == "verify":
         return _verify(args)

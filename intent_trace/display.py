@@ -341,6 +341,8 @@ FAILURE_HEADER = ("operation", "worst case", "outcome", "deviation", "tolerance"
 def report_html(report) -> str:
     verdict = "PASSED" if report.passed else "FAILED"
     profile = report.target_profile.profile_id
+    if report.emulated:
+        profile += f" on {report.carrier}"
     parts = [f"<div class='intent-report'><strong>verification report</strong> {esc(profile)} -&gt; "
              f"<strong>{verdict}</strong>",
              table(REPORT_HEADER, report_rows(report.summary()), "intent-report-operations")]
@@ -352,7 +354,9 @@ def report_html(report) -> str:
 
 
 def report_lines(report) -> list:
-    lines = [f"verification report {report.target_profile.profile_id}: {'PASSED' if report.passed else 'FAILED'}",
+    carrier = f" on {report.carrier}" if report.emulated else ""
+    lines = [f"verification report {report.target_profile.profile_id}{carrier}: "
+             f"{'PASSED' if report.passed else 'FAILED'}",
              "  " + "  ".join(f"{h:>8}" for h in REPORT_HEADER)]
     lines += ["  " + "  ".join(f"{c:>8}" for c in row) for row in report_rows(report.summary())]
     lines += [f"  worst {r[0]}: {r[1]} {r[2]} {r[3]} (tolerance {r[4]}) {r[5]}".rstrip()

@@ -13,6 +13,8 @@ naming the view: copying it instead would leave the caller's outputs unwritten.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import types as T
@@ -37,6 +39,18 @@ def is_torch_tensor(value) -> bool:
     return isinstance(value, torch.Tensor)
 
 
+def check_tensor(name: str, t: T.ViewType, tensor) -> None:
+    """TypeError naming the view unless ``tensor`` (wherever it lives) has the view's dtype and strided memory."""
+    import torch
+
+    want = getattr(torch, _TORCH_DTYPES.get(t.dtype.name, ""), None)
+    if tensor.dtype != want:
+        raise TypeError(f"view {name} is {t!r}: expected a tensor of {want} (for {t.dtype}), got {tensor.dtype}")
+    if tensor.layout != torch.strided:
+        raise TypeError(f"view {name}: a {tensor.layout} tensor has no strided memory to view; pass "
+                        f"tensor.to_dense()")
+
+
 def tensor_view(name: str, t: T.ViewType, tensor) -> np.ndarray:
     """A NumPy array sharing ``tensor``'s memory and strides, for the view parameter ``name`` of type ``t``.
 
@@ -49,12 +63,7 @@ def tensor_view(name: str, t: T.ViewType, tensor) -> np.ndarray:
     if tensor.device.type != "cpu":
         raise TypeError(f"view {name}: the tensor is on {tensor.device}, but this target runs on the CPU and "
                         f"reads and writes host memory; pass a CPU tensor (tensor.cpu())")
-    want = getattr(torch, _TORCH_DTYPES.get(t.dtype.name, ""), None)
-    if tensor.dtype != want:
-        raise TypeError(f"view {name} is {t!r}: expected a tensor of {want} (for {t.dtype}), got {tensor.dtype}")
-    if tensor.layout != torch.strided:
-        raise TypeError(f"view {name}: a {tensor.layout} tensor has no strided memory to view; pass "
-                        f"tensor.to_dense()")
+    check_tensor(name, t, tensor)
     try:
         tensor = tensor.detach()
         if t.dtype.name == "bf16":  # NumPy has no bfloat16: view the bits, then as ml_dtypes' bfloat16
@@ -66,10 +75,16 @@ def tensor_view(name: str, t: T.ViewType, tensor) -> np.ndarray:
 
 def overlaps(a: np.ndarray) -> bool:
     """Whether two elements of ``a`` share memory (a stride of 0, or strides that interleave them)."""
-    if a.size <= 1:
+    return strides_overlap(a.shape, a.strides, a.itemsize)
+
+
+def strides_overlap(shape: tuple, strides: tuple, itemsize: int) -> bool:
+    """Whether two elements of an array of ``shape``, byte ``strides`` and ``itemsize`` share memory: decided from
+    the layout alone, so a tensor in device memory is checked as a NumPy array is."""
+    if math.prod(shape) <= 1:
         return False
-    axes = sorted((abs(s), n) for s, n in zip(a.strides, a.shape) if n > 1)
-    span = a.itemsize  # bytes covered by the axes seen so far (smallest strides first)
+    axes = sorted((abs(s), n) for s, n in zip(strides, shape) if n > 1)
+    span = itemsize  # bytes covered by the axes seen so far (smallest strides first)
     for stride, n in axes:
         if stride == 0:
             return True
@@ -78,12 +93,12 @@ def overlaps(a: np.ndarray) -> bool:
         span = stride * (n - 1) + span
     else:
         return False
-    check_allocation("the overlap check of a strided view", a.shape, 8)
+    check_allocation("the overlap check of a strided view", shape, 8)
     offsets = np.zeros((), np.int64)
-    for stride, n in zip(a.strides, a.shape):
+    for stride, n in zip(strides, shape):
         offsets = np.add.outer(offsets, np.arange(n, dtype=np.int64) * stride)
     offsets = np.sort(offsets, axis=None)
-    return bool(np.any(np.diff(offsets) < a.itemsize))
+    return bool(np.any(np.diff(offsets) < itemsize))
 
 
 def dlpack_view(name: str, value) -> np.ndarray:

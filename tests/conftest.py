@@ -22,7 +22,8 @@ DEFAULT_TEST_TARGETS = ("generic", "cpu", "tilelang-c")
 EXECUTABLE_TARGETS = tuple(t for t in os.environ.get("INTENT_TRACE_TEST_TARGETS", ",".join(DEFAULT_TEST_TARGETS))
                            .split(",") if t)
 # GPU-only test modules are collected only where their target is among the test targets.
-collect_ignore = [] if "tilelang-cuda" in EXECUTABLE_TARGETS else ["backends/test_tilelang_cuda.py"]
+collect_ignore = [] if "tilelang-cuda" in EXECUTABLE_TARGETS else ["backends/test_tilelang_cuda.py",
+                                                                   "backends/test_tilelang_cuda_torch.py"]
 _unknown = set(EXECUTABLE_TARGETS) - set(intent.targets())
 if _unknown:
     raise RuntimeError(f"INTENT_TRACE_TEST_TARGETS names targets this build lacks: {sorted(_unknown)}")

@@ -21,9 +21,9 @@ from intent_trace import I
 from intent_trace.arguments import bind_arguments
 from intent_trace.host_views import overlaps as _overlaps
 
-# The TileLang targets convert tensors on their side (backends/, helper B) until they rely on
-# bind_arguments; these tests cover the two oracle targets.
-CPU_ORACLES = ("generic", "cpu")
+# Every CPU target binds its arguments through bind_arguments (tilelang-c included; tilelang-cuda's
+# CUDA tensors: tests/backends/test_tilelang_cuda_torch.py).
+CPU_TARGETS = ("generic", "cpu", "tilelang-c")
 
 # intent dtype -> the torch dtype a tensor for it has
 TORCH_DTYPES = {
@@ -75,7 +75,7 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     return bool(torch.equal(a.contiguous().view(width), b.contiguous().view(width)))
 
 
-@pytest.mark.parametrize("target", CPU_ORACLES)
+@pytest.mark.parametrize("target", CPU_TARGETS)
 @pytest.mark.parametrize("dt", list(TORCH_DTYPES), ids=str)
 def test_torch_tensors_of_every_dtype_are_views_written_in_place(run, dt):
     x, z0 = _values(dt, (3, 5), 1), _values(dt, (3, 5), 2)
@@ -88,7 +88,7 @@ def test_torch_tensors_of_every_dtype_are_views_written_in_place(run, dt):
     assert y.data_ptr() == y_storage and z.data_ptr() == z_storage  # written where the caller's tensor lives
 
 
-@pytest.mark.parametrize("target", CPU_ORACLES)
+@pytest.mark.parametrize("target", CPU_TARGETS)
 @pytest.mark.parametrize("dt", [I.f32, I.f16, I.bf16, I.i64], ids=str)
 def test_torch_strided_tensors_keep_their_strides(run, dt):
     """Transposed and sliced tensors are bound as strided views: inputs read and outputs land where the
@@ -118,7 +118,7 @@ def test_bind_arguments_returns_numpy_views_sharing_the_tensor_memory():
     assert list(dims.values()) == [2, 3]
 
 
-@pytest.mark.parametrize("target", CPU_ORACLES)
+@pytest.mark.parametrize("target", CPU_TARGETS)
 def test_torch_tensor_of_the_wrong_dtype_is_a_type_error_naming_view_and_both_dtypes(run):
     f = torch.zeros((2, 2), dtype=torch.float32)
     with pytest.raises(TypeError, match=r"\bz\b.*bf16.*torch\.float32|\bz\b.*torch\.float32.*bf16") as e:
@@ -126,7 +126,7 @@ def test_torch_tensor_of_the_wrong_dtype_is_a_type_error_naming_view_and_both_dt
     assert "bfloat16" in str(e.value)
 
 
-@pytest.mark.parametrize("target", CPU_ORACLES)
+@pytest.mark.parametrize("target", CPU_TARGETS)
 def test_torch_tensor_of_an_unsupported_dtype_is_a_type_error(run):
     c = torch.zeros((2, 2), dtype=torch.complex64)
     f = torch.zeros((2, 2), dtype=torch.float32)
@@ -134,7 +134,7 @@ def test_torch_tensor_of_an_unsupported_dtype_is_a_type_error(run):
         run(_swap_kernel(I.f32), c, f, f.clone(), f.clone())
 
 
-@pytest.mark.parametrize("target", CPU_ORACLES)
+@pytest.mark.parametrize("target", CPU_TARGETS)
 def test_torch_tensor_on_another_device_is_a_type_error_saying_so(run):
     f = torch.zeros((2, 2), dtype=torch.float32)
     meta = torch.empty((2, 2), dtype=torch.float32, device="meta")
@@ -142,7 +142,7 @@ def test_torch_tensor_on_another_device_is_a_type_error_saying_so(run):
         run(_swap_kernel(I.f32), f, meta, f.clone(), f.clone())
 
 
-@pytest.mark.parametrize("target", CPU_ORACLES)
+@pytest.mark.parametrize("target", CPU_TARGETS)
 def test_torch_expanded_output_tensor_is_refused(run):
     """An output whose elements share memory (stride 0) cannot hold one value per element."""
     f = torch.zeros((2, 2), dtype=torch.float32)
@@ -152,7 +152,7 @@ def test_torch_expanded_output_tensor_is_refused(run):
     assert not shared.any()
 
 
-@pytest.mark.parametrize("target", CPU_ORACLES)
+@pytest.mark.parametrize("target", CPU_TARGETS)
 def test_numpy_overlapping_output_is_refused_and_input_may_overlap(run):
     f = np.ones((2, 2), np.float32)
     shared = np.lib.stride_tricks.as_strided(np.zeros(2, np.float32), (2, 2), (0, 4), writeable=True)
@@ -163,7 +163,7 @@ def test_numpy_overlapping_output_is_refused_and_input_may_overlap(run):
     assert (y == 2).all() and (z == 2).all() and (old == 3).all()
 
 
-@pytest.mark.parametrize("target", CPU_ORACLES)
+@pytest.mark.parametrize("target", CPU_TARGETS)
 def test_torch_tensor_requiring_grad_is_read_and_written(run):
     x = torch.arange(6, dtype=torch.float32).reshape(2, 3).requires_grad_()
     y = torch.zeros((2, 3), dtype=torch.float32)
@@ -180,7 +180,7 @@ def _gather_then_write(x: I.In[I.f32, ("N",)], idx: I.In[I.i64, ("N",)], y: I.Ou
     y[d] = x[idx[d]]
 
 
-@pytest.mark.parametrize("target", CPU_ORACLES)
+@pytest.mark.parametrize("target", CPU_TARGETS)
 @pytest.mark.parametrize("bad", range(4))
 def test_torch_failing_run_leaves_output_tensors_unchanged(run, bad):
     x = torch.arange(4, dtype=torch.float32)
@@ -242,7 +242,7 @@ class _Producer:
         return self.device or self.array.__dlpack_device__()
 
 
-@pytest.mark.parametrize("target", CPU_ORACLES)
+@pytest.mark.parametrize("target", CPU_TARGETS)
 def test_host_dlpack_arrays_are_views_written_in_place(run):
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     y, z, old = np.zeros((2, 3), np.float32), np.full((2, 3), 4, np.float32), np.zeros((2, 3), np.float32)
@@ -250,7 +250,7 @@ def test_host_dlpack_arrays_are_views_written_in_place(run):
     assert (y == x).all() and (z == x).all() and (old == 4).all()
 
 
-@pytest.mark.parametrize("target", CPU_ORACLES)
+@pytest.mark.parametrize("target", CPU_TARGETS)
 def test_dlpack_array_on_a_device_is_a_type_error_saying_so(run):
     f = np.zeros((2, 2), np.float32)
     with pytest.raises(TypeError, match=r"\bx\b.*device \(2, 0\).*CPU"):

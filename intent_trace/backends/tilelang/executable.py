@@ -78,17 +78,22 @@ def _program_tensor(tensor, p, storage: str | None, special: bool):
     return tensor.view(want) if tensor.dtype == other else tensor
 
 
+def _compact_strides(shape: tuple) -> tuple:
+    """Row-major strides (in elements) as TVM declares a compact buffer's: each the product of the later extents."""
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return tuple(reversed(strides))
+
+
 def _empty_tensor(shape: tuple, np_dtype):
     """A torch tensor with no elements, strided as TVM strides a compact buffer (each stride the product of the
     later extents, so 0 before a zero extent): TileLang's wrapper checks static strides, and ``torch.empty``
     strides (3, 0) as (1, 1) where a buffer of static shape (M, 0) has strides (0, 1)."""
     import torch
 
-    strides, step = [], 1
-    for n in reversed(shape):
-        strides.append(step)
-        step *= n
-    return torch.empty_strided(tuple(shape), tuple(reversed(strides)), dtype=_torch_dtype(np_dtype))
+    return torch.empty_strided(tuple(shape), _compact_strides(shape), dtype=_torch_dtype(np_dtype))
 
 
 def _host_tensor(work: np.ndarray):
@@ -98,23 +103,50 @@ def _host_tensor(work: np.ndarray):
     return torch.from_numpy(work) if work.size else _empty_tensor(work.shape, work.dtype)
 
 
-def _host_array(name: str, value):
-    """A NumPy view of a torch tensor (sharing its memory); anything else unchanged."""
-    if type(value).__module__.startswith("torch") and hasattr(value, "detach") and hasattr(value, "device"):
-        if value.device.type != "cpu":
-            raise TypeError(f"view {name}: target tilelang-c runs on the CPU; got a tensor on {value.device}")
-        try:
-            import torch
+def _stage_host(p, v: np.ndarray, storage: str | None, spec):
+    """(the kernel's tensor, the commit or None) for a view bound as a NumPy array: a contiguous copy (an output's
+    always, starting from the caller's values), in the storage dtype, moved to the target's memory; an output is
+    committed into the caller's array from the copy."""
+    if p.type.access != "In" or not v.flags.c_contiguous:
+        check_allocation(f"the staging copy of view {p.name} of shape {v.shape}", v.shape, v.itemsize)
+    host_work = np.array(v, copy=True, order="C") if p.type.access != "In" else np.ascontiguousarray(v)
+    work = host_work.view(_NP_STORAGE[storage]) if storage else host_work
+    if not p.type.shape:
+        work = work.reshape(1)
+    tensor = spec.to_device(_host_tensor(work))
+    if p.type.access == "In":
+        return tensor, None
 
-            t = value.detach().resolve_conj().resolve_neg()
-            if t.dtype == torch.bfloat16:  # NumPy has no bfloat16: view the bits, then as ml_dtypes' bfloat16
-                import ml_dtypes
+    def commit():
+        if tensor.device.type != "cpu" and work.size:  # device outputs come back into the staged host copy
+            work[...] = tensor.cpu().numpy().view(work.dtype).reshape(work.shape)
+        np.copyto(v, host_work)
 
-                return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
-            return t.numpy()
-        except TypeError as e:
-            raise TypeError(f"view {name}: {e}") from e
-    return value
+    return tensor, commit
+
+
+def _stage_device(p, v, storage: str | None, spec):
+    """(the kernel's tensor, the commit or None) for a view bound as a tensor in the target's memory: an input is
+    read where it is (a contiguous copy only when it is strided), an output runs on a device copy that is committed
+    into the caller's tensor (strides kept) only after the kernel succeeded; either reinterpreted as the storage
+    dtype the program declares (f16 as its uint16 bits, bool as uint8)."""
+    value = v.dtype
+    stored = _torch_dtype(np.dtype(_NP_STORAGE[storage])) if storage else value
+    shape = tuple(v.shape) or (1,)
+    if not v.numel():
+        work = spec.to_device(_empty_tensor(shape, np.dtype(_NP_STORAGE[storage]) if storage else
+                                            p.type.dtype.np))
+        return work, None
+    if p.type.access != "In" or not v.is_contiguous():
+        check_allocation(f"the staging copy of view {p.name} of shape {tuple(v.shape)}", v.shape, v.element_size())
+    import torch
+
+    work = v.clone(memory_format=torch.contiguous_format) if p.type.access != "In" else v.contiguous()
+    work = work.reshape(shape).as_strided(shape, _compact_strides(shape))  # the strides TVM checks
+    tensor = work.view(stored)
+    if p.type.access == "In":
+        return tensor, None
+    return tensor, lambda: v.copy_(work.view(value).reshape(v.shape))
 
 
 class TileLangExecutable(ExecutableDisplay):
@@ -157,13 +189,11 @@ class TileLangExecutable(ExecutableDisplay):
         if constexprs:  # another constexpr value: that specialisation runs the arguments (intent_trace.specialize)
             return respecialize(self, constexprs)(*args)
         params = self.graph.params
-        host = [(_host_array(p.name, a) if p.kind == "view" else a) for p, a in zip(params, args)] \
-            if len(args) == len(params) else list(args)
-        values, dims = bind_arguments(self.graph, tuple(host))
+        values, dims = bind_arguments(self.graph, args, target=self.target, device=self.spec.device_tensors)
         kernel, special = self._kernel_for(dims)
         import torch
 
-        staged, call_args = [], []
+        commits, call_args = [], []
         for p, v in zip(params, values):
             if p.kind != "view":
                 storage = self.spec.scalar_storage(p.type.dtype)
@@ -172,22 +202,14 @@ class TileLangExecutable(ExecutableDisplay):
                     v = v.view(store) if v.dtype.itemsize == store.itemsize else v.astype(store)
                 call_args.append(v.item())
                 continue
-            if p.type.access != "In" or not v.flags.c_contiguous:
-                check_allocation(f"the staging copy of view {p.name} of shape {v.shape}", v.shape, v.itemsize)
-            host_work = np.array(v, copy=True, order="C") if p.type.access != "In" else np.ascontiguousarray(v)
-            work = host_work
             storage = self.spec.view_storage(p.type.dtype)
-            if storage:
-                work = work.view(_NP_STORAGE[storage])
-            if not p.type.shape:
-                work = work.reshape(1)
-            tensor = _host_tensor(work)
-            tensor = self.spec.to_device(tensor)
+            stage = _stage_host if isinstance(v, np.ndarray) else _stage_device
+            # Outputs run on copies that are committed only after the kernel returned (and never alias inputs).
+            tensor, commit = stage(p, v, storage, self.spec)
             if special and storage:  # a specialisation declares its buffers in the value dtype
                 tensor = tensor.view(_torch_dtype(p.type.dtype.np))
-            if p.type.access != "In":
-                # Outputs run on copies that are committed only after the kernel returned (and never alias inputs).
-                staged.append((v, host_work, work, tensor))
+            if commit is not None:
+                commits.append(commit)
             call_args.append(tensor)
         if not special:
             call_args += self._workspace_tensors(dims, values)
@@ -203,10 +225,8 @@ class TileLangExecutable(ExecutableDisplay):
             code, *recorded = (int(v) for v in err.cpu())
             if code:  # nothing is committed: the caller's arrays stay as they were
                 raise self.error_sites[code - 1].error(recorded)
-        for caller, host_work, work, tensor in staged:
-            if tensor.device.type != "cpu" and work.size:  # device outputs come back into the staged host copy
-                work[...] = tensor.cpu().numpy().view(work.dtype).reshape(work.shape)
-            np.copyto(caller, host_work)
+        for commit in commits:
+            commit()
 
     def launch(self, *device_args) -> None:
         """Run on arguments already in the target's memory (e.g. CUDA torch tensors), in their value dtypes or

@@ -53,6 +53,9 @@ class TileLangTarget:
 
     # runtime
     to_device: Callable = attrs.field(default=lambda tensor: tensor)  # a staged torch tensor -> target memory
+    # where the kernels read memory the caller's torch tensors may already be in ("cuda"): such tensors are used
+    # in place (inputs) or staged there (outputs), never copied through the host; None: host memory only
+    device_tensors: str | None = None
     synchronize: Callable = attrs.field(default=lambda: None)  # wait for the target's queued work
     require_runtime: Callable = attrs.field(default=lambda: None)  # RuntimeError naming what this machine lacks
     kernel_source: Callable | None = None  # program -> the target source, without compiling (Metal)

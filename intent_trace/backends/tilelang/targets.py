@@ -29,6 +29,7 @@ CUDA = TileLangTarget(
     early_exit=cuda.early_exit, host_workspaces=cuda.host_workspaces,
     compile_flags=cuda.compile_flags, pass_configs=cuda.pass_configs,
     to_device=cuda.to_device, synchronize=cuda.synchronize, require_runtime=cuda.require_runtime,
+    device_tensors="cuda",  # torch CUDA tensors are kernel arguments as they are
     row_group=cuda_rows.row_plan, flat_nest=cuda_kernels.flat_nest, parallel_grid=cuda_kernels.parallel_grid,
     specializations=cuda_kernels.specializations,
 )

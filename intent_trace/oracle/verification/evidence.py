@@ -153,6 +153,7 @@ class StageReport:
     stage: VerificationStage
     evidence: tuple
     receipts: tuple
+    emulated: bool = False  # the carrier ran on its host emulator (verification/emulation.py), not its device
 
     def counts(self) -> dict:
         out = {o.value: 0 for o in Outcome}

@@ -13,6 +13,7 @@ import attrs
 
 from ...caches import CacheUse, check_cache_dir, verification_caches
 from ...display import ReportDisplay
+from .emulation import check_emulate
 from .evidence import OracleStageResult, Outcome, StageReport, canonical_json
 from .profiles import ORACLE_PROFILE_ID, catalogue_for, verification_profile
 from .records import VerificationProfile, VerificationStage
@@ -32,6 +33,18 @@ class VerificationReport(ReportDisplay):
     oracle: OracleStageResult
     target: StageReport
     caches: CacheUse | None = None  # which compile cache the run used (a kept directory or a temporary one)
+
+    @property
+    def emulated(self) -> bool:
+        """Whether Stage Two ran the target's programs on its host emulator (``verify_backend(..., emulate=True)``):
+        evidence about the programs, not about the device (verification/emulation.py says what it shows)."""
+        return self.target.emulated
+
+    @property
+    def carrier(self) -> str:
+        """The target's carrier as the summaries name it: ``tilelang-metal``, or ``tilelang-metal (emulated on the
+        host)``."""
+        return self.target_profile.carrier + (" (emulated on the host)" if self.emulated else "")
 
     @property
     def certificates(self) -> tuple:
@@ -67,7 +80,8 @@ class VerificationReport(ReportDisplay):
         yield {"record": "report", "schema_version": self.schema_version,
                "target_profile": self.target_profile.to_json(), "oracle_profile": self.oracle_profile.to_json(),
                "oracle_counts": self.oracle.report.counts(), "target_counts": self.target.counts(),
-               "passed": self.passed, "compile_cache": None if self.caches is None else self.caches.to_json()}
+               "passed": self.passed, "compile_cache": None if self.caches is None else self.caches.to_json(),
+               "carrier_emulated": self.emulated}
         for c in self.classifications:
             yield {"record": "classification", **c.to_json()}
         for s in self.subject_classifications:
@@ -140,8 +154,12 @@ def write_atomically(path, text: str) -> None:
         raise
 
 
-def verify_backend(target, *, output=None, cache_dir=None) -> VerificationReport:
+def verify_backend(target, *, output=None, cache_dir=None, emulate=False) -> VerificationReport:
     """Run Stage One on cpu-compiled, then Stage Two on the ``target`` profile; return (and optionally write) the report.
+
+    ``emulate=True`` runs Stage Two's target programs on the carrier's host emulator (metal-tilelang: the generated
+    Metal source as host C++, ``backends/tilelang/metal_emulation``); the report records it (``emulated``, the
+    JSONL header's ``carrier_emulated``) and classifies results that rest on the host's libm (:mod:`.emulation`).
 
     Compiled kernels go to ``cache_dir`` (or ``$INTENT_TRACE_CACHE_DIR``), kept for later runs, or by default to a
     temporary directory removed afterwards (``intent_trace.caches``); the report records which.
@@ -153,14 +171,15 @@ def verify_backend(target, *, output=None, cache_dir=None) -> VerificationReport
     profile = verification_profile(target)  # unknown: ValueError before anything runs or is written
     if not profile.serves(VerificationStage.TARGET):
         raise ValueError(f"profile {target} is not registered as a target")
+    check_emulate(profile, emulate)  # before anything runs or is written
     oracle_profile = verification_profile(ORACLE_PROFILE_ID)
     # the redirect comes first: the completeness check and the runtime check import the compilers, and
     # TileLang creates its cache directories when it is imported
     with verification_caches(cache_dir) as caches:
         cat = catalogue_for(profile)
-        require_runtime(profile)
+        require_runtime(profile, emulate)
         oracle = run_oracle_stage(oracle_profile)
-        target_report = run_target_stage(profile, oracle)
+        target_report = run_target_stage(profile, oracle, emulate=emulate)
     report = VerificationReport(SCHEMA_VERSION, profile, oracle_profile, cat.classifications, cat.subjects, oracle,
                                 target_report, caches)
     if output is not None:

@@ -20,6 +20,7 @@ from .acceptance import case_envelopes, case_policy, compare_outputs
 from .layouts import evidence_layouts
 from .annex_f import annex_f_case
 from .authority import certify, reconstruct_authority
+from . import emulation
 from .cases import Case, execute, operation_cases, subject_case
 from .catalogue import f64_authority
 from .comparison import exact_policy
@@ -60,17 +61,21 @@ def _tick(stage, done: int, total: int, label: str) -> None:
 # --- running one case -------------------------------------------------------------------------
 
 class _Runner:
-    """Compiles witness kernels for one profile (once per kernel) and records a receipt per specialisation."""
+    """Compiles witness kernels for one profile (once per kernel) and records a receipt per specialisation. With
+    ``emulate`` the target's programs run on its host emulator (``emulation``), and ``host_math`` keeps, per
+    receipt, the library functions the emulator ran as the host's libm."""
 
-    def __init__(self, profile_id: str, target: str):
-        self.profile_id, self.target = profile_id, target
+    def __init__(self, profile_id: str, target: str, emulate: bool = False):
+        self.profile_id, self.target, self.emulate = profile_id, target, emulate
         self._executables: dict = {}
         self.receipts: dict = {}
+        self.host_math: dict = {}  # receipt id -> host libm functions of its program (emulated runs only)
 
     def executable(self, kernel):
         exe = self._executables.get(kernel)
         if exe is None:
-            exe = self._executables[kernel] = compiler.compile(kernel, target=self.target)
+            options = {"emulate": True} if self.emulate else {}
+            exe = self._executables[kernel] = compiler.compile(kernel, target=self.target, **options)
         return exe
 
     def run(self, kernel, logical, plan, case: Case, arrays) -> tuple:
@@ -86,11 +91,15 @@ class _Runner:
         source_digest = None if source is None else hashlib.sha256(str(source).encode()).hexdigest()
         kernel_id = logical.kernel_id if logical is not None else f"subject.{case.case_id.split('/')[1]}"
         key = (kernel_id, graph_digest, spec)
-        receipt_id = hashlib.sha256(repr((self.profile_id, self.target) + key).encode()).hexdigest()[:20]
+        carrier = (self.profile_id, self.target) + (("emulated",) if self.emulate else ())
+        receipt_id = hashlib.sha256(repr(carrier + key).encode()).hexdigest()[:20]
         if receipt_id not in self.receipts:
+            version = _provider_version(self.target) + (", emulated on the host" if self.emulate else "")
             self.receipts[receipt_id] = CompilationReceipt(
                 receipt_id, self.profile_id, self.target, kernel_id, "v1" if logical is None else logical.variant,
-                None if plan is None else plan.plan_id, spec, graph_digest, source_digest, _provider_version(self.target))
+                None if plan is None else plan.plan_id, spec, graph_digest, source_digest, version)
+            if self.emulate:
+                self.host_math[receipt_id] = emulation.host_functions(exe)
         return receipt_id
 
 
@@ -253,21 +262,28 @@ def _subject_evidence(stage, profile_id, subject, reference, candidate, alterati
 
 # --- Stage Two ------------------------------------------------------------------------------------
 
-def require_runtime(profile) -> None:
-    """Raise the actionable RuntimeError when the profile's provider or runtime is missing."""
+def require_runtime(profile, emulate: bool = False) -> None:
+    """Raise the actionable RuntimeError when the profile's provider or runtime (or, with ``emulate``, its host
+    emulator) is missing."""
     available = compiler.targets()
     if profile.target not in available:
         raise RuntimeError(f"verification profile {profile.profile_id} needs the {profile.target!r} target, which this "
                            f"build does not provide yet (available targets: {', '.join(available)}); its plans are "
                            f"classified, but nothing can execute on it")
+    if emulate:
+        emulation.require_emulator()
+        return
     check = getattr(compiler.builder_for(profile.target), "require_runtime", None)
     if check is not None:
         check()
 
 
-def run_target_stage(profile, oracle_result) -> StageReport:
-    """Verify every active target plan and subject against the CPU oracle, behind rebuilt certificates."""
+def run_target_stage(profile, oracle_result, *, emulate: bool = False) -> StageReport:
+    """Verify every active target plan and subject against the CPU oracle, behind rebuilt certificates. With
+    ``emulate`` the target's programs run on its host emulator and the evidence is classified as
+    :mod:`.emulation` says (the report records the emulated carrier)."""
     profile = _resolve(profile)
+    emulation.check_emulate(profile, emulate)
     if not profile.serves(VerificationStage.TARGET):
         raise ValueError(f"profile {profile.profile_id} is not registered for the target stage")
     if not isinstance(oracle_result, OracleStageResult):
@@ -276,11 +292,11 @@ def run_target_stage(profile, oracle_result) -> StageReport:
     if oracle_result.report.profile_id != ORACLE_PROFILE_ID or oracle_result.report.stage is not VerificationStage.ORACLE:
         raise ValueError(f"the oracle result must come from the {ORACLE_PROFILE_ID} oracle stage")
     cat = catalogue_for(profile)
-    require_runtime(profile)
+    require_runtime(profile, emulate)
     authority = reconstruct_authority(oracle_result)
     stage = VerificationStage.TARGET
     oracle = _Runner(ORACLE_PROFILE_ID, verification_profile(ORACLE_PROFILE_ID).target)
-    target = _Runner(profile.profile_id, profile.target)
+    target = _Runner(profile.profile_id, profile.target, emulate)
     evidence = []
     total = len(cat.classifications) + len(cat.subjects)
     for i, c in enumerate(cat.classifications):
@@ -312,4 +328,5 @@ def run_target_stage(profile, oracle_result) -> StageReport:
         evidence.extend(_subject_evidence(stage, profile.profile_id, s.subject, oracle, target,
                                           _result_alterations.get(stage)))
     _tick(stage, total, total, "done")
-    return StageReport(profile.profile_id, stage, tuple(evidence), tuple(target.receipts.values()))
+    evidence = [emulation.classify(e, target.host_math.get(e.receipt_id, ())) for e in evidence]
+    return StageReport(profile.profile_id, stage, tuple(evidence), tuple(target.receipts.values()), emulate)

@@ -47,7 +47,7 @@ _SCRIPT = textwrap.dedent("""
         compile_and_run("cpu")
         return OracleStageResult(StageReport("cpu-compiled", VerificationStage.ORACLE, (), ()), ())
 
-    def target(profile, oracle_result):
+    def target(profile, oracle_result, **kw):
         compile_and_run("tilelang-c")
         return StageReport("c-tilelang", VerificationStage.TARGET, (), ())
 
@@ -84,7 +84,7 @@ def test_a_default_verification_writes_nothing_under_home(tmp_path):
 
 def test_a_caller_cache_directory_is_kept_and_recorded(tmp_path, monkeypatch, oracle_result, stage_two):
     monkeypatch.setattr(R, "run_oracle_stage", lambda p: oracle_result)
-    monkeypatch.setattr(R, "run_target_stage", lambda p, o: stage_two)
+    monkeypatch.setattr(R, "run_target_stage", lambda p, o, **kw: stage_two)
     kept = tmp_path / "kept"
     report = verify_backend("cpu-compiled", cache_dir=kept)
     assert report.caches.source == "argument" and report.caches.kept and os.path.isdir(kept)

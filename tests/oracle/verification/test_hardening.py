@@ -39,7 +39,7 @@ def test_the_report_lists_each_receipt_once(oracle_result, monkeypatch):
     monkeypatch.setattr(R, "run_oracle_stage", lambda p: oracle_result)
     # verifying cpu-compiled as a target compiles the oracle's specialisations again: the same receipts
     monkeypatch.setattr(R, "run_target_stage",
-                        lambda p, o: attrs.evolve(oracle_result.report, stage=R.VerificationStage.TARGET))
+                        lambda p, o, **kw: attrs.evolve(oracle_result.report, stage=R.VerificationStage.TARGET))
     report = verify_backend("cpu-compiled")
     ids = [r.receipt_id for r in report.receipts]
     assert len(ids) == len(set(ids)) == len({r.receipt_id for r in oracle_result.report.receipts})

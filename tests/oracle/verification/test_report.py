@@ -20,7 +20,7 @@ def stubbed_stages(monkeypatch, oracle_result, stage_two):
     """verify_backend with the session's stage runs (the stages themselves are tested in test_stages.py)."""
     calls = []
     monkeypatch.setattr(R, "run_oracle_stage", lambda p: calls.append(("oracle", p.profile_id)) or oracle_result)
-    monkeypatch.setattr(R, "run_target_stage", lambda p, o: calls.append(("target", p.profile_id)) or stage_two)
+    monkeypatch.setattr(R, "run_target_stage", lambda p, o, **kw: calls.append(("target", p.profile_id)) or stage_two)
     return calls
 
 
@@ -132,7 +132,7 @@ def test_cli_progress_bar_redraws_on_a_terminal_and_logs_otherwise():
 def test_cli_verify_passes_when_every_record_passes(monkeypatch, capsys, oracle_result):
     monkeypatch.setattr(R, "run_oracle_stage", lambda p: oracle_result)
     report_stage = attrs.evolve(oracle_result.report, stage=R.VerificationStage.TARGET)
-    monkeypatch.setattr(R, "run_target_stage", lambda p, o: report_stage)
+    monkeypatch.setattr(R, "run_target_stage", lambda p, o, **kw: report_stage)
     assert cli.main(["verify", "cpu-compiled"]) == 0
     assert "PASSED" in capsys.readouterr().out
 
@@ -224,7 +224,7 @@ def test_cli_silences_third_party_loggers_while_verifying(monkeypatch, capsys, o
         logging.getLogger("tilelang").error("a real problem stays visible")
         return oracle_result
     monkeypatch.setattr(R, "run_oracle_stage", noisy_oracle)
-    monkeypatch.setattr(R, "run_target_stage", lambda p, o: stage_two)
+    monkeypatch.setattr(R, "run_target_stage", lambda p, o, **kw: stage_two)
     handler_stream = __import__("io").StringIO()
     handler = logging.StreamHandler(handler_stream)
     # on the loggers themselves: an imported TileLang gives its logger its own handler and stops propagation

@@ -293,4 +293,26 @@ void simdgroup_multiply(thread simdgroup_matrix<T, R, C>& d, const simdgroup_mat
                         const simdgroup_matrix<T, K, C>& b) {
   simdgroup_multiply_accumulate(d, a, b, simdgroup_matrix<T, R, C>());
 }
+
+// metal::precise:: and metal::fast:: math as the HOST's libm (float functions, host_math.py lists them): the
+// emulator cannot reproduce Apple's library, whose precise:: functions the MSL specification only bounds (most
+// within 4 ulp) and whose fast:: functions are coarser still. A result that depends on one of these is the host's
+// answer, not the GPU's; the verifier classifies such cases accordingly (oracle/verification/emulation.py).
+#define ITM_HOST_MATH1(NAME) \
+  static inline float NAME(float x) { return ::NAME##f(x); }
+#define ITM_HOST_MATH2(NAME, LIBM) \
+  static inline float NAME(float x, float y) { return ::LIBM(x, y); }
+#define ITM_HOST_MATH_LIBRARY                                                                         \
+  ITM_HOST_MATH1(exp) ITM_HOST_MATH1(exp2) ITM_HOST_MATH1(exp10) ITM_HOST_MATH1(log) ITM_HOST_MATH1(log2)         \
+  ITM_HOST_MATH1(log10) ITM_HOST_MATH1(sin) ITM_HOST_MATH1(cos) ITM_HOST_MATH1(tan) ITM_HOST_MATH1(asin)          \
+  ITM_HOST_MATH1(acos) ITM_HOST_MATH1(atan) ITM_HOST_MATH1(sinh) ITM_HOST_MATH1(cosh) ITM_HOST_MATH1(tanh)        \
+  ITM_HOST_MATH1(asinh) ITM_HOST_MATH1(acosh) ITM_HOST_MATH1(atanh) ITM_HOST_MATH1(sqrt)                         \
+  ITM_HOST_MATH2(pow, powf) ITM_HOST_MATH2(powr, powf) ITM_HOST_MATH2(atan2, atan2f)                             \
+  static inline float rsqrt(float x) { return 1.0f / ::sqrtf(x); }                                               \
+  static inline float divide(float x, float y) { return x / y; }
+namespace precise { ITM_HOST_MATH_LIBRARY }
+namespace fast { ITM_HOST_MATH_LIBRARY }
+#undef ITM_HOST_MATH_LIBRARY
+#undef ITM_HOST_MATH2
+#undef ITM_HOST_MATH1
 }  // namespace metal

@@ -29,10 +29,10 @@
 // - Memory orders: every atomic is performed at once and sequentially consistent here, and atomics never order the
 //   non-atomic accesses around them in the race detector: message passing through release/acquire atomics is
 //   reported as a race. compare_exchange_weak never fails spuriously.
-// - Floats: host IEEE arithmetic with contraction off stands in for MTLMathModeSafe; Metal's own math library
-//   (metal::precise::, metal::fast::) is not provided (intent_trace's programs never call it; a kernel that does
-//   fails to compile here). Simdgroup reductions and matrix products use one fixed order (ascending lanes, k), an
-//   Apple GPU may use another.
+// - Floats: host IEEE arithmetic with contraction off stands in for MTLMathModeSafe. Metal's own math library
+//   (metal::precise::, metal::fast::: exp, log, sin, pow, rsqrt, ...) is the host's libm (itm_library.h): its
+//   results are the host's, not an Apple GPU's, and the verifier does not count them as evidence about the GPU.
+//   Simdgroup reductions and matrix products use one fixed order (ascending lanes, k), an Apple GPU may use another.
 // - The race detector remembers the last write and up to two reads per element: with three or more concurrent
 //   readers of one element it can miss a race against one of them. Threadgroup memory starts as all-ones bytes
 //   (NaN, -1), so reading it before writing shows. Pointer casts between element types and 2-D threadgroup arrays

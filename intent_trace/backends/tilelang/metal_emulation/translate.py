@@ -14,6 +14,13 @@ cannot spell as Metal does:
 - after the last line, a driver: ``itm_run`` binds the buffers and the argument struct, and runs the kernel once per
   thread through :func:`itm::dispatch`.
 
+One repair, of TVM's Metal code generator rather than of Metal (:func:`split_inline_conditionals`): a guarded load
+(``T.if_then_else``, which TileLang's safe-memory pass puts around a load it cannot prove in bounds) inside an
+assignment to a local variable comes out as ``b9 =     uchar condval;`` then the ``if``/``else`` that sets
+``condval``, then the rest of the assignment, ``((char)(condval != (uchar)0));``, at column 0: the declaration
+printed into the middle of the statement. That is no more valid Metal than C++, so the emulator moves the
+left-hand side onto the rest of the statement (same lines, so ``__LINE__`` still names the Metal line).
+
 A local variable that shadows a buffer parameter's or threadgroup variable's name is not supported (its uses
 would be rewritten too; TVM never emits one). Only the kernel's own syntax is parsed (the parameter list, the argument struct TVM emits, threadgroup declarations);
 anything else is compiled as it is, so a Metal feature the header lacks is a C++ compile error naming it.
@@ -146,10 +153,32 @@ def _body_end(lines: list, start: int) -> int:
     raise TranslationError("the kernel body is not closed")
 
 
+_INLINE_CONDITIONAL = re.compile(r"^(\s*)([^;{}]*?[^=!<>\s])\s*=(?!=)\s+([A-Za-z_][\w:]*(?:\s+[A-Za-z_][\w:]*)*)\s+"
+                                 r"(condval\w*)\s*;\s*$")
+
+
+def split_inline_conditionals(source: str) -> str:
+    """``lhs = T condval;`` ... ``rest;`` (TVM's guarded load inside an assignment, see the module docstring)
+    rewritten as ``T condval;`` ... ``lhs = rest;``, on the same lines. TranslationError when the statement's rest
+    (the next line at column 0) is missing or does not end the statement."""
+    lines = source.split("\n")
+    for i, line in enumerate(lines):
+        m = _INLINE_CONDITIONAL.match(line)
+        if m is None:
+            continue
+        rest = next((j for j in range(i + 1, len(lines)) if lines[j] and not lines[j][0].isspace()), None)
+        if rest is None or not lines[rest].rstrip().endswith(";"):
+            raise TranslationError(f"line {i + 1}: {line.strip()!r} declares {m[4]} inside an assignment, and the "
+                                   f"rest of the assignment was not found")
+        lines[i] = f"{m[1]}{m[3]} {m[4]};"
+        lines[rest] = f"{m[1]}{m[2]} = {lines[rest]}"
+    return "\n".join(lines)
+
+
 def translate(source: str, kernel: str | None = None) -> Translation:
     """The host C++ for the Metal ``source`` and its kernel (the only one, or the one named ``kernel``)."""
     structs = _structs(source)
-    text = re.sub(r"#include\s*<metal_stdlib>", '#include "itm_metal.h"', source)
+    text = re.sub(r"#include\s*<metal_stdlib>", '#include "itm_metal.h"', split_inline_conditionals(source))
     text = re.sub(r"#include\s*<metal_\w+>", "", text)
     text = _POINTER.sub(_pointer, text)
     kernels = [m for m in _KERNEL.finditer(text) if kernel is None or m[1] == kernel]
