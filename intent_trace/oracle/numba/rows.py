@@ -27,7 +27,7 @@ A pure node that depends on no member (a scalar, a view read, a fill, a paramete
 a view it writes, so hoisting a read and running rows in any order cannot change what is read. A member whose
 result is used after the group ends (or by a region result) ends the group before it: values computed per row
 do not exist outside the row loop. A group is formed only when a reduction result is consumed by another member
-(the case the per-row loop improves); any other chain keeps its node-by-node code.
+by a member other than a write (the case the per-row loop improves); any other chain keeps its node-by-node code.
 """
 from __future__ import annotations
 
@@ -144,14 +144,38 @@ def _trim(nodes, start, end, hoisted, members, uses):
 
 
 def _worthwhile(nodes, members) -> bool:
-    """A reduce result consumed by another member: the per-row loop then saves a pass and a temporary."""
+    """A reduce result consumed by a member that computes (not only a write): the per-row loop then saves a
+    pass and a temporary. A reduction written straight out keeps its code."""
     reduced = {v for k in members if nodes[k].op is ops.reduce for v in nodes[k].outputs}
-    return any(x in reduced for k in members for x in nodes[k].inputs if isinstance(x, Var))
+    return any(x in reduced for k in members if nodes[k].op is not ops.write
+               for x in nodes[k].inputs if isinstance(x, Var))
 
 
-def _no_read_of_written(nodes, hoisted, members) -> bool:
+def _no_read_of_written(nodes, hoisted, members, reads: dict) -> bool:
+    """Whether no member or hoisted node reads, itself or through an operand (a fused read defined before the
+    group is evaluated inside it), a view a member writes."""
     written = {nodes[k].inputs[0] for k in members if nodes[k].op is ops.write}
-    return not any(_reads(nodes[k]) & written for k in (*hoisted, *members))
+    if not written:
+        return True
+    for k in (*hoisted, *members):
+        seen = _reads(nodes[k])
+        for x in nodes[k].inputs:
+            seen |= reads.get(x, set())
+        if seen & written:
+            return False
+    return True
+
+
+def _transitive_reads(nodes) -> dict:
+    """{value: the views its computation reads}, for the values of ``nodes``."""
+    reads: dict = {}
+    for node in nodes:
+        seen = set(_reads(node))
+        for x in node.inputs:
+            seen |= reads.get(x, set())
+        for v in node.outputs:
+            reads[v] = seen
+    return reads
 
 
 def row_groups(region: Region) -> dict:
@@ -173,13 +197,16 @@ def row_groups(region: Region) -> dict:
     for x in region.results:
         if isinstance(x, Var):
             uses.setdefault(x, []).append(None)
+    reads = _transitive_reads(nodes)
     groups: dict = {}
     start = 0
     while start < len(nodes):
         end, extent, hoisted, members = _scan(nodes, start, uses)
-        end, hoisted, members = _trim(nodes, start, end, hoisted, members, uses)
-        while members and not _no_read_of_written(nodes, hoisted, members):
-            end = members[-1]  # drop the last member (a write) and retry
+        while True:
+            end, hoisted, members = _trim(nodes, start, end, hoisted, members, uses)
+            if not members or _no_read_of_written(nodes, hoisted, members, reads):
+                break
+            end = members[-1]  # end the group before its last member (and trim what then escapes)
             hoisted = [k for k in hoisted if k < end]
             members = [k for k in members if k < end]
         if members and _worthwhile(nodes, members):
