@@ -64,6 +64,13 @@ def softmax_and_stats(x: I.In[I.f32, ("M", "N")], y: I.Out[I.f32, ("M", "N")], m
 
 
 @intent.kernel
+def shift_and_max(x: I.In[I.f32, ("M", "N")], y: I.Out[I.f32, ("M", "N")], m: I.Out[I.f32, ("M",)]):
+    mx = I.reduce.max(x[:, :], axis=1)
+    y[:, :] = x[:, :] - rows(mx, x)
+    m[:] = mx
+
+
+@intent.kernel
 def centre_in_place(y: I.InOut[I.f32, ("M", "N")]):
     """Writes the view it reads: row r's write must not be seen by another row's read."""
     y[:, :] = y[:, :] - rows(I.reduce.sum(y[:, :], axis=1), y)
@@ -145,7 +152,8 @@ def test_row_groups_form_only_where_a_row_reduction_feeds_the_row():
         return row_groups(intent.compile(kernel, target="cpu").graph.body)
 
     assert len(groups(softmax_whole)) == 1 and len(groups(layer_norm)) == 1 and len(groups(centre_scale)) == 1
-    assert len(groups(softmax_and_stats)) == 1  # the row max is written from the group, summed after it
+    assert len(groups(shift_and_max)) == 1  # the row max is written by a member
+    assert groups(softmax_and_stats) == {}  # the row max is also summed after the rows: it leaves the chain
     assert groups(row_sum) == {}  # a reduction straight into a write: its code is unchanged
     assert groups(column_centre) == {}
     assert groups(centre_in_place) == {}  # it writes the view it reads
@@ -183,6 +191,10 @@ def test_a_value_used_after_the_chain_and_a_written_row_value(run):
     np.testing.assert_array_equal(m, mx)
     np.testing.assert_array_equal(y, x - mx[:, None])  # one exactly rounded subtraction per element
     assert abs(float(total[0]) - float(mx.astype(np.float64).sum())) <= 16 * 2.0**-24 * float(np.abs(mx).sum())
+    y2, m2 = np.zeros_like(x), np.zeros(9, np.float32)
+    run(shift_and_max, x, y2, m2)
+    np.testing.assert_array_equal(m2, mx)
+    np.testing.assert_array_equal(y2, x - mx[:, None])
 
 
 def test_writing_the_view_it_reads_and_column_reductions(run):
