@@ -219,3 +219,22 @@ def test_row_group_on_the_parallel_build(monkeypatch):
     exe(x, y)
     assert exe.module.kernel_parallel.signatures
     assert float((np.abs(y - ref_softmax(x)) / ref_softmax(x).max(axis=1, keepdims=True)).max()) <= _bound(29)
+
+
+@intent.kernel
+def reshape_rows(x: I.In[I.f32, ("N",)], y: I.Out[I.f32, ("A", "B")]):
+    y[:, :] = I.reshape(x[:], (y.shape[0], y.shape[1]))
+
+
+def test_a_reshape_check_remains_where_the_element_counts_can_differ():
+    """[M] -> [M, 1] needs no check (the same product on both sides, so row kernels need no staging); a reshape
+    between extents given independently still raises a ValueError naming both counts."""
+    x = np.arange(6, dtype=np.float32)
+    y = np.zeros((2, 3), np.float32)
+    intent.compile(reshape_rows, target="cpu")(x, y)
+    np.testing.assert_array_equal(y, x.reshape(2, 3))
+    bad = np.full((2, 2), 7.0, np.float32)
+    with pytest.raises(ValueError, match="reshape of 6 elements into a shape of 4 elements"):
+        intent.compile(reshape_rows, target="cpu")(x, bad)
+    assert (bad == 7.0).all()
+    assert "!= ext0" not in intent.compile(rms_norm, target="cpu").source
