@@ -32,19 +32,11 @@ from intent_trace.bench import compile_times
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
 from plot import add_plot_argument, finish  # noqa: E402
-from zoo_kernels import layer_norm, rows, softmax_whole  # noqa: E402
+from row_softmax import softmax_rows as softmax_parallel  # noqa: E402
+from zoo_kernels import REFERENCES, layer_norm, rms_norm_f16, rows, softmax_whole  # noqa: E402
 
 NEG_INF = float("-inf")
 LEAK = 0.01
-
-
-@intent.kernel
-def softmax_parallel(x: I.In[I.f32, ("M", "N")], y: I.Out[I.f32, ("M", "N")]):
-    cols = I.domain(0, x.shape[1])
-    for r in I.parallel(I.domain(0, x.shape[0])):
-        row = x[r, cols]
-        e = I.exp(row - I.reduce.max(row, axis=0))
-        y[r, cols] = e / I.reduce.sum(e, axis=0)
 
 
 @intent.kernel
@@ -81,21 +73,7 @@ def causal_attention(q: I.In[I.f32, ("B", "L", "D")], k: I.In[I.f32, ("B", "L", 
 
 # ---- float64 references --------------------------------------------------------------------------------------
 
-def ref_softmax(x):
-    x = x.astype(np.float64)
-    e = np.exp(x - x.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
-
-
-def ref_layer_norm(x, g, b):
-    x = x.astype(np.float64)
-    c = x - x.mean(axis=1, keepdims=True)
-    return c / np.sqrt((c * c).mean(axis=1, keepdims=True) + 1e-5) * g + b
-
-
-def ref_rms_norm(x, w):
-    x = x.astype(np.float64)
-    return x / np.sqrt((x * x).mean(axis=1, keepdims=True) + 1e-6) * w
+ref_softmax, ref_layer_norm, ref_rms_norm = REFERENCES[softmax_whole], REFERENCES[layer_norm], REFERENCES[rms_norm_f16]
 
 
 def ref_matmul_leaky(a, b):

@@ -13,31 +13,16 @@ import re
 import numpy as np
 import pytest
 from conftest import bits_equal
-from example_modules import example
+from example_modules import benchmark_module, example
 
 import intent_trace as intent
 from intent_trace import I
 from intent_trace.oracle.numba import target as cpu_target
 from intent_trace.oracle.numba.rows import row_groups
 
-
-def rows(v, like):
-    return I.reshape(v, (like.shape[0], 1))
-
-
-@intent.kernel
-def softmax_whole(x: I.In[I.f32, ("M", "N")], y: I.Out[I.f32, ("M", "N")]):
-    e = I.exp(x[:, :] - rows(I.reduce.max(x[:, :], axis=1), x))
-    y[:, :] = e / rows(I.reduce.sum(e, axis=1), x)
-
-
-@intent.kernel
-def layer_norm(x: I.In[I.f32, ("M", "N")], g: I.In[I.f32, ("N",)], b: I.In[I.f32, ("N",)],
-               y: I.Out[I.f32, ("M", "N")]):
-    n = I.cast(x.shape[1], I.f32)
-    centred = x[:, :] - rows(I.reduce.sum(x[:, :], axis=1) / n, x)
-    var = I.reduce.sum(centred * centred, axis=1) / n
-    y[:, :] = centred * rows(I.rsqrt(var + 1e-5), x) * g[:] + b[:]
+ZOO = benchmark_module("zoo_kernels")
+rows, softmax_whole, layer_norm = ZOO.rows, ZOO.softmax_whole, ZOO.layer_norm
+ref_softmax, ref_layer_norm, ref_rms_norm = (ZOO.REFERENCES[k] for k in (softmax_whole, layer_norm, ZOO.rms_norm_f16))
 
 
 @intent.kernel
@@ -87,23 +72,6 @@ def column_centre(x: I.In[I.f32, ("M", "N")], y: I.Out[I.f32, ("M", "N")]):
 @intent.kernel
 def row_sum(x: I.In[I.f32, ("M", "N")], y: I.Out[I.f32, ("M",)]):
     y[:] = I.reduce.sum(x[:, :], axis=1)
-
-
-def ref_softmax(x):
-    x = x.astype(np.float64)
-    e = np.exp(x - x.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
-
-
-def ref_layer_norm(x, g, b):
-    x = x.astype(np.float64)
-    c = x - x.mean(axis=1, keepdims=True)
-    return c / np.sqrt((c * c).mean(axis=1, keepdims=True) + 1e-5) * g + b
-
-
-def ref_rms_norm(x, w):
-    x = x.astype(np.float64)
-    return x / np.sqrt((x * x).mean(axis=1, keepdims=True) + 1e-6) * w
 
 
 def _bound(n: int) -> float:
