@@ -79,7 +79,9 @@ def _member(node, extent) -> bool:
     if not outs or not all(_rows_of(v, extent) for v in outs):
         return False
     if op in ELEMENTWISE:
-        return not op.effects and not node.regions
+        shape = outs[0].type.shape
+        return not op.effects and not node.regions and \
+            all(x.type.shape == shape for x in node.inputs if _tensor(x))
     if op in _ROW_PRESERVING:
         src = node.inputs[0]
         if not _rows_of(src, extent):
