@@ -243,7 +243,8 @@ class EmitterBase(SourceWriter, Interpreter):
 
     def _materialize_row(self, value: Lazy, t: T.Type) -> Lazy:
         """Row ``r`` of a row group member's value (:meth:`row_loop`): a scalar local for a value of one
-        element per row (``[M]``, ``[M, 1]``), else a buffer of the row's shape, allocated per row; read back at index ``[r, ...]``."""
+        element per row (``[M]``, ``[M, 1]``), else a buffer of the row's shape, allocated per row; read back
+        at index ``[r, ...]``."""
         r = self.row[0]
         rest = value.shape[1:]
         if all(e == "1" for e in rest):  # one element per row ([M], or [M, 1] of a per-row value)
