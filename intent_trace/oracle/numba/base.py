@@ -61,6 +61,7 @@ class EmitterBase(SourceWriter, Interpreter):
         self.node = None  # the node being emitted (error sites name its source line)
         self.pointwise = 0  # > 0 while a combine region is inlined per element (tensors stay lazy)
         self.fusion_depth: dict = {}  # Lazy -> how many fused ops its element expression nests
+        self.row = None  # (row index, row extent) while a row group's members are emitted (:mod:`.rows`)
 
     # -- text (fresh, line, assign, block come from SourceWriter) --------------------------------
     def constant(self, value, dtype: T.DType) -> str:
@@ -173,7 +174,36 @@ class EmitterBase(SourceWriter, Interpreter):
         return value.elem(idx)
 
     @contextlib.contextmanager
+    def row_loop(self, extent: str):
+        """``for r in prange(extent):`` around a row group's members (:mod:`.rows`): inside it every loop nest
+        a member opens is over one row (:meth:`loop_nest`), and what a member materialises is a row
+        (:meth:`materialize`)."""
+        r = self.fresh("r")
+        with self.block(f"for {r} in prange({extent}):"):
+            self.uses_prange = True
+            self.prange_depth += 1
+            self.loop_depth += 1
+            self.row = (r, extent)
+            try:
+                yield r
+            finally:
+                self.row = None
+                self.loop_depth -= 1
+                self.prange_depth -= 1
+
+    @contextlib.contextmanager
     def loop_nest(self, shape, parallel: bool):
+        if self.row is not None and shape:
+            # A row group's member: the first axis is the row being emitted (the analysis checked that
+            # every member's first extent is the group's), so only the rest of the shape loops.
+            with self._loops(shape[1:], False) as rest:
+                yield [self.row[0], *rest]
+        else:
+            with self._loops(shape, parallel) as idx:
+                yield idx
+
+    @contextlib.contextmanager
+    def _loops(self, shape, parallel: bool):
         idx = [self.fresh("i") for _ in shape]
         opened = 0
         use_prange = parallel and bool(shape) and self.prange_depth == 0 and self.loop_depth == 0
@@ -202,12 +232,29 @@ class EmitterBase(SourceWriter, Interpreter):
         shape = value.shape
         if not shape:  # rank 0: a scalar local (Numba's parfors mishandle 0-d arrays)
             return Scalar(value.elem([]))
+        if self.row is not None:
+            return self._materialize_row(value, t)
         what = f"the result of `{self.node.op.name}`" if self.node is not None else "a temporary"
         name = self.allocate(shape, np_type(t.dtype), f"{what} of shape {shape_text(t)}")
         with self.loop_nest(shape, parallel=True) as idx:
             v = value.elem(idx)
             self.line(f"{name}[{', '.join(idx)}] = {v}")
         return Array(name, shape)
+
+    def _materialize_row(self, value: Lazy, t: T.Type) -> Lazy:
+        """Row ``r`` of a row group member's value (:meth:`row_loop`): a scalar local for a value of one
+        element per row (``[M]``, ``[M, 1]``), else a buffer of the row's shape, allocated per row; read back
+        at index ``[r, ...]``."""
+        r = self.row[0]
+        rest = value.shape[1:]
+        if all(e == "1" for e in rest):  # one element per row ([M], or [M, 1] of a per-row value)
+            s = self.assign(value.elem([r, *("0" for _ in rest)]), "w")
+            return Lazy(value.shape, lambda idx: s)
+        what = f"a row of the result of `{self.node.op.name}`" if self.node is not None else "a row"
+        name = self.allocate(rest, np_type(t.dtype), f"{what} of shape {shape_text(t)}")
+        with self._loops(rest, False) as idx:
+            self.line(f"{name}[{', '.join(idx)}] = {value.elem([r, *idx])}")
+        return Lazy(value.shape, lambda idx: f"{name}[{', '.join(idx[1:])}]")
 
     def bind_dims(self, var: Var, value) -> None:
         t = var.type

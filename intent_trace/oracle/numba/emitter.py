@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from ...graph.interpreter import rule_table
 from . import atomic, contract, elementwise, memory, quant, random, region, scaled, structure, structured
+from .rows import row_groups
 from .base import MAX_FUSION_DEPTH, EmitterBase  # noqa: F401  (public names of the generator)
 
 RULES = rule_table(elementwise.RULES, structure.RULES, structured.RULES, contract.RULES, region.RULES,
@@ -28,3 +29,29 @@ class NumbaEmitter(EmitterBase):
     """The cpu target's code generator: the base emitter over the composed rule table."""
 
     rules = RULES
+
+    def run_region(self, region, params=()) -> list:
+        """The kernel's body runs its row groups (:mod:`.rows`) as one parallel loop over rows each: the
+        hoisted nodes first, then the members inside ``for r in prange(M)``; every other region (and every
+        node outside a group) runs node by node."""
+        if region is not self.graph.body or self.prange_depth or self.loop_depth or self.pointwise:
+            return super().run_region(region, params)
+        groups = row_groups(region)
+        if not groups:
+            return super().run_region(region, params)
+        for var, value in zip(region.params, params):
+            self.env[var] = value
+        k = 0
+        while k < len(region.nodes):
+            group = groups.get(k)
+            if group is None:
+                self.run_node(region.nodes[k])
+                k += 1
+                continue
+            for node in group.hoisted:
+                self.run_node(node)
+            with self.row_loop(self.extent(group.extent)):
+                for node in group.members:
+                    self.run_node(node)
+            k = group.end
+        return [self.operand(r) for r in region.results]

@@ -40,7 +40,9 @@ def _reduce(em, node, args):
     ident_leaves = leaf_values(identity, Aggregate)
     region_size = len(node.regions[0].nodes)
     partials = PARTIALS if region_size <= 8 else 1
-    outs = result_arrays(em, acc_leaf_types, kept)
+    # Inside a row group (base.row_loop) the kept shape is [M] and this is row r's value: a scalar.
+    row = em.row is not None
+    outs = [None] * len(acc_leaf_types) if row else result_arrays(em, acc_leaf_types, kept)
     results: list = []
     with em.loop_nest(kept, parallel=True) as pos:
         accs = [[em.assign(em.elem(v, pos), "c") for v in ident_leaves] for _ in range(partials)]
@@ -86,7 +88,9 @@ def _reduce(em, node, args):
         for out, value in zip(outs, results):
             if out is not None:
                 em.line(f"{out}[{', '.join(pos)}] = {value}")
-    if kept:
+    if row:
+        leaves = [Lazy(kept, lambda idx, v=v: v) for v in results]
+    elif kept:
         leaves = [Array(o, kept) for o in outs]
     else:
         leaves = [Scalar(v) for v in results]

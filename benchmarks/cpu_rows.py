@@ -1,0 +1,288 @@
+"""The CPU oracle on the row kernels users write, against NumPy and PyTorch's CPU kernels in one run (issue 19).
+
+Prints one JSON line: for each case and each thread count (``--threads``, default 1 and 2; set for Numba with
+``numba.set_num_threads`` and for torch with ``torch.set_num_threads``) the median of ``--rounds`` calls of
+ours (cpu target), NumPy and torch, and the ratios ``vs_numpy``/``vs_torch`` = their time / ours (above 1: we
+are faster). Every implementation's result is first checked against a float64 NumPy reference within a
+T5-style bound (a sum of K rounded terms is off by at most about K units of its accumulator's rounding, plus
+the output's own rounding), so a fast wrong answer fails the run instead of being timed.
+
+Cases (full size; ``--quick`` runs small shapes, still above the parallel threshold, and 3 rounds):
+softmax in the whole-tensor spelling (``benchmarks/zoo_kernels.py``) and the ``for r in I.parallel(rows)``
+spelling (``examples/row_softmax.py``), layer norm, RMSNorm (4096x1024 f32 each); f32 and f16 matmul +
+leaky-ReLU 1024^3 (f32 accumulation); causal attention B8 L1024 D64 f32. Also the first parallel-build
+compile (cold disk cache) of ``attention_f16`` (``examples/flash_attention.py``) and each case's compile record.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+import intent_trace as intent
+from intent_trace import I
+from intent_trace.bench import compile_times
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
+from plot import add_plot_argument, finish  # noqa: E402
+from row_softmax import softmax_rows as softmax_parallel  # noqa: E402
+from zoo_kernels import REFERENCES, layer_norm, rms_norm_f16, rows, softmax_whole  # noqa: E402
+
+NEG_INF = float("-inf")
+LEAK = 0.01
+
+
+@intent.kernel
+def rms_norm(x: I.In[I.f32, ("M", "N")], w: I.In[I.f32, ("N",)], y: I.Out[I.f32, ("M", "N")]):
+    mean_square = I.reduce.sum(x[:, :] * x[:, :], axis=1) / I.cast(x.shape[1], I.f32)
+    y[:, :] = x[:, :] * rows(I.rsqrt(mean_square + 1e-6), x) * w[:]
+
+
+@intent.kernel
+def matmul_leaky_f32(a: I.In[I.f32, ("M", "K")], b: I.In[I.f32, ("K", "N")], c: I.Out[I.f32, ("M", "N")]):
+    acc = I.matmul(a[:, :], b[:, :], acc_dtype=I.f32)
+    c[:, :] = I.select(acc > 0.0, acc, acc * LEAK)
+
+
+@intent.kernel
+def matmul_leaky_f16(a: I.In[I.f16, ("M", "K")], b: I.In[I.f16, ("K", "N")], c: I.Out[I.f16, ("M", "N")]):
+    acc = I.matmul(a[:, :], b[:, :], acc_dtype=I.f32)
+    c[:, :] = I.cast(I.select(acc > 0.0, acc, acc * LEAK), I.f16)
+
+
+@intent.kernel
+def causal_attention(q: I.In[I.f32, ("B", "L", "D")], k: I.In[I.f32, ("B", "L", "D")],
+                     v: I.In[I.f32, ("B", "L", "D")], out: I.Out[I.f32, ("B", "L", "D")], scale: I.f32):
+    for b in I.parallel(I.domain(0, q.shape[0])):
+        s = I.matmul(q[b, :, :], k[b, :, :], transpose_rhs=True, acc_dtype=I.f32) * scale
+        n = s.shape[0]
+        pos = I.indices(I.domain(0, n))
+        causal = I.reshape(pos, (n, 1)) >= I.reshape(pos, (1, n))
+        masked = I.select(causal, s, I.full(s.shape, NEG_INF, I.f32))
+        p = I.exp(masked - rows(I.reduce.max(masked, axis=1), masked))
+        p = p / rows(I.reduce.sum(p, axis=1), p)
+        out[b, :, :] = I.matmul(p, v[b, :, :], acc_dtype=I.f32)
+
+
+# ---- float64 references --------------------------------------------------------------------------------------
+
+ref_softmax, ref_layer_norm, ref_rms_norm = REFERENCES[softmax_whole], REFERENCES[layer_norm], REFERENCES[rms_norm_f16]
+
+
+def ref_matmul_leaky(a, b):
+    c = a.astype(np.float64) @ b.astype(np.float64)
+    return np.where(c > 0, c, c * LEAK)
+
+
+def ref_causal_attention(q, k, v, scale):
+    s = np.einsum("bld,bsd->bls", q.astype(np.float64), k.astype(np.float64)) * scale
+    n = s.shape[1]
+    s = np.where(np.tril(np.ones((n, n), bool)), s, -np.inf)
+    p = np.exp(s - s.max(axis=2, keepdims=True))
+    return np.einsum("bls,bsd->bld", p / p.sum(axis=2, keepdims=True), v.astype(np.float64))
+
+
+# ---- NumPy and torch spellings --------------------------------------------------------------------------------
+
+def np_softmax(x):
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    e /= e.sum(axis=1, keepdims=True)
+    return e
+
+
+def np_layer_norm(x, g, b):
+    c = x - x.mean(axis=1, keepdims=True)
+    return c / np.sqrt((c * c).mean(axis=1, keepdims=True) + np.float32(1e-5)) * g + b
+
+
+def np_rms_norm(x, w):
+    return x / np.sqrt((x * x).mean(axis=1, keepdims=True) + np.float32(1e-6)) * w
+
+
+def np_matmul_leaky(a, b):
+    c = a @ b
+    return np.where(c > 0, c, c * np.float32(LEAK))
+
+
+def np_causal_attention(q, k, v, scale):
+    s = (q @ k.transpose(0, 2, 1)) * np.float32(scale)
+    n = s.shape[1]
+    s[:, ~np.tril(np.ones((n, n), bool))] = -np.inf
+    p = np.exp(s - s.max(axis=2, keepdims=True))
+    p /= p.sum(axis=2, keepdims=True)
+    return p @ v
+
+
+def torch_cases():
+    import torch
+    F = torch.nn.functional
+    return torch, {
+        "softmax": lambda x: torch.softmax(x, dim=1),
+        "layer_norm": lambda x, g, b: F.layer_norm(x, (x.shape[1],), g, b, eps=1e-5),
+        "rms_norm": lambda x, w: F.rms_norm(x, (x.shape[1],), w, eps=1e-6),
+        "matmul_leaky": lambda a, b: F.leaky_relu(a @ b, LEAK),
+        "causal_attention": lambda q, k, v, scale: F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                                                                  scale=scale),
+    }
+
+
+# ---- the run -------------------------------------------------------------------------------------------------
+
+def median_time(fn, rounds: int) -> float:
+    fn()  # warm: caches, thread pools, lazily compiled code
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def check(name: str, who: str, got, want, bound: float) -> float:
+    """The normwise error max|got - want| / max|want|, which must stay within ``bound``."""
+    got = np.asarray(got, dtype=np.float64)
+    err = float(np.max(np.abs(got - want)) / max(float(np.max(np.abs(want))), 1e-300))
+    if not err <= bound:
+        raise SystemExit(f"{name}: {who} is off by {err:.3g} (normwise), more than the bound {bound:.3g}")
+    return err
+
+
+def cases(quick: bool, rng) -> list:
+    """(name, kernel, inputs, output shape and dtype, reference, numpy fn, torch fn key, bound, input dtypes)."""
+    m, n = (256, 256) if quick else (4096, 1024)
+    side = 256 if quick else 1024
+    B, L, D = (4, 256, 32) if quick else (8, 1024, 64)
+    eps32, eps16 = 2.0**-24, 2.0**-11
+    x = (rng.standard_normal((m, n)) * 4).astype(np.float32)
+    g = rng.standard_normal(n).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    a32 = rng.standard_normal((side, side)).astype(np.float32)
+    b32 = rng.standard_normal((side, side)).astype(np.float32)
+    a16, b16 = a32.astype(np.float16), b32.astype(np.float16)
+    q, k, v = (rng.standard_normal((B, L, D)).astype(np.float32) for _ in range(3))
+    scale = 1 / math.sqrt(D)
+    row_bound = (n + 32) * eps32  # a sum of n terms, exp/rsqrt within a few ulp, the final rounding
+    mm_bound = 4 * math.sqrt(side) * side * eps32  # normwise: K terms of magnitude ~1, products ~sqrt(K)
+    return [
+        ("softmax_whole", softmax_whole, (x,), ((m, n), np.float32), ref_softmax(x), np_softmax, "softmax",
+         row_bound),
+        ("softmax_parallel", softmax_parallel, (x,), ((m, n), np.float32), ref_softmax(x), np_softmax, "softmax",
+         row_bound),
+        ("layer_norm", layer_norm, (x, g, b), ((m, n), np.float32), ref_layer_norm(x, g, b), np_layer_norm,
+         "layer_norm", row_bound),
+        ("rms_norm", rms_norm, (x, g), ((m, n), np.float32), ref_rms_norm(x, g), np_rms_norm, "rms_norm",
+         row_bound),
+        (f"matmul_leaky_relu_f32_{side}", matmul_leaky_f32, (a32, b32), ((side, side), np.float32),
+         ref_matmul_leaky(a32, b32), np_matmul_leaky, "matmul_leaky", mm_bound),
+        (f"matmul_leaky_relu_f16_{side}", matmul_leaky_f16, (a16, b16), ((side, side), np.float16),
+         ref_matmul_leaky(a16, b16), None, "matmul_leaky", eps16 + mm_bound),
+        (f"causal_attention_B{B}_L{L}_D{D}", causal_attention, (q, k, v, scale), ((B, L, D), np.float32),
+         ref_causal_attention(q, k, v, scale), np_causal_attention, "causal_attention", (L + D + 64) * eps32),
+    ]
+
+
+def attention_f16_parallel_compile(quick: bool) -> dict:
+    """The first call of ``attention_f16`` above the parallel threshold with a fresh disk cache: it compiles the
+    parallel build (Numba's parfors) cold. Also the serial build's first call, below the threshold."""
+    from flash_attention import attention_f16
+    from intent_trace.oracle.numba import target as cpu_target
+
+    rng = np.random.default_rng(1)
+    B, L, S, D = (7, 16, 300, 16)
+    q, k, v = (rng.standard_normal(s).astype(np.float16) for s in ((B, L, D), (B, S, D), (B, S, D)))
+    out = np.zeros((B, L, D), np.float16)
+    old = os.environ.get("INTENT_TRACE_CACHE_DIR")
+    with tempfile.TemporaryDirectory() as cache:
+        os.environ["INTENT_TRACE_CACHE_DIR"] = cache
+        try:
+            t0 = time.perf_counter()
+            exe = intent.compile(attention_f16, target="cpu")
+            trace_s = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            exe(q, k, v, out, 1 / math.sqrt(D))
+            first = time.perf_counter() - t0
+            assert exe.module.kernel_parallel.signatures, "the call did not run the parallel build"
+            assert q.size + k.size + v.size + out.size >= cpu_target.PARALLEL_THRESHOLD
+        finally:
+            if old is None:
+                del os.environ["INTENT_TRACE_CACHE_DIR"]
+            else:
+                os.environ["INTENT_TRACE_CACHE_DIR"] = old
+    return {"compile_s": round(trace_s, 3), "first_parallel_call_s": round(first, 3), "target_s": 5.0}
+
+
+def main(argv=None) -> None:
+    parser = add_plot_argument(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
+    parser.add_argument("--quick", action="store_true", help="small shapes and 3 rounds")
+    parser.add_argument("--rounds", type=int, help="timed calls per measurement (default 15; 3 with --quick)")
+    parser.add_argument("--threads", default="1,2", help="thread counts, comma separated (default 1,2)")
+    parser.add_argument("--only", help="run only the cases whose name contains this")
+    parser.add_argument("--no-compile", action="store_true", help="skip the attention_f16 compile measurement")
+    args = parser.parse_args(argv)
+    rounds = args.rounds or (3 if args.quick else 15)
+    threads = [int(t) for t in args.threads.split(",")]
+    import numba
+    torch, torch_fns = torch_cases()
+
+    result: dict = {"benchmark": "cpu_rows", "quick": args.quick, "rounds": rounds, "threads": threads}
+    compiles = {}
+    if not args.no_compile:
+        result["attention_f16_parallel_build"] = attention_f16_parallel_compile(args.quick)
+    rng = np.random.default_rng(0)
+    for name, kernel, inputs, (out_shape, out_dtype), want, np_fn, torch_key, bound in cases(args.quick, rng):
+        if args.only and args.only not in name:
+            continue
+        ours_out = np.full(out_shape, np.nan, out_dtype)
+        arrays = [a for a in inputs if isinstance(a, np.ndarray)]
+        scalars = [a for a in inputs if not isinstance(a, np.ndarray)]
+
+        def call(e):
+            e(*arrays, ours_out, *scalars)
+
+        exe, compiles[name] = compile_times(kernel, "cpu", call)
+        errors = {"ours": check(name, "cpu", ours_out, want, bound)}
+        fast = intent.compile(kernel, target="cpu", checks=False)
+        call(fast)
+        errors["ours_unchecked"] = check(name, "cpu (checks=False)", ours_out, want, bound)
+        t_inputs = [torch.from_numpy(a) if isinstance(a, np.ndarray) else a for a in inputs]
+        errors["torch"] = check(name, "torch", torch_fns[torch_key](*t_inputs).numpy(), want, bound)
+        if np_fn is not None:
+            errors["numpy"] = check(name, "numpy", np_fn(*inputs), want, bound)
+        row = {"bound": bound, "errors": errors}
+        for t in threads:
+            numba.set_num_threads(t)
+            torch.set_num_threads(t)
+            ours = median_time(lambda: call(exe), rounds)
+            ours_fast = median_time(lambda: call(fast), rounds)
+            th = median_time(lambda: torch_fns[torch_key](*t_inputs), rounds)
+            entry = {"cpu_ms": round(ours * 1e3, 3), "cpu_unchecked_ms": round(ours_fast * 1e3, 3),
+                     "torch_ms": round(th * 1e3, 3), "vs_torch": round(th / ours, 2)}
+            if np_fn is not None:
+                tn = median_time(lambda: np_fn(*inputs), rounds)
+                entry.update(numpy_ms=round(tn * 1e3, 3), vs_numpy=round(tn / ours, 2))
+            else:
+                entry.update(numpy_ms=None, vs_numpy=None)
+            row[f"threads_{t}"] = entry
+        row["ratio"] = row[f"threads_{threads[0]}"]["vs_torch"]
+        row["reference"] = "torch CPU"
+        row["target_ratio"] = 1.0
+        result[name] = row
+        print(name, {t: row[f"threads_{t}"] for t in threads}, file=sys.stderr, flush=True)
+    whole, par = result.get("softmax_whole"), result.get("softmax_parallel")
+    if whole and par:
+        t = threads[0]
+        result["softmax_spellings_ratio"] = round(whole[f"threads_{t}"]["cpu_ms"] / par[f"threads_{t}"]["cpu_ms"], 2)
+    result["compile"] = {k: {f: round(v, 4) if isinstance(v, float) else v for f, v in r.items()}
+                         for k, r in compiles.items()}
+    finish(result, args)
+
+
+if __name__ == "__main__":
+    main()

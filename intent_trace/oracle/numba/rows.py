@@ -1,0 +1,222 @@
+"""Row groups: whole-tensor row kernels emitted as one parallel loop over rows (issue 19).
+
+A whole-tensor softmax or layer norm is a chain of top-level nodes over ``[M, N]`` tensors in which reductions
+along the trailing axes feed pointwise consumers broadcast back over the row. Emitted node by node, each step
+that cannot fuse into its consumer (a reduction under a broadcast, a value used twice) is materialised into its
+own array by its own parallel pass over all M rows: four passes and an M x N temporary for a softmax, each pass
+streaming the whole tensor through the cache again. Row ``r`` of every one of those values depends only on row
+``r`` of its operands, so the chain may equally run as ``for r in prange(M)`` with every step computed for row
+``r`` only: the loop nest the ``for r in I.parallel(rows)`` spelling gets, with per-row scalars for the
+reductions and row-sized buffers for what is materialised. Each element is still computed by the same scalar
+code in the same order within its row (reductions keep their accumulator pattern), so results are bit-identical
+to the node-by-node build.
+
+:func:`row_groups` finds these chains. A *member* of a group over row extent ``M`` is a node every tensor result
+of which has ``M`` as its first extent and whose element at row ``r`` reads only row ``r`` of any operand another
+member defines:
+
+- an elementwise op without effects (its operands share its shape);
+- a broadcast, reshape or transpose keeping the first axis first and of extent ``M`` (a reshape that keeps the
+  first extent keeps the row: row-major flat positions of row ``r`` unflatten to row ``r``);
+- a reduce with a pointwise combine over axes other than 0 whose results are ``[M]`` (one scalar per row);
+- a write whose value is a member's (or a hoisted value) and whose first index is ``:`` over a view axis of
+  extent ``M`` (iteration ``r`` writes view row ``r`` only, so iterations never write the same element).
+
+A pure node that depends on no member (a scalar, a view read, a fill, a parameter row such as ``g[:]``) is
+*hoisted*: emitted before the row loop, in program order. A group never reads (in a member or a hoisted node)
+a view it writes, so hoisting a read and running rows in any order cannot change what is read. A member whose
+result is used after the group ends (or by a region result) ends the group before it: values computed per row
+do not exist outside the row loop. A group is formed only when a reduction result is consumed by another member
+by a member other than a write (the case the per-row loop improves); any other chain keeps its node-by-node code.
+"""
+from __future__ import annotations
+
+import attrs
+
+from ... import types as T
+from ...graph import ops
+from ...graph.traits import ELEMENTWISE
+from ...graph.values import Region, Var, walk_region
+from .inline import pointwise_combine
+
+# Nodes that keep the first axis first (their operands' row r gives their row r).
+_ROW_PRESERVING = frozenset({ops.broadcast, ops.reshape, ops.transpose})
+
+
+@attrs.frozen(slots=True)
+class RowGroup:
+    """Nodes ``start .. end - 1`` of a region emitted as: ``hoisted`` (in order), then ``for r in prange(M)``
+    over ``members`` (in order). ``extent`` is the row extent's type-level name (a Dim or int)."""
+
+    start: int
+    end: int
+    extent: object
+    hoisted: tuple
+    members: tuple
+
+
+def _tensor(v) -> bool:
+    return isinstance(v, Var) and isinstance(v.type, T.TensorType)
+
+
+def _rows_of(v, extent) -> bool:
+    return _tensor(v) and v.type.rank >= 1 and v.type.shape[0] == extent
+
+
+def _pure(node) -> bool:
+    return not node.regions and node.op.effects <= {"read"}
+
+
+def _member(node, extent) -> bool:
+    """Whether ``node`` may run per row of ``extent`` (the module docstring's list)."""
+    op = node.op
+    outs = node.outputs
+    if op is ops.write:
+        view, value = node.inputs[0], node.inputs[1]
+        kinds = node.attr("index")
+        return (bool(kinds) and kinds[0] == "all" and view.type.shape[0] == extent and _rows_of(value, extent)
+                and all(k in ("all", "point", "domain") for k in kinds))
+    if not outs or not all(_rows_of(v, extent) for v in outs):
+        return False
+    if op in ELEMENTWISE:
+        shape = outs[0].type.shape
+        return not op.effects and not node.regions and \
+            all(x.type.shape == shape for x in node.inputs if _tensor(x))
+    if op in _ROW_PRESERVING:
+        src = node.inputs[0]
+        if not _rows_of(src, extent):
+            return False
+        if op is ops.broadcast:
+            return src.type.rank == outs[0].type.rank
+        if op is ops.transpose:
+            return node.attr("perm")[0] == 0
+        return True
+    if op is ops.reduce:
+        source, identity = node.inputs[0], node.inputs[1]
+        return (pointwise_combine(node) and 0 not in node.attr("axes") and _rows_of(source, extent)
+                and all(v.type.rank == 1 for v in outs)
+                and (not _tensor(identity) or _rows_of(identity, extent)))
+    return False
+
+
+def _reads(node) -> set:
+    return {n.inputs[0] for n in (node, *walk_region_nodes(node)) if "read" in n.op.effects}
+
+
+def walk_region_nodes(node):
+    for r in node.regions:
+        yield from walk_region(r)
+
+
+def _scan(nodes, start: int, uses: dict):
+    """The longest group starting at ``start`` (None if no worthwhile one): (end, extent, hoisted, members)."""
+    extent = None
+    hoisted, members = [], []
+    defined: set = set()
+    k = start
+    while k < len(nodes):
+        node = nodes[k]
+        depends = any(x in defined for x in node.inputs if isinstance(x, Var))
+        if not depends and _pure(node):
+            hoisted.append(k)
+        else:
+            if extent is None:
+                first = node.inputs[0] if node.op is ops.write else (node.outputs[0] if node.outputs else None)
+                if first is None or not _tensor(first) or first.type.rank < 1:
+                    break
+                extent = first.type.shape[0]
+            if not _member(node, extent):
+                break
+            members.append(k)
+            defined.update(node.outputs)
+        k += 1
+    return k, extent, hoisted, members
+
+
+def _trim(nodes, start, end, hoisted, members, uses):
+    """Cut the group before its first member whose result is used at or after the group's end."""
+    while True:
+        escaping = [k for k in members if any(j is None or j >= end for v in nodes[k].outputs
+                                              for j in uses.get(v, ()))]
+        if not escaping:
+            return end, hoisted, members
+        end = escaping[0]
+        hoisted = [k for k in hoisted if k < end]
+        members = [k for k in members if k < end]
+
+
+def _worthwhile(nodes, members) -> bool:
+    """A reduce result consumed by a member that computes (not only a write): the per-row loop then saves a
+    pass and a temporary. A reduction written straight out keeps its code."""
+    reduced = {v for k in members if nodes[k].op is ops.reduce for v in nodes[k].outputs}
+    return any(x in reduced for k in members if nodes[k].op is not ops.write
+               for x in nodes[k].inputs if isinstance(x, Var))
+
+
+def _no_read_of_written(nodes, hoisted, members, reads: dict) -> bool:
+    """Whether no member or hoisted node reads, itself or through an operand (a fused read defined before the
+    group is evaluated inside it), a view a member writes."""
+    written = {nodes[k].inputs[0] for k in members if nodes[k].op is ops.write}
+    if not written:
+        return True
+    for k in (*hoisted, *members):
+        seen = _reads(nodes[k])
+        for x in nodes[k].inputs:
+            seen |= reads.get(x, set())
+        if seen & written:
+            return False
+    return True
+
+
+def _transitive_reads(nodes) -> dict:
+    """{value: the views its computation reads}, for the values of ``nodes``."""
+    reads: dict = {}
+    for node in nodes:
+        seen = set(_reads(node))
+        for x in node.inputs:
+            seen |= reads.get(x, set())
+        for v in node.outputs:
+            reads[v] = seen
+    return reads
+
+
+def row_groups(region: Region) -> dict:
+    """{index of a group's first node: :class:`RowGroup`} for the nodes of ``region`` (not nested ones)."""
+    nodes = region.nodes
+    uses: dict = {}
+    for j, node in enumerate(nodes):
+        for x in node.inputs:
+            if isinstance(x, Var):
+                uses.setdefault(x, []).append(j)
+        for n in walk_region_nodes(node):
+            for x in n.inputs:
+                if isinstance(x, Var):
+                    uses.setdefault(x, []).append(j)
+        for r in node.regions:
+            for x in r.results:
+                if isinstance(x, Var):
+                    uses.setdefault(x, []).append(j)
+    for x in region.results:
+        if isinstance(x, Var):
+            uses.setdefault(x, []).append(None)
+    reads = _transitive_reads(nodes)
+    groups: dict = {}
+    start = 0
+    while start < len(nodes):
+        end, extent, hoisted, members = _scan(nodes, start, uses)
+        while True:
+            end, hoisted, members = _trim(nodes, start, end, hoisted, members, uses)
+            if not members or _no_read_of_written(nodes, hoisted, members, reads):
+                break
+            end = members[-1]  # end the group before its last member (and trim what then escapes)
+            hoisted = [k for k in hoisted if k < end]
+            members = [k for k in members if k < end]
+        if members and _worthwhile(nodes, members):
+            groups[start] = RowGroup(start, end, extent, tuple(nodes[k] for k in hoisted),
+                                     tuple(nodes[k] for k in members))
+            start = end
+        else:
+            # A group starting inside this run has this run's extent and fewer members: none is worthwhile
+            # either. Restarting at the node that stopped the run keeps the analysis linear in the region.
+            start = max(start + 1, end)
+    return groups
