@@ -31,6 +31,7 @@ from plot import add_plot_argument, finish
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))  # the examples' kernels
 import gpu_zoo  # noqa: E402
+from gpu_zoo import cuda_time  # noqa: E402
 from zoo_kernels import matmul_f16, matmul_f32  # noqa: E402
 
 
@@ -39,26 +40,6 @@ def chain4(x: I.In[I.f32, ("N",)], y: I.In[I.f32, ("N",)], out: I.Out[I.f32, ("N
     d = I.domain(0, x.shape[0])
     a = x[d]
     out[d] = I.maximum(a * 1.5 + y[d], a) - 0.25
-
-
-def cuda_time(fn, repeat: int = 20, inner: int = 1) -> float:
-    """Median seconds per call over ``repeat`` timings of ``inner`` back-to-back calls, timed with CUDA events after
-    a warm-up. With ``inner`` > 1 the host's launch overhead overlaps the device's work, as in a stream of calls."""
-    import torch
-
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeat):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(inner):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / 1e3 / inner)
-    times.sort()
-    return times[len(times) // 2]
 
 
 def bench_matmul(n: int) -> dict:

@@ -1,29 +1,18 @@
 """Kernels whose row reductions feed a broadcast (test_tilelang_fusion.py): whole-tensor softmax, layer norm and
 causal attention, written as users write them."""
+from example_modules import benchmark_module
+
 import intent_trace as intent
 from intent_trace import I
 
-
-def rows(v, like):
-    """[M] -> [M, 1], broadcast across the rows of ``like``."""
-    return I.reshape(v, (like.shape[0], 1))
+ZOO = benchmark_module("zoo_kernels")
 
 
-@intent.kernel
-def softmax(x: I.In[I.f32, ("M", "N")], y: I.Out[I.f32, ("M", "N")]):
-    m = I.reduce.max(x[:, :], axis=1)
-    e = I.exp(x[:, :] - rows(m, x))
-    y[:, :] = e / rows(I.reduce.sum(e, axis=1), x)
+rows = ZOO.rows  # [M] -> [M, 1], broadcast across the rows of ``like``
 
 
-@intent.kernel
-def layer_norm(x: I.In[I.f32, ("M", "N")], g: I.In[I.f32, ("N",)], b: I.In[I.f32, ("N",)],
-               y: I.Out[I.f32, ("M", "N")]):
-    n = I.cast(x.shape[1], I.f32)
-    mean = I.reduce.sum(x[:, :], axis=1) / n
-    centred = x[:, :] - rows(mean, x)
-    var = I.reduce.sum(centred * centred, axis=1) / n
-    y[:, :] = centred * rows(I.rsqrt(var + 1e-5), x) * g[:] + b[:]
+softmax = ZOO.softmax_whole  # the GPU zoo's kernels (benchmarks/zoo_kernels.py), written once
+layer_norm = ZOO.layer_norm
 
 
 @intent.kernel
