@@ -51,6 +51,19 @@ def summarize_fast(k, v, q, scale_log2):
     return m, I.reduce.sum(p, axis=1), I.matmul(I.cast(p, I.f16), v, acc_dtype=I.f32)
 
 
+@intent.fn
+def summarize_causal(k, v, key_pos, q, scale, query_pos):
+    """``summarize_f16`` with the causal mask: query i sees key j only when j <= i. The positions are absolute
+    (a source component and an operand, never the slice's own coordinates: spec §9.1); a row of the slice
+    that sees no key gives the empty summary (m = -inf, l = 0, acc = 0), which ``combine`` ignores."""
+    s = I.matmul(q, k, transpose_rhs=True, acc_dtype=I.f32) * scale
+    keep = I.reshape(query_pos, (q.shape[0], 1)) >= I.reshape(key_pos, (1, k.shape[0]))
+    s = I.select(keep, s, I.full(s.shape, NEG_INF, I.f32))
+    m = I.reduce.max(s, axis=1)
+    p = I.select(keep, I.exp(s - rows(m, s)), I.zeros(s.shape, I.f32))  # masked: 0, not exp(-inf + inf)
+    return m, I.reduce.sum(p, axis=1), I.matmul(I.cast(p, I.f16), v, acc_dtype=I.f32)
+
+
 def merge(a, b, scale_of):
     """Two summaries rescaled to the larger max; ``scale_of(m_old, m_new)`` is the exponential of their difference,
     with an empty summary (m = -inf) contributing nothing instead of NaN."""
@@ -121,15 +134,33 @@ def attention_f16_fast(q: I.In[I.f16, ("B", "L", "D")], k: I.In[I.f16, ("B", "S"
         out[b, :, :] = I.cast(acc / rows(l, acc), I.f16)
 
 
+@intent.kernel
+def attention_f16_causal(q: I.In[I.f16, ("B", "L", "D")], k: I.In[I.f16, ("B", "S", "D")],
+                         v: I.In[I.f16, ("B", "S", "D")], out: I.Out[I.f16, ("B", "L", "D")], scale: I.f32):
+    """``attention_f16`` with the causal mask (query i attends keys 0..i)."""
+    key_pos = I.indices(I.domain(0, k.shape[1]))
+    query_pos = I.indices(I.domain(0, q.shape[1]))
+    for b in I.parallel(I.domain(0, q.shape[0])):
+        queries = q[b, :, :]
+        L, D = queries.shape
+        identity = (I.full((L,), NEG_INF, I.f32), I.zeros((L,), I.f32), I.zeros((L, D), I.f32))
+        m, l, acc = I.region_fold(source=(k[b, :, :], v[b, :, :], key_pos), axis=0, summarize=summarize_causal,
+                                  combine=combine, identity=identity, operands=(queries, scale, query_pos))
+        out[b, :, :] = I.cast(acc / rows(l, acc), I.f16)
+
+
 def reference(q, k, v, scale):
     s = (q.astype(np.float64) @ k.astype(np.float64).T) * scale
     p = np.exp(s - s.max(axis=1, keepdims=True))
     return (p / p.sum(axis=1, keepdims=True)) @ v.astype(np.float64)
 
 
-def reference_f16(q, k, v, scale):
-    """Batched, with P rounded to f16 before PV as ``summarize_f16`` says (the sum l is of the unrounded P)."""
+def reference_f16(q, k, v, scale, causal=False):
+    """Batched, with P rounded to f16 before PV as ``summarize_f16`` says (the sum l is of the unrounded P);
+    ``causal``: query i attends keys 0..i."""
     s = np.einsum("bld,bsd->bls", q.astype(np.float64), k.astype(np.float64)) * scale
+    if causal:
+        s = np.where(np.arange(s.shape[1])[:, None] >= np.arange(s.shape[2])[None, :], s, -np.inf)
     p = np.exp(s - s.max(axis=2, keepdims=True))
     acc = np.einsum("bls,bsd->bld", p.astype(np.float16).astype(np.float64), v.astype(np.float64))
     return acc / p.sum(axis=2, keepdims=True)
@@ -154,11 +185,13 @@ def main(L: int = 64, S: int = 600, D: int = 16) -> int:
     q, k, v = (rng.standard_normal(shape).astype(np.float16) for shape in ((3, L, D), (3, S, D), (3, S, D)))
     want = reference_f16(q, k, v, scale)
     bound = 2.0**-9 * float(np.abs(v).max())
-    for kernel in (attention_f16, attention_f16_fast):
+    causal = reference_f16(q, k, v, scale, causal=True)
+    for kernel in (attention_f16, attention_f16_fast, attention_f16_causal):
         for target in intent.runnable_targets():
             out = np.zeros((3, L, D), np.float16)
             intent.compile(kernel, target=target)(q, k, v, out, scale)
-            err = float(np.max(np.abs(out.astype(np.float64) - want)))
+            expected = causal if kernel is attention_f16_causal else want
+            err = float(np.max(np.abs(out.astype(np.float64) - expected)))
             failures += err >= bound
             print(f"{target:>10}: {kernel.name} max abs error vs float64 with P in f16 {err:.1e} "
                   f"-> {'ok' if err < bound else 'FAIL'}")
