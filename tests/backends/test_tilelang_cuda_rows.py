@@ -35,8 +35,9 @@ from schedule.row_kernels import (layer_norm, logsumexp, rms_norm, rms_norm_f16,
                                   softmax_rows, softmax_tensor)
 
 RNG = np.random.default_rng(17)
-LENGTHS = (1, 2, 255, 256, 257, 1000, 1024, 2500)  # below, at and past a block's 256 threads and its 1024-element
-# unrolled chunk (4 per thread), tails no block or chunk divides
+#: below, at and past a block's 256 threads, its 1024-element unrolled chunk (4 per thread) with 4k+1 and 4k+3
+#: tails, and the rows held on chip (8192 f32 or 4096 f64 elements: 32 or 16 slots a thread) and one past them
+LENGTHS = (1, 2, 255, 256, 257, 1000, 1024, 1025, 1027, 2500, 4096, 4097, 8192, 8193)
 U32, U64 = 2.0 ** -24, 2.0 ** -53
 #: the C target running CUDA's row mapping, a block's threads one after another
 EMULATED = attrs.evolve(targets.C, row_group=lambda g: cuda_rows.row_plan(g, emulated=True), host_workspaces=True)
@@ -68,6 +69,15 @@ def _kernel_body(program: str) -> list:
     return lines[next(i for i, x in enumerate(lines) if x.startswith("def kernel(")):]
 
 
+def _copies(body: list, cap: int = 8192) -> tuple:
+    """The row's two programs: (rows up to ``cap`` elements, held on chip; longer rows, re-read by each pass)."""
+    at = next(i for i, x in enumerate(body) if x.strip() == f"if d1 <= T.int64({cap}):")
+    indent = body[at][:len(body[at]) - len(body[at].lstrip())]
+    other = body.index(f"{indent}else:", at)
+    end = next((i for i in range(other + 1, len(body)) if not body[i].startswith(indent + " ")), len(body))
+    return "\n".join(body[at + 1:other]), "\n".join(body[other + 1:end])
+
+
 @pytest.mark.parametrize("kernel", [softmax_rows, softmax_tensor], ids=lambda k: k.name)
 def test_the_cuda_program_is_a_block_per_row_with_shuffles_per_reduction(kernel):
     body = _kernel_body(generate(kernel.trace(), "tilelang-cuda"))
@@ -76,34 +86,71 @@ def test_the_cuda_program_is_a_block_per_row_with_shuffles_per_reduction(kernel)
     text = "\n".join(body)
     assert text.count("T.get_thread_binding()") == 1
     assert text.count("T.alloc_shared((9,), 'float32')") == 2  # per reduction: 8 warps' totals and the result
-    assert text.count("T.sync_threads()") == 2 * 2  # after the warps' totals, after the row's result
-    for step in (16, 8):  # the butterfly within each warp
-        assert text.count(f", {step})") == 2
-    for step in (4, 2, 1):  # ... and then across the 8 warps' totals
-        assert text.count(f", {step})") == 2 * 2
-    assert text.count("T.shfl_xor(") == 2 * 8
-    # two reductions and the write: three passes, each chunks of 4 elements a thread (unrolled), then the tail
-    assert text.count("T.serial(T.floordiv(d1, T.int64(1024)))") == 3 and text.count("T.unroll(4)") == 3
-    assert text.count("T.serial(T.ceildiv(d1 - n") == 3
-    assert text.count("it_exp_f32") == 2 * 2  # the producer fused into the sum's pass and the write's, both parts
+    assert text.count("T.alloc_local((32,), 'float32')") == 1  # the row's 32 slots a thread (registers)
+    on_chip, passes = _copies(body)
+    for copy in (on_chip, passes):
+        assert copy.count("T.sync_threads()") == 2 * 2  # after the warps' totals, after the row's result
+        for step in (16, 8):  # the butterfly within each warp
+            assert copy.count(f", {step})") == 2
+        for step in (4, 2, 1):  # ... and then across the 8 warps' totals
+            assert copy.count(f", {step})") == 2 * 2
+        assert copy.count("T.shfl_xor(") == 2 * 8
+    # long rows: two reductions and the write, three passes, each chunks of 4 elements a thread (unrolled), then
+    # the tail
+    assert passes.count("T.serial(T.floordiv(d1, T.int64(1024)))") == 3 and passes.count("T.unroll(4)") == 3
+    assert passes.count("T.serial(T.ceildiv(d1 - n") == 3 and passes.count("p0[") == 2 * 3
+    assert passes.count("it_exp_f32") == 2 * 2  # the producer fused into the sum's pass and the write's, both parts
+    # rows on chip: one read of each element into its slot, then the two folds and the write from the slots,
+    # every slot unrolled (8 chunks of 4, a chunk's guard that the row reaches it)
+    assert on_chip.count("p0[") == 1 and "T.serial" not in on_chip
+    assert on_chip.count("T.unroll(8)") == 4 and on_chip.count("T.unroll(4)") == 4
+    assert on_chip.count("* T.int64(1024) < d1:") == 4 and on_chip.count("it_exp_f32") == 2
     assert "E: T.Tensor" not in text and "W0" not in text  # no error record, no workspace
 
 
 def test_one_value_per_row_is_written_by_thread_zero_and_argmax_keeps_both_leaves():
-    text = "\n".join(_kernel_body(generate(row_argmax.trace(), "tilelang-cuda")))
+    body = _kernel_body(generate(row_argmax.trace(), "tilelang-cuda"))
+    text = "\n".join(body)
     assert "T.alloc_shared((9,), 'float32')" in text and "T.alloc_shared((9,), 'int64')" in text
-    assert text.count("T.shfl_xor(") == 2 * 8  # each leaf exchanged
-    assert text.count("if tx1 == 0:") == 2 and text.count("T.serial(T.ceildiv(d1") == 1  # the result, the write
+    assert text.count("T.alloc_local((32,), 'float32')") == 1  # the values on chip; the index is the position
+    on_chip, passes = _copies(body)
+    for copy in (on_chip, passes):
+        assert copy.count("T.shfl_xor(") == 2 * 8  # each leaf exchanged
+        assert copy.count("if tx1 == 0:") == 2  # the result, the write
+    assert passes.count("T.serial(T.ceildiv(d1") == 1 and on_chip.count("p0[") == 1
+
+
+def test_the_rows_held_on_chip_fill_a_thread_s_registers_by_dtype():
+    """f64 values take two registers: 16 slots, rows of up to 4096 elements; a row of f16 values computes in f32
+    (the slots hold the decoded values): 32 slots."""
+    body = _kernel_body(generate(logsumexp.trace(), "tilelang-cuda"))
+    assert "T.alloc_local((16,), 'float64')" in "\n".join(body)
+    on_chip, passes = _copies(body, 4096)
+    assert on_chip.count("p0[") == 1 and passes.count("p0[") == 2 * 2
+    body = _kernel_body(generate(rms_norm_f16.trace(), "tilelang-cuda"))
+    assert "T.alloc_local((32,), 'float32')" in "\n".join(body)
+    on_chip, _ = _copies(body)
+    assert on_chip.count("p0[") == 1
+    # the per-column weights are not the row's elements: read where used (every row shares them)
+    body = _kernel_body(generate(layer_norm.trace(), "tilelang-cuda"))
+    assert "\n".join(body).count("T.alloc_local((32,)") == 1
+    on_chip, _ = _copies(body)
+    assert on_chip.count("p0[") == 1 and on_chip.count("p1[") == 1 and on_chip.count("p2[") == 1
 
 
 def test_the_emulated_program_loops_over_the_threads_of_each_phase():
-    text = "\n".join(_kernel_body(lower(row_sum.trace(), EMULATED).text))
+    body = _kernel_body(lower(row_sum.trace(), EMULATED).text)
+    text = "\n".join(body)
     assert "with T.Kernel(T.max(d0, T.int64(1)), prelude=PRELUDE) as bx:" in text
     assert "T.get_thread_binding" not in text and "T.sync_threads" not in text and "shfl" not in text
     assert text.count("T.alloc_local((256,), 'float32')") == 2  # every thread's register, twice
-    assert text.count("in T.serial(256):") == 1 + 5  # the fold, the butterfly within warps
-    assert text.count("in T.serial(32):") == 1 + 3  # the warps' totals, the butterfly across them
-    assert text.count("T.bitwise_xor(") == 8
+    assert text.count("T.alloc_local((8192,), 'float32')") == 1  # every thread's 32 slots
+    on_chip, passes = _copies(body)
+    for copy, loads in ((on_chip, 1), (passes, 0)):
+        assert copy.count("in T.serial(256):") == loads + 1 + 5  # the loads, the fold, the butterfly within warps
+        assert copy.count("in T.serial(32):") == 1 + 3  # the warps' totals, the butterfly across them
+        assert copy.count("T.bitwise_xor(") == 8
+    assert on_chip.count("* 32 + c") == 2  # thread tx's slots: tx * 32 + slot (the load, the fold)
 
 
 @pytest.mark.parametrize("kernel", [softmax_tensor, row_argmax, layer_norm], ids=lambda k: k.name)
@@ -354,7 +401,10 @@ def test_property_argmax_exact_and_sum_within_the_bound(compiled, n, m, data):
 def test_the_reductions_of_one_level_share_their_pass():
     """A min and a max that read only the row: one strided pass folds both (each element read once), then each
     reduction's shuffles; the write is the second pass."""
-    text = "\n".join(_kernel_body(generate(row_max_min.trace(), "tilelang-cuda")))
-    assert text.count("T.serial(T.floordiv(d1, T.int64(1024)))") == 2 and text.count("p0[r4, j") == 2 * 2
-    fold = text[:text.index("T.shfl_xor(")]
+    on_chip, passes = _copies(_kernel_body(generate(row_max_min.trace(), "tilelang-cuda")))
+    assert passes.count("T.serial(T.floordiv(d1, T.int64(1024)))") == 2 and passes.count("p0[r5, j") == 2 * 2
+    fold = passes[:passes.index("T.shfl_xor(")]
     assert "it_min_f32" in fold and "it_max_f32" in fold and fold.count("p0[") == 2  # one read per part
+    fold = on_chip[:on_chip.index("T.shfl_xor(")]
+    assert fold.count("T.unroll(8)") == 2 and fold.count("c4[") == 1 + 2  # the load; both folds read the slot
+    assert "it_min_f32" in fold and "it_max_f32" in fold and on_chip.count("p0[") == 1

@@ -37,6 +37,10 @@ from .emitter import Aggregate, Lazy, Scalar, TileLangEmitter
 THREADS = schedule_rows.THREADS
 WARP = 32  # CUDA's warp: the lanes a shuffle exchanges values among
 UNROLL = 4  # elements a thread reads before it combines any (its reads in flight)
+#: A thread's registers for the row's elements it holds between passes: 32 f32 values, so rows of up to
+#: 256 * 32 = 8192 f32 elements (4096 f64) are read from memory once (:meth:`RowEmitter.slots`).
+CACHE_BYTES = 128
+MAX_SLOTS = 32  # the unrolled slots per thread (each a register): more only lengthens the program
 
 
 @attrs.frozen
@@ -96,6 +100,23 @@ class RowEmitter(TileLangEmitter):
         self.tx = None  # this thread's binding (CUDA)
         self.shared: dict = {}  # id(reduce node) -> one buffer of partials per accumulator leaf
         self.part = "main"  # the part of the row the write is emitting (strided)
+        # rows that fit on chip: every element read is loaded once into this thread's registers (slots) and each
+        # pass reads them there; ``on_chip`` while the region's on-chip copy is emitted
+        self.reads = {id(n): n for n in group.element_reads}
+        self.slots = self._slots([n.outputs[0].type for n in group.element_reads])
+        self.on_chip = False
+        self.cache: dict = {}  # id(read node) -> its slots' buffer
+        self.loads: list = []  # (read node, buffer, the global read's value): the load phase still to emit
+        self.slot = None  # the slot of the element ``strided`` yields (on chip)
+
+    def _slots(self, types) -> int:
+        """Slots per thread for the element reads' values (a multiple of UNROLL within CACHE_BYTES), 0 when not
+        even one chunk fits: the row is then read from memory by every pass."""
+        size = sum(max(int("".join(filter(str.isdigit, self.tir(t.dtype))) or 8) // 8, 1)
+                   for x in types for t in T.leaf_types(x))
+        if not size:
+            return 0
+        return min(MAX_SLOTS, CACHE_BYTES // size) // UNROLL * UNROLL
 
     # -- where the code runs ---------------------------------------------------------------------------------
     def run_region(self, region, params=()) -> list:
@@ -105,10 +126,28 @@ class RowEmitter(TileLangEmitter):
                 return super().run_region(region, params)
             self.row = self.assign("T.Cast('int64', bx)", "r")
             with self.block(f"if {self.row} < {self.plan.rows}:"):
-                return self._run_by_level(region, params)
+                return self._run_row(region, params)
         if self.plan.node is not None and region is self.plan.node.regions[0]:
-            return self._run_by_level(region, params)
+            return self._run_row(region, params)
         return super().run_region(region, params)
+
+    def _run_row(self, region, params) -> list:
+        """The row's program twice, chosen at run time by the row's length: rows of up to ``slots * threads``
+        elements read once into registers (every pass folds those), longer rows re-read by every pass. Both
+        fold each thread's elements in the same order (``strided``), so they compute the same values."""
+        if not self.slots:
+            return self._run_by_level(region, params)
+        with self.block(f"if {self.plan.cols} <= T.int64({self.slots * self.plan.threads}):"):
+            self.on_chip = True
+            try:
+                self._run_by_level(region, params)
+            finally:
+                self.on_chip = False
+        for node in region.nodes:  # the second copy computes every value of the region again
+            for v in node.outputs:
+                self.env.pop(v, None)
+        with self.block("else:"):
+            return self._run_by_level(region, params)
 
     def _run_by_level(self, region, params) -> list:
         """The row's region with the reductions of each level next to each other (a stable reordering of pure
@@ -140,6 +179,11 @@ class RowEmitter(TileLangEmitter):
             else:  # one partial per warp, and the row's result
                 self.shared[id(node)] = [self.assign(f"T.alloc_shared(({plan.warps + 1},), {d!r})", "s")
                                          for d in dtypes]
+        if self.slots:  # a thread's slots (registers: every index is a constant once the loops are unrolled)
+            size = self.slots * (plan.threads if plan.emulated else 1)
+            for node in plan.group.element_reads:
+                (t,) = T.leaf_types(node.outputs[0].type)
+                self.cache[id(node)] = self.assign(f"T.alloc_local(({size},), {self.tir(t.dtype)!r})", "c")
 
     @contextlib.contextmanager
     def grid_iteration(self, grid, length: str):
@@ -173,12 +217,28 @@ class RowEmitter(TileLangEmitter):
         if not self.plan.emulated:
             self.line("T.sync_threads()")
 
+    def parts(self) -> tuple:
+        return ("slots",) if self.on_chip else ("main", "tail")
+
     @contextlib.contextmanager
     def strided(self, tx: str, part: str):
         """This thread's elements of the row, ``tx, tx + threads, ...``, in two parts: ``"main"``, the chunks of
         ``threads * UNROLL`` elements the row holds whole, unrolled (each thread issues its UNROLL loads before it
-        waits on any: a thread has that many reads in flight), and ``"tail"``, the rest, each under a guard."""
+        waits on any: a thread has that many reads in flight), and ``"tail"``, the rest, each under a guard.
+        On chip one part, ``"slots"``: every slot unrolled, a chunk of UNROLL slots under a guard that the row
+        reaches it (one uniform branch per chunk), each element under its own; ``self.slot`` is its register."""
         n, u, cols = self.plan.threads, UNROLL, self.plan.cols
+        if part == "slots":
+            c, v = self.fresh("c"), self.fresh("u")
+            with self.block(f"for {c} in T.unroll({self.slots // u}):"), \
+                    self.block(f"if T.Cast('int64', {c}) * T.int64({n * u}) < {cols}:"), \
+                    self.block(f"for {v} in T.unroll({u}):"):
+                slot = f"{c} * {u} + {v}"
+                j = self.assign(f"T.Cast('int64', {slot}) * T.int64({n}) + T.Cast('int64', {tx})", "j")
+                with self.block(f"if {j} < {cols}:"):
+                    self.slot = f"{tx} * {self.slots} + {slot}" if self.plan.emulated else slot
+                    yield j
+            return
         chunks = f"T.floordiv({cols}, T.int64({n * u}))"
         k = self.fresh("k")
         if part == "main":
@@ -201,8 +261,17 @@ class RowEmitter(TileLangEmitter):
     def run_node(self, node):
         group = self.plan.group
         if node is group.write and group.row_write:
-            for self.part in ("main", "tail"):  # the write rule once per part of the row (strided)
+            for self.part in self.parts():  # the write rule once per part of the row (strided)
                 super().run_node(node)
+            return None
+        if self.on_chip and id(node) in self.reads:  # the value: this thread's slot of it
+            super().run_node(node)
+            (out,) = node.outputs
+            buffer, source = self.cache[id(node)], self.env[out]
+            self.loads.append((node, buffer, source))
+            value = Lazy(source.shape, lambda idx, b=buffer: f"{b}[{self.slot}]")
+            self.env[out] = value
+            self.bind_dims(out, value)
             return None
         if node.op is ops.reduce and id(node) in self.levels:
             if node.outputs[0] not in self.env:  # the first of its level: the level's one pass
@@ -241,6 +310,12 @@ class RowEmitter(TileLangEmitter):
         reduction's accumulators (the row's elements read once, shared by the producers they feed), then each
         reduction's partials are combined (:meth:`_shuffles`)."""
         pos, outer = self.position(), self.node
+        if self.loads:  # on chip, before the first fold: every element read into its slots (all loads in flight)
+            with self.phase() as tx, self.strided(tx, "slots") as j:
+                for node, buffer, source in self.loads:
+                    self.node = node
+                    self.line(f"{buffer}[{self.slot}] = {self.elem(source, [*pos, j])}")
+            self.loads = []
         folds = []
         for node in nodes:
             self.node = node
@@ -250,7 +325,7 @@ class RowEmitter(TileLangEmitter):
                                                 for v in leaf_values(identity, Aggregate)]))
         with self.phase() as tx:  # each thread folds its strided slice of the row
             accs = [accumulators(self, T.leaf_types(acc_t), inits) for _, acc_t, _, inits in folds]
-            for part in ("main", "tail"):
+            for part in self.parts():
                 with self.strided(tx, part) as j:
                     for (node, acc_t, source, _), names in zip(folds, accs):
                         self.node = node
