@@ -29,7 +29,7 @@ import attrs
 from ... import types as T
 from ...graph import ops
 from ...graph.lowering import assemble, leaf_values
-from ...graph.values import Var
+from ...graph.values import Var, walk_region
 from ...schedule import rows as schedule_rows
 from .accumulate import accumulators, combine
 from .emitter import Aggregate, Lazy, Scalar, TileLangEmitter
@@ -52,10 +52,28 @@ class RowPlan:
     cols: str
     threads: int = THREADS
     emulated: bool = False
+    slots: int = 0  # the row's elements a thread holds in registers (0: every pass reads the row from memory)
 
     @property
     def warps(self) -> int:
         return self.threads // WARP
+
+    @property
+    def tiers(self) -> tuple:
+        """The row's programs, the first whose rows fit chosen at run time on the row's length: (threads per
+        row, slots per thread, the longest row or None). A warp per row (several rows a block, no barriers) when
+        its lanes' slots hold the row, then the block's, then a pass over memory per reduction level."""
+        on_chip = ((WARP, self.slots, WARP * self.slots), (self.threads, self.slots, self.threads * self.slots))
+        return (*(on_chip if self.slots else ()), (self.threads, 0, None))
+
+    def grid(self) -> str:
+        """The blocks: a block's rows for the first tier whose rows fit (a run-time choice on the row length)."""
+        blocks = self.rows
+        for width, _, cap in reversed(self.tiers[:-1]):
+            if width != self.threads:
+                each = f"T.ceildiv({self.rows}, T.int64({self.threads // width}))"
+                blocks = f"T.if_then_else({self.cols} <= T.int64({cap}), {each}, {blocks})"
+        return blocks
 
     @property
     def node(self):
@@ -70,7 +88,19 @@ class RowPlan:
         extra = f", prelude={prelude}" if prelude else ""
         threads = "" if self.emulated else f", threads={self.threads}"
         # at least one block: CUDA refuses a zero grid (no rows: the block does nothing)
-        return f"with T.Kernel(T.max({self.rows}, T.int64(1)){threads}{extra}) as bx:"
+        return f"with T.Kernel(T.max({self.grid()}, T.int64(1)){threads}{extra}) as bx:"
+
+
+def _slots(group) -> int:
+    """Slots per thread for the element reads' values (a multiple of UNROLL within CACHE_BYTES; f16 and bf16
+    are held as f32), 0 when not even one chunk fits: the row is then read from memory by every pass."""
+    size = 0
+    for node in group.element_reads:
+        for t in T.leaf_types(node.outputs[0].type):
+            size += 4 if t.dtype.name in ("f16", "bf16") else max(t.dtype.bits // 8, 1)
+    if not size:
+        return 0
+    return min(MAX_SLOTS, CACHE_BYTES // size) // UNROLL * UNROLL
 
 
 def row_plan(graph, emulated: bool = False) -> RowPlan | None:
@@ -78,7 +108,7 @@ def row_plan(graph, emulated: bool = False) -> RowPlan | None:
     group = schedule_rows.recognise(graph)
     if not isinstance(group, schedule_rows.RowGroup):
         return None
-    return RowPlan(group, f"d{group.rows}", f"d{group.cols}", THREADS, emulated)
+    return RowPlan(group, f"d{group.rows}", f"d{group.cols}", THREADS, emulated, _slots(group))
 
 
 class RowEmitter(TileLangEmitter):
@@ -103,51 +133,62 @@ class RowEmitter(TileLangEmitter):
         # rows that fit on chip: every element read is loaded once into this thread's registers (slots) and each
         # pass reads them there; ``on_chip`` while the region's on-chip copy is emitted
         self.reads = {id(n): n for n in group.element_reads}
-        self.slots = self._slots([n.outputs[0].type for n in group.element_reads])
-        self.on_chip = False
+        self.width, self.slots = plan.threads, 0  # the tier being emitted: threads per row, slots per thread
+        self.lane = None  # this thread's lane among its row's (CUDA)
         self.cache: dict = {}  # id(read node) -> its slots' buffer
         self.loads: list = []  # (read node, buffer, the global read's value): the load phase still to emit
         self.slot = None  # the slot of the element ``strided`` yields (on chip)
 
-    def _slots(self, types) -> int:
-        """Slots per thread for the element reads' values (a multiple of UNROLL within CACHE_BYTES), 0 when not
-        even one chunk fits: the row is then read from memory by every pass."""
-        size = sum(max(int("".join(filter(str.isdigit, self.tir(t.dtype))) or 8) // 8, 1)
-                   for x in types for t in T.leaf_types(x))
-        if not size:
-            return 0
-        return min(MAX_SLOTS, CACHE_BYTES // size) // UNROLL * UNROLL
+    @property
+    def on_chip(self) -> bool:
+        return self.slots > 0
 
     # -- where the code runs ---------------------------------------------------------------------------------
     def run_region(self, region, params=()) -> list:
         if region is self.graph.body:
             self._prologue()
-            if self.plan.node is not None:  # the parallel loop's iterations are the blocks (grid_iteration)
-                return super().run_region(region, params)
-            self.row = self.assign("T.Cast('int64', bx)", "r")
-            with self.block(f"if {self.row} < {self.plan.rows}:"):
-                return self._run_row(region, params)
+            tiers, results = self.plan.tiers, []
+            for k, (width, slots, cap) in enumerate(tiers):
+                header = "else:" if cap is None else f"{'if' if k == 0 else 'elif'} {self.plan.cols} <= T.int64({cap}):"
+                for node in walk_region(region):  # each tier computes every value of the graph again
+                    for v in node.outputs:
+                        self.env.pop(v, None)
+                self.width, self.slots = width, slots
+                with self.block(header) if len(tiers) > 1 else contextlib.nullcontext():
+                    results = self._run_tier(region, params)
+            self.width, self.slots = self.plan.threads, 0
+            return results
         if self.plan.node is not None and region is self.plan.node.regions[0]:
-            return self._run_row(region, params)
+            return self._run_by_level(region, params)
         return super().run_region(region, params)
 
-    def _run_row(self, region, params) -> list:
-        """The row's program twice, chosen at run time by the row's length: rows of up to ``slots * threads``
-        elements read once into registers (every pass folds those), longer rows re-read by every pass. Both
-        fold each thread's elements in the same order (``strided``), so they compute the same values."""
-        if not self.slots:
-            return self._run_by_level(region, params)
-        with self.block(f"if {self.plan.cols} <= T.int64({self.slots * self.plan.threads}):"):
-            self.on_chip = True
-            try:
-                self._run_by_level(region, params)
-            finally:
-                self.on_chip = False
-        for node in region.nodes:  # the second copy computes every value of the region again
-            for v in node.outputs:
-                self.env.pop(v, None)
-        with self.block("else:"):
-            return self._run_by_level(region, params)
+    def _run_tier(self, region, params) -> list:
+        """The graph's program for one tier: every tier folds each thread's elements in the same order
+        (``strided``) and combines them with the same shuffles, so tiers of one width compute the same values."""
+        if not self.plan.emulated:
+            self.lane = self.tx if self.width == self.plan.threads else \
+                self.assign(f"{self.tx} % {self.width}", "l")
+        if self.plan.node is not None:  # the parallel loop's iterations are the rows (grid_iteration)
+            return super().run_region(region, params)
+        with self.row_of_block() as row:
+            self.row = row
+            with self.block(f"if {self.row} < {self.plan.rows}:"):
+                return self._run_by_level(region, params)
+
+    @contextlib.contextmanager
+    def row_of_block(self):
+        """This thread's row: the block's (a block per row), or its warp's among the block's rows -- emulated,
+        a serial loop over them (each row's phases run after the previous row's)."""
+        per_block = self.plan.threads // self.width
+        if per_block == 1:
+            yield self.assign("T.Cast('int64', bx)", "r")
+        elif self.plan.emulated:
+            g = self.fresh("g")
+            with self.block(f"for {g} in T.serial({per_block}):"):
+                yield self.assign(f"T.Cast('int64', bx) * T.int64({per_block}) + T.Cast('int64', {g})", "r")
+        else:
+            yield self.assign(f"T.Cast('int64', bx) * T.int64({per_block}) + "
+                              f"T.Cast('int64', {self.tx} // {self.width})", "r")
 
     def _run_by_level(self, region, params) -> list:
         """The row's region with the reductions of each level next to each other (a stable reordering of pure
@@ -179,19 +220,18 @@ class RowEmitter(TileLangEmitter):
             else:  # one partial per warp, and the row's result
                 self.shared[id(node)] = [self.assign(f"T.alloc_shared(({plan.warps + 1},), {d!r})", "s")
                                          for d in dtypes]
-        if self.slots:  # a thread's slots (registers: every index is a constant once the loops are unrolled)
-            size = self.slots * (plan.threads if plan.emulated else 1)
+        if plan.slots:  # a thread's slots (registers: every index is a constant once the loops are unrolled)
+            size = plan.slots * (plan.threads if plan.emulated else 1)
             for node in plan.group.element_reads:
                 (t,) = T.leaf_types(node.outputs[0].type)
                 self.cache[id(node)] = self.assign(f"T.alloc_local(({size},), {self.tir(t.dtype)!r})", "c")
 
     @contextlib.contextmanager
     def grid_iteration(self, grid, length: str):
-        """The parallel loop's iteration of this block (its row)."""
-        o = self.assign("T.Cast('int64', bx)", "o")
+        """The parallel loop's iteration of this block (its row) or of this warp (:meth:`row_of_block`)."""
         self.in_grid = True
         try:
-            with self.block(f"if {o} < {length}:"):
+            with self.row_of_block() as o, self.block(f"if {o} < {length}:"):
                 self.loop_stack.append(("for", [], None, self.depth))
                 yield o
                 self.loop_stack.pop()
@@ -200,18 +240,18 @@ class RowEmitter(TileLangEmitter):
 
     @contextlib.contextmanager
     def phase(self, count: int | None = None):
-        """Code every thread ``tx < count`` of the block runs between two barriers: on CUDA this thread (under a
-        guard for fewer than all), emulated a serial loop over the threads."""
-        count = self.plan.threads if count is None else count
+        """Code every thread ``lane < count`` of the row's runs between two barriers: on CUDA this thread (under a
+        guard for fewer than all), emulated a serial loop over the lanes. Yields the lane."""
+        count = self.width if count is None else count
         if self.plan.emulated:
             tx = self.fresh("tx")
             with self.block(f"for {tx} in T.serial({count}):"):
                 yield tx
-        elif count == self.plan.threads:
-            yield self.tx
+        elif count == self.width:
+            yield self.lane
         else:
-            with self.block(f"if {self.tx} < {count}:"):
-                yield self.tx
+            with self.block(f"if {self.lane} < {count}:"):
+                yield self.lane
 
     def sync(self) -> None:
         if not self.plan.emulated:
@@ -227,7 +267,7 @@ class RowEmitter(TileLangEmitter):
         waits on any: a thread has that many reads in flight), and ``"tail"``, the rest, each under a guard.
         On chip one part, ``"slots"``: every slot unrolled, a chunk of UNROLL slots under a guard that the row
         reaches it (one uniform branch per chunk), each element under its own; ``self.slot`` is its register."""
-        n, u, cols = self.plan.threads, UNROLL, self.plan.cols
+        n, u, cols = self.width, UNROLL, self.plan.cols
         if part == "slots":
             c, v = self.fresh("c"), self.fresh("u")
             with self.block(f"for {c} in T.unroll({self.slots // u}):"), \
@@ -236,7 +276,7 @@ class RowEmitter(TileLangEmitter):
                 slot = f"{c} * {u} + {v}"
                 j = self.assign(f"T.Cast('int64', {slot}) * T.int64({n}) + T.Cast('int64', {tx})", "j")
                 with self.block(f"if {j} < {cols}:"):
-                    self.slot = f"{tx} * {self.slots} + {slot}" if self.plan.emulated else slot
+                    self.slot = f"{tx} * {self.plan.slots} + {slot}" if self.plan.emulated else slot
                     yield j
             return
         chunks = f"T.floordiv({cols}, T.int64({n * u}))"
@@ -368,6 +408,8 @@ class RowEmitter(TileLangEmitter):
     def _shuffles(self, node, acc_t, pos, accs: list) -> list:
         shared, tx, warps = self.shared[id(node)], self.tx, self.plan.warps
         self._butterfly(node, acc_t, pos, accs, WARP)
+        if self.width == WARP:  # a warp's row: every lane holds the total, no barrier
+            return [self.assign(a, "r") for a in accs]
         with self.block(f"if {tx} % {WARP} == 0:"):
             for buffer, acc in zip(shared, accs):
                 self.line(f"{buffer}[{tx} // {WARP}] = {acc}")
@@ -400,7 +442,9 @@ class RowEmitter(TileLangEmitter):
                 now, new = new, now
                 step //= 2
 
-        steps(WARP, self.plan.threads)
+        steps(WARP, self.width)
+        if self.width == WARP:
+            return [self.assign(f"{b}[0]", "r") for b in now]
         with self.phase(WARP) as tx:  # the first warp's lanes take the warps' totals (lane 0 of each warp)
             for buffer, source in zip(new, now):
                 self.line(f"{buffer}[{tx}] = {source}[T.floormod({tx}, {warps}) * {WARP}]")
@@ -420,6 +464,6 @@ class RowEmitter(TileLangEmitter):
                 yield [*pos, j]
         elif self.plan.emulated:
             yield pos
-        else:  # one value per row: thread 0 writes it
-            with self.block(f"if {self.tx} == 0:"):
+        else:  # one value per row: its first lane writes it
+            with self.block(f"if {self.lane} == 0:"):
                 yield pos
