@@ -92,7 +92,7 @@ def test_the_cuda_program_is_a_block_per_row_with_shuffles_per_reduction(kernel)
     text = "\n".join(body)
     assert text.count("T.get_thread_binding()") == 1
     assert text.count("T.alloc_shared((9,), 'float32')") == 2  # per reduction: 8 warps' totals and the result
-    assert text.count("T.alloc_local((32,), 'float32')") == 1  # the row's 32 slots a thread (registers)
+    assert text.count("c4 = T.alloc_local((32,), 'float32')") == 1  # the row's 32 slots a thread (registers)
     warp, on_chip, passes = _tiers(body)
     for copy in (on_chip, passes):
         assert copy.count("T.sync_threads()") == 2 * 2  # after the warps' totals, after the row's result
@@ -115,7 +115,12 @@ def test_the_cuda_program_is_a_block_per_row_with_shuffles_per_reduction(kernel)
     # every slot unrolled (8 chunks of 4, a chunk's guard that the row reaches it)
     assert on_chip.count("p0[") == 1 and "T.serial" not in on_chip
     assert on_chip.count("T.unroll(8)") == 4 and on_chip.count("T.unroll(4)") == 4
-    assert on_chip.count("* T.int64(1024) < d1:") == 4 and on_chip.count("it_exp_f32") == 2
+    assert on_chip.count("* T.int64(1024) < d1:") == 4
+    # exp(x - max) is kept in slots by the sum's fold (h5) and the write divides those: one exp per element
+    assert text.count("T.alloc_local((32,), 'float32')") == 2
+    for copy in (warp, on_chip):
+        assert copy.count("it_exp_f32") == 1 and copy.count("h5[") == 2
+        assert copy.index("h5[c") < copy.index("it_div_f32") and "it_div_f32', h5[" in copy
     assert "E: T.Tensor" not in text and "W0" not in text  # no error record, no workspace
 
 

@@ -103,6 +103,28 @@ def _slots(group) -> int:
     return min(MAX_SLOTS, CACHE_BYTES // size) // UNROLL * UNROLL
 
 
+def _held_sources(graph, group) -> dict:
+    """The reductions whose source -- a computed element value, one leaf -- a later pass uses again (softmax's
+    ``exp(x - max)``, summed, then divided by the sum): on chip the fold keeps each element in a slot, so the
+    later passes read it instead of computing it again (its producers, an exp, run once per element)."""
+    reads = {n.outputs[0] for n in group.element_reads}
+    level = {id(n): k for n, k in zip(group.reductions, group.levels)}
+    consumers: dict = {}
+    for node in walk_region(graph.body):
+        for x in node.inputs:
+            if isinstance(x, Var):
+                consumers.setdefault(x, []).append(node)
+    held, seen = {}, set()
+    for node in group.reductions:
+        source = node.inputs[0]
+        if source in reads or source in seen or not isinstance(source.type, T.TensorType):
+            continue
+        if any(id(c) not in level or level[id(c)] != level[id(node)] for c in consumers.get(source, ())):
+            held[id(node)] = source
+            seen.add(source)
+    return held
+
+
 def row_plan(graph, emulated: bool = False) -> RowPlan | None:
     """The row-group launch of ``graph``, or None (:func:`~intent_trace.schedule.rows.recognise` says why)."""
     group = schedule_rows.recognise(graph)
@@ -138,6 +160,8 @@ class RowEmitter(TileLangEmitter):
         self.cache: dict = {}  # id(read node) -> its slots' buffer
         self.loads: list = []  # (read node, buffer, the global read's value): the load phase still to emit
         self.slot = None  # the slot of the element ``strided`` yields (on chip)
+        self.held = _held_sources(graph, group)  # id(reduce node) -> its source, kept in slots for later passes
+        self.held_buffers: dict = {}  # id(reduce node) -> the slots of its source
 
     @property
     def on_chip(self) -> bool:
@@ -225,6 +249,9 @@ class RowEmitter(TileLangEmitter):
             for node in plan.group.element_reads:
                 (t,) = T.leaf_types(node.outputs[0].type)
                 self.cache[id(node)] = self.assign(f"T.alloc_local(({size},), {self.tir(t.dtype)!r})", "c")
+            for key, var in self.held.items():
+                (t,) = T.leaf_types(var.type)
+                self.held_buffers[key] = self.assign(f"T.alloc_local(({size},), {self.tir(t.dtype)!r})", "h")
 
     @contextlib.contextmanager
     def grid_iteration(self, grid, length: str):
@@ -370,6 +397,8 @@ class RowEmitter(TileLangEmitter):
                     for (node, acc_t, source, _), names in zip(folds, accs):
                         self.node = node
                         items = [self.elem(v, [*pos, j]) for v in leaf_values(source, Aggregate)]
+                        if self.on_chip and id(node) in self.held:  # the later passes read it from its slots
+                            self.line(f"{self.held_buffers[id(node)]}[{self.slot}] = {items[0]}")
                         current = [self.assign(a, "x") for a in names]
                         for name, value in zip(names, combine(self, node, acc_t, current, items, [], pos)):
                             self.line(f"{name} = {value}")
@@ -390,6 +419,9 @@ class RowEmitter(TileLangEmitter):
             (out,) = node.outputs
             self.env[out] = value
             self.bind_dims(out, value)
+            if self.on_chip and id(node) in self.held:
+                var, buffer = self.held[id(node)], self.held_buffers[id(node)]
+                self.env[var] = Lazy(self.env[var].shape, lambda idx, b=buffer: f"{b}[{self.slot}]")
         self.node = outer
 
     # The partials of a row are combined in two butterflies: within each warp (lane ^ 16, ^ 8, ... ^ 1, so every
