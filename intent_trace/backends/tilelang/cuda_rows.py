@@ -66,6 +66,14 @@ class RowPlan:
         on_chip = ((WARP, self.slots, WARP * self.slots), (self.threads, self.slots, self.threads * self.slots))
         return (*(on_chip if self.slots else ()), (self.threads, 0, None))
 
+    def part(self, graph):
+        """The schedule's part: the group's, with the rows held on chip by warp or by block (the tiers)."""
+        cols = graph.extents[self.group.cols].extent.name
+        tiers = [f"{'a warp' if width == WARP else 'a block'} per row if {cols} <= {cap}"
+                 for width, _, cap in self.tiers[:-1]]
+        extra = {"on_chip": ", ".join(tiers)} if tiers else {}
+        return self.group.part(graph, self.threads, **extra)
+
     def grid(self) -> str:
         """The blocks: a block's rows for the first tier whose rows fit (a run-time choice on the row length)."""
         blocks = self.rows
