@@ -1,24 +1,35 @@
-"""Row groups on CUDA: one thread block per row, a cooperative reduction per pass (warp shuffles), the row's pointwise
-producers and consumers fused (the schedule pass's :class:`~intent_trace.schedule.rows.RowGroup`).
+"""Row groups on CUDA: a warp or a thread block per row, a cooperative reduction per level (warp shuffles), the
+row's pointwise producers and consumers fused (the schedule pass's :class:`~intent_trace.schedule.rows.RowGroup`).
 
 The program is the shared lowering's (:class:`.emitter.TileLangEmitter`: every element, every combine is the code
 the serial program writes, with the same helpers, so numerics come from one place); :class:`RowEmitter` changes
-only where that code runs:
+only where that code runs. Three programs (:attr:`RowPlan.tiers`), the first whose rows fit chosen at run time on
+the row length (the extents are dynamic):
 
-- the launch is a grid of ``max(rows, 1)`` blocks of :data:`THREADS` threads; block ``bx`` is row ``bx``;
-- each reduction is a pass over its row: thread ``tx`` folds elements ``tx, tx + THREADS, ...`` (coalesced: the
-  threads of a warp read neighbouring elements) from the identity with the reduce's own combine; a butterfly of
-  warp shuffles (``T.shfl_xor``) gives every lane its warp's total, the first warp combines the warps' totals the
-  same way (shared memory, two ``T.sync_threads`` per reduction), and every thread reads the row's result. A row
-  is re-read from global memory by each pass, so rows of any length run (a row never has to fit on chip);
-- the final write is one more strided pass (a write of the row) or thread 0's (one value per row).
+- **a warp per row** when its 32 lanes' slots hold the row (1024 f32 elements): 8 rows a block, the grid
+  ``ceildiv(rows, 8)`` blocks; the lanes' butterfly alone combines the row (no shared memory, no barrier);
+- **a block per row on chip** when the block's 256 threads' slots hold it (8192 f32 elements);
+- **a block per row, a pass per level** for longer rows: each reduction re-reads the row from global memory, so
+  rows of any length run.
+
+A thread ``tx`` of a row's threads takes elements ``tx, tx + threads, ...`` (coalesced: the threads of a warp read
+neighbouring elements). On chip it first loads every one of them into its slots (registers: the slot loops are
+unrolled, so every index is a constant; all its loads are in flight before the first combine), and every level's
+fold and the final write read the slots; a reduction's computed source that a later pass uses again (softmax's
+``exp(x - max)``) is kept in slots by its fold. Each fold starts from the identity with the reduce's own combine; a
+butterfly of warp shuffles (``T.shfl_xor``) gives every lane its warp's total and, a block per row, the first warp
+combines the warps' totals the same way (shared memory, two ``T.sync_threads`` per reduction); every thread reads
+the row's result. The final write is one more strided pass (a write of the row) or the first lane's (one value per
+row).
 
 Re-association and re-ordering are what ``reduce`` allows (language §7, T10): a parallel sum differs from the
-serial order within T5's bound; max, min, argmax and integer results are the serial program's exactly.
+serial order within T5's bound; max, min, argmax and integer results are the serial program's exactly. The block
+tiers fold each thread's elements in the same order, so they compute the same values.
 
-With ``emulated`` the threads of a block are serial loops, one per phase between barriers, and a shuffle is a phase
-of its own that exchanges the lanes' values through local buffers: the C target runs the same mapping, each lane
-combining the same pair in the same order, on the CPU (tests and ``tools/pytest_plugins``).
+With ``emulated`` the threads of a row are serial loops, one per phase between barriers, and a shuffle is a phase
+of its own that exchanges the lanes' values through local buffers (a block's warp rows one after another): the C
+target runs the same mapping, each lane combining the same pair in the same order, on the CPU (tests and
+``tools/pytest_plugins``).
 """
 from __future__ import annotations
 
