@@ -32,7 +32,7 @@ from intent_trace.backends.tilelang.program import lower
 from intent_trace.backends.tilelang.target import generate
 from schedule.row_kernels import (layer_norm, logsumexp, rms_norm, rms_norm_f16, row_argmax, row_argmax_rows,
                                   row_max_bf16, row_max_f16, row_max_min, row_sum, row_sum_f64_rows, row_sum_i32,
-                                  softmax_rows, softmax_tensor)
+                                  softmax_read_twice, softmax_rows, softmax_tensor)
 
 RNG = np.random.default_rng(17)
 #: below, at and past a block's 256 threads, its 1024-element unrolled chunk (4 per thread) with 4k+1 and 4k+3
@@ -147,6 +147,10 @@ def test_the_rows_held_on_chip_fill_a_thread_s_registers_by_dtype():
     body = _kernel_body(generate(rms_norm_f16.trace(), "tilelang-cuda"))
     assert "T.alloc_local((32,), 'float32')" in "\n".join(body)
     assert all(copy.count("p0[") == 1 for copy in _tiers(body)[:2])
+    # x[:, :] spelled twice is one value: one set of slots, one load of each element
+    body = _kernel_body(generate(softmax_read_twice.trace(), "tilelang-cuda"))
+    assert "\n".join(body).count("c4 = T.alloc_local((32,), 'float32')") == 1 and "T.int64(1024)" in body[1]
+    assert all(copy.count("p0[") == 1 for copy in _tiers(body)[:2])
     # the per-column weights are not the row's elements: read where used (every row shares them)
     body = _kernel_body(generate(layer_norm.trace(), "tilelang-cuda"))
     assert "\n".join(body).count("T.alloc_local((32,)") == 1
@@ -199,7 +203,7 @@ def _softmax_reference(x: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.parametrize("n", LENGTHS)
-@pytest.mark.parametrize("kernel", [softmax_rows, softmax_tensor], ids=lambda k: k.name)
+@pytest.mark.parametrize("kernel", [softmax_rows, softmax_tensor, softmax_read_twice], ids=lambda k: k.name)
 def test_softmax_matches_numpy_within_the_bound(compiled, kernel, n):
     x = (RNG.standard_normal((3, n)) * 4).astype(np.float32)
     y = np.full_like(x, np.nan)

@@ -110,11 +110,20 @@ class RowPlan:
         return f"with T.Kernel(T.max({self.grid()}, T.int64(1)){threads}{extra}) as bx:"
 
 
+def _read_key(node) -> tuple:
+    """What a read reads: its view and index (``x[:, :]`` spelled twice is one value, held in one set of slots)."""
+    return (node.inputs[0], node.attr("index"), tuple(node.inputs[1:]))
+
+
+def _distinct_reads(group) -> list:
+    return list({_read_key(n): n for n in reversed(group.element_reads)}.values())[::-1]
+
+
 def _slots(group) -> int:
     """Slots per thread for the element reads' values (a multiple of UNROLL within CACHE_BYTES; f16 and bf16
     are held as f32), 0 when not even one chunk fits: the row is then read from memory by every pass."""
     size = 0
-    for node in group.element_reads:
+    for node in _distinct_reads(group):
         for t in T.leaf_types(node.outputs[0].type):
             size += 4 if t.dtype.name in ("f16", "bf16") else max(t.dtype.bits // 8, 1)
     if not size:
@@ -176,7 +185,8 @@ class RowEmitter(TileLangEmitter):
         self.reads = {id(n): n for n in group.element_reads}
         self.width, self.slots = plan.threads, 0  # the tier being emitted: threads per row, slots per thread
         self.lane = None  # this thread's lane among its row's (CUDA)
-        self.cache: dict = {}  # id(read node) -> its slots' buffer
+        self.cache: dict = {}  # what a read reads (_read_key) -> its slots' buffer
+        self.loaded: set = set()  # the buffers this tier loads
         self.loads: list = []  # (read node, buffer, the global read's value): the load phase still to emit
         self.slot = None  # the slot of the element ``strided`` yields (on chip)
         self.held = _held_sources(graph, group)  # id(reduce node) -> its source, kept in slots for later passes
@@ -196,7 +206,7 @@ class RowEmitter(TileLangEmitter):
                 for node in walk_region(region):  # each tier computes every value of the graph again
                     for v in node.outputs:
                         self.env.pop(v, None)
-                self.width, self.slots = width, slots
+                self.width, self.slots, self.loaded = width, slots, set()
                 with self.block(header) if len(tiers) > 1 else contextlib.nullcontext():
                     results = self._run_tier(region, params)
             self.width, self.slots = self.plan.threads, 0
@@ -265,9 +275,9 @@ class RowEmitter(TileLangEmitter):
                                          for d in dtypes]
         if plan.slots:  # a thread's slots (registers: every index is a constant once the loops are unrolled)
             size = plan.slots * (plan.threads if plan.emulated else 1)
-            for node in plan.group.element_reads:
+            for node in _distinct_reads(plan.group):
                 (t,) = T.leaf_types(node.outputs[0].type)
-                self.cache[id(node)] = self.assign(f"T.alloc_local(({size},), {self.tir(t.dtype)!r})", "c")
+                self.cache[_read_key(node)] = self.assign(f"T.alloc_local(({size},), {self.tir(t.dtype)!r})", "c")
             for key, var in self.held.items():
                 (t,) = T.leaf_types(var.type)
                 self.held_buffers[key] = self.assign(f"T.alloc_local(({size},), {self.tir(t.dtype)!r})", "h")
@@ -353,8 +363,10 @@ class RowEmitter(TileLangEmitter):
         if self.on_chip and id(node) in self.reads:  # the value: this thread's slot of it
             super().run_node(node)
             (out,) = node.outputs
-            buffer, source = self.cache[id(node)], self.env[out]
-            self.loads.append((node, buffer, source))
+            buffer, source = self.cache[_read_key(node)], self.env[out]
+            if buffer not in self.loaded:  # the same view and index read again: the same slots
+                self.loaded.add(buffer)
+                self.loads.append((node, buffer, source))
             value = Lazy(source.shape, lambda idx, b=buffer: f"{b}[{self.slot}]")
             self.env[out] = value
             self.bind_dims(out, value)
