@@ -35,10 +35,11 @@ from schedule.row_kernels import (layer_norm, logsumexp, rms_norm, rms_norm_f16,
                                   softmax_read_twice, softmax_rows, softmax_tensor)
 
 RNG = np.random.default_rng(17)
-#: below, at and past a block's 256 threads, its 1024-element unrolled chunk (4 per thread) with 4k+1 and 4k+3
+#: below, at and past a block's 256 threads, its 1024-element chunk of slots (4 a thread) with 4k+1 and 4k+3
 #: tails, the rows a warp holds (1024 f32 or 512 f64 elements: 32 or 16 slots a lane) and a block holds (8192 f32
-#: or 4096 f64 elements) and one past each
-LENGTHS = (1, 2, 255, 256, 257, 512, 513, 1024, 1025, 1027, 2500, 4096, 4097, 8192, 8193)
+#: or 4096 f64 elements) and one past each; longer rows in passes of 4096-element chunks (16 a thread) and a tail
+#: of one element or of 16 strides but one
+LENGTHS = (1, 2, 255, 256, 257, 512, 513, 1024, 1025, 1027, 2500, 4096, 4097, 8192, 8193, 12287)
 U32, U64 = 2.0 ** -24, 2.0 ** -53
 #: the C target running CUDA's row mapping, a block's threads one after another
 EMULATED = attrs.evolve(targets.C, row_group=lambda g: cuda_rows.row_plan(g, emulated=True), host_workspaces=True)
@@ -106,9 +107,9 @@ def test_the_cuda_program_is_a_block_per_row_with_shuffles_per_reduction(kernel)
     assert "T.sync_threads()" not in warp and "s2[" not in warp and "s3[" not in warp
     assert warp.count("T.shfl_xor(") == 2 * 5 and "tx1 % 32" in warp and "tx1 // 32" in warp
     assert warp.count("p0[") == 1 and warp.count("* T.int64(128) < d1:") == 4
-    # long rows: two reductions and the write, three passes, each chunks of 4 elements a thread (unrolled), then
-    # the tail
-    assert passes.count("T.serial(T.floordiv(d1, T.int64(1024)))") == 3 and passes.count("T.unroll(4)") == 3
+    # long rows: two reductions and the write, three passes, each chunks of 16 elements a thread (unrolled: the
+    # registers the slots take), then the tail
+    assert passes.count("T.serial(T.floordiv(d1, T.int64(4096)))") == 3 and passes.count("T.unroll(16)") == 3
     assert passes.count("T.serial(T.ceildiv(d1 - n") == 3 and passes.count("p0[") == 2 * 3
     assert passes.count("it_exp_f32") == 2 * 2  # the producer fused into the sum's pass and the write's, both parts
     # rows on chip: one read of each element into its slot, then the two folds and the write from the slots,
@@ -427,7 +428,7 @@ def test_the_reductions_of_one_level_share_their_pass():
     """A min and a max that read only the row: one strided pass folds both (each element read once), then each
     reduction's shuffles; the write is the second pass."""
     _, on_chip, passes = _tiers(_kernel_body(generate(row_max_min.trace(), "tilelang-cuda")))
-    assert passes.count("T.serial(T.floordiv(d1, T.int64(1024)))") == 2 and passes.count("p0[r") == 2 * 2
+    assert passes.count("T.serial(T.floordiv(d1, T.int64(4096)))") == 2 and passes.count("p0[r") == 2 * 2
     fold = passes[:passes.index("T.shfl_xor(")]
     assert "it_min_f32" in fold and "it_max_f32" in fold and fold.count("p0[") == 2  # one read per part
     fold = on_chip[:on_chip.index("T.shfl_xor(")]

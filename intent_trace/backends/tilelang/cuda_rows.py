@@ -52,6 +52,9 @@ UNROLL = 4  # elements a thread reads before it combines any (its reads in fligh
 #: 256 * 32 = 8192 f32 elements (4096 f64) are read from memory once (:meth:`RowEmitter.slots`).
 CACHE_BYTES = 128
 MAX_SLOTS = 32  # the unrolled slots per thread (each a register): more only lengthens the program
+#: The reads a thread has in flight in a pass over a row too long for its slots: the kernel's registers are sized
+#: for the slots anyway (one kernel holds every tier), so a pass unrolls up to this many (16 f32: 4096 a chunk).
+PASS_UNROLL = 16
 
 
 @attrs.frozen
@@ -319,8 +322,9 @@ class RowEmitter(TileLangEmitter):
     @contextlib.contextmanager
     def strided(self, tx: str, part: str):
         """This thread's elements of the row, ``tx, tx + threads, ...``, in two parts: ``"main"``, the chunks of
-        ``threads * UNROLL`` elements the row holds whole, unrolled (each thread issues its UNROLL loads before it
-        waits on any: a thread has that many reads in flight), and ``"tail"``, the rest, each under a guard.
+        ``threads * u`` elements the row holds whole, unrolled (each thread issues its ``u`` loads before it waits
+        on any: a thread has that many reads in flight; ``u`` is UNROLL, or up to PASS_UNROLL where the kernel
+        holds slots), and ``"tail"``, the rest, each under a guard.
         On chip one part, ``"slots"``: every slot unrolled, a chunk of UNROLL slots under a guard that the row
         reaches it (one uniform branch per chunk), each element under its own; ``self.slot`` is its register."""
         n, u, cols = self.width, UNROLL, self.plan.cols
@@ -335,6 +339,7 @@ class RowEmitter(TileLangEmitter):
                     self.slot = f"{tx} * {self.plan.slots} + {slot}" if self.plan.emulated else slot
                     yield j
             return
+        u = min(max(self.plan.slots, UNROLL), PASS_UNROLL)
         chunks = f"T.floordiv({cols}, T.int64({n * u}))"
         k = self.fresh("k")
         if part == "main":
