@@ -53,7 +53,9 @@ class RowGroup:
     helper in ``combines``, its level -- 1 + the levels of the reductions it reads -- in ``levels``);
     ``row_write``: the one write covers the row (else it writes one value per row); ``fused``: the pointwise
     ops computed inside the row's loops. ``loop`` is the parallel loop (parallel form) or None (tensor form);
-    ``reshapes`` the unit-axis reshapes, ``write`` the final write."""
+    ``reshapes`` the unit-axis reshapes, ``write`` the final write; ``element_reads`` the reads of the row's
+    elements (each a value per row and column: what a target may hold on chip between the passes), in program
+    order."""
 
     form: str  # "tensor" | "parallel"
     rows: int
@@ -66,6 +68,7 @@ class RowGroup:
     write: object = attrs.field(eq=False)
     loop: object = attrs.field(default=None, eq=False)
     reshapes: frozenset = attrs.field(default=frozenset(), eq=False)
+    element_reads: tuple = attrs.field(default=(), eq=False)
 
     @property
     def passes(self) -> int:
@@ -121,6 +124,7 @@ class _Walk:
         self.level: dict = {}
         self.domains: dict = {}  # domain Var -> the Dim it covers
         self.reductions, self.combines, self.levels, self.reshapes, self.fused = [], [], [], set(), set()
+        self.element_reads = []
         self.point = None  # the parallel loop's row coordinate
         self.parallel = any(n.op is ops.parallel for n in graph.body.nodes)
 
@@ -169,7 +173,7 @@ class _Walk:
             write = self.walk(nodes)
         return RowGroup(form, self.index[self.rows], self.index[self.cols], tuple(self.combines), tuple(self.levels),
                         self.row_write, tuple(sorted(self.fused)), tuple(self.reductions), write, loop,
-                        frozenset(self.reshapes))
+                        frozenset(self.reshapes), tuple(self.element_reads))
 
     def producer(self, nodes, var):
         return next((n for n in nodes if var in n.outputs), None)
@@ -309,6 +313,8 @@ class _Walk:
         for k in self.axes_of(node, p.type):
             kind |= k
         self.define(node, kind)
+        if kind == ELEMENT:
+            self.element_reads.append(node)
 
     def reduce(self, node) -> None:
         source, identity, *captures = node.inputs

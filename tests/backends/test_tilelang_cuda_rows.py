@@ -32,11 +32,14 @@ from intent_trace.backends.tilelang.program import lower
 from intent_trace.backends.tilelang.target import generate
 from schedule.row_kernels import (layer_norm, logsumexp, rms_norm, rms_norm_f16, row_argmax, row_argmax_rows,
                                   row_max_bf16, row_max_f16, row_max_min, row_sum, row_sum_f64_rows, row_sum_i32,
-                                  softmax_rows, softmax_tensor)
+                                  softmax_read_twice, softmax_rows, softmax_tensor)
 
 RNG = np.random.default_rng(17)
-LENGTHS = (1, 2, 255, 256, 257, 1000, 1024, 2500)  # below, at and past a block's 256 threads and its 1024-element
-# unrolled chunk (4 per thread), tails no block or chunk divides
+#: below, at and past a block's 256 threads, its 1024-element chunk of slots (4 a thread) with 4k+1 and 4k+3
+#: tails, the rows a warp holds (1024 f32 or 512 f64 elements: 32 or 16 slots a lane) and a block holds (8192 f32
+#: or 4096 f64 elements) and one past each; longer rows in passes of 4096-element chunks (16 a thread) and a tail
+#: of one element or of 16 strides but one
+LENGTHS = (1, 2, 255, 256, 257, 512, 513, 1024, 1025, 1027, 2500, 4096, 4097, 8192, 8193, 12287)
 U32, U64 = 2.0 ** -24, 2.0 ** -53
 #: the C target running CUDA's row mapping, a block's threads one after another
 EMULATED = attrs.evolve(targets.C, row_group=lambda g: cuda_rows.row_plan(g, emulated=True), host_workspaces=True)
@@ -68,42 +71,112 @@ def _kernel_body(program: str) -> list:
     return lines[next(i for i, x in enumerate(lines) if x.startswith("def kernel(")):]
 
 
+def _tiers(body: list, warp: int = 1024, block: int = 8192) -> tuple:
+    """The row's three programs: (rows of up to ``warp`` elements, a warp's; up to ``block``, a block's, both
+    held on chip; longer rows, re-read by each pass)."""
+    heads = [f"if d1 <= T.int64({warp}):", f"elif d1 <= T.int64({block}):", "else:"]
+    at = [next(i for i, x in enumerate(body) if x.strip() == heads[0])]
+    indent = body[at[0]][:len(body[at[0]]) - len(body[at[0]].lstrip())]
+    at += [body.index(indent + h, at[0]) for h in heads[1:]]
+    end = next((i for i in range(at[2] + 1, len(body)) if not body[i].startswith(indent + " ")), len(body))
+    at.append(end)
+    return tuple("\n".join(body[a + 1:b]) for a, b in zip(at, at[1:]))
+
+
 @pytest.mark.parametrize("kernel", [softmax_rows, softmax_tensor], ids=lambda k: k.name)
 def test_the_cuda_program_is_a_block_per_row_with_shuffles_per_reduction(kernel):
     body = _kernel_body(generate(kernel.trace(), "tilelang-cuda"))
     assert body[0] == "def kernel(p0: T.Tensor((d0, d1,), 'float32'), p1: T.Tensor((d0, d1,), 'float32')):"
-    assert body[1].strip() == "with T.Kernel(T.max(d0, T.int64(1)), threads=256, prelude=PRELUDE) as bx:"
+    # a block per row, or 8 rows a block (a warp's each) where a warp holds them
+    assert body[1].strip() == ("with T.Kernel(T.max(T.if_then_else(d1 <= T.int64(1024), T.ceildiv(d0, T.int64(8)), "
+                               "d0), T.int64(1)), threads=256, prelude=PRELUDE) as bx:")
     text = "\n".join(body)
     assert text.count("T.get_thread_binding()") == 1
     assert text.count("T.alloc_shared((9,), 'float32')") == 2  # per reduction: 8 warps' totals and the result
-    assert text.count("T.sync_threads()") == 2 * 2  # after the warps' totals, after the row's result
-    for step in (16, 8):  # the butterfly within each warp
-        assert text.count(f", {step})") == 2
-    for step in (4, 2, 1):  # ... and then across the 8 warps' totals
-        assert text.count(f", {step})") == 2 * 2
-    assert text.count("T.shfl_xor(") == 2 * 8
-    # two reductions and the write: three passes, each chunks of 4 elements a thread (unrolled), then the tail
-    assert text.count("T.serial(T.floordiv(d1, T.int64(1024)))") == 3 and text.count("T.unroll(4)") == 3
-    assert text.count("T.serial(T.ceildiv(d1 - n") == 3
-    assert text.count("it_exp_f32") == 2 * 2  # the producer fused into the sum's pass and the write's, both parts
+    assert text.count("c4 = T.alloc_local((32,), 'float32')") == 1  # the row's 32 slots a thread (registers)
+    warp, on_chip, passes = _tiers(body)
+    for copy in (on_chip, passes):
+        assert copy.count("T.sync_threads()") == 2 * 2  # after the warps' totals, after the row's result
+        for step in (16, 8):  # the butterfly within each warp
+            assert copy.count(f", {step})") == 2
+        for step in (4, 2, 1):  # ... and then across the 8 warps' totals
+            assert copy.count(f", {step})") == 2 * 2
+        assert copy.count("T.shfl_xor(") == 2 * 8
+    # a warp's row: its lanes' butterfly alone gives every lane the total (no barrier, no shared memory); lane l
+    # holds elements l, l + 32, ... (chunks of 4 * 32)
+    assert "T.sync_threads()" not in warp and "s2[" not in warp and "s3[" not in warp
+    assert warp.count("T.shfl_xor(") == 2 * 5 and "tx1 % 32" in warp and "tx1 // 32" in warp
+    assert warp.count("p0[") == 1 and warp.count("* T.int64(128) < d1:") == 4
+    # long rows: two reductions and the write, three passes, each chunks of 16 elements a thread (unrolled: the
+    # registers the slots take), then the tail
+    assert passes.count("T.serial(T.floordiv(d1, T.int64(4096)))") == 3 and passes.count("T.unroll(16)") == 3
+    assert passes.count("T.serial(T.ceildiv(d1 - n") == 3 and passes.count("p0[") == 2 * 3
+    assert passes.count("it_exp_f32") == 2 * 2  # the producer fused into the sum's pass and the write's, both parts
+    # rows on chip: one read of each element into its slot, then the two folds and the write from the slots,
+    # every slot unrolled (8 chunks of 4, a chunk's guard that the row reaches it)
+    assert on_chip.count("p0[") == 1 and "T.serial" not in on_chip
+    assert on_chip.count("T.unroll(8)") == 4 and on_chip.count("T.unroll(4)") == 4
+    assert on_chip.count("* T.int64(1024) < d1:") == 4
+    # exp(x - max) is kept in slots by the sum's fold (h5) and the write divides those: one exp per element
+    assert text.count("T.alloc_local((32,), 'float32')") == 2
+    for copy in (warp, on_chip):
+        assert copy.count("it_exp_f32") == 1 and copy.count("h5[") == 2
+        assert copy.index("h5[c") < copy.index("it_div_f32") and "it_div_f32', h5[" in copy
     assert "E: T.Tensor" not in text and "W0" not in text  # no error record, no workspace
 
 
 def test_one_value_per_row_is_written_by_thread_zero_and_argmax_keeps_both_leaves():
-    text = "\n".join(_kernel_body(generate(row_argmax.trace(), "tilelang-cuda")))
+    body = _kernel_body(generate(row_argmax.trace(), "tilelang-cuda"))
+    text = "\n".join(body)
     assert "T.alloc_shared((9,), 'float32')" in text and "T.alloc_shared((9,), 'int64')" in text
-    assert text.count("T.shfl_xor(") == 2 * 8  # each leaf exchanged
-    assert text.count("if tx1 == 0:") == 2 and text.count("T.serial(T.ceildiv(d1") == 1  # the result, the write
+    assert text.count("T.alloc_local((32,), 'float32')") == 1  # the values on chip; the index is the position
+    warp, on_chip, passes = _tiers(body)
+    for copy in (on_chip, passes):
+        assert copy.count("T.shfl_xor(") == 2 * 8  # each leaf exchanged
+        assert copy.count("if tx1 == 0:") == 2  # the result, the write
+    assert passes.count("T.serial(T.ceildiv(d1") == 1 and on_chip.count("p0[") == 1
+    assert warp.count("T.shfl_xor(") == 2 * 5 and warp.count(" == 0:") == 1  # the warp's first lane writes
+
+
+def test_the_rows_held_on_chip_fill_a_thread_s_registers_by_dtype():
+    """f64 values take two registers: 16 slots, rows of up to 4096 elements; a row of f16 values computes in f32
+    (the slots hold the decoded values): 32 slots."""
+    body = _kernel_body(generate(logsumexp.trace(), "tilelang-cuda"))
+    assert "T.alloc_local((16,), 'float64')" in "\n".join(body) and "T.if_then_else(d1 <= T.int64(512)" in body[1]
+    warp, on_chip, passes = _tiers(body, 512, 4096)
+    assert warp.count("p0[") == on_chip.count("p0[") == 1 and passes.count("p0[") == 2 * 2
+    body = _kernel_body(generate(rms_norm_f16.trace(), "tilelang-cuda"))
+    assert "T.alloc_local((32,), 'float32')" in "\n".join(body)
+    assert all(copy.count("p0[") == 1 for copy in _tiers(body)[:2])
+    # x[:, :] spelled twice is one value: one set of slots, one load of each element
+    body = _kernel_body(generate(softmax_read_twice.trace(), "tilelang-cuda"))
+    assert "\n".join(body).count("c4 = T.alloc_local((32,), 'float32')") == 1 and "T.int64(1024)" in body[1]
+    assert all(copy.count("p0[") == 1 for copy in _tiers(body)[:2])
+    # the per-column weights are not the row's elements: read where used (every row shares them)
+    body = _kernel_body(generate(layer_norm.trace(), "tilelang-cuda"))
+    assert "\n".join(body).count("T.alloc_local((32,)") == 1
+    for copy in _tiers(body)[:2]:
+        assert copy.count("p0[") == 1 and copy.count("p1[") == 1 and copy.count("p2[") == 1
 
 
 def test_the_emulated_program_loops_over_the_threads_of_each_phase():
-    text = "\n".join(_kernel_body(lower(row_sum.trace(), EMULATED).text))
-    assert "with T.Kernel(T.max(d0, T.int64(1)), prelude=PRELUDE) as bx:" in text
+    body = _kernel_body(lower(row_sum.trace(), EMULATED).text)
+    text = "\n".join(body)
+    assert ("with T.Kernel(T.max(T.if_then_else(d1 <= T.int64(1024), T.ceildiv(d0, T.int64(8)), d0), T.int64(1)), "
+            "prelude=PRELUDE) as bx:") in text
     assert "T.get_thread_binding" not in text and "T.sync_threads" not in text and "shfl" not in text
     assert text.count("T.alloc_local((256,), 'float32')") == 2  # every thread's register, twice
-    assert text.count("in T.serial(256):") == 1 + 5  # the fold, the butterfly within warps
-    assert text.count("in T.serial(32):") == 1 + 3  # the warps' totals, the butterfly across them
-    assert text.count("T.bitwise_xor(") == 8
+    assert text.count("T.alloc_local((8192,), 'float32')") == 1  # every thread's 32 slots
+    warp, on_chip, passes = _tiers(body)
+    for copy, loads in ((on_chip, 1), (passes, 0)):
+        assert copy.count("in T.serial(256):") == loads + 1 + 5  # the loads, the fold, the butterfly within warps
+        assert copy.count("in T.serial(32):") == 1 + 3  # the warps' totals, the butterfly across them
+        assert copy.count("T.bitwise_xor(") == 8
+    assert on_chip.count("* 32 + c") == 2  # thread tx's slots: tx * 32 + slot (the load, the fold)
+    # a warp's rows: the block's 8 rows one after another, each its lanes' phases (the loads, the fold, the
+    # butterfly)
+    assert warp.count("in T.serial(8):") == 1 and warp.count("in T.serial(32):") == 1 + 1 + 5
+    assert warp.count("T.bitwise_xor(") == 5 and "in T.serial(256)" not in warp
 
 
 @pytest.mark.parametrize("kernel", [softmax_tensor, row_argmax, layer_norm], ids=lambda k: k.name)
@@ -131,7 +204,7 @@ def _softmax_reference(x: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.parametrize("n", LENGTHS)
-@pytest.mark.parametrize("kernel", [softmax_rows, softmax_tensor], ids=lambda k: k.name)
+@pytest.mark.parametrize("kernel", [softmax_rows, softmax_tensor, softmax_read_twice], ids=lambda k: k.name)
 def test_softmax_matches_numpy_within_the_bound(compiled, kernel, n):
     x = (RNG.standard_normal((3, n)) * 4).astype(np.float32)
     y = np.full_like(x, np.nan)
@@ -354,7 +427,10 @@ def test_property_argmax_exact_and_sum_within_the_bound(compiled, n, m, data):
 def test_the_reductions_of_one_level_share_their_pass():
     """A min and a max that read only the row: one strided pass folds both (each element read once), then each
     reduction's shuffles; the write is the second pass."""
-    text = "\n".join(_kernel_body(generate(row_max_min.trace(), "tilelang-cuda")))
-    assert text.count("T.serial(T.floordiv(d1, T.int64(1024)))") == 2 and text.count("p0[r4, j") == 2 * 2
-    fold = text[:text.index("T.shfl_xor(")]
+    _, on_chip, passes = _tiers(_kernel_body(generate(row_max_min.trace(), "tilelang-cuda")))
+    assert passes.count("T.serial(T.floordiv(d1, T.int64(4096)))") == 2 and passes.count("p0[r") == 2 * 2
+    fold = passes[:passes.index("T.shfl_xor(")]
     assert "it_min_f32" in fold and "it_max_f32" in fold and fold.count("p0[") == 2  # one read per part
+    fold = on_chip[:on_chip.index("T.shfl_xor(")]
+    assert fold.count("T.unroll(8)") == 2 and fold.count("c4[") == 1 + 2  # the load; both folds read the slot
+    assert "it_min_f32" in fold and "it_max_f32" in fold and on_chip.count("p0[") == 1

@@ -19,6 +19,7 @@ TARGETS = ("tilelang-c", "tilelang-cuda", "tilelang-metal")
 _LOOP = re.compile(r"^(\s*)for \w+ in T\.(?:serial|unroll|Parallel)\((.*)\):$")
 _LAUNCH = re.compile(r"^(\s*)with T\.Kernel\((.*)\) as \w+:$")
 _EXTENT = re.compile(r"\bd\d+\b")
+_CHOICE = re.compile(r"T\.if_then_else\([^,]*,")  # a launch's condition: T.if_then_else(d1 <= 1024, a, b)
 
 
 def work_degree(program: str) -> int:
@@ -35,8 +36,9 @@ def work_degree(program: str) -> int:
         if loop:
             extent = loop.group(2).split(",")[0].strip()
             level = 0 if re.fullmatch(r"(T\.int64\()?\d+\)?", extent) else 1
-        elif launch:
-            level = len(set(_EXTENT.findall(launch.group(2).split(", threads")[0].split(", prelude")[0])))
+        elif launch:  # the extents the grid covers (not one that only chooses between grids: a row's length)
+            grid = _CHOICE.sub("(", launch.group(2).split(", threads")[0].split(", prelude")[0])
+            level = len(set(_EXTENT.findall(grid)))
         else:
             continue
         stack.append((indent, level))
@@ -56,6 +58,8 @@ def test_work_degree_counts_nested_run_time_loops():
                       "    for u in T.serial(4):", "        for i in T.serial(d1):", "            x = 1",
                       "    for j in T.serial(d0):", "        y = 2"])
     assert work_degree(text) == 3
+    assert work_degree("with T.Kernel(T.if_then_else(d1 <= T.int64(8), T.ceildiv(d0, 8), d0)) as bx:\n"
+                       "    for i in T.serial(d1):\n        pass") == 2
     assert work_degree("with T.Kernel(1) as _:\n    for i in T.serial(d0):\n        for j in T.serial(d0):\n"
                        "            pass\n    for k in T.serial(n7):\n        pass") == 2
 

@@ -103,7 +103,14 @@ def row_max_bf16(x: I.In[I.bf16, ("M", "N")], y: I.Out[I.bf16, ("M",)]):
     y[:] = I.reduce.max(x[:, :], axis=1)
 
 
-ROW_KERNELS = (softmax_rows, softmax_tensor, layer_norm, rms_norm, logsumexp, row_sum, row_sum_f64_rows, row_sum_i32,
+@intent.kernel
+def softmax_read_twice(x: I.In[I.f32, ("M", "N")], y: I.Out[I.f32, ("M", "N")]):
+    """The whole-tensor softmax with ``x[:, :]`` spelled at each use (two reads of one value)."""
+    e = I.exp(x[:, :] - I.reshape(I.reduce.max(x[:, :], axis=1), (x.shape[0], 1)))
+    y[:, :] = e / I.reshape(I.reduce.sum(e, axis=1), (x.shape[0], 1))
+
+
+ROW_KERNELS = (softmax_rows, softmax_tensor, softmax_read_twice, layer_norm, rms_norm, logsumexp, row_sum, row_sum_f64_rows, row_sum_i32,
                row_argmax, row_argmax_rows, row_max_min, rms_norm_f16, row_max_f16, row_max_bf16)
 
 

@@ -10,7 +10,7 @@ from intent_trace.backends.tilelang import targets
 from intent_trace.backends.tilelang.target import build
 from intent_trace.display import executable_lines
 from intent_trace.schedule.plan import MAPPINGS, Part, Schedule
-from schedule.row_kernels import ROW_KERNELS, column_sum, row_cumsum, row_sum, softmax_rows, softmax_tensor
+from schedule.row_kernels import ROW_KERNELS, column_sum, logsumexp, row_cumsum, row_sum, softmax_rows, softmax_tensor
 
 import intent_trace as intent
 from intent_trace import I
@@ -47,6 +47,13 @@ def test_row_kernels_get_a_row_group_on_cuda(kernel):
     schedule = build(kernel.trace(), target="tilelang-cuda").schedule
     assert schedule.mappings() == ("row_group",)
     assert schedule.general.param("threads") == 256
+    assert schedule.general.param("on_chip").startswith("a warp per row if N <= ")
+
+
+def test_the_rows_held_on_chip_depend_on_the_element_dtype():
+    f64 = build(logsumexp.trace(), target="tilelang-cuda").schedule.general
+    assert f64.param("on_chip") == "a warp per row if N <= 512, a block per row if N <= 4096"
+    assert f64.param("passes") == 2
 
 
 def test_both_softmax_spellings_get_the_same_cuda_schedule():
@@ -83,7 +90,9 @@ def test_print_shows_each_part_mapping_and_reason():
     exe = build(softmax_tensor.trace(), target="tilelang-cuda")
     lines = executable_lines(exe)
     (line,) = [x for x in lines if x.startswith("  schedule: general program: ")]
-    assert line.endswith(exe.schedule.general.describe()) and "row_group (grid=M, threads=256, passes=3)" in line
+    assert line.endswith(exe.schedule.general.describe())
+    assert ("row_group (grid=M, threads=256, passes=3, on_chip=a warp per row if N <= 1024, a block per row if "
+            "N <= 8192)") in line  # passes: a row too long to hold on chip
     mm = executable_lines(build(mm16.trace(), target="tilelang-cuda"))
     assert any(x.startswith("  schedule: part 1: tiled_matmul") for x in mm)
 

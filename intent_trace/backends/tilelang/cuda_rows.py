@@ -1,24 +1,35 @@
-"""Row groups on CUDA: one thread block per row, a cooperative reduction per pass (warp shuffles), the row's pointwise
-producers and consumers fused (the schedule pass's :class:`~intent_trace.schedule.rows.RowGroup`).
+"""Row groups on CUDA: a warp or a thread block per row, a cooperative reduction per level (warp shuffles), the
+row's pointwise producers and consumers fused (the schedule pass's :class:`~intent_trace.schedule.rows.RowGroup`).
 
 The program is the shared lowering's (:class:`.emitter.TileLangEmitter`: every element, every combine is the code
 the serial program writes, with the same helpers, so numerics come from one place); :class:`RowEmitter` changes
-only where that code runs:
+only where that code runs. Three programs (:attr:`RowPlan.tiers`), the first whose rows fit chosen at run time on
+the row length (the extents are dynamic):
 
-- the launch is a grid of ``max(rows, 1)`` blocks of :data:`THREADS` threads; block ``bx`` is row ``bx``;
-- each reduction is a pass over its row: thread ``tx`` folds elements ``tx, tx + THREADS, ...`` (coalesced: the
-  threads of a warp read neighbouring elements) from the identity with the reduce's own combine; a butterfly of
-  warp shuffles (``T.shfl_xor``) gives every lane its warp's total, the first warp combines the warps' totals the
-  same way (shared memory, two ``T.sync_threads`` per reduction), and every thread reads the row's result. A row
-  is re-read from global memory by each pass, so rows of any length run (a row never has to fit on chip);
-- the final write is one more strided pass (a write of the row) or thread 0's (one value per row).
+- **a warp per row** when its 32 lanes' slots hold the row (1024 f32 elements): 8 rows a block, the grid
+  ``ceildiv(rows, 8)`` blocks; the lanes' butterfly alone combines the row (no shared memory, no barrier);
+- **a block per row on chip** when the block's 256 threads' slots hold it (8192 f32 elements);
+- **a block per row, a pass per level** for longer rows: each reduction re-reads the row from global memory, so
+  rows of any length run.
+
+A thread ``tx`` of a row's threads takes elements ``tx, tx + threads, ...`` (coalesced: the threads of a warp read
+neighbouring elements). On chip it first loads every one of them into its slots (registers: the slot loops are
+unrolled, so every index is a constant; all its loads are in flight before the first combine), and every level's
+fold and the final write read the slots; a reduction's computed source that a later pass uses again (softmax's
+``exp(x - max)``) is kept in slots by its fold. Each fold starts from the identity with the reduce's own combine; a
+butterfly of warp shuffles (``T.shfl_xor``) gives every lane its warp's total and, a block per row, the first warp
+combines the warps' totals the same way (shared memory, two ``T.sync_threads`` per reduction); every thread reads
+the row's result. The final write is one more strided pass (a write of the row) or the first lane's (one value per
+row).
 
 Re-association and re-ordering are what ``reduce`` allows (language §7, T10): a parallel sum differs from the
-serial order within T5's bound; max, min, argmax and integer results are the serial program's exactly.
+serial order within T5's bound; max, min, argmax and integer results are the serial program's exactly. The block
+tiers fold each thread's elements in the same order, so they compute the same values.
 
-With ``emulated`` the threads of a block are serial loops, one per phase between barriers, and a shuffle is a phase
-of its own that exchanges the lanes' values through local buffers: the C target runs the same mapping, each lane
-combining the same pair in the same order, on the CPU (tests and ``tools/pytest_plugins``).
+With ``emulated`` the threads of a row are serial loops, one per phase between barriers, and a shuffle is a phase
+of its own that exchanges the lanes' values through local buffers (a block's warp rows one after another): the C
+target runs the same mapping, each lane combining the same pair in the same order, on the CPU (tests and
+``tools/pytest_plugins``).
 """
 from __future__ import annotations
 
@@ -29,7 +40,7 @@ import attrs
 from ... import types as T
 from ...graph import ops
 from ...graph.lowering import assemble, leaf_values
-from ...graph.values import Var
+from ...graph.values import Var, walk_region
 from ...schedule import rows as schedule_rows
 from .accumulate import accumulators, combine
 from .emitter import Aggregate, Lazy, Scalar, TileLangEmitter
@@ -37,6 +48,13 @@ from .emitter import Aggregate, Lazy, Scalar, TileLangEmitter
 THREADS = schedule_rows.THREADS
 WARP = 32  # CUDA's warp: the lanes a shuffle exchanges values among
 UNROLL = 4  # elements a thread reads before it combines any (its reads in flight)
+#: A thread's registers for the row's elements it holds between passes: 32 f32 values, so rows of up to
+#: 256 * 32 = 8192 f32 elements (4096 f64) are read from memory once (:meth:`RowEmitter.slots`).
+CACHE_BYTES = 128
+MAX_SLOTS = 32  # the unrolled slots per thread (each a register): more only lengthens the program
+#: The reads a thread has in flight in a pass over a row too long for its slots: the kernel's registers are sized
+#: for the slots anyway (one kernel holds every tier), so a pass unrolls up to this many (16 f32: 4096 a chunk).
+PASS_UNROLL = 16
 
 
 @attrs.frozen
@@ -48,10 +66,36 @@ class RowPlan:
     cols: str
     threads: int = THREADS
     emulated: bool = False
+    slots: int = 0  # the row's elements a thread holds in registers (0: every pass reads the row from memory)
 
     @property
     def warps(self) -> int:
         return self.threads // WARP
+
+    @property
+    def tiers(self) -> tuple:
+        """The row's programs, the first whose rows fit chosen at run time on the row's length: (threads per
+        row, slots per thread, the longest row or None). A warp per row (several rows a block, no barriers) when
+        its lanes' slots hold the row, then the block's, then a pass over memory per reduction level."""
+        on_chip = ((WARP, self.slots, WARP * self.slots), (self.threads, self.slots, self.threads * self.slots))
+        return (*(on_chip if self.slots else ()), (self.threads, 0, None))
+
+    def part(self, graph):
+        """The schedule's part: the group's, with the rows held on chip by warp or by block (the tiers)."""
+        cols = graph.extents[self.group.cols].extent.name
+        tiers = [f"{'a warp' if width == WARP else 'a block'} per row if {cols} <= {cap}"
+                 for width, _, cap in self.tiers[:-1]]
+        extra = {"on_chip": ", ".join(tiers)} if tiers else {}
+        return self.group.part(graph, self.threads, **extra)
+
+    def grid(self) -> str:
+        """The blocks: a block's rows for the first tier whose rows fit (a run-time choice on the row length)."""
+        blocks = self.rows
+        for width, _, cap in reversed(self.tiers[:-1]):
+            if width != self.threads:
+                each = f"T.ceildiv({self.rows}, T.int64({self.threads // width}))"
+                blocks = f"T.if_then_else({self.cols} <= T.int64({cap}), {each}, {blocks})"
+        return blocks
 
     @property
     def node(self):
@@ -66,7 +110,50 @@ class RowPlan:
         extra = f", prelude={prelude}" if prelude else ""
         threads = "" if self.emulated else f", threads={self.threads}"
         # at least one block: CUDA refuses a zero grid (no rows: the block does nothing)
-        return f"with T.Kernel(T.max({self.rows}, T.int64(1)){threads}{extra}) as bx:"
+        return f"with T.Kernel(T.max({self.grid()}, T.int64(1)){threads}{extra}) as bx:"
+
+
+def _read_key(node) -> tuple:
+    """What a read reads: its view and index (``x[:, :]`` spelled twice is one value, held in one set of slots)."""
+    return (node.inputs[0], node.attr("index"), tuple(node.inputs[1:]))
+
+
+def _distinct_reads(group) -> list:
+    return list({_read_key(n): n for n in reversed(group.element_reads)}.values())[::-1]
+
+
+def _slots(group) -> int:
+    """Slots per thread for the element reads' values (a multiple of UNROLL within CACHE_BYTES; f16 and bf16
+    are held as f32), 0 when not even one chunk fits: the row is then read from memory by every pass."""
+    size = 0
+    for node in _distinct_reads(group):
+        for t in T.leaf_types(node.outputs[0].type):
+            size += 4 if t.dtype.name in ("f16", "bf16") else max(t.dtype.bits // 8, 1)
+    if not size:
+        return 0
+    return min(MAX_SLOTS, CACHE_BYTES // size) // UNROLL * UNROLL
+
+
+def _held_sources(graph, group) -> dict:
+    """The reductions whose source -- a computed element value, one leaf -- a later pass uses again (softmax's
+    ``exp(x - max)``, summed, then divided by the sum): on chip the fold keeps each element in a slot, so the
+    later passes read it instead of computing it again (its producers, an exp, run once per element)."""
+    reads = {n.outputs[0] for n in group.element_reads}
+    level = {id(n): k for n, k in zip(group.reductions, group.levels)}
+    consumers: dict = {}
+    for node in walk_region(graph.body):
+        for x in node.inputs:
+            if isinstance(x, Var):
+                consumers.setdefault(x, []).append(node)
+    held, seen = {}, set()
+    for node in group.reductions:
+        source = node.inputs[0]
+        if source in reads or source in seen or not isinstance(source.type, T.TensorType):
+            continue
+        if any(id(c) not in level or level[id(c)] != level[id(node)] for c in consumers.get(source, ())):
+            held[id(node)] = source
+            seen.add(source)
+    return held
 
 
 def row_plan(graph, emulated: bool = False) -> RowPlan | None:
@@ -74,7 +161,7 @@ def row_plan(graph, emulated: bool = False) -> RowPlan | None:
     group = schedule_rows.recognise(graph)
     if not isinstance(group, schedule_rows.RowGroup):
         return None
-    return RowPlan(group, f"d{group.rows}", f"d{group.cols}", THREADS, emulated)
+    return RowPlan(group, f"d{group.rows}", f"d{group.cols}", THREADS, emulated, _slots(group))
 
 
 class RowEmitter(TileLangEmitter):
@@ -96,19 +183,68 @@ class RowEmitter(TileLangEmitter):
         self.tx = None  # this thread's binding (CUDA)
         self.shared: dict = {}  # id(reduce node) -> one buffer of partials per accumulator leaf
         self.part = "main"  # the part of the row the write is emitting (strided)
+        # rows that fit on chip: every element read is loaded once into this thread's registers (slots) and each
+        # pass reads them there; ``on_chip`` while the region's on-chip copy is emitted
+        self.reads = {id(n): n for n in group.element_reads}
+        self.width, self.slots = plan.threads, 0  # the tier being emitted: threads per row, slots per thread
+        self.lane = None  # this thread's lane among its row's (CUDA)
+        self.cache: dict = {}  # what a read reads (_read_key) -> its slots' buffer
+        self.loaded: set = set()  # the buffers this tier loads
+        self.loads: list = []  # (read node, buffer, the global read's value): the load phase still to emit
+        self.slot = None  # the slot of the element ``strided`` yields (on chip)
+        self.held = _held_sources(graph, group)  # id(reduce node) -> its source, kept in slots for later passes
+        self.held_buffers: dict = {}  # id(reduce node) -> the slots of its source
+
+    @property
+    def on_chip(self) -> bool:
+        return self.slots > 0
 
     # -- where the code runs ---------------------------------------------------------------------------------
     def run_region(self, region, params=()) -> list:
         if region is self.graph.body:
             self._prologue()
-            if self.plan.node is not None:  # the parallel loop's iterations are the blocks (grid_iteration)
-                return super().run_region(region, params)
-            self.row = self.assign("T.Cast('int64', bx)", "r")
-            with self.block(f"if {self.row} < {self.plan.rows}:"):
-                return self._run_by_level(region, params)
+            tiers, results = self.plan.tiers, []
+            for k, (width, slots, cap) in enumerate(tiers):
+                header = "else:" if cap is None else f"{'if' if k == 0 else 'elif'} {self.plan.cols} <= T.int64({cap}):"
+                for node in walk_region(region):  # each tier computes every value of the graph again
+                    for v in node.outputs:
+                        self.env.pop(v, None)
+                self.width, self.slots, self.loaded = width, slots, set()
+                with self.block(header) if len(tiers) > 1 else contextlib.nullcontext():
+                    results = self._run_tier(region, params)
+            self.width, self.slots = self.plan.threads, 0
+            return results
         if self.plan.node is not None and region is self.plan.node.regions[0]:
             return self._run_by_level(region, params)
         return super().run_region(region, params)
+
+    def _run_tier(self, region, params) -> list:
+        """The graph's program for one tier: every tier folds each thread's elements in the same order
+        (``strided``) and combines them with the same shuffles, so tiers of one width compute the same values."""
+        if not self.plan.emulated:
+            self.lane = self.tx if self.width == self.plan.threads else \
+                self.assign(f"{self.tx} % {self.width}", "l")
+        if self.plan.node is not None:  # the parallel loop's iterations are the rows (grid_iteration)
+            return super().run_region(region, params)
+        with self.row_of_block() as row:
+            self.row = row
+            with self.block(f"if {self.row} < {self.plan.rows}:"):
+                return self._run_by_level(region, params)
+
+    @contextlib.contextmanager
+    def row_of_block(self):
+        """This thread's row: the block's (a block per row), or its warp's among the block's rows -- emulated,
+        a serial loop over them (each row's phases run after the previous row's)."""
+        per_block = self.plan.threads // self.width
+        if per_block == 1:
+            yield self.assign("T.Cast('int64', bx)", "r")
+        elif self.plan.emulated:
+            g = self.fresh("g")
+            with self.block(f"for {g} in T.serial({per_block}):"):
+                yield self.assign(f"T.Cast('int64', bx) * T.int64({per_block}) + T.Cast('int64', {g})", "r")
+        else:
+            yield self.assign(f"T.Cast('int64', bx) * T.int64({per_block}) + "
+                              f"T.Cast('int64', {self.tx} // {self.width})", "r")
 
     def _run_by_level(self, region, params) -> list:
         """The row's region with the reductions of each level next to each other (a stable reordering of pure
@@ -140,14 +276,21 @@ class RowEmitter(TileLangEmitter):
             else:  # one partial per warp, and the row's result
                 self.shared[id(node)] = [self.assign(f"T.alloc_shared(({plan.warps + 1},), {d!r})", "s")
                                          for d in dtypes]
+        if plan.slots:  # a thread's slots (registers: every index is a constant once the loops are unrolled)
+            size = plan.slots * (plan.threads if plan.emulated else 1)
+            for node in _distinct_reads(plan.group):
+                (t,) = T.leaf_types(node.outputs[0].type)
+                self.cache[_read_key(node)] = self.assign(f"T.alloc_local(({size},), {self.tir(t.dtype)!r})", "c")
+            for key, var in self.held.items():
+                (t,) = T.leaf_types(var.type)
+                self.held_buffers[key] = self.assign(f"T.alloc_local(({size},), {self.tir(t.dtype)!r})", "h")
 
     @contextlib.contextmanager
     def grid_iteration(self, grid, length: str):
-        """The parallel loop's iteration of this block (its row)."""
-        o = self.assign("T.Cast('int64', bx)", "o")
+        """The parallel loop's iteration of this block (its row) or of this warp (:meth:`row_of_block`)."""
         self.in_grid = True
         try:
-            with self.block(f"if {o} < {length}:"):
+            with self.row_of_block() as o, self.block(f"if {o} < {length}:"):
                 self.loop_stack.append(("for", [], None, self.depth))
                 yield o
                 self.loop_stack.pop()
@@ -156,29 +299,47 @@ class RowEmitter(TileLangEmitter):
 
     @contextlib.contextmanager
     def phase(self, count: int | None = None):
-        """Code every thread ``tx < count`` of the block runs between two barriers: on CUDA this thread (under a
-        guard for fewer than all), emulated a serial loop over the threads."""
-        count = self.plan.threads if count is None else count
+        """Code every thread ``lane < count`` of the row's runs between two barriers: on CUDA this thread (under a
+        guard for fewer than all), emulated a serial loop over the lanes. Yields the lane."""
+        count = self.width if count is None else count
         if self.plan.emulated:
             tx = self.fresh("tx")
             with self.block(f"for {tx} in T.serial({count}):"):
                 yield tx
-        elif count == self.plan.threads:
-            yield self.tx
+        elif count == self.width:
+            yield self.lane
         else:
-            with self.block(f"if {self.tx} < {count}:"):
-                yield self.tx
+            with self.block(f"if {self.lane} < {count}:"):
+                yield self.lane
 
     def sync(self) -> None:
         if not self.plan.emulated:
             self.line("T.sync_threads()")
 
+    def parts(self) -> tuple:
+        return ("slots",) if self.on_chip else ("main", "tail")
+
     @contextlib.contextmanager
     def strided(self, tx: str, part: str):
         """This thread's elements of the row, ``tx, tx + threads, ...``, in two parts: ``"main"``, the chunks of
-        ``threads * UNROLL`` elements the row holds whole, unrolled (each thread issues its UNROLL loads before it
-        waits on any: a thread has that many reads in flight), and ``"tail"``, the rest, each under a guard."""
-        n, u, cols = self.plan.threads, UNROLL, self.plan.cols
+        ``threads * u`` elements the row holds whole, unrolled (each thread issues its ``u`` loads before it waits
+        on any: a thread has that many reads in flight; ``u`` is UNROLL, or up to PASS_UNROLL where the kernel
+        holds slots), and ``"tail"``, the rest, each under a guard.
+        On chip one part, ``"slots"``: every slot unrolled, a chunk of UNROLL slots under a guard that the row
+        reaches it (one uniform branch per chunk), each element under its own; ``self.slot`` is its register."""
+        n, u, cols = self.width, UNROLL, self.plan.cols
+        if part == "slots":
+            c, v = self.fresh("c"), self.fresh("u")
+            with self.block(f"for {c} in T.unroll({self.slots // u}):"), \
+                    self.block(f"if T.Cast('int64', {c}) * T.int64({n * u}) < {cols}:"), \
+                    self.block(f"for {v} in T.unroll({u}):"):
+                slot = f"{c} * {u} + {v}"
+                j = self.assign(f"T.Cast('int64', {slot}) * T.int64({n}) + T.Cast('int64', {tx})", "j")
+                with self.block(f"if {j} < {cols}:"):
+                    self.slot = f"{tx} * {self.plan.slots} + {slot}" if self.plan.emulated else slot
+                    yield j
+            return
+        u = min(max(self.plan.slots, UNROLL), PASS_UNROLL)
         chunks = f"T.floordiv({cols}, T.int64({n * u}))"
         k = self.fresh("k")
         if part == "main":
@@ -201,8 +362,19 @@ class RowEmitter(TileLangEmitter):
     def run_node(self, node):
         group = self.plan.group
         if node is group.write and group.row_write:
-            for self.part in ("main", "tail"):  # the write rule once per part of the row (strided)
+            for self.part in self.parts():  # the write rule once per part of the row (strided)
                 super().run_node(node)
+            return None
+        if self.on_chip and id(node) in self.reads:  # the value: this thread's slot of it
+            super().run_node(node)
+            (out,) = node.outputs
+            buffer, source = self.cache[_read_key(node)], self.env[out]
+            if buffer not in self.loaded:  # the same view and index read again: the same slots
+                self.loaded.add(buffer)
+                self.loads.append((node, buffer, source))
+            value = Lazy(source.shape, lambda idx, b=buffer: f"{b}[{self.slot}]")
+            self.env[out] = value
+            self.bind_dims(out, value)
             return None
         if node.op is ops.reduce and id(node) in self.levels:
             if node.outputs[0] not in self.env:  # the first of its level: the level's one pass
@@ -241,6 +413,12 @@ class RowEmitter(TileLangEmitter):
         reduction's accumulators (the row's elements read once, shared by the producers they feed), then each
         reduction's partials are combined (:meth:`_shuffles`)."""
         pos, outer = self.position(), self.node
+        if self.loads:  # on chip, before the first fold: every element read into its slots (all loads in flight)
+            with self.phase() as tx, self.strided(tx, "slots") as j:
+                for node, buffer, source in self.loads:
+                    self.node = node
+                    self.line(f"{buffer}[{self.slot}] = {self.elem(source, [*pos, j])}")
+            self.loads = []
         folds = []
         for node in nodes:
             self.node = node
@@ -250,11 +428,13 @@ class RowEmitter(TileLangEmitter):
                                                 for v in leaf_values(identity, Aggregate)]))
         with self.phase() as tx:  # each thread folds its strided slice of the row
             accs = [accumulators(self, T.leaf_types(acc_t), inits) for _, acc_t, _, inits in folds]
-            for part in ("main", "tail"):
+            for part in self.parts():
                 with self.strided(tx, part) as j:
                     for (node, acc_t, source, _), names in zip(folds, accs):
                         self.node = node
                         items = [self.elem(v, [*pos, j]) for v in leaf_values(source, Aggregate)]
+                        if self.on_chip and id(node) in self.held:  # the later passes read it from its slots
+                            self.line(f"{self.held_buffers[id(node)]}[{self.slot}] = {items[0]}")
                         current = [self.assign(a, "x") for a in names]
                         for name, value in zip(names, combine(self, node, acc_t, current, items, [], pos)):
                             self.line(f"{name} = {value}")
@@ -275,6 +455,9 @@ class RowEmitter(TileLangEmitter):
             (out,) = node.outputs
             self.env[out] = value
             self.bind_dims(out, value)
+            if self.on_chip and id(node) in self.held:
+                var, buffer = self.held[id(node)], self.held_buffers[id(node)]
+                self.env[var] = Lazy(self.env[var].shape, lambda idx, b=buffer: f"{b}[{self.slot}]")
         self.node = outer
 
     # The partials of a row are combined in two butterflies: within each warp (lane ^ 16, ^ 8, ... ^ 1, so every
@@ -293,6 +476,8 @@ class RowEmitter(TileLangEmitter):
     def _shuffles(self, node, acc_t, pos, accs: list) -> list:
         shared, tx, warps = self.shared[id(node)], self.tx, self.plan.warps
         self._butterfly(node, acc_t, pos, accs, WARP)
+        if self.width == WARP:  # a warp's row: every lane holds the total, no barrier
+            return [self.assign(a, "r") for a in accs]
         with self.block(f"if {tx} % {WARP} == 0:"):
             for buffer, acc in zip(shared, accs):
                 self.line(f"{buffer}[{tx} // {WARP}] = {acc}")
@@ -325,7 +510,9 @@ class RowEmitter(TileLangEmitter):
                 now, new = new, now
                 step //= 2
 
-        steps(WARP, self.plan.threads)
+        steps(WARP, self.width)
+        if self.width == WARP:
+            return [self.assign(f"{b}[0]", "r") for b in now]
         with self.phase(WARP) as tx:  # the first warp's lanes take the warps' totals (lane 0 of each warp)
             for buffer, source in zip(new, now):
                 self.line(f"{buffer}[{tx}] = {source}[T.floormod({tx}, {warps}) * {WARP}]")
@@ -345,6 +532,6 @@ class RowEmitter(TileLangEmitter):
                 yield [*pos, j]
         elif self.plan.emulated:
             yield pos
-        else:  # one value per row: thread 0 writes it
-            with self.block(f"if {self.tx} == 0:"):
+        else:  # one value per row: its first lane writes it
+            with self.block(f"if {self.lane} == 0:"):
                 yield pos

@@ -155,7 +155,7 @@ def schedule_of(graph: KernelGraph, spec, checks: bool = True, specializations=N
     launch = _plan(graph, spec, checks)
     nest, grid = launch.nest, launch.grid
     if isinstance(getattr(grid, "group", None), RowGroup):
-        parts.append(grid.group.part(graph, grid.threads))
+        parts.append(grid.part(graph))
     elif nest is not None:
         parts.append(Part("flat_nest", "the graph's one effect is a whole write of a pure expression of whole-axis "
                           "reads: its elements are independent, spread over a grid of threads (coalesced)",
