@@ -88,15 +88,15 @@ class MatmulMatch:
 
     def specialization(self, program: str, tm: int, tn: int, tk: int) -> Specialization:
         """For extents that are multiples of (tm, tn, tk): 1 where the program masks that axis's tail."""
+        divides = ((self.m, tm), (self.n, tn), (self.k, tk))
         if self.batch is None:
-            return Specialization("matmul", program, ((self.m, tm), (self.n, tn), (self.k, tk)))
-        return Specialization("batched_matmul", program, ((self.m, tm), (self.n, tn), (self.k, tk), (self.batch, 1)),
-                              operands=((self.batch, self.m, self.k), (self.batch, self.k, self.n),
-                                        (self.batch, self.m, self.n)))
+            return Specialization("matmul", program, divides)
+        operands = (self._shape(self.m, self.k), self._shape(self.k, self.n), self._shape(self.m, self.n))
+        return Specialization("batched_matmul", program, (*divides, (self.batch, 1)), operands=operands)
 
 
-#: ``view[...] = cast?(contract(read a, read b, reduce=((1, 0),), batch=(), acc_dtype=f32))``: the write a matmul
-#: graph ends with (which reads, and over which axes, :func:`_match` checks against the graph's views).
+#: ``view[...] = cast?(contract(read a, read b, reduce=..., batch=..., acc_dtype=f32))``: the write a matmul graph
+#: ends with (which reads, and over which axes, :func:`_match` checks against the graph's views).
 def _contract(reduce, batch):
     return pat(ops.contract, pat(ops.read, name="a", more=True), pat(ops.read, name="b", more=True),
                attrs={"reduce": reduce, "batch": batch, "acc_dtype": DT.f32}, name="contract")
@@ -119,9 +119,11 @@ def _match(graph: KernelGraph) -> MatmulMatch | None:
     writes = [node for node in nodes if node.op is ops.write]
     if len(writes) != 1:
         return None
-    rank, caps = next(((r, c) for r, c in ((r, match(p, writes[0], defs)) for r, p in MATMULS.items())
-                       if c is not None), (None, None))
-    if caps is None:
+    for rank, pattern in MATMULS.items():
+        caps = match(pattern, writes[0], defs)
+        if caps is not None:
+            break
+    else:
         return None
     write, cast = writes[0], caps.get("cast")
     matched = {write, defs[caps["contract"]], *((defs[cast],) if cast is not None else ())}
