@@ -7,6 +7,7 @@ it in :mod:`intent_trace.graph.surface`.
 from __future__ import annotations
 
 from . import types as _T
+from .graph import traits as _traits
 from .params import Constexpr, Enum, In, InOut, Out  # noqa: F401
 from .proxies import aggregates as _aggregates
 from .proxies import build as _b
@@ -277,10 +278,13 @@ def _unary(name: str):
     return f
 
 
-exp, log, log1p, lgamma = _unary("exp"), _unary("log"), _unary("log1p"), _unary("lgamma")
-sin, asin, cos, floor = _unary("sin"), _unary("asin"), _unary("cos"), _unary("floor")
-erf, erfc, i0, rsqrt = _unary("erf"), _unary("erfc"), _unary("i0"), _unary("rsqrt")
-sqrt, sigmoid, abs = _unary("sqrt"), _unary("sigmoid"), _unary("abs")  # noqa: A001
+# Every other T4 function is I.<its shorthand>, generated from the registry (a function with numeric options, such
+# as exp2 and tanh above, is written out, since its options need normalising and their own errors).
+for _op in _traits.MATH_FUNCTIONS:
+    for _name in _op.shorthands:
+        if _name not in globals():
+            globals()[_name] = _unary(_op.name)
+del _op, _name
 
 
 def logical_not(value):

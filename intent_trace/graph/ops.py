@@ -15,6 +15,7 @@ shorthands), of which :mod:`.surface`'s tables and the proxy dunders are views, 
 from __future__ import annotations
 
 import keyword
+import math
 from typing import Callable
 
 import attrs
@@ -44,6 +45,7 @@ class OpDef:
     shorthands: tuple = ()  # the ``I.*`` names that build this op ("reduce.sum", "atomic.add", ...)
     printer: Callable | None = None  # (node, operand texts) -> the node's text after `=`; None: the generic form
     region_names: tuple = ()  # the printer's label of each region, where they differ in kind
+    math: "MathSpec | None" = None  # what the numerics checks know about a T4 library function (unary math only)
 
     def __repr__(self) -> str:
         return f"<op {self.name}>"
@@ -131,7 +133,8 @@ def define(name: str, family: str, arity, **kw) -> OpDef:
     if name in REGISTRY:
         raise RuntimeError(f"op {name} defined twice")
     kw.setdefault("dunders", _DUNDERS.get(name, ()))
-    kw.setdefault("shorthands", _SHORTHANDS.get(name, ()) + ((name,) if family == "unary" and name in UNARY_MATH else ()))
+    # a T4 function is spelled I.<its name> (the function is generated in language.py)
+    kw.setdefault("shorthands", _SHORTHANDS.get(name, ()) + ((name,) if kw.get("math") is not None else ()))
     unknown = set(kw.get("traits", ())) - TRAITS.keys()
     if unknown:
         raise RuntimeError(f"op {name} has unknown traits {sorted(unknown)}")
@@ -242,19 +245,86 @@ BINARY = {
 }
 BINARY_ATTRS = {"div": ("approximate", "flush_to_zero")}
 COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
-UNARY_MATH = ("exp", "log", "log1p", "lgamma", "sin", "asin", "cos", "floor", "erf", "erfc", "i0",
-              "rsqrt", "sqrt", "sigmoid", "abs", "exp2", "tanh")
-UNARY_ATTRS = {"exp2": ("approximate", "flush_to_zero"), "tanh": ("approximate",)}
+
+
+@attrs.frozen(slots=True)
+class MathSpec:
+    """What every implementation and check needs to know about one unary function of T4, kept on its op.
+
+    Adding a function is then one entry of :data:`UNARY_MATH_SPECS` (plus one numerics body per implementation):
+    the ``I.*`` function, the TileLang scalar rule, the verifier's special-value witnesses (``annex_f``), the
+    propagation of its error bound (``kernel_bounds``) and the catalogue's deferral are derived from it, so none of
+    them can be forgotten when a function is added.
+    """
+
+    vendor: bool = True  # the platform library's accuracy (T4's 2 ulp, T10's vendor bound); False: exact (T3)
+    specials: tuple = ()  # ((x, exact result), ...): T4's C99 Annex F values; NaN in gives NaN out for every function
+    condition: float | None = None  # a bound on |x f'(x) / f(x)| over the finite f32 domain; None: unbounded near
+    #                                 a root (a rounding there may lose all relative accuracy: kernel_bounds)
+    positive: bool = False  # every non-NaN result is >= 0
+    # The documented accuracy (ulp, against the correctly rounded f32 result) of the precise device libraries a GPU
+    # target may call (T10), as ((library, ulps), ...). CUDA: CUDA C Programming Guide, "Mathematical Functions",
+    # Table "Single-Precision Mathematical Standard Library Functions with Maximum ULP Error" (expf 2, exp2f 2,
+    # expm1f 1, logf 1, log1pf 1, sinf 2, cosf 2, asinf 2, tanhf 2, erff 2, erfcf 4, lgammaf 6 outside
+    # (-10.001, -2.264), cyl_bessel_i0f 6, rsqrtf 2); sigmoid has no CUDA function (4: its f32 composition's budget).
+    # Metal: the MSL specification's precise-math table (4 ulp for these).
+    vendor_ulps: tuple = ()
+    options: tuple = ()  # the op's numeric option attributes (T4: approximate, flush_to_zero)
+    dtypes: str = "float"
+
+    def ulps(self, library: str) -> int | None:
+        """The documented bound of ``library``'s implementation (``"cuda"``, ``"metal"``), None if not listed."""
+        return dict(self.vendor_ulps).get(library)
+
+
+_INF = math.inf
+_NAN = math.nan
+
+
+def _library(specials=(), *, condition=None, positive=False, cuda=None, options=()) -> MathSpec:
+    """A vendor function: CUDA's documented bound as given, Metal's precise table's 4 ulp."""
+    ulps = ((("cuda", cuda),) if cuda is not None else ()) + (("metal", 4),)
+    return MathSpec(True, tuple(specials), condition, positive, ulps, options)
+
+
+_EXACT = MathSpec(vendor=False)
+
+#: The unary functions of T4, in the order the surface lists them. ``specials``: T4's list plus C99 Annex F's other
+#: exact cases of the same functions (exp(+-0) = 1, log(1) = +0, lgamma(1) = lgamma(2) = +0, ...).
+UNARY_MATH_SPECS = {
+    "exp": _library(((-_INF, 0.0), (_INF, _INF), (0.0, 1.0), (-0.0, 1.0)), condition=104.0, positive=True, cuda=2),
+    "log": _library(((0.0, -_INF), (-0.0, -_INF), (-1.0, _NAN), (-_INF, _NAN), (1.0, 0.0), (_INF, _INF)), cuda=1),
+    "log1p": _library(((-1.0, -_INF), (-2.0, _NAN), (-_INF, _NAN), (0.0, 0.0), (-0.0, -0.0), (_INF, _INF)), cuda=1),
+    "lgamma": _library(((0.0, _INF), (-0.0, _INF), (-1.0, _INF), (-2.0, _INF), (-7.0, _INF), (1.0, 0.0), (2.0, 0.0),
+                        (_INF, _INF), (-_INF, _INF)), cuda=6),
+    "sin": _library(((0.0, 0.0), (-0.0, -0.0), (_INF, _NAN), (-_INF, _NAN)), cuda=2),
+    "asin": _library(((0.0, 0.0), (-0.0, -0.0), (1.5, _NAN), (-1.5, _NAN), (_INF, _NAN), (-_INF, _NAN)), cuda=2),
+    "cos": _library(((0.0, 1.0), (-0.0, 1.0), (_INF, _NAN), (-_INF, _NAN)), cuda=2),
+    "floor": _EXACT,
+    "erf": _library(((0.0, 0.0), (-0.0, -0.0), (_INF, 1.0), (-_INF, -1.0)), condition=1.0, cuda=2),
+    "erfc": _library(((-_INF, 2.0), (_INF, 0.0)), condition=210.0, positive=True, cuda=4),
+    "i0": _library(((_INF, _INF), (-_INF, _INF)), condition=104.0, positive=True, cuda=6),
+    "rsqrt": _library(((0.0, _INF), (-0.0, -_INF), (_INF, 0.0), (-1.0, _NAN), (-_INF, _NAN)), condition=0.5,
+                      positive=True, cuda=2),
+    "sqrt": MathSpec(vendor=False, positive=True),
+    "sigmoid": _library(((-_INF, 0.0), (_INF, 1.0)), condition=104.0, positive=True, cuda=4),
+    "abs": MathSpec(vendor=False, positive=True, dtypes="numeric"),
+    "exp2": _library(((-_INF, 0.0), (_INF, _INF), (0.0, 1.0), (-0.0, 1.0)), condition=104.0, positive=True, cuda=2,
+                     options=("approximate", "flush_to_zero")),
+    "tanh": _library(((_INF, 1.0), (-_INF, -1.0), (0.0, 0.0), (-0.0, -0.0)), condition=1.0, cuda=2,
+                     options=("approximate",)),
+}
+UNARY_MATH = tuple(UNARY_MATH_SPECS)
+UNARY_ATTRS = {name: spec.options for name, spec in UNARY_MATH_SPECS.items() if spec.options}
 
 _ELEMENTWISE = frozenset({"pointwise", "elementwise", "element_consumer", "once"})
 for _name, _cls in BINARY.items():
     define(_name, "binary", 2, attrs=BINARY_ATTRS.get(_name, ()), infer=elementwise(), dtypes=_cls, traits=_ELEMENTWISE)
 for _name in COMPARE:
     define(_name, "compare", 2, infer=elementwise("bool"), dtypes="compare", traits=_ELEMENTWISE)
-for _name in UNARY_MATH:
-    define(_name, "unary", 1, attrs=UNARY_ATTRS.get(_name, ()), infer=elementwise(),
-           dtypes="numeric" if _name == "abs" else "float",
-           traits=_ELEMENTWISE if _name in ("abs", "floor", "sqrt") else _ELEMENTWISE | {"vendor_math"})
+for _name, _spec in UNARY_MATH_SPECS.items():
+    define(_name, "unary", 1, attrs=_spec.options, infer=elementwise(), dtypes=_spec.dtypes, math=_spec,
+           traits=_ELEMENTWISE | {"vendor_math"} if _spec.vendor else _ELEMENTWISE)
 define("neg", "unary", 1, infer=elementwise(), dtypes="numeric", traits=_ELEMENTWISE)
 define("invert", "unary", 1, infer=elementwise(), dtypes="int_or_bool", doc="bitwise not; logical not on bool",
        traits=_ELEMENTWISE)

@@ -44,3 +44,10 @@ REDUCTIONS = ops_with("reduction")
 def evaluates_once(consumer_op: OpDef, position: int) -> bool:
     """Whether an op evaluates each element of its operand at ``position`` at most once per result element."""
     return consumer_op in EVALUATES_ONCE or position in consumer_op.once_operands
+
+
+#: The unary functions of T4, in registry order: each carries its :class:`~intent_trace.graph.ops.MathSpec`, from
+#: which the I.* functions, the TileLang scalar rules and the verifier's tables are derived.
+MATH_FUNCTIONS = tuple(op for op in REGISTRY.values() if op.math is not None)
+#: The vendor functions among them, in registry order (the verification catalogue's deferred transcendentals).
+VENDOR_FUNCTIONS = tuple(op for op in MATH_FUNCTIONS if op in VENDOR_MATH)

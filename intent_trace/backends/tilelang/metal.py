@@ -43,6 +43,7 @@ import numpy as np
 
 from ... import types as T
 from ...errors import LoweringError
+from ...graph.traits import VENDOR_FUNCTIONS
 from . import c
 from .integer_bodies import integer_renderers
 from .metal_math import BASE
@@ -311,8 +312,7 @@ RENDER: dict = {
     "encode": lambda d: f"return itb_{d.name}_encode(a);" if _narrow(d) else None,
     "random_bits": _random_bits, "mx_e2m1": _mx("e2m1"), "mx_e4m3": _mx("e4m3"),
 }
-_MATH = ("exp", "log", "log1p", "lgamma", "sin", "asin", "cos", "erf", "erfc", "exp2", "tanh", "i0", "rsqrt",
-         "sigmoid")  # each evaluated by itb_<name>_df (metal_math)
+_MATH = tuple(op.name for op in VENDOR_FUNCTIONS)  # each evaluated by itb_<name>_df (metal_math)
 for _name in _MATH:
     RENDER[_name] = _math(_name)
     RENDER[_name + "_ftz"] = _math(_name, ftz=True)

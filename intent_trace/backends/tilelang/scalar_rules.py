@@ -14,7 +14,7 @@ constants), and returns one TIR expression.
 from __future__ import annotations
 
 from ... import types as T
-from ...graph import ops
+from ...graph import ops, traits
 
 TIR_DTYPE = {"bool": "bool", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "index": "int64",
              "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64", "f32": "float32", "f64": "float64",
@@ -95,11 +95,10 @@ SCALAR_RULES: dict = {
     ops.div: _div, ops.select: _select, ops.fma: _fma, ops.cast: _cast, ops.bitcast: _bitcast,
     ops.eq: _compare("eq"), ops.ne: _compare("ne"), ops.lt: _compare("lt"), ops.le: _compare("le"),
     ops.gt: _compare("gt"), ops.ge: _compare("ge"),
-    ops.neg: _unary("neg"), ops.invert: _unary("invert"), ops.abs: _unary("abs"),
-    ops.exp: _math("exp"), ops.log: _math("log"), ops.log1p: _math("log1p"), ops.lgamma: _math("lgamma"),
-    ops.sin: _math("sin"), ops.asin: _math("asin"), ops.cos: _math("cos"), ops.floor: _math("floor"),
-    ops.erf: _math("erf"), ops.erfc: _math("erfc"), ops.i0: _math("i0"), ops.rsqrt: _math("rsqrt"),
-    ops.sqrt: _math("sqrt"), ops.sigmoid: _math("sigmoid"), ops.exp2: _math("exp2"), ops.tanh: _math("tanh"),
+    ops.neg: _unary("neg"), ops.invert: _unary("invert"),
+    # The T4 functions (abs, floor and sqrt included) call the helper family of their own name (``it_exp_f32``),
+    # with ``_ftz`` for the flush-to-zero form: generated from the registry, so a new function needs only its bodies.
+    **{op: _math(op.name) for op in traits.MATH_FUNCTIONS},
 }
 
 

@@ -10,31 +10,17 @@ from __future__ import annotations
 
 import math
 
+from ...graph.traits import VENDOR_FUNCTIONS
 from .cases import Case, _f32
 from .payloads import EncodedInputs
 from .records import PlanKey, VerificationClass as VC
 
 INF, NAN = math.inf, math.nan
 
-# function -> ((input, expected), ...): T4's list plus C99 Annex F's other exact cases of the same
-# functions (exp(+-0) = 1, log(1) = +0, lgamma(1) = lgamma(2) = +0, ...); NaN in gives NaN out (added to each)
-UNARY: dict = {
-    "exp": ((-INF, 0.0), (INF, INF), (0.0, 1.0), (-0.0, 1.0)),
-    "exp2": ((-INF, 0.0), (INF, INF), (0.0, 1.0), (-0.0, 1.0)),
-    "log": ((0.0, -INF), (-0.0, -INF), (-1.0, NAN), (-INF, NAN), (1.0, 0.0), (INF, INF)),
-    "log1p": ((-1.0, -INF), (-2.0, NAN), (-INF, NAN), (0.0, 0.0), (-0.0, -0.0), (INF, INF)),
-    "lgamma": ((0.0, INF), (-0.0, INF), (-1.0, INF), (-2.0, INF), (-7.0, INF), (1.0, 0.0), (2.0, 0.0),
-               (INF, INF), (-INF, INF)),
-    "sin": ((0.0, 0.0), (-0.0, -0.0), (INF, NAN), (-INF, NAN)),
-    "cos": ((0.0, 1.0), (-0.0, 1.0), (INF, NAN), (-INF, NAN)),
-    "asin": ((0.0, 0.0), (-0.0, -0.0), (1.5, NAN), (-1.5, NAN), (INF, NAN), (-INF, NAN)),
-    "erf": ((0.0, 0.0), (-0.0, -0.0), (INF, 1.0), (-INF, -1.0)),
-    "erfc": ((-INF, 2.0), (INF, 0.0)),
-    "i0": ((INF, INF), (-INF, INF)),
-    "rsqrt": ((0.0, INF), (-0.0, -INF), (INF, 0.0), (-1.0, NAN), (-INF, NAN)),
-    "sigmoid": ((-INF, 0.0), (INF, 1.0)),
-    "tanh": ((INF, 1.0), (-INF, -1.0), (0.0, 0.0), (-0.0, -0.0)),
-}
+# function -> ((input, expected), ...): T4's list plus C99 Annex F's other exact cases of the same functions
+# (exp(+-0) = 1, log(1) = +0, lgamma(1) = lgamma(2) = +0, ...), as each op's MathSpec lists them (graph/ops.py);
+# NaN in gives NaN out (added to each)
+UNARY: dict = {op.name: op.math.specials for op in VENDOR_FUNCTIONS}
 
 # C99 7.12.7.4 / F.9.4.4 pow special cases: ((x, y), expected)
 POW: tuple = (

@@ -16,6 +16,7 @@ import attrs
 
 from ... import language as I
 from ...graph import ops as kir_ops
+from ...graph.traits import VENDOR_FUNCTIONS
 from .coverage_ops import specs as coverage_specs
 from .records import PlanKey, Subject
 
@@ -24,8 +25,7 @@ POINTWISE, REDUCE, SCAN, MATMUL = "pointwise", "reduce", "scan", "matmul"
 
 # Unary math whose default f32 accuracy is "within 2 ulp" (T4): the CPU oracle calls the platform
 # libm through LLVM, which this verifier cannot certify bit for bit against Generic's NumPy calls.
-VENDOR_TRANSCENDENTALS = ("exp", "log", "log1p", "lgamma", "sin", "asin", "cos", "erf", "erfc", "i0", "rsqrt",
-                          "sigmoid", "exp2", "tanh")
+VENDOR_TRANSCENDENTALS = tuple(op.name for op in VENDOR_FUNCTIONS)  # the registry's vendor_math ops
 VENDOR_REASON = ("vendor-transcendental accuracy: {op} is within 2 ulp (T4) through the platform math library, "
                  "not correctly rounded; bitwise certification is deferred until an accuracy class exists")
 FLOAT_POW_REASON = ("floating pow accuracy: C99 pow is the platform math library's, not correctly rounded; "
@@ -76,7 +76,7 @@ _BINARY = {
 }
 _COMPARE = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le, "gt": operator.gt,
             "ge": operator.ge}
-_UNARY_F32 = ("sqrt", "abs", "floor") + VENDOR_TRANSCENDENTALS
+_UNARY_F32 = ("sqrt", "abs", "floor") + VENDOR_TRANSCENDENTALS  # every T4 function (abs also on i32)
 
 
 def _unary_expr(name: str):

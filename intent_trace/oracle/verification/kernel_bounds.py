@@ -43,26 +43,22 @@ import numpy as np
 from ... import types as T
 from ...graph import ops as kir
 from ...graph.values import Literal, walk_region
-from ...graph.traits import VENDOR_MATH
+from ...graph.traits import MATH_FUNCTIONS, VENDOR_FUNCTIONS, VENDOR_MATH
 from .bounds import FLOAT_ROUNDING
 
 UNIT_ROUNDOFF = {name: u for name, (u, _) in FLOAT_ROUNDING.items()}
 
 # T4's bound for the oracle's own math library (and for targets that call a C library).
 DEFAULT_VENDOR_ULPS = 2
-# Documented accuracy (ulp) of the precise device libraries. CUDA: CUDA C Programming Guide, "Mathematical
-# Functions", single precision table. Metal: the MSL specification's precise-math table (4 ulp for these).
-VENDOR_ULPS = {
-    "tilelang-cuda": {"exp": 2, "exp2": 2, "log": 1, "log1p": 1, "sin": 2, "cos": 2, "asin": 2, "tanh": 2,
-                      "erf": 2, "erfc": 4, "lgamma": 6, "i0": 6, "rsqrt": 2, "sigmoid": 4},
-    "tilelang-metal": dict.fromkeys(("exp", "exp2", "log", "log1p", "sin", "cos", "asin", "tanh", "erf", "erfc",
-                                     "lgamma", "i0", "rsqrt", "sigmoid"), 4),
-}
+# Documented accuracy (ulp) of the precise device libraries each GPU target calls, from each op's MathSpec
+# (graph/ops.py cites the tables: the CUDA C Programming Guide's single-precision table, the MSL specification's).
+_LIBRARY = {"tilelang-cuda": "cuda", "tilelang-metal": "metal"}
+VENDOR_ULPS = {target: {op.name: op.math.ulps(library) for op in VENDOR_FUNCTIONS if op.math.ulps(library) is not None}
+               for target, library in _LIBRARY.items()}
 # Relative condition number |x f'(x) / f(x)| over the finite f32 domain; None: unbounded near a root
-# (the value may cancel: its bound becomes absolute, see the module docstring).
-_CONDITION = {"exp": 104.0, "exp2": 104.0, "sigmoid": 104.0, "i0": 104.0, "erfc": 210.0, "tanh": 1.0, "erf": 1.0,
-              "rsqrt": 0.5, "log": None, "log1p": None, "sin": None, "cos": None, "asin": None, "lgamma": None}
-_POSITIVE = ("exp", "exp2", "sigmoid", "i0", "erfc", "rsqrt", "sqrt", "abs")
+# (the value may cancel: its bound becomes absolute, see the module docstring). Each op's MathSpec says.
+_CONDITION = {op.name: op.math.condition for op in VENDOR_FUNCTIONS}
+_POSITIVE = tuple(op.name for op in MATH_FUNCTIONS if op.math.positive)
 
 VENDOR = {op: op.name for op in VENDOR_MATH}  # T4's library functions, each with its _CONDITION
 _SHAPED = {kir.broadcast, kir.reshape, kir.transpose, kir.slice, kir.full}
