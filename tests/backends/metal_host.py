@@ -25,7 +25,14 @@ typedef unsigned char uchar; typedef unsigned short ushort; typedef unsigned int
 template <typename T, typename U> static inline T as_type(U u) {
   static_assert(sizeof(T) == sizeof(U), "as_type needs equal sizes"); T t; memcpy(&t, &u, sizeof t); return t;
 }
-namespace metal { static inline float fma(float a, float b, float c) { return fmaf(a, b, c); } }
+namespace metal { static inline float fma(float a, float b, float c) { return fmaf(a, b, c); }
+// Metal's library as the host's libm (as the emulator's itm_library.h has it): Apple's bits are not reproduced
+#define ITM_MATH1(N) static inline float N(float x) { return ::N##f(x); }
+#define ITM_MATH(NS) namespace NS { ITM_MATH1(exp) ITM_MATH1(exp2) ITM_MATH1(log) ITM_MATH1(sin) ITM_MATH1(cos) \
+  ITM_MATH1(asin) ITM_MATH1(tanh) static inline float rsqrt(float x) { return 1.0f / ::sqrtf(x); } \
+  static inline float pow(float x, float y) { return ::powf(x, y); } }
+ITM_MATH(precise) ITM_MATH(fast)
+}
 #define thread
 #define device
 #define constant const

@@ -43,7 +43,64 @@ def test_unary_math_kernels_lower_to_metal(dt):
     msl = metal_source(unary_kernel(dt))
     for name in MATH_UNARY + ("floor", "sqrt", "neg", "abs"):
         assert f" it_{name}_{dt.name}(" in msl
-    assert "itb_df_bits" in msl and "metal::fma" in msl  # double-float evaluation, rounded once
+    assert "itb_df_bits" in msl and "metal::fma" in msl  # erf, erfc, lgamma, i0: double-float, rounded once
+
+
+# T4's functions Metal has, each its metal::precise:: call (T10); log1p and sigmoid are compositions of them.
+NATIVE = {"exp": "exp", "exp2": "exp2", "log": "log", "sin": "sin", "cos": "cos", "asin": "asin", "tanh": "tanh",
+          "rsqrt": "rsqrt", "log1p": "log", "sigmoid": "exp"}
+SOFTWARE = ("itb_exp_core", "itb_expm1_core", "itb_log_core", "itb_div32", "itb_df_bits", "itb_pow_df",
+            "itb_sin_poly")
+
+
+def _definition(msl: str, name: str) -> str:
+    """The helper ``name``'s definition and the internal helpers it names, recursively."""
+    defs = {m.group(1): m.group(0) for m in re.finditer(r"^static inline [\w ]+? (\w+)\(.*?^(?=static|template|constant|"
+                                                        r"struct|#|kernel|\[\[)", msl, re.M | re.S)}
+    seen, todo = set(), [name]
+    while todo:
+        n = todo.pop()
+        if n in seen or n not in defs:
+            continue
+        seen.add(n)
+        todo += re.findall(r"\b(itb_\w+)\(", defs[n].split("{", 1)[1])
+    return "\n".join(defs[n] for n in seen)
+
+
+@pytest.mark.parametrize("dt", [I.f32, I.f16, I.bf16], ids=str)
+@pytest.mark.parametrize("name", sorted(NATIVE))
+def test_math_functions_metal_has_are_its_precise_calls_and_no_software_routine(name, dt):
+    msl = metal_source(unary_kernel(dt))
+    body = _definition(msl, f"it_{name}_{dt.name}")
+    assert f"metal::precise::{NATIVE[name]}(" in body, body
+    assert not any(f"{r}(" in body for r in SOFTWARE), body
+    assert "metal::fast::" not in body
+
+
+def test_division_and_pow_are_the_hardware_s_and_the_library_s():
+    k, _ = binary_kernel(I.f32)
+    msl = metal_source(k)
+    div = _definition(msl, "it_div_f32")
+    assert "a / b" in div and "itb_div32" not in div and "itb_rne" not in div, div
+    ftz = msl_of_ops(lambda a, b: I.fdiv(a, b, approximate=True, flush_to_zero=True))
+    assert "x / y" in _definition(ftz, "it_div_ftz_f32")
+    powk = msl_of_ops(lambda a, b: a ** b)
+    assert "metal::precise::pow(" in _definition(powk, "it_pow_f32")
+
+
+def test_flush_to_zero_math_is_metal_s_fast_library():
+    msl = msl_of_ops(lambda a, b: I.exp2(a, approximate=True, flush_to_zero=True))
+    body = _definition(msl, "it_exp2_ftz_f32")
+    assert "metal::fast::exp2(" in body and "itb_ftz32" in body and "precise::" not in body
+
+
+def msl_of_ops(fn):
+    @intent.kernel
+    def k(a: I.In[I.f32, ("N",)], b: I.In[I.f32, ("N",)], out: I.Out[I.f32, ("N",)]):
+        d = I.domain(0, a.shape[0])
+        out[d] = fn(a[d], b[d])
+
+    return metal_source(k)
 
 
 def test_casts_bitcasts_fma_and_constants_lower_to_metal():
@@ -328,21 +385,44 @@ def test_arithmetic_sqrt_floor_fma_and_integer_rules_match_tilelang_c_bit_for_bi
         c, m = host.run(lib, helper, *operands)
         nans = sum(np.isnan(o.astype(np.float32)) for o in operands) if d.is_float else 0
         ok = (_bits(c) == _bits(m)) | (np.asarray(nans) >= 2)  # two NaN operands: IEEE lets either payload win
+        if d.is_float and helper.family == "pow":  # precise::pow (the host's powf here): C99's specials exact
+            special = (operands[1] == 0) | (operands[0] == 1) | (nans > 0) | ~np.isfinite(c) | (c == 0)
+            ok = np.where(special, ok, host.ulps(c, m) <= (2 if d is T.f32 else 1))
         assert ok.all(), (helper.name, [o[~ok][:3] for o in operands], c[~ok][:3], m[~ok][:3])
 
 
 @pytest.mark.parametrize("dt", [T.f16, T.bf16], ids=str)
 def test_narrow_math_functions_round_once_like_tilelang_c_on_every_value(host, dt):
+    """Every f16/bf16 value: the double-float functions (and sqrt, floor) give tilelang-c's bits; the precise::
+    ones (the host's libm here) an f32 result within the library's bound, rounded once: within 1 ulp of the format
+    (a result next to a rounding tie may round either way), NaN exactly where tilelang-c has NaN, specials exact."""
     families = list(MATH_UNARY) + ["sqrt", "floor"]
     helpers = [host.Helper(f, (dt,), dt, (dt,)) for f in families]
     lib = host.build(helpers)
     every = np.arange(65536, dtype=np.uint16).view(dt.np).astype(np.float32)
+
+    def ordered(v):  # the format's bits as an ordered integer (f32-held narrow values convert exactly)
+        u = _bits(v.astype(dt.np)).astype(np.int64)
+        return np.where(u >> 15, -(u & 0x7FFF), u)
+
     for helper in helpers:
         c, m = host.run(lib, helper, every)
-        assert (_bits(c) == _bits(m)).all(), (helper.name, every[_bits(c) != _bits(m)][:5])
+        if helper.family not in NATIVE:
+            assert (_bits(c) == _bits(m)).all(), (helper.name, every[_bits(c) != _bits(m)][:5])
+            continue
+        nan = np.isnan(c)
+        assert (nan == np.isnan(m)).all(), helper.name
+        exact = ~np.isfinite(m) | (m == 0) | ~np.isfinite(every) | (every == 0)
+        assert (_bits(c[exact & ~nan]) == _bits(m[exact & ~nan])).all(), helper.name
+        far = ~nan & (np.abs(ordered(c) - ordered(m)) > 1)
+        assert not far.any(), (helper.name, every[far][:5], c[far][:5], m[far][:5])
 
 
 def test_f32_math_functions_are_within_one_ulp_of_tilelang_c(host):
+    """The double-float functions within 1 ulp of tilelang-c (nearly always its bits); the precise:: ones (the
+    host's libm here, Apple's on a Mac) within the vendor bound the verifier charges them."""
+    from intent_trace.oracle.verification.kernel_bounds import VENDOR_ULPS
+
     rng = np.random.default_rng(4)
     x = np.concatenate([adversarial_f32(rng), np.linspace(-30, 30, 60_001, dtype=np.float32),
                         np.linspace(-1e-3, 1e-3, 20_001, dtype=np.float32),
@@ -357,9 +437,14 @@ def test_f32_math_functions_are_within_one_ulp_of_tilelang_c(host):
     for helper in helpers:
         c, m = host.run(lib, helper, x)
         d = host.ulps(c, m)
+        fn = helper.family.removesuffix("_ftz")
         assert (np.isnan(c) == np.isnan(m)).all(), helper.name
-        assert d.max() <= 1, (helper.name, x[d > 1][:5], c[d > 1][:5], m[d > 1][:5])
-        assert (d == 0).mean() > 0.9999, helper.name  # rounded once from a double-float: nearly always c's bits
+        bound = VENDOR_ULPS["tilelang-metal"][fn] if fn in NATIVE else 1
+        if helper.family.endswith("_ftz"):  # flushed results: compare where neither side is subnormal
+            d = np.where(np.abs(c) < 2.0 ** -126, 0, d)
+        assert d.max() <= bound, (helper.name, x[d > bound][:5], c[d > bound][:5], m[d > bound][:5])
+        if fn not in NATIVE:
+            assert (d == 0).mean() > 0.9999, helper.name  # rounded once from a double-float: nearly always c's bits
 
 
 # --- the examples ------------------------------------------------------------------------------------------------

@@ -7,9 +7,13 @@ emulator (``intent.compile(k, target="tilelang-metal", emulate=True)``), so the 
 The target name exists only for the tests' ``target`` fixture; the executables are tilelang-metal's (``.target`` is
 "tilelang-metal"). Kernels that use f64 fail by design (Metal has no 64-bit float: a LoweringError names the dtype).
 """
+import importlib
+
 from intent_trace import compiler
 from intent_trace.backends.tilelang.metal_emulation.executable import require_runtime
 from intent_trace.backends.tilelang.target import build
+
+registry = importlib.import_module("intent_trace.targets")  # the module: the package also has a function targets()
 
 NAME = "tilelang-metal-emulated"
 
@@ -19,7 +23,7 @@ def _build(graph, **options):
 
 
 _build.require_runtime = require_runtime
-compiler._TARGET_MODULES[NAME] = "intent_trace.backends.tilelang.registration"
+registry._TARGET_MODULES[NAME] = "intent_trace.backends.tilelang.registration"
 compiler.register_target(NAME, _build)
 
 

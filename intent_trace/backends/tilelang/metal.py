@@ -11,9 +11,12 @@ The lowering is the one every TileLang target shares (:mod:`.emitter`); what dif
   against an emulation header that checks bounds and data races (:mod:`.metal_emulation`, ``build(..., emulate=True)``).
 - Launch: one threadgroup of one thread runs the serial program (``T.Kernel(1, threads=1)``), as on
   ``tilelang-cuda``: the correctness baseline. Atomics are then plain read-modify-writes, like on ``tilelang-c``.
-- Helpers: Metal has no 64-bit float, so the bodies are not :mod:`.c`'s: they compute the same results with
-  floats and integers only (:mod:`.metal_math` says how: integer rounding, double-float math functions, NaNs
-  decided in code). f64 is not a Metal dtype: a kernel that uses it is rejected with a LoweringError naming the
+- Helpers: Metal has no 64-bit float, so the bodies are not :mod:`.c`'s. Per T10 the T4 functions Metal has are
+  ``metal::precise::`` calls, division is the hardware's (correctly rounded in safe mode: the MSL specification's
+  accuracy table, cited at :func:`_div`), NaN results and T4's special values are decided in code around them
+  (compare and select), and ``flush_to_zero`` math is ``metal::fast::``; exact conversions and roundings are
+  integer arithmetic, and the functions Metal lacks (erf, erfc, lgamma, i0) double-float evaluations
+  (:mod:`.metal_math`). f64 is not a Metal dtype: a kernel that uses it is rejected with a LoweringError naming the
   dtype and the target. The helpers are ``static inline`` functions of the prelude (TVM's Metal code generator
   calls them by name and declares nothing).
 - Numerics need fast math off. The prelude says so in the source (``#pragma METAL fp math_mode(safe)``,
@@ -43,7 +46,6 @@ import numpy as np
 
 from ... import types as T
 from ...errors import LoweringError
-from ...graph.traits import VENDOR_FUNCTIONS
 from . import c
 from .integer_bodies import integer_renderers
 from .metal_math import BASE
@@ -151,12 +153,30 @@ def _arith(op: str, sym: str):
     return body
 
 
+# Division is the hardware's: the MSL specification (version 2.0, 2017-09-12), section 7.4 "Floating-Point
+# Accuracy", Table 36 (single-precision operations and functions with fast math disabled, MTLMathModeSafe, which
+# the prelude's pragmas select) lists ``x / y`` and ``1.0 / x`` as "Correctly rounded": T3's division, so no
+# software routine is kept for it (f16/bf16: the f32 quotient of two narrow values rounded once is the correctly
+# rounded narrow quotient, 24 >= 2 * 11 + 2 bits). Only the NaN result is decided in code (compare and select).
+# With flush_to_zero (approximate=True) the same division between flushed operands, flushed: Table 37 (fast math)
+# allows ``x / y`` 2.5 ulp, over T4's 2 for ``fdiv(approximate=True)``, so fast::divide is not used.
 def _div(d):
-    return f"return {_round(d, 'itb_div32(a, b)')};" if d.is_float else None
+    return _nan_select(d, "a / b", "ab") if d.is_float else None
 
 
 def _div_ftz(d):
-    return "return itb_ftz32(itb_div32(itb_ftz32(a), itb_ftz32(b)));" if d.name == "f32" else None
+    if d.name != "f32":
+        return None
+    return (f"float x = itb_ftz32(a), y = itb_ftz32(b); float r = itb_ftz32(x / y); if (r == r) return r; "
+            f"if (x != x) return itb_quiet(x); if (y != y) return itb_quiet(y); return itb_nan();")
+
+
+def _nan_select(d: T.DType, expr: str, operands: str, invalid: str = "itb_nan()") -> str:
+    """``expr`` (an f32 value of the operands), rounded once to ``d``; a NaN result decided in code: the first NaN
+    operand, quieted (x86's propagation, which the oracle has), else ``invalid`` (x86's default NaN, or the value
+    the oracle's libm gives for that function). One compare on the path of every number (T10)."""
+    nans = " ".join(f"if ({n} != {n}) return {_quiet(d, n)};" for n in operands)
+    return f"float r = {expr}; if (r == r) return {_round(d, 'r')}; {nans} return {_round(d, invalid)};"
 
 
 
@@ -164,12 +184,11 @@ def _div_ftz(d):
 
 
 def _pow(d):
-    if d.is_float:  # C99 pow: pow(x, 0) = pow(1, y) = 1 even for NaN
+    if d.is_float:  # C99 pow: pow(x, 0) = pow(1, y) = 1 even for NaN; the rest is precise::pow (MSL Table 36)
         # (a NaN a keeps its sign, but an odd integer b clears it: as glibc's pow, which tilelang-c calls)
         odd = "(itb_floor32(b) == b && itb_abs32(b) < 16777216.0f && (((long)b) & 1) != 0)"
         return (f"if (b == 0 || a == 1.0f) return 1.0f; if (a != a) return {_quiet(d, f'({odd} ? itb_abs32(a) : a)')}; "
-                f"if (b != b) return {_quiet(d, 'b')}; int k = 0; itb_df y = itb_pow_df(a, b, k); "
-                f"return {_df_result(d)};")
+                f"if (b != b) return {_quiet(d, 'b')}; {_nan_select(d, 'metal::precise::pow(a, b)', '')}")
     if not d.is_int:
         return None
     u = _u(d)
@@ -211,8 +230,61 @@ def _abs(d):
 
 
 
+# --- the T4 library: Metal's own functions (T10) -----------------------------------------------------------
+# Each T4 function Metal has is ``metal::precise::<name>`` (MSL Table 36: its documented accuracy is the vendor bound
+# kernel_bounds.VENDOR_ULPS["tilelang-metal"] charges, not T4's 2 ulp). T4's special values (C99 Annex F) and signed
+# zeros are decided in code before the call, a NaN result by compare and select after it (the first NaN operand
+# quieted, else the NaN the oracle's libm gives: x86's default NaN, +NaN for asin), so they hold whatever the
+# library returns there. Two are compositions of precise:: calls (Metal has neither): log1p (Goldberg's
+# log(u) * x / (u - 1), u = 1 + x, whose rounding error in u cancels) and sigmoid (e / (1 + e) with e = exp(-|x|)
+# on the side where it cannot overflow). erf, erfc, lgamma and i0 have no Metal function at all: they stay the
+# double-float evaluations of metal_math (the one place software math remains, because there is nothing native).
+# ``_ftz`` families (flush_to_zero=True, which T4 allows only with approximate=True) use ``metal::fast::`` on
+# flushed operands and flush the result.
+_INF, _NAN_POS = "itb_f32(0x7f800000u)", "itb_f32(0x7fc00000u)"
+_NATIVE = {  # family -> (the special cases, in terms of a, the value: a call of {ns}, the invalid NaN)
+    "exp": (f"if (a == -{_INF}) return 0.0f;", "{ns}::exp(a)", "itb_nan()"),
+    "exp2": (f"if (a == -{_INF}) return 0.0f;", "{ns}::exp2(a)", "itb_nan()"),
+    "log": (f"if (a == 0) return -{_INF}; if (a < 0) return itb_nan(); if (a == {_INF}) return a;",
+            "{ns}::log(a)", "itb_nan()"),
+    "log1p": (f"if (a == 0 || a == {_INF}) return a; if (a == -1.0f) return -{_INF}; if (a < -1.0f) return itb_nan();",
+              "itb_log1p_native(a)", "itb_nan()"),
+    "sin": ("if (a == 0) return a;", "{ns}::sin(a)", "itb_nan()"),
+    "cos": ("if (a == 0) return 1.0f;", "{ns}::cos(a)", "itb_nan()"),
+    "asin": (f"if (a == 0) return a; if (itb_abs32(a) > 1.0f) return {_NAN_POS};", "{ns}::asin(a)", _NAN_POS),
+    "tanh": (f"if (a == 0) return a; if (itb_abs32(a) == {_INF}) return a < 0 ? -1.0f : 1.0f;",
+             "{ns}::tanh(a)", "itb_nan()"),
+    "rsqrt": (f"if (a == 0) return itb_f32(itb_bits32(a) | 0x7f800000u); if (a < 0) return itb_nan(); "
+              f"if (a == {_INF}) return 0.0f;", "{ns}::rsqrt(a)", "itb_nan()"),
+    "sigmoid": (f"if (a == {_INF}) return 1.0f; if (a == -{_INF}) return 0.0f;", "itb_sigmoid_native(a)",
+                "itb_nan()"),
+}
+_SOFTWARE = ("lgamma", "erf", "erfc", "i0")  # no Metal function: metal_math's double-float evaluations
+
+
+def _special(d: T.DType, text: str) -> str:
+    """The special cases' ``return v;`` statements rounded to ``d`` (exact: every special value is a narrow one)."""
+    return re.sub(r"return ([^;]+);", lambda m: f"return {_round(d, m.group(1))};", text) if _narrow(d) else text
+
+
+def _native(fn: str, ftz: bool = False):
+    special, call, invalid = _NATIVE[fn]
+    ns = "metal::fast" if ftz else "metal::precise"
+    call = call.format(ns=ns)
+
+    def body(d):
+        if not d.is_float or (ftz and _narrow(d)):
+            return None
+        nan = f"if (a != a) return {_quiet(d, 'a')}; "
+        if ftz:  # flushed operand, flushed result (the special cases see the flushed operand)
+            return (f"a = itb_ftz32(a); {nan}{special} float r = itb_ftz32({call}); if (r == r) return r; "
+                    f"return {invalid};")
+        return f"{nan}{_special(d, special)} {_nan_select(d, call, '', invalid)}"
+    return body
+
+
 def _math(fn: str, ftz: bool = False):
-    # Every math function is a double-float evaluation rounded once (metal_math); the ftz forms are f32 only.
+    # A double-float evaluation rounded once (metal_math), for the functions Metal lacks; the ftz forms are f32 only.
     def body(d):
         if not d.is_float or (ftz and _narrow(d)):
             return None
@@ -312,8 +384,10 @@ RENDER: dict = {
     "encode": lambda d: f"return itb_{d.name}_encode(a);" if _narrow(d) else None,
     "random_bits": _random_bits, "mx_e2m1": _mx("e2m1"), "mx_e4m3": _mx("e4m3"),
 }
-_MATH = tuple(op.name for op in VENDOR_FUNCTIONS)  # each evaluated by itb_<name>_df (metal_math)
-for _name in _MATH:
+for _name in _NATIVE:
+    RENDER[_name] = _native(_name)
+    RENDER[_name + "_ftz"] = _native(_name, ftz=True)
+for _name in _SOFTWARE:
     RENDER[_name] = _math(_name)
     RENDER[_name + "_ftz"] = _math(_name, ftz=True)
 RENDER["sqrt_ftz"] = _math("sqrt", ftz=True)

@@ -4,9 +4,10 @@ Metal has no 64-bit float, so nothing here may go through ``double`` the way the
 
 - Exact operations are done in integer arithmetic, which every GPU computes the same way: rounding to a
   binary format (``itb_rne``: a 64-bit significand and an exponent to f32, f16 or bf16 bits, RNE, with
-  subnormals and overflow), f16/bf16 conversions, integer -> float conversions, ``/`` and ``sqrt``
-  (correctly rounded by construction, not by trust in the GPU's division), ``floor`` and the f16/bf16 fused
-  multiply-add (one rounding of the exact ``a*b + c``).
+  subnormals and overflow), f16/bf16 conversions, integer -> float conversions, ``sqrt``, ``floor`` and the
+  f16/bf16 fused multiply-add (one rounding of the exact ``a*b + c``). Division is the hardware's (the MSL
+  specification's accuracy table calls safe-mode ``x / y`` correctly rounded: :mod:`.metal` cites it);
+  ``itb_div32`` (integer long division) is kept only for the k-quant bodies (:mod:`.metal_quant`).
 - ``+ - *`` and ``metal::fma`` are IEEE binary32 operations (correctly rounded; ``fma`` has one rounding), as
   long as the source is compiled without fast math: the prelude starts with ``#pragma METAL fp
   math_mode(safe)`` and ``contract(off)`` (MSL 3.2), and a Mac build must also compile with fast math off
@@ -15,12 +16,13 @@ Metal has no 64-bit float, so nothing here may go through ``double`` the way the
 - NaNs are decided in code, not left to the GPU: a NaN operand comes back quiet with its payload (first NaN
   wins, as on x86, where generic and tilelang-c run), and an invalid operation gives x86's default NaN
   (``0xffc00000``), so results agree with tilelang-c bit for bit.
-- Transcendental functions are evaluated in double-float arithmetic (``itb_df``: an unevaluated sum of two
-  floats, about 48 bits; error-free TwoSum and TwoProd with ``fma``; Joldes, Muller, Popescu, ACM TOMS 44(2),
-  2017) with argument reductions and series of our own, never Metal's library (``metal::precise`` promises
-  1 ulp only for a few functions and has no log1p, erf, erfc, lgamma or i0). The double-float value is
-  rounded once to the result format (``itb_df_bits``), so f32 results are within 1 ulp (T4 allows 2) and
-  f16/bf16 results are rounded once, as tilelang-c rounds its double results once.
+- The T4 functions Metal has are ``metal::precise::`` calls (T10; :mod:`.metal` decides their special values and
+  NaNs around the call, and composes log1p and sigmoid from them: ``itb_log1p_native``, ``itb_sigmoid_native``).
+  The ones Metal lacks (erf, erfc, lgamma, i0) are evaluated here in double-float arithmetic (``itb_df``: an
+  unevaluated sum of two floats, about 48 bits; error-free TwoSum and TwoProd with ``fma``; Joldes, Muller,
+  Popescu, ACM TOMS 44(2), 2017) with argument reductions and series of our own, rounded once to the result
+  format (``itb_df_bits``): f32 within 1 ulp (T4 allows 2), f16/bf16 rounded once. The exp and log cores
+  (``itb_exp_core``, ``itb_log_core``) remain only as their building blocks.
 
 ``BASE`` maps each internal helper to its definition; :func:`.metal.prelude` includes the ones a kernel's
 helpers name (and, recursively, the ones those name). Constants are float bit patterns (``$NAME_i`` below is
@@ -37,8 +39,6 @@ _CONSTANTS = {
     "INV_SQRTPI": (0x3F106EBB, 0xB2FBD649, 0xA5BB9471), "LOG_PI": (0x3F928682, 0x330E7A1C, 0xA63D0A82),
     "HALF_LOG_2PI": (0x3F6B3F8E, 0x32864BEB, 0x2614D253), "EULER": (0x3F13C468, 0xB1E4127A, 0x24F49A38),
 }
-# 2/pi, 256 bits after the point (for the Payne-Hanek reduction of sin/cos arguments up to 2^128).
-_TWO_OVER_PI = (0xA2F9836E, 0x4E441529, 0xFC2757D1, 0xF534DDC0, 0xDB629599, 0x3C439041, 0xFE5163AB, 0xDEBBC561)
 
 
 def _fill(text: str) -> str:
@@ -244,7 +244,7 @@ _base("itb_abs_df", "static inline itb_df itb_abs_df(itb_df x) { return x.hi < 0
 _base("itb_inf_df", "static inline itb_df itb_inf_df() { return itb_dd(itb_f32(0x7f800000u), 0.0f); }")
 _base("itb_nan_df", "static inline itb_df itb_nan_df() { return itb_dd(itb_nan(), 0.0f); }")
 
-# --- exp, log ------------------------------------------------------------------------------------------------
+# --- exp, log cores (erf, erfc, lgamma) ------------------------------------------------------------------------------------------------
 _base("itb_expm1_core", """static inline itb_df itb_expm1_core(itb_df x, thread int& k) {
   /* x = k ln2 + r (|x| < 160, |r| <= ln2/2): returns e^r - 1 by its Taylor series, so that e^x = 2^k (1 + it) */
   float kf = itb_floor32(x.hi * 1.44269502f + 0.5f);
@@ -278,68 +278,8 @@ _base("itb_log_core", """static inline itb_df itb_log_core(itb_df x) {
   itb_df r = itb_addf(itb_add(itb_two_prod(jf, $LN2_0), itb_two_prod(jf, $LN2_1)), jf * $LN2_2);
   return itb_add(r, itb_mulf(sum, 2.0f));
 }""")
-_base("itb_exp_df", """static inline itb_df itb_exp_df(float a, thread int& k) {
-  if (!(a <= 89.0f)) return itb_inf_df();
-  if (a < -104.0f) return itb_dd(0.0f, 0.0f);
-  return itb_exp_core(itb_dd(a, 0.0f), k);
-}""")
-_base("itb_exp2_df", """static inline itb_df itb_exp2_df(float a, thread int& k) {
-  if (!(a < 128.0f)) return itb_inf_df();
-  if (a < -151.0f) return itb_dd(0.0f, 0.0f);
-  float n = itb_floor32(a + 0.5f), f = a - n;
-  itb_df x = itb_addf(itb_add(itb_two_prod(f, $LN2_0), itb_two_prod(f, $LN2_1)), f * $LN2_2);
-  itb_df y = itb_exp_core(x, k);
-  k += (int)n;
-  return y;
-}""")
-_base("itb_log_df", """static inline itb_df itb_log_df(float a, thread int& k) {
-  if (a < 0) return itb_nan_df();
-  if (a == 0) return itb_neg(itb_inf_df());
-  if (a == itb_f32(0x7f800000u)) return itb_inf_df();
-  return itb_log_core(itb_dd(a, 0.0f));
-}""")
-_base("itb_log1p_df", """static inline itb_df itb_log1p_df(float a, thread int& k) {
-  if (a < -1.0f) return itb_nan_df();
-  if (a == -1.0f) return itb_neg(itb_inf_df());
-  if (a == itb_f32(0x7f800000u)) return itb_inf_df();
-  if (itb_abs32(a) < 9.31322575e-10f) return itb_dd(a, -0.5f * a * a);
-  return itb_log_core(itb_two_sum(1.0f, a));
-}""")
 
-# --- sin, cos, asin ----------------------------------------------------------------------------------------------
-_base("itb_two_over_pi", "constant uint itb_two_over_pi[8] = {" + ", ".join(f"0x{w:08x}u" for w in _TWO_OVER_PI) + "};")
-_base("itb_2opi_bits", """static inline uint itb_2opi_bits(int pos) {
-  /* 32 bits of 2/pi from bit pos on (bit 1 is the first after the point; bits before it are 0) */
-  if (pos <= -31) return 0;
-  if (pos <= 0) return itb_two_over_pi[0] >> (1 - pos);
-  int j = (pos - 1) >> 5, o = (pos - 1) & 31;
-  return o != 0 ? (itb_two_over_pi[j] << o) | (itb_two_over_pi[j + 1] >> (32 - o)) : itb_two_over_pi[j];
-}""")
-_base("itb_reduce_pio2", """static inline itb_df itb_reduce_pio2(float x, thread int& q) {
-  /* x = q pi/2 + r for finite x >= 0, |r| <= pi/4 (Payne-Hanek: x 2/pi mod 4 in 96-bit fixed point) */
-  if (x <= 0.785398f) { q = 0; return itb_dd(x, 0.0f); }
-  uint u = itb_bits32(x);
-  ulong m = itb_mant(u);
-  int e = itb_expo(u);
-  ulong p2 = m * itb_2opi_bits(e + 63), p1 = m * itb_2opi_bits(e + 31) + (p2 >> 32);
-  uint top = (uint)(m * itb_2opi_bits(e - 1) + (p1 >> 32));
-  q = (int)(top >> 30);
-  ulong hi = ((ulong)(top & 0x3fffffffu) << 34) | ((p1 & 0xffffffffu) << 2) | ((p2 & 0xffffffffu) >> 30);
-  ulong lo = (p2 & 0x3fffffffu) << 34;
-  bool neg = (hi >> 63) != 0;
-  if (neg) {  /* the fraction f >= 1/2: r = (f - 1) pi/2 in the next quadrant */
-    q += 1;
-    ulong l = lo >> 34;
-    hi = ~hi + (l == 0 ? 1 : 0);
-    lo = ((((ulong)1 << 30) - l) & 0x3fffffffu) << 34;
-  }
-  int lz = 0;
-  while ((hi >> 63) == 0 && lz < 90) { hi = (hi << 1) | (lo >> 63); lo <<= 1; ++lz; }
-  itb_df f = itb_dd((float)(hi >> 40) * itb_pow2(-24 - lz), (float)((hi >> 16) & 0xffffffu) * itb_pow2(-48 - lz));
-  itb_df r = itb_mul(itb_fast_sum(f.hi, f.lo), $DF_PIO2);
-  q &= 3;
-  return neg ? itb_neg(r) : r;
-}""")
+# --- sin (lgamma's reflection) ---------------------------------------------------------------------------------------------------
 _base("itb_sin_poly", """static inline itb_df itb_sin_poly(itb_df r) {
   /* sin r for |r| <= pi/2 (Taylor) */
   itb_df z = itb_neg(itb_mul(r, r)), t = r, s = r;
@@ -349,77 +289,8 @@ _base("itb_sin_poly", """static inline itb_df itb_sin_poly(itb_df r) {
   }
   return s;
 }""")
-_base("itb_cos_poly", """static inline itb_df itb_cos_poly(itb_df r) {
-  itb_df z = itb_neg(itb_mul(r, r)), t = itb_dd(1.0f, 0.0f), s = t;
-  for (int n = 1; n < 18 && itb_abs32(t.hi) > 1e-17f; ++n) {
-    t = itb_divf(itb_mul(t, z), (float)((2 * n - 1) * 2 * n));
-    s = itb_add(s, t);
-  }
-  return s;
-}""")
-_base("itb_sin_df", """static inline itb_df itb_sin_df(float a, thread int& k) {
-  if (!(itb_abs32(a) < itb_f32(0x7f800000u))) return itb_nan_df();
-  int q;
-  itb_df r = itb_reduce_pio2(itb_abs32(a), q);
-  itb_df v = (q & 1) != 0 ? itb_cos_poly(r) : itb_sin_poly(r);
-  return ((q & 2) != 0) != ((itb_bits32(a) >> 31) != 0) ? itb_neg(v) : v;
-}""")
-_base("itb_cos_df", """static inline itb_df itb_cos_df(float a, thread int& k) {
-  if (!(itb_abs32(a) < itb_f32(0x7f800000u))) return itb_nan_df();
-  int q;
-  itb_df r = itb_reduce_pio2(itb_abs32(a), q);
-  itb_df v = (q & 1) != 0 ? itb_sin_poly(r) : itb_cos_poly(r);
-  return q == 1 || q == 2 ? itb_neg(v) : v;
-}""")
-_base("itb_asin_series", """static inline itb_df itb_asin_series(itb_df x, itb_df z) {
-  /* asin x for |x| <= 1/2, z = x^2 */
-  itb_df t = x, s = x;
-  for (int n = 1; n < 40 && itb_abs32(t.hi) > itb_abs32(s.hi) * 1e-17f; ++n) {
-    t = itb_mulf(itb_divf(itb_mul(t, z), (float)(2 * n * (2 * n + 1))), (float)((2 * n - 1) * (2 * n - 1)));
-    s = itb_add(s, t);
-  }
-  return s;
-}""")
-_base("itb_asin_df", """static inline itb_df itb_asin_df(float a, thread int& k) {
-  float x = itb_abs32(a);
-  if (!(x <= 1.0f)) return itb_dd(itb_f32(0x7fc00000u), 0.0f);  /* glibc's asin gives +NaN here */
-  itb_df v;
-  if (x <= 0.5f) v = itb_asin_series(itb_dd(x, 0.0f), itb_two_prod(x, x));
-  else {  /* asin x = pi/2 - 2 asin(sqrt((1 - x) / 2)) */
-    float t = (1.0f - x) * 0.5f, sh = itb_sqrt32(t);
-    v = $DF_PIO2;
-    if (t != 0) {
-      itb_df s = itb_fast_sum(sh, metal::fma(-sh, sh, t) / (2.0f * sh));
-      v = itb_add(v, itb_neg(itb_mulf(itb_asin_series(s, itb_dd(t, 0.0f)), 2.0f)));
-    }
-  }
-  return itb_bits32(a) >> 31 ? itb_neg(v) : v;
-}""")
 
-# --- tanh, sigmoid, erf, erfc -------------------------------------------------------------------------------------
-_base("itb_tanh_df", """static inline itb_df itb_tanh_df(float a, thread int& k) {
-  float x = itb_abs32(a);
-  itb_df v;
-  if (!(x < 10.0f)) v = itb_dd(1.0f, 0.0f);
-  else if (x < 9.53674316e-07f) v = itb_dd(x, (x * x) * (x * -0.333333343f));
-  else {  /* (e^2x - 1) / (e^2x + 1) */
-    int kk;
-    itb_df p = itb_expm1_core(itb_dd(2.0f * x, 0.0f), kk);
-    itb_df e = kk == 0 ? p : itb_addf(itb_scale(itb_addf(p, 1.0f), kk), -1.0f);
-    v = itb_div(e, itb_addf(e, 2.0f));
-  }
-  return itb_bits32(a) >> 31 ? itb_neg(v) : v;
-}""")
-_base("itb_sigmoid_df", """static inline itb_df itb_sigmoid_df(float a, thread int& k) {
-  if (a >= 40.0f) return itb_dd(1.0f, 0.0f);
-  if (a < -105.0f) return itb_dd(0.0f, 0.0f);
-  int kk;
-  itb_df y = itb_exp_core(itb_dd(-itb_abs32(a), 0.0f), kk);  /* e^-|a| = 2^kk y */
-  if (a >= 0) return itb_div(itb_dd(1.0f, 0.0f), itb_addf(itb_scale(y, kk), 1.0f));
-  if (kk < -60) { k = kk; return y; }  /* e / (1 + e) = e (1 - e): the correction is below 2^-60 */
-  itb_df e = itb_scale(y, kk);
-  return itb_div(e, itb_addf(e, 1.0f));
-}""")
+# --- erf, erfc -------------------------------------------------------------------------------------
 _base("itb_erf_df", """static inline itb_df itb_erf_df(float a, thread int& k) {
   /* erf x = 2/sqrt(pi) e^-x^2 sum 2^n x^(2n+1) / (2n+1)!! (positive terms) for x < 4 */
   float x = itb_abs32(a);
@@ -451,7 +322,7 @@ _base("itb_erfc_df", """static inline itb_df itb_erfc_df(float a, thread int& k)
   return itb_div(itb_mul(e, $DF_INV_SQRTPI), f);
 }""")
 
-# --- lgamma, i0, rsqrt ---------------------------------------------------------------------------------------------
+# --- lgamma, i0 ---------------------------------------------------------------------------------------------
 _base("itb_stirling", """static inline itb_df itb_stirling(itb_df z) {
   /* lgamma z for z >= 8: (z - 1/2) log z - z + log(2 pi) / 2 + sum B2j / (2j (2j - 1) z^(2j - 1)) */
   const float num[8] = {1.0f, -1.0f, 1.0f, -1.0f, 1.0f, -691.0f, 1.0f, -3617.0f};
@@ -515,55 +386,20 @@ _base("itb_i0_df", """static inline itb_df itb_i0_df(float a, thread int& k) {
   }
   return s;
 }""")
-_base("itb_rsqrt_df", """static inline itb_df itb_rsqrt_df(float a, thread int& k) {
-  if (a < 0) return itb_nan_df();
-  if (a == 0) return itb_dd(itb_f32(itb_bits32(a) | 0x7f800000u), 0.0f);
-  if (a == itb_f32(0x7f800000u)) return itb_dd(0.0f, 0.0f);
-  float x = a;
-  if (x < 1e-30f) { x = x * itb_pow2(64); k = 32; }
-  float sh = itb_sqrt32(x);
-  return itb_div(itb_dd(1.0f, 0.0f), itb_fast_sum(sh, metal::fma(-sh, sh, x) / (2.0f * sh)));
-}""")
 _base("itb_sqrt_df", "static inline itb_df itb_sqrt_df(float a, thread int& k) { return itb_dd(itb_sqrt32(a), 0.0f); }")
 _base("itb_floor_df", "static inline itb_df itb_floor_df(float a, thread int& k) { "
                       "return itb_dd(itb_floor32(a), 0.0f); }")
 
-# --- pow ---------------------------------------------------------------------------------------------------------
-_base("itb_pow_df", """static inline itb_df itb_pow_df(float a, float b, thread int& k) {
-  /* C99 pow for a, b not NaN, b != 0, a != 1 */
-  float x = itb_abs32(a), inf = itb_f32(0x7f800000u);
-  bool neg = (itb_bits32(a) >> 31) != 0, bint = itb_floor32(b) == b;
-  bool odd = bint && itb_abs32(b) < 16777216.0f && (((long)b) & 1) != 0;
-  itb_df one = itb_dd(1.0f, 0.0f), v;
-  if (itb_abs32(b) == inf) return x == 1.0f ? one : ((x < 1.0f) == (b < 0) ? itb_inf_df() : itb_dd(0.0f, 0.0f));
-  if (x == 0 || x == inf) {
-    float r = (x == 0) == (b < 0) ? inf : 0.0f;
-    return itb_dd(neg && odd ? -r : r, 0.0f);
-  }
-  if (neg && !bint) return itb_nan_df();
-  if (bint && itb_abs32(b) <= 64.0f) {
-    /* x = m 2^e (m in [1, 2)): m^n by repeated multiplication, exact whenever the power has at most 48 bits
-       (every rounding tie does), and the exponent e n exactly: no double-float underflows */
-    uint ux = itb_bits32(x);
-    ulong mm = itb_mant(ux);
-    int e = itb_expo(ux) + 23, n = (int)itb_abs32(b);
-    while (mm < 0x800000u) { mm <<= 1; e -= 1; }
-    itb_df base = itb_dd(itb_f32(0x3f800000u | ((uint)mm & 0x7fffffu)), 0.0f);
-    v = one;
-    k = b < 0 ? -e * n : e * n;
-    while (n != 0) {
-      if ((n & 1) != 0) v = itb_mul(v, base);
-      n >>= 1;
-      if (n != 0) base = itb_mul(base, base);
-    }
-    if (b < 0) v = itb_div(one, v);
-  } else if (b == 0.5f) {
-    v = itb_dd(itb_sqrt32(x), 0.0f);  /* correctly rounded, also where double-float precision could not tell */
-  } else {
-    itb_df l = itb_log_core(itb_dd(x, 0.0f)), w = itb_mulf(l, itb_abs32(l.hi * b) < 1000.0f ? b : 0.0f);
-    if (l.hi * b > 89.0f) v = itb_inf_df();
-    else if (l.hi * b < -104.0f) v = itb_dd(0.0f, 0.0f);
-    else v = itb_exp_core(w, k);
-  }
-  return neg && odd ? itb_neg(v) : v;
+# --- compositions of Metal's precise:: functions (metal.py's _NATIVE) ------------------------------------------
+_base("itb_log1p_native", """static inline float itb_log1p_native(float a) {
+  /* log(1 + a) for finite a > -1, a != 0: Goldberg's log(u) * (a / (u - 1)) with u = 1 + a rounded, whose
+     rounding error cancels in the quotient (What Every Computer Scientist..., Theorem 4); a when 1 + a rounds to 1 */
+  float u = 1.0f + a;
+  if (u == 1.0f) return a;
+  return metal::precise::log(u) * (a / (u - 1.0f));
+}""")
+_base("itb_sigmoid_native", """static inline float itb_sigmoid_native(float a) {
+  /* 1 / (1 + e^-a) from e = e^-|a| in (0, 1], which never overflows: 1 / (1 + e) for a >= 0, e / (1 + e) below */
+  float e = metal::precise::exp(-itb_abs32(a));
+  return a >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e);
 }""")
