@@ -207,10 +207,19 @@ def test_reference_rounding_to_bf16_rounds_once():
 
 # --- accuracy ----------------------------------------------------------------------------------
 
+# T10: a GPU target computes the T4 functions with its platform's precise library, whose documented bound replaces
+# T4's 2 ulp where it is larger. tilelang-cuda calls CUDA's single-precision functions (erfcf: 4 ulp against the
+# correctly rounded result, CUDA C Programming Guide, "Mathematical Functions", single-precision table; the others it
+# calls are within 2: expf, exp2f, sinf, cosf, asinf, tanhf, erff, rsqrtf 2, logf, log1pf, expm1f 1).
+VENDOR_F32_ULPS = {"tilelang-cuda": {"erfc": 4}}
+
+
 @pytest.mark.parametrize("name", FUNCS)
-def test_unary_f32_within_2_ulp(run, name):
+def test_unary_f32_within_2_ulp(run, target, name):
+    """Within T4's 2 ulp, or a GPU library's documented bound where T10 defers to it (never looser otherwise)."""
     x = inputs(name, I.f32)
-    check_accuracy(name, x, run_unary(run, name, I.f32, x), I.f32)
+    bound = max(2, VENDOR_F32_ULPS.get(target, {}).get(name, 2)) if name not in EXACT else None
+    check_accuracy(name, x, run_unary(run, name, I.f32, x), I.f32, bound)
 
 
 def test_i0_f64_within_4_ulp_of_scipy(run):
