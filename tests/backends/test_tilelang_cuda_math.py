@@ -25,7 +25,7 @@ from intent_trace.oracle.verification import kernel_bounds
 # function -> (CUDA's single-precision function, its documented maximum ulp error)
 GUIDE = {"exp": ("expf", 2), "exp2": ("exp2f", 2), "log": ("logf", 1), "log1p": ("log1pf", 1),
          "sin": ("sinf", 2), "cos": ("cosf", 2), "asin": ("asinf", 2), "tanh": ("tanhf", 2), "erf": ("erff", 2),
-         "erfc": ("erfcf", 4), "rsqrt": ("rsqrtf", 2)}
+         "erfc": ("erfcf", 4), "rsqrt": ("rsqrtf", 2), "expm1": ("expm1f", 1)}
 KEPT_DOUBLE = ("lgamma", "i0", "sigmoid")  # no f32 function with a bound over the whole range (or none at all)
 F32_HELD = (T.f32, T.f16, T.bf16)
 

@@ -295,7 +295,7 @@ def _sqrt(d):
 _MATH = {"exp": ("exp", "expf"), "log": ("log", "logf"), "log1p": ("log1p", "log1pf"), "lgamma": ("lgamma", None),
          "sin": ("sin", "sinf"), "asin": ("asin", "asinf"), "cos": ("cos", "cosf"), "erf": ("erf", "erff"),
          "erfc": ("erfc", "erfcf"), "exp2": ("exp2", "exp2f"), "tanh": ("tanh", "tanhf"), "i0": ("itb_i0", None),
-         "rsqrt": ("itb_rsqrt", "rsqrtf"), "sigmoid": ("itb_sigmoid", None)}
+         "rsqrt": ("itb_rsqrt", "rsqrtf"), "sigmoid": ("itb_sigmoid", None), "expm1": ("expm1", "expm1f")}
 #: helper family -> the CUDA single-precision library function that computes it on tilelang-cuda (cuda.py)
 CUDA_F32_MATH = {family: f32 for family, (_, f32) in _MATH.items() if f32 is not None}
 

@@ -292,6 +292,16 @@ _base("itb_exp2_df", """static inline itb_df itb_exp2_df(float a, thread int& k)
   k += (int)n;
   return y;
 }""")
+_base("itb_expm1_df", """static inline itb_df itb_expm1_df(float a, thread int& k) {
+  /* e^a - 1 = 2^k (s + 1 - 2^-k) for a = k ln2 + r, s = e^r - 1: no cancellation near 0, where k = 0 */
+  if (!(a <= 89.0f)) return itb_inf_df();
+  if (a < -40.0f) return itb_dd(-1.0f, 0.0f);  /* e^a < 2^-57: -1 in every format */
+  if (itb_abs32(a) < 9.31322575e-10f) return itb_dd(a, 0.5f * a * a);  /* keeps -0 */
+  itb_df s = itb_expm1_core(itb_dd(a, 0.0f), k);
+  if (k == 0) return s;
+  if (k > 60) return itb_addf(s, 1.0f);
+  return itb_add(s, itb_two_sum(1.0f, -itb_pow2(-k)));
+}""")
 _base("itb_log_df", """static inline itb_df itb_log_df(float a, thread int& k) {
   if (a < 0) return itb_nan_df();
   if (a == 0) return itb_neg(itb_inf_df());
