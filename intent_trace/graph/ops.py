@@ -313,6 +313,8 @@ UNARY_MATH_SPECS = {
                      options=("approximate", "flush_to_zero")),
     "tanh": _library(((_INF, 1.0), (-_INF, -1.0), (0.0, 0.0), (-0.0, -0.0)), condition=1.0, cuda=2,
                      options=("approximate",)),
+    # e^x - 1 without exp's cancellation near 0 (C99 7.12.6.3; Annex F.9.3.3): |x e^x / (e^x - 1)| <= max(1, x)
+    "expm1": _library(((-_INF, -1.0), (_INF, _INF), (0.0, 0.0), (-0.0, -0.0)), condition=104.0, cuda=1),
 }
 UNARY_MATH = tuple(UNARY_MATH_SPECS)
 UNARY_ATTRS = {name: spec.options for name, spec in UNARY_MATH_SPECS.items() if spec.options}

@@ -269,6 +269,7 @@ UNARY_F64 = {
     "exp": np.exp, "log": np.log, "log1p": np.log1p, "lgamma": _vectorize(_lgamma), "sin": np.sin,
     "asin": np.arcsin, "cos": np.cos, "erf": _vectorize(math.erf), "erfc": _vectorize(math.erfc), "i0": _i0,
     "rsqrt": _rsqrt, "sqrt": np.sqrt, "sigmoid": _sigmoid, "exp2": np.exp2, "tanh": np.tanh,
+    "expm1": np.expm1,
 }
 
 

@@ -120,7 +120,7 @@ def test_bool_logic_and_select():
 
 EXACT_UNARY = {"neg": lambda a: -a, "abs": I.abs, "floor": I.floor, "sqrt": I.sqrt}
 MATH_UNARY = ("exp", "log", "log1p", "sin", "asin", "cos", "erf", "erfc", "rsqrt", "sigmoid", "exp2", "tanh", "lgamma",
-              "i0")
+              "i0", "expm1")
 
 
 def unary_kernel(dt):

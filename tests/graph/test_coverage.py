@@ -226,7 +226,7 @@ _VALUE_SHORTHANDS = {
     "logical_not": lambda v, w: I.logical_not(I.bitcast(v, I.u32)),
     **{name: (lambda name: lambda v, w: getattr(I, name)(v))(name)
        for name in ("exp", "log", "log1p", "lgamma", "sin", "asin", "cos", "floor", "erf", "erfc", "i0", "rsqrt",
-                    "sqrt", "sigmoid", "abs", "exp2", "tanh")},
+                    "sqrt", "sigmoid", "abs", "exp2", "tanh", "expm1")},
 }
 
 
@@ -315,7 +315,7 @@ def _arith(a: I.In[I.f32, ("N",)], b: I.In[I.i32, ("N",)], y: I.Out[I.f32, ("N",
         f = (u + 1.0) - (u * 2.0) / (u ** 2.0)
         f = I.maximum(f, u) + I.minimum(f, u) + I.fma(u, u, u) + (-u)
         for name in ("exp", "log", "log1p", "lgamma", "sin", "asin", "cos", "floor", "erf", "erfc", "i0",
-                     "rsqrt", "sqrt", "sigmoid", "abs", "exp2", "tanh"):
+                     "rsqrt", "sqrt", "sigmoid", "abs", "exp2", "tanh", "expm1"):
             f = f + getattr(I, name)(u)
         y[i] = f + I.cast(I.cast(1.5, I.f64), I.f32) + I.bitcast(v, I.f32)
         z[i] = (v // 3) % 5 + (v & 6) + (v | 1) + (v ^ 2) + (v << 1) + (v >> 1) + (~v)

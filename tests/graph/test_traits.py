@@ -11,12 +11,12 @@ def test_pointwise_is_the_elementwise_math_and_constants():
         "add", "sub", "mul", "div", "floordiv", "mod", "pow", "maximum", "minimum", "and_", "or_", "xor", "shl",
         "shr", "eq", "ne", "lt", "le", "gt", "ge", "neg", "invert", "select", "fma", "cast", "bitcast", "constant",
         "exp", "log", "log1p", "lgamma", "sin", "asin", "cos", "floor", "erf", "erfc", "i0", "rsqrt", "sqrt",
-        "sigmoid", "abs", "exp2", "tanh"}
+        "sigmoid", "abs", "exp2", "tanh", "expm1"}
 
 
 def test_vendor_math_is_t4s_list_without_the_exact_functions():
     assert names(traits.VENDOR_MATH) == {"exp", "log", "log1p", "lgamma", "sin", "asin", "cos", "erf", "erfc", "i0",
-                                         "rsqrt", "sigmoid", "exp2", "tanh"}
+                                         "rsqrt", "sigmoid", "exp2", "tanh", "expm1"}
 
 
 def test_contractions_reductions_and_loops():

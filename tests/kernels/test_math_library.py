@@ -1,4 +1,4 @@
-"""T4 math library: accuracy of the 17 unary functions, special values, and the per-op options.
+"""T4 math library: accuracy of the 18 unary functions, special values, and the per-op options.
 
 References are float64 functions from NumPy, ``math`` and ``scipy.special`` (independent of the
 library), rounded once to the tested format by NumPy (f32, f16) or by :func:`round_to_bf16` below.
@@ -23,7 +23,7 @@ UINT = {I.f16: np.uint16, I.bf16: np.uint16, I.f32: np.uint32, I.f64: np.uint64}
 WIDTH = {I.f16: 16, I.bf16: 16, I.f32: 32, I.f64: 64}
 
 FUNCS = ["exp", "log", "log1p", "lgamma", "sin", "asin", "cos", "floor", "erf", "erfc", "i0", "rsqrt", "sqrt",
-         "sigmoid", "abs", "exp2", "tanh"]
+         "sigmoid", "abs", "exp2", "tanh", "expm1"]
 EXACT = {"sqrt", "abs", "floor"}
 
 
@@ -53,7 +53,7 @@ REF64 = {
     "exp": np.exp, "log": np.log, "log1p": np.log1p, "lgamma": np.vectorize(_lgamma, otypes=[np.float64]),
     "sin": np.sin, "asin": np.arcsin, "cos": np.cos, "floor": np.floor, "erf": sc.erf, "erfc": sc.erfc,
     "i0": _i0, "rsqrt": lambda x: 1.0 / np.sqrt(x), "sqrt": np.sqrt, "sigmoid": sc.expit, "abs": np.abs,
-    "exp2": np.exp2, "tanh": np.tanh,
+    "exp2": np.exp2, "tanh": np.tanh, "expm1": np.expm1,
 }
 
 
@@ -152,6 +152,7 @@ DOMAINS = {  # ranges where each function has interesting, finite results
     "erf": [(-6, 6), (-1e-2, 1e-2)], "erfc": [(-6, 12), (-1, 1)], "i0": [(-90, 90), (-3, 3)],
     "rsqrt": [(0, 10), (0, 1e30)], "sqrt": [(0, 10), (0, 1e30)], "sigmoid": [(-110, 30), (-5, 5)],
     "abs": [(-1e3, 1e3)], "exp2": [(-160, 130), (-1, 1)], "tanh": [(-12, 12), (-1e-2, 1e-2)],
+    "expm1": [(-110, 90), (-1e-3, 1e-3), (-1e-7, 1e-7)],
 }
 
 
@@ -207,10 +208,19 @@ def test_reference_rounding_to_bf16_rounds_once():
 
 # --- accuracy ----------------------------------------------------------------------------------
 
+# T10: a GPU target computes the T4 functions with its platform's precise library, whose documented bound replaces
+# T4's 2 ulp where it is larger. tilelang-cuda calls CUDA's single-precision functions (erfcf: 4 ulp against the
+# correctly rounded result, CUDA C Programming Guide, "Mathematical Functions", single-precision table; the others it
+# calls are within 2: expf, exp2f, sinf, cosf, asinf, tanhf, erff, rsqrtf 2, logf, log1pf, expm1f 1).
+VENDOR_F32_ULPS = {"tilelang-cuda": {"erfc": 4}}
+
+
 @pytest.mark.parametrize("name", FUNCS)
-def test_unary_f32_within_2_ulp(run, name):
+def test_unary_f32_within_2_ulp(run, target, name):
+    """Within T4's 2 ulp, or a GPU library's documented bound where T10 defers to it (never looser otherwise)."""
     x = inputs(name, I.f32)
-    check_accuracy(name, x, run_unary(run, name, I.f32, x), I.f32)
+    bound = max(2, VENDOR_F32_ULPS.get(target, {}).get(name, 2)) if name not in EXACT else None
+    check_accuracy(name, x, run_unary(run, name, I.f32, x), I.f32, bound)
 
 
 def test_i0_f64_within_4_ulp_of_scipy(run):
@@ -283,6 +293,7 @@ SPECIALS = [  # (function, x, exact result): T4's list, then further C99 Annex F
     ("sqrt", inf, inf), ("sqrt", 0.0, 0.0), ("sqrt", -1.0, nan), ("sqrt", -inf, nan),
     ("rsqrt", -1.0, nan), ("lgamma", inf, inf), ("lgamma", -inf, inf), ("lgamma", 1.0, 0.0), ("lgamma", 2.0, 0.0),
     ("floor", inf, inf), ("floor", -inf, -inf), ("floor", -0.0, -0.0), ("abs", -inf, inf), ("abs", -0.0, 0.0),
+    ("expm1", 0.0, 0.0), ("expm1", -0.0, -0.0), ("expm1", -inf, -1.0), ("expm1", inf, inf),  # C99 F.9.3.3
 
 ] + [(f, nan, nan) for f in FUNCS] + [(f, -nan, nan) for f in FUNCS]
 

@@ -287,10 +287,17 @@ def _sqrt(d):
 
 
 # Unary math: computed in double from the exact input and rounded once (T4: within 2 ulp; libm's double
-# functions are within 1 ulp, and the final rounding adds at most half an ulp of the result).
-_MATH = {"exp": "exp", "log": "log", "log1p": "log1p", "lgamma": "lgamma", "sin": "sin", "asin": "asin",
-         "cos": "cos", "erf": "erf", "erfc": "erfc", "exp2": "exp2", "tanh": "tanh", "i0": "itb_i0",
-         "rsqrt": "itb_rsqrt", "sigmoid": "itb_sigmoid"}
+# functions are within 1 ulp, and the final rounding adds at most half an ulp of the result). Each entry is
+# (the double function C calls, CUDA's precise single-precision function): tilelang-cuda calls the latter for f32,
+# and for f16/bf16 computed in f32 (T10; cuda.py), within the bound its op's MathSpec cites (graph/ops.py). None:
+# CUDA keeps the double body too (lgammaf's documented error is unbounded inside (-10.001, -2.264); CUDA has no
+# sigmoid, and i0 is not worth cyl_bessel_i0f's 6 ulp).
+_MATH = {"exp": ("exp", "expf"), "log": ("log", "logf"), "log1p": ("log1p", "log1pf"), "lgamma": ("lgamma", None),
+         "sin": ("sin", "sinf"), "asin": ("asin", "asinf"), "cos": ("cos", "cosf"), "erf": ("erf", "erff"),
+         "erfc": ("erfc", "erfcf"), "exp2": ("exp2", "exp2f"), "tanh": ("tanh", "tanhf"), "i0": ("itb_i0", None),
+         "rsqrt": ("itb_rsqrt", "rsqrtf"), "sigmoid": ("itb_sigmoid", None), "expm1": ("expm1", "expm1f")}
+#: helper family -> the CUDA single-precision library function that computes it on tilelang-cuda (cuda.py)
+CUDA_F32_MATH = {family: f32 for family, (_, f32) in _MATH.items() if f32 is not None}
 
 
 def _math(fn, ftz=False):
@@ -377,7 +384,7 @@ RENDER: dict = {
     "floor": _floor, "sqrt": _sqrt, "select": _select, "fma": _fma, "cast": _cast, "bitcast": _bitcast,
     "bits": _bits, "decode": _decode, "encode": _encode,
 }
-for _name, _fn in _MATH.items():
+for _name, (_fn, _) in _MATH.items():
     RENDER[_name] = _math(_fn)
     RENDER[_name + "_ftz"] = _math(_fn, ftz=True)
 RENDER["sqrt_ftz"] = _math("sqrt", ftz=True)

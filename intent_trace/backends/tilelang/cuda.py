@@ -104,7 +104,27 @@ def _x86_nans(inner: str, name: str, d, arity: int) -> str:
             f"{t} r = {name}_ieee({', '.join(names)}); if (r == r) return r; {checks} return {to_float}({default}); }}")
 
 
+# T4 functions (T10): on f32, and on f16/bf16 computed in f32 and rounded once, a helper calls CUDA's precise
+# single-precision library function (``expf``, ``erff``, ``tanhf``, ...; c.CUDA_F32_MATH), never a double-precision
+# one (the main cost of softmax, log-softmax and GELU on the H200: f64 throughput is a fraction of f32's) and never
+# fast math (``__expf``). Its accuracy is the CUDA C Programming Guide's documented bound, which the verifier charges
+# (kernel_bounds.VENDOR_ULPS, from the ops' MathSpec); its special values are C99 Annex F's, as CUDA documents them.
+# A NaN result is decided around the call as x86 gives it (CUDA's library returns its canonical NaN): a NaN operand
+# quieted, or the default NaN for an invalid argument (log(-1), sin(inf)); one compare on the fast path. f64 and the
+# flush-to-zero forms keep C's double bodies.
+_F32_RESULT = {"f32": "r", "f16": "itb_rf16(r)", "bf16": "itb_rbf16(r)"}
+
+
+def _vendor_math(name: str, family: str, d) -> str:
+    fn = c.CUDA_F32_MATH[family]
+    return (f"{DEVICE.function} float {name}(float a) {{ float r = {fn}(a); "
+            f"if (r != r) r = a != a ? itb_f32(itb_bits32(a) | 0x00400000u) : itb_f32(0xffc00000u); "
+            f"return {_F32_RESULT[d.name]}; }}")
+
+
 def helper_source(name: str, family: str, dtypes: tuple, ret, args: tuple) -> str | None:
+    if family in c.CUDA_F32_MATH and ret.name in _F32_RESULT and dtypes == (ret,) and args == (ret,):
+        return _vendor_math(name, family, ret)
     if family in _X86_NANS and ret.name in _NAN_BITS and all(a == ret for a in args):
         inner = c.helper_source(f"{name}_ieee", family, dtypes, ret, args, DEVICE)
         return None if inner is None else _x86_nans(inner, name, ret, len(args))

@@ -259,7 +259,7 @@ _NATIVE = {  # family -> (the special cases, in terms of a, the value: a call of
     "sigmoid": (f"if (a == {_INF}) return 1.0f; if (a == -{_INF}) return 0.0f;", "itb_sigmoid_native(a)",
                 "itb_nan()"),
 }
-_SOFTWARE = ("lgamma", "erf", "erfc", "i0")  # no Metal function: metal_math's double-float evaluations
+_SOFTWARE = ("lgamma", "erf", "erfc", "i0", "expm1")  # no Metal function: metal_math's double-float evaluations
 
 
 def _special(d: T.DType, text: str) -> str:

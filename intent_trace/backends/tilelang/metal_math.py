@@ -18,7 +18,7 @@ Metal has no 64-bit float, so nothing here may go through ``double`` the way the
   (``0xffc00000``), so results agree with tilelang-c bit for bit.
 - The T4 functions Metal has are ``metal::precise::`` calls (T10; :mod:`.metal` decides their special values and
   NaNs around the call, and composes log1p and sigmoid from them: ``itb_log1p_native``, ``itb_sigmoid_native``).
-  The ones Metal lacks (erf, erfc, lgamma, i0) are evaluated here in double-float arithmetic (``itb_df``: an
+  The ones Metal lacks (erf, erfc, lgamma, i0, expm1) are evaluated here in double-float arithmetic (``itb_df``: an
   unevaluated sum of two floats, about 48 bits; error-free TwoSum and TwoProd with ``fma``; Joldes, Muller,
   Popescu, ACM TOMS 44(2), 2017) with argument reductions and series of our own, rounded once to the result
   format (``itb_df_bits``): f32 within 1 ulp (T4 allows 2), f16/bf16 rounded once. The exp and log cores
@@ -277,6 +277,16 @@ _base("itb_log_core", """static inline itb_df itb_log_core(itb_df x) {
   float jf = (float)j;
   itb_df r = itb_addf(itb_add(itb_two_prod(jf, $LN2_0), itb_two_prod(jf, $LN2_1)), jf * $LN2_2);
   return itb_add(r, itb_mulf(sum, 2.0f));
+}""")
+_base("itb_expm1_df", """static inline itb_df itb_expm1_df(float a, thread int& k) {
+  /* e^a - 1 = 2^k (s + 1 - 2^-k) for a = k ln2 + r, s = e^r - 1: no cancellation near 0, where k = 0 */
+  if (!(a <= 89.0f)) return itb_inf_df();
+  if (a < -40.0f) return itb_dd(-1.0f, 0.0f);  /* e^a < 2^-57: -1 in every format */
+  if (itb_abs32(a) < 9.31322575e-10f) return itb_dd(a, 0.5f * a * a);  /* keeps -0 */
+  itb_df s = itb_expm1_core(itb_dd(a, 0.0f), k);
+  if (k == 0) return s;
+  if (k > 60) return itb_addf(s, 1.0f);
+  return itb_add(s, itb_two_sum(1.0f, -itb_pow2(-k)));
 }""")
 
 # --- sin (lgamma's reflection) ---------------------------------------------------------------------------------------------------

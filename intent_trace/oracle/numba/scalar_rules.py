@@ -118,7 +118,8 @@ def compare(node, d, a, b):
 _MATH_F32 = {ops.exp: "R.exp_f32", ops.log: "np.log"}
 _MATH_F64 = {"exp": "math.exp", "log": "math.log", "log1p": "math.log1p", "lgamma": "R.lgamma", "sin": "math.sin",
              "asin": "math.asin", "cos": "math.cos", "erf": "math.erf", "erfc": "math.erfc", "i0": "R.i0",
-             "rsqrt": "R.rsqrt", "sqrt": "math.sqrt", "sigmoid": "R.sigmoid", "exp2": "R.exp2", "tanh": "math.tanh"}
+             "rsqrt": "R.rsqrt", "sqrt": "math.sqrt", "sigmoid": "R.sigmoid", "exp2": "R.exp2", "tanh": "math.tanh",
+             "expm1": "math.expm1"}
 
 
 def _tiny(d: T.DType) -> str:
