@@ -7,6 +7,8 @@ of its tiled specialisations). ``mapping`` names the kind of parallel program:
 - ``row_group``: one thread block per row, a cooperative reduction per level, producers and consumers fused;
 - ``flat_nest``: a whole write's elements spread over a grid of threads;
 - ``parallel_grid``: the top-level ``parallel`` loop, one iteration per thread;
+- ``full_reduce``: a reduction over every axis: a grid of blocks folds partials, a final block combines them;
+- ``multi_block_scan``: a scan along a long axis: block totals, their scan, each block's tile from its offset;
 - ``tiled_matmul`` / ``flash_attention``: tiled specialisations chosen per call by the extents;
 - ``serial``: one thread runs the program; ``reason`` says what kept it serial.
 
@@ -16,7 +18,8 @@ from __future__ import annotations
 
 import attrs
 
-MAPPINGS = ("row_group", "flat_nest", "parallel_grid", "tiled_matmul", "flash_attention", "serial")
+MAPPINGS = ("row_group", "flat_nest", "parallel_grid", "full_reduce", "multi_block_scan", "tiled_matmul",
+            "flash_attention", "serial")
 
 
 def _check_mapping(instance, attribute, value) -> None:

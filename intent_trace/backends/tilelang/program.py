@@ -71,6 +71,17 @@ def _plan(graph: KernelGraph, spec, checks: bool) -> _Launch:
         if program is not None and not program.error_sites and not program.workspaces:
             return _Launch(None, rows, program)
         refused.append(why)
+    multi = spec.multi_block(graph) if spec.multi_block is not None else None
+    if multi is not None:  # its workspaces are its own partials (its emitter refuses any other)
+        try:
+            program = _generate(graph, spec, checks, None, multi)
+        except LoweringError as e:
+            program, why = None, f"the multi-block program could not be written ({e})"
+        else:
+            why = "the multi-block program has run-time checks (it must not fail)"
+        if program is not None and not program.error_sites:
+            return _Launch(None, multi, program)
+        refused.append(why)
     nest = spec.flat_nest(graph) if spec.flat_nest is not None else None  # the one write nest as a grid
     if nest is not None and not _final_write_nest(graph, nest):
         nest = None  # a nest the program does not have: every thread would run the whole write
@@ -154,8 +165,8 @@ def schedule_of(graph: KernelGraph, spec, checks: bool = True, specializations=N
     parts = [_specialization_part(s, names) for s in specializations]
     launch = _plan(graph, spec, checks)
     nest, grid = launch.nest, launch.grid
-    if isinstance(getattr(grid, "group", None), RowGroup):
-        parts.append(grid.part(graph))
+    if isinstance(getattr(grid, "group", None), RowGroup) or launch.program is not None:
+        parts.append(grid.part(graph))  # a plan that wrote its own program (a row group, a multi-block one)
     elif nest is not None:
         parts.append(Part("flat_nest", "the graph's one effect is a whole write of a pure expression of whole-axis "
                           "reads: its elements are independent, spread over a grid of threads (coalesced)",

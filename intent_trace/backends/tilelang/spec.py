@@ -66,3 +66,6 @@ class TileLangTarget:
     flat_nest: Callable | None = None  # the graph's one whole write as a grid of threads
     parallel_grid: Callable | None = None  # the graph's top-level parallel loop, one iteration per thread
     specializations: Callable = _no_specializations  # tiled programs chosen per call by its extents
+    # full reductions and scans over a long axis: a multi-block program (several kernels, partials in workspaces
+    # of its own: cuda_reduce), asked after row_group
+    multi_block: Callable | None = None

@@ -1,0 +1,398 @@
+"""Full reductions on CUDA: a grid of blocks folds the source into partials, a second kernel combines them and runs
+the consumers (the schedule pass's :class:`~intent_trace.schedule.reduce.FullReduction`).
+
+One program, two kernels launched in order on one stream (TileLang writes both from one ``prim_func``):
+
+1. **the grid**: ``G = min(ceil(n / (threads * UNROLL)), BLOCKS)`` blocks of ``threads``. The source's ``n``
+   elements are chunks of ``threads * UNROLL``; block ``b`` takes chunks ``b, b + G, ...`` (a grid-stride loop, so
+   any ``n`` runs on at most BLOCKS blocks, every one resident at once on an H200), and in a chunk thread ``tx``
+   takes elements ``tx, tx + threads, ...`` (coalesced: a warp reads 32 neighbours), unrolled, so each thread has
+   UNROLL reads in flight before its first combine. The chunk no block holds whole (the tail) is folded under a
+   guard per element by the next block in turn. The producers of the source (pointwise ops of whole-axis reads)
+   are the shared emitter's element code at each element (fused: computed where they are read). The block's
+   threads combine their accumulators with warp shuffles (a butterfly of ``T.shfl_xor``) and the warps' totals
+   through shared memory; thread 0 stores the block's partial in the workspace ``W`` (one slot per block, one
+   buffer per accumulator leaf).
+2. **the final pass**: one block folds the G partials the same way, and its thread 0 runs the consumers (casts,
+   arithmetic on the results) and the final write.
+
+Every fold starts from the reduce's identity with its own combine (the serial program's helpers, so NaN
+propagation, -0 and integer wrap-around are the serial program's per combine). Re-association and re-ordering
+are what ``reduce`` allows (language §7, T10): a floating sum is within T5's bound of the exact one; max, min,
+arg_reduce and integer results are the serial program's exactly. An empty source launches one block whose
+partial is the identity.
+
+With ``emulated`` the threads of a block are serial loops, one per phase between barriers, and a shuffle is a
+phase of its own exchanging the lanes' values through local buffers: the C target runs the same mapping, each
+lane combining the same pair in the same order, on the CPU (tests and ``tools/pytest_plugins``).
+"""
+from __future__ import annotations
+
+import contextlib
+
+import attrs
+
+from ... import types as T
+from ...graph import ops
+from ...graph.lowering import assemble, leaf_values
+from ...schedule import reduce as schedule_reduce
+from .accumulate import accumulators, combine
+from .emitter import Aggregate, Scalar, TileLangEmitter
+from .scalar_rules import constant_expr
+from .storage import Workspace
+
+THREADS = 256  # a block's threads
+WARP = 32  # CUDA's warp: the lanes a shuffle exchanges values among
+UNROLL = 8  # elements a thread reads before it combines any (its reads in flight)
+#: The grid's most blocks, so the size of the partials' workspace: 132 SMs of an H200 hold 8 blocks of 256
+#: threads each, so every block is resident at once and the grid-stride loop balances the work.
+BLOCKS = 1024
+
+
+@attrs.frozen
+class ReducePlan:
+    """A full reduction's launch: ``sizes`` are the extent names of the source's axes."""
+
+    reduction: schedule_reduce.FullReduction = attrs.field(eq=False)
+    sizes: tuple
+    threads: int = THREADS
+    unroll: int = UNROLL
+    blocks: int = BLOCKS
+    emulated: bool = False
+
+    @property
+    def node(self):
+        return None  # no parallel loop: the emitter maps no loop of the graph onto threads
+
+    @property
+    def warps(self) -> int:
+        return self.threads // WARP
+
+    @property
+    def total(self) -> str:
+        return " * ".join(self.sizes)
+
+    @property
+    def emitter(self):
+        return ReduceEmitter
+
+    def grid(self) -> str:
+        """The grid's blocks: enough for one chunk each, at least one, at most BLOCKS."""
+        chunk = self.threads * self.unroll
+        return (f"T.min(T.max(T.ceildiv({self.total}, T.int64({chunk})), T.int64(1)), "
+                f"T.int64({self.blocks}))")
+
+    def launch(self, prelude: str | None) -> str:
+        extra = f", prelude={prelude}" if prelude else ""
+        threads = "" if self.emulated else f", threads={self.threads}"
+        return f"with T.Kernel({self.grid()}{threads}{extra}) as bx:"
+
+    def final_launch(self) -> str:
+        """The second kernel's header (the prelude is the module's, given once with the first)."""
+        threads = "" if self.emulated else f", threads={self.threads}"
+        return f"with T.Kernel(1{threads}) as bx:"
+
+    def part(self, graph):
+        return self.reduction.part(graph, blocks=f"up to {self.blocks}", threads=self.threads,
+                                   per_thread=self.unroll, passes=2)
+
+
+def reduce_plan(graph, emulated: bool = False) -> ReducePlan | None:
+    """The full-reduction launch of ``graph``, or None (:func:`~intent_trace.schedule.reduce.recognise` says
+    why)."""
+    found = schedule_reduce.recognise(graph)
+    if not isinstance(found, schedule_reduce.FullReduction):
+        return None
+    return ReducePlan(found, tuple(f"d{a}" for a in found.axes), emulated=emulated)
+
+
+class BlockMixin:
+    """A block's threads cooperating: phases between barriers, and a combine of every thread's value into one
+    (warp butterflies, then the warps' totals), on CUDA or emulated. Mixed into an emitter that has ``plan``
+    (``threads``, ``warps``, ``emulated``) and ``tx`` (this thread's binding, CUDA)."""
+
+    @contextlib.contextmanager
+    def phase(self, count: int | None = None):
+        """Code every thread ``tx < count`` runs between two barriers: on CUDA this thread (under a guard for
+        fewer than all), emulated a serial loop over the threads. Yields the thread index."""
+        count = self.plan.threads if count is None else count
+        if self.plan.emulated:
+            tx = self.fresh("tx")
+            with self.block(f"for {tx} in T.serial({count}):"):
+                yield tx
+        elif count == self.plan.threads:
+            yield self.tx
+        else:
+            with self.block(f"if {self.tx} < {count}:"):
+                yield self.tx
+
+    def sync(self) -> None:
+        if not self.plan.emulated:
+            self.line("T.sync_threads()")
+
+    def bind_thread(self) -> None:
+        self.tx = None if self.plan.emulated else self.assign("T.get_thread_binding()", "tx")
+
+    def block_buffers(self, dtypes: list):
+        """The buffers a block combine exchanges values through: one partial per warp and the block's result
+        (CUDA, shared memory), or every thread's register twice (emulated)."""
+        plan = self.plan
+        if plan.emulated:
+            return tuple([self.assign(f"T.alloc_local(({plan.threads},), {d!r})", "s") for d in dtypes]
+                         for _ in range(2))
+        return [self.assign(f"T.alloc_shared(({plan.warps + 1},), {d!r})", "s") for d in dtypes]
+
+    def store_thread(self, buffers, tx: str, accs: list) -> None:
+        """Emulated: this thread's accumulators into its slots (the block combine reads them there)."""
+        if self.plan.emulated:
+            for buffer, acc in zip(buffers[0], accs):
+                self.line(f"{buffer}[{tx}] = {acc}")
+
+    def block_combine(self, node, acc_t, buffers, accs: list) -> list:
+        """Every thread's accumulators combined into the block's: expressions every thread may read after."""
+        if self.plan.emulated:
+            return self._emulated_combine(node, acc_t, buffers)
+        return self._shuffles(node, acc_t, buffers, accs)
+
+    # The partials are combined in two butterflies: within each warp (lane ^ 16, ^ 8, ... ^ 1, so every lane
+    # ends with its warp's total), then, in the first warp, across the warps' totals. Each lane combines (its
+    # value, its partner's) with the reduce's own combine. Two barriers: after the warps' totals are stored, after
+    # the block's result is.
+    def _butterfly(self, node, acc_t, accs: list, width: int) -> None:
+        step = width // 2
+        while step:
+            mine = [self.assign(a, "x") for a in accs]
+            other = [self.assign(f"T.shfl_xor({m}, {step})", "x") for m in mine]
+            for acc, value in zip(accs, combine(self, node, acc_t, mine, other, [], [])):
+                self.line(f"{acc} = {value}")
+            step //= 2
+
+    def _shuffles(self, node, acc_t, shared, accs: list) -> list:
+        tx, warps = self.tx, self.plan.warps
+        self._butterfly(node, acc_t, accs, WARP)
+        with self.block(f"if {tx} % {WARP} == 0:"):
+            for buffer, acc in zip(shared, accs):
+                self.line(f"{buffer}[{tx} // {WARP}] = {acc}")
+        self.sync()
+        with self.block(f"if {tx} < {WARP}:"):  # the first warp: lane l takes warp l % warps's total
+            for acc, buffer in zip(accs, shared):
+                self.line(f"{acc} = {buffer}[{tx} % {warps}]")
+            self._butterfly(node, acc_t, accs, warps)
+            with self.block(f"if {tx} == 0:"):
+                for buffer, acc in zip(shared, accs):
+                    self.line(f"{buffer}[{warps}] = {acc}")
+        self.sync()
+        return [self.assign(f"{b}[{warps}]", "r") for b in shared]
+
+    def _emulated_combine(self, node, acc_t, buffers) -> list:
+        """The same butterflies, one phase per step: every thread's register is a slot of a buffer, and a step
+        writes the other buffer (each lane reads its partner's value before any is replaced)."""
+        now, new = buffers
+        warps = self.plan.warps
+
+        def steps(width: int, count: int):
+            nonlocal now, new
+            step = width // 2
+            while step:
+                with self.phase(count) as tx:
+                    mine = [self.assign(f"{b}[{tx}]", "x") for b in now]
+                    other = [self.assign(f"{b}[T.bitwise_xor({tx}, {step})]", "x") for b in now]
+                    for buffer, value in zip(new, combine(self, node, acc_t, mine, other, [], [])):
+                        self.line(f"{buffer}[{tx}] = {value}")
+                now, new = new, now
+                step //= 2
+
+        steps(WARP, self.plan.threads)
+        with self.phase(WARP) as tx:  # the first warp's lanes take the warps' totals (lane 0 of each warp)
+            for buffer, source in zip(new, now):
+                self.line(f"{buffer}[{tx}] = {source}[T.floormod({tx}, {warps}) * {WARP}]")
+        now, new = new, now
+        steps(warps, WARP)
+        return [self.assign(f"{b}[0]", "r") for b in now]
+
+    @contextlib.contextmanager
+    def first_thread(self):
+        """Code only thread 0 runs (emulated: the block's one serial program after its phases)."""
+        if self.plan.emulated:
+            yield
+        else:
+            with self.block(f"if {self.tx} == 0:"):
+                yield
+
+
+def _storage(dtype: str) -> str:
+    """A workspace's TIR dtype: bool travels as bytes (TileLang's host wrappers mistype bool buffers)."""
+    return "uint8" if dtype == "bool" else dtype
+
+
+class ReduceEmitter(BlockMixin, TileLangEmitter):
+    """The shared emitter with a full reduction's folds placed on a grid and a final block."""
+
+    def __init__(self, graph, target, rules, rejected, checks=True, nest=None, grid=None):
+        super().__init__(graph, target, rules, rejected, checks, nest=None, grid=None)
+        self.plan = grid
+        self.grid_planned = True  # any workspace but the partials would be one buffer for every thread: refused
+        self.materialized = frozenset()  # every element is read once, where it is folded
+        self.snapshots = type(self.snapshots)()
+        self.tx = None
+        self.partials: dict = {}  # id(reduce node) -> the workspaces of its partials, one per accumulator leaf
+
+    def run_node(self, node):
+        if node.op is ops.reshape:  # the recogniser admits only a reshape to its own shape: the same elements
+            (out,) = node.outputs
+            self.env[out] = self.operand(node.inputs[0])
+            return None
+        return super().run_node(node)
+
+    def constant(self, value, dtype):
+        """A constant's expression where it is used: the program has two kernels, so no constant is bound once in
+        the first (its bits helper is one call)."""
+        self.tir(dtype)
+        return constant_expr(self, value, dtype)
+
+    def run_region(self, region, params=()) -> list:
+        if region is not self.graph.body:
+            return super().run_region(region, params)
+        dims = dict(self.dim_names)
+        red = self.plan.reduction
+        for node in red.reductions:
+            (acc_t,) = node.attr("types")
+            spaces = []
+            for t in T.leaf_types(acc_t):
+                space = Workspace(f"W{len(self.workspaces)}", (str(self.plan.blocks),), _storage(self.tir(t.dtype)),
+                                  " for the partials of a full reduction")
+                self.workspaces.append(space)
+                spaces.append(space.name)
+            self.partials[id(node)] = spaces
+        self._grid_pass()
+        self.depth -= 1  # the second kernel, after the first
+        self.env = {k: v for k, v in self.env.items() if not _computed(k, self.graph)}
+        self.dim_names, self.memo = dict(dims), [{}]
+        with self.block(self.plan.final_launch()):
+            self._final_pass()
+        self.depth += 1
+        return []
+
+    # -- the two kernels -----------------------------------------------------------------------------------------
+    def _grid_pass(self) -> None:
+        plan, red = self.plan, self.plan.reduction
+        self.bind_thread()
+        buffers = {id(n): self.block_buffers(self._dtypes(n)) for n in red.reductions}
+        for node in red.pre:
+            self.run_node(node)
+        g = self.assign(plan.grid(), "g")
+        b = self.assign("T.Cast('int64', bx)", "b")
+        chunk = plan.threads * plan.unroll
+        folds = self._folds()
+        with self.phase() as tx:
+            accs = [accumulators(self, T.leaf_types(acc_t), inits) for _, acc_t, _, inits in folds]
+            t = self.assign(f"T.Cast('int64', {tx})", "t")
+            chunks = self.assign(f"T.floordiv({plan.total}, T.int64({chunk}))", "n")
+            k, u = self.fresh("k"), self.fresh("u")
+            with self.block(f"for {k} in T.serial(T.floordiv({chunks} + {g} - T.int64(1) - {b}, {g})):"), \
+                    self.block(f"for {u} in T.unroll({plan.unroll}):"):
+                j = self.assign(f"(({k} * {g} + {b}) * T.int64({plan.unroll}) + T.Cast('int64', {u})) * "
+                                f"T.int64({plan.threads}) + {t}", "j")
+                self._fold(folds, accs, j)
+            with self.block(f"if {b} == T.floormod({chunks}, {g}):"), \
+                    self.block(f"for {u} in T.unroll({plan.unroll}):"):  # the tail: the next block in turn
+                j = self.assign(f"{chunks} * T.int64({chunk}) + T.Cast('int64', {u}) * T.int64({plan.threads}) + "
+                                f"{t}", "j")
+                with self.block(f"if {j} < {plan.total}:"):
+                    self._fold(folds, accs, j)
+            for (node, *_), names in zip(folds, accs):
+                self.store_thread(buffers[id(node)], tx, names)
+        results = [self.block_combine(node, acc_t, buffers[id(node)], names)
+                   for (node, acc_t, _, _), names in zip(folds, accs)]
+        with self.first_thread():
+            for (node, *_), values in zip(folds, results):
+                for space, value, dtype in zip(self.partials[id(node)], values, self._dtypes(node)):
+                    self.line(f"{space}[bx] = {value if dtype != 'bool' else f'T.Cast({_storage(dtype)!r}, {value})'}")
+
+    def _final_pass(self) -> None:
+        plan, red = self.plan, self.plan.reduction
+        self.bind_thread()
+        buffers = {id(n): self.block_buffers(self._dtypes(n)) for n in red.reductions}
+        for node in red.pre:
+            self.run_node(node)
+        g = self.assign(plan.grid(), "g")
+        folds = self._folds()
+        with self.phase() as tx:
+            accs = [accumulators(self, T.leaf_types(acc_t), inits) for _, acc_t, _, inits in folds]
+            k = self.fresh("k")
+            with self.block(f"for {k} in T.unroll({-(-plan.blocks // plan.threads)}):"):
+                i = self.assign(f"T.Cast('int64', {k}) * T.int64({plan.threads}) + T.Cast('int64', {tx})", "i")
+                with self.block(f"if {i} < {g}:"):
+                    for (node, acc_t, _, _), names in zip(folds, accs):
+                        self.node = node
+                        items = [self._partial(space, i, dtype) for space, dtype in
+                                 zip(self.partials[id(node)], self._dtypes(node))]
+                        self._combine_into(node, acc_t, names, items)
+            for (node, *_), names in zip(folds, accs):
+                self.store_thread(buffers[id(node)], tx, names)
+        results = [self.block_combine(node, acc_t, buffers[id(node)], names)
+                   for (node, acc_t, _, _), names in zip(folds, accs)]
+        with self.first_thread():
+            for (node, acc_t, _, _), values in zip(folds, results):
+                value = assemble(acc_t, [Scalar(v) for v in values], Aggregate)
+                (out,) = node.outputs
+                self.env[out] = value
+            for node in red.post:  # the consumers and the writes, in program order
+                self.run_node(node)
+
+    # -- folds ---------------------------------------------------------------------------------------------------
+    def _dtypes(self, node) -> list:
+        (acc_t,) = node.attr("types")
+        return [self.tir(t.dtype) for t in T.leaf_types(acc_t)]
+
+    def _partial(self, space: str, i: str, dtype: str) -> str:
+        if dtype == "bool":
+            return self.assign(f"T.Cast('bool', {space}[{i}])", "x")
+        return self.assign(f"{space}[{i}]", "x")
+
+    def _folds(self) -> list:
+        """(reduce node, accumulator type, source value, identity leaves) per reduction, in program order."""
+        folds = []
+        for node in self.plan.reduction.reductions:
+            self.node = node
+            source, identity = (self.operand(x) for x in node.inputs)
+            (acc_t,) = node.attr("types")
+            folds.append((node, acc_t, source, [self.assign(self.elem(v, []), "x")
+                                                for v in leaf_values(identity, Aggregate)]))
+        self.node = None
+        return folds
+
+    def _fold(self, folds, accs, j: str) -> None:
+        """Element ``j`` (flat, row-major) of the source folded into every reduction's accumulators."""
+        idx = self._index(j)
+        for (node, acc_t, source, _), names in zip(folds, accs):
+            self.node = node
+            items = [self.elem(v, idx) for v in leaf_values(source, Aggregate)]
+            self._combine_into(node, acc_t, names, items)
+        self.node = None
+
+    def _combine_into(self, node, acc_t, names: list, items: list) -> None:
+        current = [self.assign(a, "x") for a in names]
+        for name, value in zip(names, combine(self, node, acc_t, current, items, [], [])):
+            self.line(f"{name} = {value}")
+
+    def _index(self, j: str) -> list:
+        """The source coordinates of flat element ``j``."""
+        sizes = self.plan.sizes
+        if len(sizes) == 1:
+            return [j]
+        idx, rest = [], j
+        for n in reversed(sizes[1:]):
+            idx.append(self.assign(f"T.floormod({rest}, {n})", "i"))
+            rest = self.assign(f"T.floordiv({rest}, {n})", "q")
+        return [rest, *reversed(idx)]
+
+
+def _computed(var, graph) -> bool:
+    """Whether ``var`` is a value the graph's body computes (the second kernel computes it again)."""
+    return not (var in graph.extents or any(p.var is var for p in graph.params))
+
+
+def multi_block(graph, emulated: bool = False):
+    """The multi-block plan of ``graph`` (a full reduction), or None."""
+    return reduce_plan(graph, emulated)

@@ -1,0 +1,311 @@
+"""Scans along a long axis on CUDA: reduce-then-scan over contiguous segments (the schedule pass's
+:class:`~intent_trace.schedule.scan.AxisScan`).
+
+The axis is cut into tiles of ``threads * UNROLL`` consecutive elements; ``G = min(tiles, BLOCKS)`` blocks each own a
+contiguous run of ``ceil(tiles / G)`` tiles. In a tile, thread ``tx`` owns the UNROLL consecutive elements
+``tx * UNROLL ...`` (so the threads' runs are in element order), folds them in order, and the block scans the
+threads' totals in thread order (warp shuffles up, then the warps' totals through shared memory): each thread gets
+the combine of every element before its run, the block the tile's total. Two kernels, launched in order:
+
+1. **the totals**: each block folds its tiles in order into its total, stored in the workspace ``W``;
+2. **the scan**: each block combines the totals of the blocks before it, in order (its threads fold runs of the
+   totals, scanned the same way), then scans each of its tiles: a thread's running value starts from the block's
+   carry combined with its exclusive prefix, and each element's prefix is written as it is combined (before it
+   for an exclusive scan).
+
+Every combine keeps the left operand earlier in the axis: the scan is re-associated, never re-ordered (language
+§8, T10), so any associative combine is right; a floating sum is within T5's bound per prefix, and integer, max
+and min scans are the serial program's exactly. With ``emulated`` the threads of a block are serial loops, one
+per phase between barriers, and each shuffle step a phase through local buffers (the C target runs the same
+mapping on the CPU).
+"""
+from __future__ import annotations
+
+import attrs
+
+from ... import types as T
+from ...graph.lowering import leaf_values
+from ...schedule import scan as schedule_scan
+from .accumulate import accumulators, combine
+from .cuda_reduce import WARP, ReduceEmitter, _computed, reduce_plan
+from .emitter import Aggregate
+from .storage import Workspace
+
+THREADS = 256
+UNROLL = 4  # a thread's run of consecutive elements in a tile
+BLOCKS = 1024  # the grid's most blocks: their totals are one tile of the carry's fold (THREADS * UNROLL)
+
+
+@attrs.frozen
+class ScanPlan:
+    """A scan's launch: ``size`` is the extent name of the scanned axis."""
+
+    found: schedule_scan.AxisScan = attrs.field(eq=False)
+    size: str
+    threads: int = THREADS
+    unroll: int = UNROLL
+    blocks: int = BLOCKS
+    emulated: bool = False
+
+    @property
+    def node(self):
+        return None
+
+    @property
+    def warps(self) -> int:
+        return self.threads // WARP
+
+    @property
+    def tile(self) -> int:
+        return self.threads * self.unroll
+
+    @property
+    def emitter(self):
+        return ScanEmitter
+
+    def tiles(self) -> str:
+        return f"T.ceildiv({self.size}, T.int64({self.tile}))"
+
+    def grid(self) -> str:
+        return f"T.min(T.max({self.tiles()}, T.int64(1)), T.int64({self.blocks}))"
+
+    def launch(self, prelude: str | None) -> str:
+        extra = f", prelude={prelude}" if prelude else ""
+        threads = "" if self.emulated else f", threads={self.threads}"
+        return f"with T.Kernel({self.grid()}{threads}{extra}) as bx:"
+
+    def final_launch(self) -> str:
+        threads = "" if self.emulated else f", threads={self.threads}"
+        return f"with T.Kernel({self.grid()}{threads}) as bx:"
+
+    def part(self, graph):
+        return self.found.part(graph, blocks=f"up to {self.blocks}", threads=self.threads, per_thread=self.unroll,
+                               passes=2)
+
+
+def scan_plan(graph, emulated: bool = False) -> ScanPlan | None:
+    found = schedule_scan.recognise(graph)
+    if not isinstance(found, schedule_scan.AxisScan):
+        return None
+    assert BLOCKS <= THREADS * UNROLL  # the carry's fold reads every block's total in one tile
+    return ScanPlan(found, f"d{found.axis}", emulated=emulated)
+
+
+def multi_block(graph, emulated: bool = False):
+    """The multi-block plan of ``graph``: a full reduction's or a scan's, or None."""
+    return reduce_plan(graph, emulated) or scan_plan(graph, emulated)
+
+
+class ScanEmitter(ReduceEmitter):
+    """The shared emitter with a scan's folds and prefixes placed on a grid of blocks."""
+
+    def run_region(self, region, params=()) -> list:
+        if region is not self.graph.body:
+            return super(ReduceEmitter, self).run_region(region, params)
+        dims = dict(self.dim_names)
+        scan = self.plan.found.scan
+        view = self.env[self.plan.found.write.inputs[0]]
+        if self.target.view_storage(view.dtype) is not None:
+            raise self.reject(f"the scan's output dtype {view.dtype} is stored as another (not mapped yet)", scan)
+        self.acc_t = scan.inputs[1].type
+        self.types = T.leaf_types(self.acc_t)
+        self.totals = []
+        for t in self.types:
+            space = Workspace(f"W{len(self.workspaces)}", (str(self.plan.blocks),), self.tir(t.dtype),
+                              " for the block totals of a scan")
+            self.workspaces.append(space)
+            self.totals.append(space.name)
+        self._kernel(final=False)
+        self.depth -= 1
+        self.env = {k: v for k, v in self.env.items() if not _computed(k, self.graph)}
+        self.dim_names, self.memo = dict(dims), [{}]
+        with self.block(self.plan.final_launch()):
+            self._kernel(final=True)
+        self.depth += 1
+        return []
+
+    def _kernel(self, final: bool) -> None:
+        plan, found = self.plan, self.plan.found
+        scan = found.scan
+        self.node = scan
+        self.bind_thread()
+        if not plan.emulated:
+            self.lane = self.assign(f"{self.tx} % {WARP}", "l")
+            self.warp = self.assign(f"{self.tx} // {WARP}", "w")
+        dtypes = [self.tir(t.dtype) for t in self.types]
+        self.buffers = self._scan_buffers(dtypes)
+        for node in found.pre:
+            self.run_node(node)
+        self.node = scan
+        self.source = self.operand(scan.inputs[0])
+        self.ident = [self.assign(self.elem(v, []), "x") for v in leaf_values(self.operand(scan.inputs[1]),
+                                                                               Aggregate)]
+        g = self.assign(plan.grid(), "g")
+        b = self.assign("T.Cast('int64', bx)", "b")
+        per = self.assign(f"T.ceildiv({plan.tiles()}, {g})", "q")
+        count = self.assign(f"T.max(T.min({per}, {plan.tiles()} - {b} * {per}), T.int64(0))", "n")
+        if final:  # the combine of every earlier block's total, in order
+            with self.phase() as tx:
+                acc = accumulators(self, self.types, self.ident)
+                v = self.fresh("u")
+                with self.block(f"for {v} in T.unroll({plan.unroll}):"):
+                    i = self.assign(f"T.Cast('int64', {tx}) * T.int64({plan.unroll}) + T.Cast('int64', {v})", "i")
+                    with self.block(f"if {i} < {b}:"):
+                        self._combine_into(scan, self.acc_t, acc, [self.assign(f"{w}[{i}]", "x")
+                                                                   for w in self.totals])
+                self.store_thread(self.buffers, tx, acc)
+            _, total = self.block_scan(acc)
+            carry = accumulators(self, self.types, total)
+        else:
+            carry = accumulators(self, self.types, self.ident)
+        k = self.fresh("k")
+        with self.block(f"for {k} in T.serial({count}):"):
+            tile = self.assign(f"({b} * {per} + {k}) * T.int64({plan.tile})", "o")
+            with self.phase() as tx:  # each thread's run, folded in order
+                acc = accumulators(self, self.types, self.ident)
+                with self.run_of(tile, tx) as j:
+                    self._combine_into(scan, self.acc_t, acc, self._items(j))
+                self.store_thread(self.buffers, tx, acc)
+            excl, total = self.block_scan(acc)
+            if final:
+                self._prefixes(tile, carry, excl)
+            self._combine_into(scan, self.acc_t, carry, total)
+        if not final:
+            with self.first_thread():
+                for w, c in zip(self.totals, carry):
+                    self.line(f"{w}[bx] = {c}")
+        self.node = None
+
+    def _items(self, j: str) -> list:
+        return [self.elem(v, [j]) for v in leaf_values(self.source, Aggregate)]
+
+    def _prefixes(self, tile: str, carry: list, excl) -> None:
+        """Each thread's run again, from the carry and its exclusive prefix: every element's prefix written."""
+        scan, view = self.plan.found.scan, self.env[self.plan.found.write.inputs[0]]
+        inclusive = self.plan.found.inclusive
+        with self.phase() as tx:
+            start = combine(self, scan, self.acc_t, [self.assign(c, "x") for c in carry], excl(tx), [], [])
+            run = accumulators(self, self.types, start)
+            with self.run_of(tile, tx) as j:
+                items = [self.assign(x, "x") for x in self._items(j)]
+                if not inclusive:
+                    self.line(f"{view.name}[{j}] = {run[0]}")
+                self._combine_into(scan, self.acc_t, run, items)
+                if inclusive:
+                    self.line(f"{view.name}[{j}] = {run[0]}")
+
+    def run_of(self, tile: str, tx: str):
+        """Thread ``tx``'s UNROLL consecutive elements of the tile starting at ``tile``, each under a guard."""
+        import contextlib
+
+        @contextlib.contextmanager
+        def walk():
+            v = self.fresh("u")
+            with self.block(f"for {v} in T.unroll({self.plan.unroll}):"):
+                j = self.assign(f"{tile} + T.Cast('int64', {tx}) * T.int64({self.plan.unroll}) + "
+                                f"T.Cast('int64', {v})", "j")
+                with self.block(f"if {j} < {self.plan.size}:"):
+                    yield j
+
+        return walk()
+
+    # -- the block's scan of its threads' values ---------------------------------------------------------------
+    def _scan_buffers(self, dtypes: list) -> dict:
+        plan = self.plan
+        if plan.emulated:
+            local = lambda n, p: [self.assign(f"T.alloc_local(({n},), {d!r})", p) for d in dtypes]  # noqa: E731
+            return {"now": local(plan.threads, "s"), "new": local(plan.threads, "s"), "ex": local(plan.threads, "e"),
+                    "wt": local(plan.warps, "s"), "wt2": local(plan.warps, "s")}
+        shared = lambda p: [self.assign(f"T.alloc_shared(({plan.warps},), {d!r})", p) for d in dtypes]  # noqa: E731
+        return {"warp": shared("s"), "scanned": shared("s")}
+
+    def store_thread(self, buffers, tx: str, accs: list) -> None:
+        if self.plan.emulated:
+            for buffer, acc in zip(buffers["now"], accs):
+                self.line(f"{buffer}[{tx}] = {acc}")
+
+    def block_scan(self, accs: list):
+        """(``excl(tx)``: the combine of the values of the threads before ``tx``, in order, as expressions for a
+        later phase; the block's total, in thread order)."""
+        if self.plan.emulated:
+            return self._emulated_scan()
+        return self._shuffle_scan(accs)
+
+    def _select(self, cond: str, new: list, old: list) -> list:
+        return [self.assign(f"T.if_then_else({cond}, {a}, {b})", "x") for a, b in zip(new, old)]
+
+    def _shuffle_scan(self, accs: list):
+        scan, acc_t, warps = self.plan.found.scan, self.acc_t, self.plan.warps
+        lane, warp, tx = self.lane, self.warp, self.tx
+        inc = accumulators(self, self.types, [self.assign(a, "x") for a in accs])
+
+        def steps(names: list, width: int) -> None:
+            step = 1
+            while step < width:  # Hillis-Steele: lane l combines lane l - step's value on its left
+                mine = [self.assign(n, "x") for n in names]
+                other = [self.assign(f"T.shfl_up({m}, {step})", "x") for m in mine]
+                new = combine(self, scan, acc_t, other, mine, [], [])
+                for name, value in zip(names, self._select(f"{lane} >= {step}", new, mine)):
+                    self.line(f"{name} = {value}")
+                step *= 2
+
+        steps(inc, WARP)
+        with self.block(f"if {lane} == {WARP - 1}:"):
+            for buffer, value in zip(self.buffers["warp"], inc):
+                self.line(f"{buffer}[{warp}] = {value}")
+        self.sync()
+        with self.block(f"if {tx} < {WARP}:"):  # the first warp scans the warps' totals
+            first = [self.assign(f"T.if_then_else({lane} < {warps}, {b}[{lane} % {warps}], {i})", "x")
+                     for b, i in zip(self.buffers["warp"], self.ident)]
+            totals = accumulators(self, self.types, first)
+            steps(totals, warps)
+            with self.block(f"if {tx} < {warps}:"):
+                for buffer, value in zip(self.buffers["scanned"], totals):
+                    self.line(f"{buffer}[{tx}] = {value}")
+        self.sync()
+        total = [self.assign(f"{b}[{warps - 1}]", "r") for b in self.buffers["scanned"]]
+        before = [self.assign(f"T.if_then_else({warp} > 0, {b}[T.max({warp} - 1, 0)], {i})", "x")
+                  for b, i in zip(self.buffers["scanned"], self.ident)]
+        up = [self.assign(f"T.shfl_up({n}, 1)", "x") for n in inc]
+        left = self._select(f"{lane} > 0", up, self.ident)
+        excl = combine(self, scan, acc_t, before, left, [], [])
+        self.sync()  # every thread has read the buffers before the next scan writes them
+        return (lambda tx: excl), total
+
+    def _emulated_scan(self):
+        scan, acc_t, warps = self.plan.found.scan, self.acc_t, self.plan.warps
+        bufs = self.buffers
+        now, new = bufs["now"], bufs["new"]
+
+        def steps(now, new, width: int, count: int, lane_of):
+            step = 1
+            while step < width:
+                with self.phase(count) as tx:
+                    lane = self.assign(lane_of(tx), "l")
+                    with self.block(f"if {lane} >= {step}:"):
+                        mine = [self.assign(f"{b}[{tx}]", "x") for b in now]
+                        other = [self.assign(f"{b}[{tx} - {step}]", "x") for b in now]
+                        for buffer, value in zip(new, combine(self, scan, acc_t, other, mine, [], [])):
+                            self.line(f"{buffer}[{tx}] = {value}")
+                    with self.block("else:"):
+                        for buffer, source in zip(new, now):
+                            self.line(f"{buffer}[{tx}] = {source}[{tx}]")
+                now, new = new, now
+                step *= 2
+            return now, new
+
+        now, new = steps(now, new, WARP, self.plan.threads, lambda tx: f"T.floormod({tx}, {WARP})")
+        with self.phase(warps) as tx:  # the warps' totals: each warp's last lane
+            for buffer, source in zip(bufs["wt"], now):
+                self.line(f"{buffer}[{tx}] = {source}[{tx} * {WARP} + {WARP - 1}]")
+        wt, _ = steps(bufs["wt"], bufs["wt2"], warps, warps, lambda tx: tx)
+        with self.phase() as tx:
+            w, lane = self.assign(f"T.floordiv({tx}, {WARP})", "w"), self.assign(f"T.floormod({tx}, {WARP})", "l")
+            before = [self.assign(f"T.if_then_else({w} > 0, {b}[T.max({w} - 1, 0)], {i})", "x")
+                      for b, i in zip(wt, self.ident)]
+            left = [self.assign(f"T.if_then_else({lane} > 0, {b}[T.max({tx} - 1, 0)], {i})", "x")
+                    for b, i in zip(now, self.ident)]
+            for buffer, value in zip(bufs["ex"], combine(self, scan, acc_t, before, left, [], [])):
+                self.line(f"{buffer}[{tx}] = {value}")
+        total = [self.assign(f"{b}[{warps - 1}]", "r") for b in wt]
+        return (lambda tx: [self.assign(f"{b}[{tx}]", "x") for b in bufs["ex"]]), total

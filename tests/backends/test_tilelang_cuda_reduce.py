@@ -1,0 +1,319 @@
+"""Full reductions on tilelang-cuda (cuda_reduce: a grid of blocks folds strided slices into partials, warp
+shuffles and a shared-memory tree per block, a second kernel combines the partials and runs the consumers).
+
+On the H200 (the lead), the real CUDA program on the shared ``target`` fixture:
+
+    INTENT_TRACE_TEST_TARGETS=tilelang-cuda .venv/bin/python -m pytest -q -p no:cacheprovider \
+        tests/backends/test_tilelang_cuda_reduce.py tests/schedule/test_reduce.py
+    INTENT_TRACE_TEST_TARGETS=tilelang-cuda .venv/bin/python -m pytest -q -p no:cacheprovider \
+        tests/test_zoo_kernels.py -k "full_sum"
+
+Two halves. The program text: the CUDA program has the structure the mapping promises (a grid of blocks, a
+grid-stride unrolled fold, shuffles, a workspace of partials, a second kernel of one block, no error record), and
+TileLang lowers it for sm_90a. The numbers: every kernel runs on every executable target through the shared
+``target`` fixture against NumPy references, at sizes below, at and past one block's chunk (2048 elements), one
+grid-stride round (1024 blocks of 2048), tails no chunk divides, empty sources, and NaN/inf/-0. On tilelang-c the C
+target runs CUDA's mapping emulated (each phase between barriers a serial loop over the block's threads, the
+shuffles exchanged through buffers).
+
+Sums are checked against T5's bound (a parallel order is not the serial one, T10); max, min, argmax, custom
+integer combines and integer sums must be exact.
+"""
+import math
+
+import attrs
+import ml_dtypes
+import numpy as np
+import pytest
+
+import intent_trace as intent
+from intent_trace import I
+
+pytest.importorskip("tilelang")
+from backends.tilelang_support import cuda_source
+from conftest import EXECUTABLE_TARGETS
+from intent_trace.backends.tilelang import cuda_reduce, targets
+from intent_trace.backends.tilelang import target as tl_target
+from intent_trace.backends.tilelang.program import lower
+from intent_trace.backends.tilelang.target import generate
+from schedule.reduce_kernels import (any_nan, argmax_all, argmin_all, custom_max_i32, full_max_f16, full_sum,
+                                     full_sum_2d, full_sum_i32, mean_f64, min_bf16, prod_f64, sum_and_max,
+                                     weighted_norm)
+
+RNG = np.random.default_rng(23)
+CHUNK = cuda_reduce.THREADS * cuda_reduce.UNROLL  # 2048 elements: a block's chunk
+#: empty, one element, below/at/past a warp, a block's threads and its chunk, tails, several chunks per block
+#: past one grid-stride round (1024 blocks of 2048) and a tail past it
+SIZES = (0, 1, 2, 31, 33, 255, 256, 257, 2047, 2048, 2049, 6001, 65536 + 7)
+SMALL = (0, 1, 257, 2049, 6001, 65536 + 7)
+#: one grid-stride round exactly, and two rounds with a tail: run on the grid targets only (the oracle's
+#: interpreter takes minutes at these sizes; NumPy is the reference)
+LARGE = (CHUNK * cuda_reduce.BLOCKS, CHUNK * cuda_reduce.BLOCKS * 2 + 2053)
+U32, U64 = 2.0 ** -24, 2.0 ** -53
+EMULATED = attrs.evolve(targets.C, multi_block=lambda g: cuda_reduce.multi_block(g, emulated=True),
+                        host_workspaces=True)
+GRID_TARGETS = ("tilelang-c", "tilelang-cuda")  # the targets whose programs are multi-block
+
+
+@pytest.fixture
+def compiled(target, monkeypatch):
+    """``compiled(kernel)``: the kernel for this target; on tilelang-c with CUDA's mapping emulated. On a target
+    that runs multi-block programs, the test fails unless the program is one."""
+    if target == "tilelang-c":
+        monkeypatch.setitem(targets.TARGETS, target, EMULATED)
+        monkeypatch.setattr(tl_target, "_EXECUTABLES", {})
+
+    def compiled(kernel):
+        if target in GRID_TARGETS:
+            exe = tl_target.build(kernel.trace(), target=target)
+            assert exe.schedule.general.mapping == "full_reduce", exe.schedule
+            return exe
+        return intent.compile(kernel, target=target)
+
+    return compiled
+
+
+def _gamma(n: int, u: float) -> float:
+    return n * u / (1 - n * u) if n else 0.0
+
+
+def _sum_bound(x: np.ndarray, u: float) -> float:
+    """T5: |computed - exact| <= γ_n · Σ|x_i|, and the result's own rounding."""
+    a = np.abs(x.astype(np.float64))
+    return _gamma(x.size, u) * float(a.sum()) + u * abs(math.fsum(x.astype(np.float64).ravel()))
+
+
+# --- the program ---------------------------------------------------------------------------------------------
+
+def _kernels(program: str) -> tuple:
+    """(the grid kernel's text, the final kernel's text)."""
+    body = program[program.index("def kernel("):]
+    first, second = body.split("\n    with T.Kernel(1")
+    return first, second
+
+
+def test_the_cuda_program_is_a_grid_of_blocks_then_one_block():
+    program = generate(full_sum.trace(), "tilelang-cuda")
+    assert ("def kernel(p0: T.Tensor((d0,), 'float32'), p1: T.Tensor((1,), 'float32'), "
+            "W0: T.Tensor((1024,), 'float32')):") in program
+    grid, final = _kernels(program)
+    # a grid of up to 1024 blocks of 256 threads: one per chunk of 2048 elements
+    assert ("with T.Kernel(T.min(T.max(T.ceildiv(d0, T.int64(2048)), T.int64(1)), T.int64(1024)), threads=256, "
+            "prelude=PRELUDE) as bx:") in grid
+    assert final.startswith(", threads=256) as bx:") and "prelude" not in final  # the prelude is the module's
+    # a grid-stride loop over chunks, 8 unrolled reads a thread, then the tail under a guard per element
+    assert grid.count("T.unroll(8)") == 2 and grid.count("p0[") == 2 and "T.floormod(n" in grid
+    for text in (grid, final):
+        assert text.count("T.get_thread_binding()") == 1 and text.count("T.sync_threads()") == 2
+        assert text.count("T.shfl_xor(") == 5 + 3  # within warps, then across the 8 warps' totals
+        assert text.count("T.alloc_shared((9,), 'float32')") == 1
+    assert grid.count("W0[bx] = ") == 1 and "W0[" in final and "p1[" in final and "p1[" not in grid
+    assert "E: T.Tensor" not in program  # no error record: the program cannot fail
+    assert lower(full_sum.trace(), targets.CUDA).workspaces[0].shape == ("1024",)
+
+
+def test_fused_producers_and_consumers_and_several_reductions():
+    program = generate(weighted_norm.trace(), "tilelang-cuda")
+    grid, final = _kernels(program)
+    assert grid.count("it_mul_f32") >= 2 and "p1[" in grid  # x * w * s computed where x and w are read
+    assert "it_sqrt_f32" in final and "it_sqrt_f32" not in grid  # the consumer runs once, in the final kernel
+    program = generate(sum_and_max.trace(), "tilelang-cuda")
+    grid, final = _kernels(program)
+    assert grid.count("p0[") == 2  # one read of each element feeds both folds (main and tail)
+    assert "W0" in grid and "W1" in grid and grid.count("T.sync_threads()") == 4
+    program = generate(argmax_all.trace(), "tilelang-cuda")
+    assert "W0: T.Tensor((1024,), 'float32'), W1: T.Tensor((1024,), 'int64')" in program  # both leaves
+    program = generate(full_sum_2d.trace(), "tilelang-cuda")
+    assert "T.ceildiv(d0 * d1, T.int64(2048))" in program and "T.floormod(j" in program
+
+
+def test_the_schedule_reports_the_mapping():
+    exe = tl_target.build(full_sum.trace(), target="tilelang-cuda")
+    (part,) = exe.schedule
+    assert part.mapping == "full_reduce" and part.param("elements") == "N" and part.param("passes") == 2
+    assert "full_reduce (elements=N, blocks=up to 1024, threads=256, per_thread=8, passes=2)" in str(exe.schedule)
+    part = tl_target.build(weighted_norm.trace(), target="tilelang-cuda").schedule.general
+    assert part.fused == ("mul",)
+
+
+def test_the_emulated_program_loops_over_the_threads_of_each_phase():
+    program = lower(full_sum.trace(), EMULATED).text
+    grid, final = _kernels(program)
+    assert "T.get_thread_binding" not in program and "T.sync_threads" not in program and "shfl" not in program
+    assert "with T.Kernel(T.min(T.max(T.ceildiv(d0, T.int64(2048)), T.int64(1)), T.int64(1024)), prelude" in grid
+    for text in (grid, final):
+        assert text.count("T.alloc_local((256,), 'float32')") == 2  # every thread's register, twice
+        assert text.count("in T.serial(256):") == 1 + 5 and text.count("in T.serial(32):") == 1 + 3
+        assert text.count("T.bitwise_xor(") == 8
+
+
+@pytest.mark.parametrize("kernel", [full_sum, argmax_all, weighted_norm, full_sum_2d, any_nan, full_max_f16],
+                         ids=lambda k: k.name)
+def test_tilelang_lowers_the_program_for_sm90(kernel):
+    source = cuda_source(generate(kernel.trace(), "tilelang-cuda"))
+    assert source.count("__global__ void __launch_bounds__(256") == 2  # the grid, then the final block
+    assert "__syncthreads();" in source and "__shfl_xor_sync(" in source and "__shared__" in source
+    assert "blockIdx.x" in source
+
+
+def test_other_graphs_keep_their_programs():
+    @intent.kernel
+    def row_total(x: I.In[I.f32, ("M", "N")], y: I.Out[I.f32, ("M",)]):
+        y[:] = I.reduce.sum(x[:, :], axis=1)
+
+    @intent.kernel
+    def point_out(x: I.In[I.f32, ("N",)], y: I.Out[I.f32, ("N",)]):
+        y[0] = I.reduce.sum(x[:], axis=0)  # y[0] needs N > 0: a check, so no multi-block program
+
+    assert cuda_reduce.reduce_plan(row_total.trace()) is None
+    assert tl_target.build(row_total.trace(), target="tilelang-cuda").schedule.general.mapping == "row_group"
+    assert cuda_reduce.reduce_plan(point_out.trace()) is not None
+    schedule = tl_target.build(point_out.trace(), target="tilelang-cuda").schedule
+    assert schedule.general.mapping == "serial" and "run-time checks" in schedule.general.reason
+
+
+# --- the numbers ----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n", SIZES)
+def test_full_sum_is_within_the_bound(compiled, n):
+    x = (RNG.standard_normal(n) * 10 ** RNG.uniform(-3, 3)).astype(np.float32)
+    y = np.full(1, np.nan, np.float32)
+    compiled(full_sum)(x, y)
+    assert abs(float(y[0]) - math.fsum(x.astype(np.float64))) <= _sum_bound(x, U32)
+
+
+@pytest.mark.parametrize("n", LARGE)
+@pytest.mark.parametrize("grid_target", [t for t in EXECUTABLE_TARGETS if t in GRID_TARGETS])
+def test_grid_stride_rounds_are_within_the_bound_and_exact(grid_target, n, monkeypatch):
+    if grid_target == "tilelang-c":
+        monkeypatch.setitem(targets.TARGETS, grid_target, EMULATED)
+        monkeypatch.setattr(tl_target, "_EXECUTABLES", {})
+    x = RNG.standard_normal(n).astype(np.float32)
+    x[n - 1] = 9.0  # the maximum in the tail (or the last chunk), a tie earlier
+    x[n // 2 + 3] = 9.0
+    got, i = np.zeros(2, np.float32), np.zeros(1, np.int64)
+    for kernel, out in ((sum_and_max, got), (argmax_all, i)):
+        exe = tl_target.build(kernel.trace(), target=grid_target)
+        assert exe.schedule.general.mapping == "full_reduce"
+        exe(x, out)
+    assert abs(float(got[0]) - math.fsum(x.astype(np.float64))) <= _sum_bound(x, U32)
+    assert got[1] == 9.0 and i[0] == n // 2 + 3
+
+
+@pytest.mark.parametrize("shape", [(0, 5), (3, 0), (1, 1), (7, 300), (33, 2049), (1000, 131)])
+def test_a_2d_source_reduced_over_both_axes(compiled, shape):
+    x = RNG.standard_normal(shape).astype(np.float32)
+    y = np.full(1, np.nan, np.float32)
+    compiled(full_sum_2d)(x, y)
+    assert abs(float(y[0]) - math.fsum(x.astype(np.float64).ravel())) <= _sum_bound(x, U32)
+
+
+@pytest.mark.parametrize("n", SMALL)
+def test_fused_producers_and_a_consumer(compiled, n):
+    x, w = RNG.standard_normal(n).astype(np.float32), RNG.standard_normal(n).astype(np.float32)
+    y = np.full(1, np.nan, np.float32)
+    compiled(weighted_norm)(x, w, y, np.float32(0.5))
+    terms = x.astype(np.float64) * w * 0.5  # each product rounded twice in f32: 2u relative per term
+    total = math.fsum(terms)
+    bound = (_gamma(n, U32) + 2 * U32) * float(np.abs(terms).sum()) + U32 * abs(total)
+    s = float(y[0]) - 0.5  # the consumer: sqrt(|sum|) + 0.5
+    assert abs(s * s - abs(total)) <= 2 * bound + 8 * U32 * abs(total) + 1e-30
+
+
+@pytest.mark.parametrize("n", SMALL)
+def test_integer_sums_are_exact_and_wrap(compiled, n):
+    info = np.iinfo(np.int32)
+    x = RNG.integers(info.min, info.max, n, dtype=np.int32, endpoint=True)
+    if n:
+        x[: n // 2] = info.max  # the i64 accumulator holds them exactly
+    y = np.zeros(1, np.int64)
+    compiled(full_sum_i32)(x, y)
+    assert y[0] == x.astype(np.int64).sum()
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_max_min_argmax_and_argmin_are_exact(compiled, n):
+    x = RNG.standard_normal(n).astype(np.float32)
+    for p in sorted({0, n // 3, n - 1}) if n else ():
+        x[p] = 9.0  # ties: the lowest index wins
+    got = np.zeros(2, np.float32)
+    compiled(sum_and_max)(x, got)
+    assert got[1] == (np.max(x) if n else -np.inf)
+    assert abs(float(got[0]) - math.fsum(x.astype(np.float64))) <= _sum_bound(x, U32)
+    i = np.full(1, -7, np.int64)
+    compiled(argmax_all)(x, i)
+    assert i[0] == (int(np.argmax(x)) if n else np.iinfo(np.int64).max)
+    i[0] = -7
+    compiled(argmin_all)(x, i)
+    assert i[0] == (int(np.argmin(x)) if n else np.iinfo(np.int64).max)
+
+
+@pytest.mark.parametrize("n", (1, 257, 6001))
+def test_nan_inf_and_signed_zeros(compiled, n):
+    x = RNG.standard_normal(n).astype(np.float32)
+    got, i = np.zeros(2, np.float32), np.zeros(1, np.int64)
+    x[n // 2] = np.nan
+    x[n - 1] = np.nan
+    compiled(sum_and_max)(x, got)
+    assert np.isnan(got).all()
+    compiled(argmax_all)(x, i)
+    assert i[0] == n // 2  # NaN is the maximum, the first NaN wins
+    flag = np.zeros(1, np.bool_)
+    compiled(any_nan)(x, flag)
+    assert flag[0]
+    compiled(any_nan)(np.nan_to_num(x), flag)
+    assert not flag[0]
+    x = np.full(n, -np.inf, np.float32)
+    x[n // 3] = np.inf
+    compiled(sum_and_max)(x, got)  # inf + -inf: NaN; max: inf
+    assert (np.isnan(got[0]) if n > 1 else got[0] == np.inf) and got[1] == np.inf
+    compiled(argmax_all)(x, i)
+    assert i[0] == n // 3
+    x = np.where(np.arange(n) % 2 == 0, np.float32(-0.0), np.float32(-1.0)).astype(np.float32)
+    compiled(sum_and_max)(x, got)
+    assert got[1] == 0.0 and np.signbit(got[1])  # -0 is the maximum
+    x = np.full(n, -0.0, np.float32)
+    compiled(sum_and_max)(x, got)  # 0.0 (the identity) + -0.0 ... = +0.0
+    assert got[0] == 0.0 and not np.signbit(got[0])
+
+
+@pytest.mark.parametrize("n", SMALL)
+def test_half_precision_and_f64_reductions(compiled, n):
+    x = (RNG.standard_normal(n) * 100).astype(np.float16)
+    y = np.zeros(1, np.float16)
+    compiled(full_max_f16)(x, y)
+    assert y.view(np.uint16)[0] == (np.max(x) if n else np.float16(-np.inf)).view(np.uint16)
+    b = (RNG.standard_normal(n) * 100).astype(ml_dtypes.bfloat16)
+    z = np.zeros(1, ml_dtypes.bfloat16)
+    compiled(min_bf16)(b, z)
+    assert z.view(np.uint16)[0] == (np.min(b.astype(np.float32)).astype(ml_dtypes.bfloat16) if n else
+                                    np.array(np.inf, ml_dtypes.bfloat16)).view(np.uint16)
+    d = RNG.standard_normal(n) + 3
+    m = np.zeros(1, np.float64)
+    compiled(mean_f64)(d, m)
+    if n:
+        assert abs(m[0] - math.fsum(d) / n) <= (_gamma(n, U64) * np.abs(d).sum() / n + 4 * U64 * abs(m[0]))
+    else:
+        assert np.isnan(m[0])  # 0 / 0
+    p = 1 + RNG.standard_normal(n) * 1e-3
+    q = np.zeros(1, np.float64)
+    compiled(prod_f64)(p, q)
+    assert abs(q[0] - math.prod(p)) <= (n + 1) * U64 * 1.01 * abs(math.prod(p)) + 1e-300
+
+
+@pytest.mark.parametrize("n", SMALL)
+def test_a_custom_combine_with_its_identity(compiled, n):
+    x = RNG.integers(-1000, 1000, n, dtype=np.int32)
+    y = np.zeros((), np.int32)
+    compiled(custom_max_i32)(x, y)
+    assert y == max(-5000, int(x.max()) if n else -5000)
+
+
+def test_wrong_dtype_and_extent_leave_the_output_unchanged(compiled):
+    y = np.full(1, 7.0, np.float32)
+    exe = compiled(full_sum)
+    with pytest.raises(TypeError):
+        exe(np.zeros(5, np.float64), y)
+    with pytest.raises(ValueError):
+        exe(np.zeros(5, np.float32), np.zeros(2, np.float32))
+    assert y[0] == 7.0

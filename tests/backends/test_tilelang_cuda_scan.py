@@ -1,0 +1,212 @@
+"""Scans along a long axis on tilelang-cuda (cuda_scan: reduce-then-scan over contiguous tiles; block totals in a
+first kernel, then each block combines the totals before it in order and scans its tiles, warp shuffles up and a
+shared-memory scan of the warps' totals per tile).
+
+On the H200 (the lead), the real CUDA program on the shared ``target`` fixture:
+
+    INTENT_TRACE_TEST_TARGETS=tilelang-cuda .venv/bin/python -m pytest -q -p no:cacheprovider \
+        tests/backends/test_tilelang_cuda_scan.py tests/schedule/test_scan.py
+    INTENT_TRACE_TEST_TARGETS=tilelang-cuda .venv/bin/python -m pytest -q -p no:cacheprovider \
+        tests/test_zoo_kernels.py -k "cumsum"
+
+Two halves. The program text (two kernels, the workspace of block totals, shuffles up, no error record; TileLang
+lowers it for sm_90a). The numbers on every executable target against NumPy: sizes below, at and past a warp, a
+block's tile (1024 elements), one tile per block of the full grid (1024 tiles) and several with a tail, empty axes,
+NaN/inf. Floating sums: T5's bound per prefix (a scan may be re-associated, T10); integer sums, cummax and a
+combine that is associative but not commutative (forward fill: re-ordering would break it) exactly.
+"""
+import math
+
+import attrs
+import numpy as np
+import pytest
+
+import intent_trace as intent
+
+pytest.importorskip("tilelang")
+from backends.tilelang_support import cuda_source
+from conftest import EXECUTABLE_TARGETS
+from intent_trace.backends.tilelang import cuda_scan, targets
+from intent_trace.backends.tilelang import target as tl_target
+from intent_trace.backends.tilelang.program import lower
+from intent_trace.backends.tilelang.target import generate
+from schedule.scan_kernels import (cummax_f32, cumsum_f32, cumsum_f64_scaled, cumsum_i32, exclusive_cumsum_i64,
+                                   forward_fill, reverse_cumsum)
+
+RNG = np.random.default_rng(31)
+TILE = cuda_scan.THREADS * cuda_scan.UNROLL  # 1024
+SIZES = (0, 1, 3, 4, 5, 31, 32, 33, 127, 128, 129, 255, 256, 257, 1023, 1024, 1025, 4097, 100003)
+SMALL = (0, 1, 33, 1025, 4097, 100003)
+#: a tile for every block of the full grid, then three tiles a block with a tail (grid targets only: the
+#: oracle's interpreter takes minutes at these sizes; NumPy is the reference)
+LARGE = (TILE * cuda_scan.BLOCKS, TILE * cuda_scan.BLOCKS * 2 + 777)
+U32, U64 = 2.0 ** -24, 2.0 ** -53
+EMULATED = attrs.evolve(targets.C, multi_block=lambda g: cuda_scan.multi_block(g, emulated=True),
+                        host_workspaces=True)
+GRID_TARGETS = ("tilelang-c", "tilelang-cuda")
+
+
+def _use(target, monkeypatch):
+    if target == "tilelang-c":
+        monkeypatch.setitem(targets.TARGETS, target, EMULATED)
+        monkeypatch.setattr(tl_target, "_EXECUTABLES", {})
+
+
+@pytest.fixture
+def compiled(target, monkeypatch):
+    """``compiled(kernel)``: the kernel for this target; on tilelang-c with CUDA's mapping emulated. On a target
+    that runs multi-block programs, the test fails unless the program is one."""
+    _use(target, monkeypatch)
+
+    def compiled(kernel):
+        if target in GRID_TARGETS:
+            exe = tl_target.build(kernel.trace(), target=target)
+            assert exe.schedule.general.mapping == "multi_block_scan", exe.schedule
+            return exe
+        return intent.compile(kernel, target=target)
+
+    return compiled
+
+
+def _prefix_bound(terms: np.ndarray, u: float) -> np.ndarray:
+    """T5 per prefix: |computed_i - exact_i| <= γ_{i+1} · Σ_{k<=i} |t_k|, and the result's own rounding."""
+    n = np.arange(1, terms.size + 1)
+    gamma = n * u / (1 - n * u)
+    exact = np.cumsum(terms)
+    return gamma * np.cumsum(np.abs(terms)) + u * np.abs(exact)
+
+
+# --- the program ---------------------------------------------------------------------------------------------
+
+def test_the_cuda_program_is_two_grids_with_shuffles_up():
+    program = generate(cumsum_f32.trace(), "tilelang-cuda")
+    assert ("def kernel(p0: T.Tensor((d0,), 'float32'), p1: T.Tensor((d0,), 'float32'), "
+            "W0: T.Tensor((1024,), 'float32')):") in program
+    body = program[program.index("def kernel("):]
+    grid = "T.min(T.max(T.ceildiv(d0, T.int64(1024)), T.int64(1)), T.int64(1024))"
+    assert body.count(f"with T.Kernel({grid}, threads=256") == 2 and body.count("prelude=PRELUDE") == 1
+    totals, scan = body.split(f"\n    with T.Kernel({grid}, threads=256) as bx:")
+    assert totals.count("T.shfl_up(") == 5 + 3 + 1  # within warps, across the 8 warps' totals, the lane before
+    assert scan.count("T.shfl_up(") == 2 * (5 + 3 + 1)  # the carry's fold, then each tile
+    assert totals.count("T.sync_threads()") == 3 and scan.count("T.sync_threads()") == 6
+    assert "W0[bx] = " in totals and "p1[" not in totals and "p1[j" in scan and "W0[i" in scan
+    assert totals.count("T.unroll(4)") == 1 and scan.count("T.unroll(4)") == 3  # a thread's run of 4 elements
+    assert "E: T.Tensor" not in program and "shfl_xor" not in program
+
+
+def test_the_schedule_reports_the_mapping_and_other_scans_keep_their_programs():
+    exe = tl_target.build(cumsum_f32.trace(), target="tilelang-cuda")
+    assert str(exe.schedule).startswith("multi_block_scan (elements=N, blocks=up to 1024, threads=256, "
+                                        "per_thread=4, passes=2)")
+    assert tl_target.build(cumsum_f64_scaled.trace(), target="tilelang-cuda").schedule.general.fused == \
+        ("add", "mul")
+    assert cuda_scan.scan_plan(reverse_cumsum.trace()) is None
+    assert tl_target.build(reverse_cumsum.trace(), target="tilelang-cuda").schedule.general.mapping == "serial"
+
+
+def test_the_emulated_program_loops_over_the_threads_of_each_phase():
+    program = lower(cumsum_f32.trace(), EMULATED).text
+    assert "T.get_thread_binding" not in program and "T.sync_threads" not in program and "shfl" not in program
+    body = program[program.index("def kernel("):]
+    assert body.count("in T.serial(256):") == 3 * (1 + 5 + 1) + 1  # per scan: the fold, 5 steps, the prefixes
+    assert body.count("in T.serial(8):") == 3 * (1 + 3)  # the warps' totals, then their 3 steps
+
+
+@pytest.mark.parametrize("kernel", [cumsum_f32, cummax_f32, forward_fill],
+                         ids=lambda k: k.name)
+def test_tilelang_lowers_the_program_for_sm90(kernel):
+    source = cuda_source(generate(kernel.trace(), "tilelang-cuda"))
+    assert source.count("__global__ void __launch_bounds__(256") == 2
+    assert "__shfl_up_sync(" in source and "__syncthreads();" in source and "__shared__" in source
+
+
+# --- the numbers ----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n", SIZES)
+def test_cumsum_is_within_the_bound_per_prefix(compiled, n):
+    x = (RNG.standard_normal(n) * 10 ** RNG.uniform(-3, 3)).astype(np.float32)
+    y = np.full(n, np.nan, np.float32)
+    compiled(cumsum_f32)(x, y)
+    assert np.all(np.abs(y - np.cumsum(x.astype(np.float64))) <= _prefix_bound(x.astype(np.float64), U32))
+
+
+@pytest.mark.parametrize("n", SMALL)
+def test_fused_producers(compiled, n):
+    x, w = RNG.standard_normal(n), RNG.standard_normal(n)
+    y = np.full(n, np.nan)
+    compiled(cumsum_f64_scaled)(x, w, y, 0.25)
+    terms = x * w + 0.25  # each term within 2u of its exact value
+    bound = _prefix_bound(terms, U64) + 2 * U64 * np.cumsum(np.abs(terms))
+    assert np.all(np.abs(y - np.cumsum(terms)) <= bound)
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_integer_cummax_and_forward_fill_are_exact(compiled, n):
+    info = np.iinfo(np.int32)
+    x = RNG.integers(info.min, info.max, n, dtype=np.int32, endpoint=True)
+    y = np.zeros(n, np.int64)
+    compiled(cumsum_i32)(x, y)
+    assert np.array_equal(y, np.cumsum(x.astype(np.int64)))
+    f = np.full(n, np.nan, np.float32)
+    v = RNG.standard_normal(n).astype(np.float32)
+    compiled(cummax_f32)(v, f)
+    assert np.array_equal(f, np.maximum.accumulate(v))
+    fill = np.where(RNG.random(n) < 0.9, -1, RNG.integers(0, 1000, n)).astype(np.int32)
+    if n > 300:
+        fill[200:n - 5] = -1  # a long gap across tiles and blocks
+    out = np.zeros(n, np.int32)
+    compiled(forward_fill)(fill, out)
+    want, last = np.empty(n, np.int32), -1
+    for k, value in enumerate(fill):
+        last = value if value != -1 else last
+        want[k] = last
+    assert np.array_equal(out, want)
+
+
+@pytest.mark.parametrize("n", SMALL)
+def test_exclusive_scans_start_from_the_identity(compiled, n):
+    x = RNG.integers(-(2 ** 40), 2 ** 40, n, dtype=np.int64)
+    y = np.full(n, 7, np.int64)
+    compiled(exclusive_cumsum_i64)(x, y)
+    assert np.array_equal(y, np.concatenate([[0], np.cumsum(x)[:-1]]) if n else y)
+
+
+@pytest.mark.parametrize("n", (1, 1025, 4097))
+def test_nan_and_inf(compiled, n):
+    x = RNG.standard_normal(n).astype(np.float32)
+    x[n // 2] = np.nan
+    y, m = np.zeros(n, np.float32), np.zeros(n, np.float32)
+    compiled(cumsum_f32)(x, y)
+    compiled(cummax_f32)(x, m)
+    assert not np.isnan(y[: n // 2]).any() and np.isnan(y[n // 2:]).all()
+    assert np.array_equal(m[: n // 2], np.maximum.accumulate(x[: n // 2])) and np.isnan(m[n // 2:]).all()
+    x = np.ones(n, np.float32)
+    x[n - 1] = np.inf
+    compiled(cumsum_f32)(x, y)
+    assert y[n - 1] == np.inf and np.all(y[: n - 1] == np.arange(1, n, dtype=np.float32))
+
+
+@pytest.mark.parametrize("n", LARGE)
+@pytest.mark.parametrize("grid_target", [t for t in EXECUTABLE_TARGETS if t in GRID_TARGETS])
+def test_every_block_and_several_tiles_a_block(grid_target, n, monkeypatch):
+    _use(grid_target, monkeypatch)
+    x = RNG.standard_normal(n).astype(np.float32)
+    y = np.full(n, np.nan, np.float32)
+    exe = tl_target.build(cumsum_f32.trace(), target=grid_target)
+    assert exe.schedule.general.mapping == "multi_block_scan"
+    exe(x, y)
+    assert np.all(np.abs(y - np.cumsum(x.astype(np.float64))) <= _prefix_bound(x.astype(np.float64), U32))
+    i = RNG.integers(-1000, 1000, n).astype(np.int32)
+    z = np.zeros(n, np.int64)
+    tl_target.build(cumsum_i32.trace(), target=grid_target)(i, z)
+    assert np.array_equal(z, np.cumsum(i.astype(np.int64)))
+
+
+def test_wrong_dtype_and_extent_leave_the_output_unchanged(compiled):
+    y = np.full(4, 7.0, np.float32)
+    exe = compiled(cumsum_f32)
+    with pytest.raises(TypeError):
+        exe(np.zeros(4, np.float64), y)
+    with pytest.raises(ValueError):
+        exe(np.zeros(5, np.float32), y)
+    assert np.all(y == 7.0)
