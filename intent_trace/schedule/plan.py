@@ -8,6 +8,9 @@ of its tiled specialisations). ``mapping`` names the kind of parallel program:
 - ``flat_nest``: a whole write's elements spread over a grid of threads;
 - ``parallel_grid``: the top-level ``parallel`` loop, one iteration per thread;
 - ``tiled_matmul`` / ``flash_attention``: tiled specialisations chosen per call by the extents;
+- ``privatised_histogram``: a grid over the values, each block counting into private bins added atomically;
+- ``atomic_scatter``: a grid over a scatter's updates, each one device atomic;
+- ``gather_rows``: a grid over a gather's output rows, each row's coordinates read once, the row copied;
 - ``serial``: one thread runs the program; ``reason`` says what kept it serial.
 
 The record is data for people and tests (``exe.schedule``, ``print(exe)``): nothing is re-derived from it.
@@ -16,7 +19,8 @@ from __future__ import annotations
 
 import attrs
 
-MAPPINGS = ("row_group", "flat_nest", "parallel_grid", "tiled_matmul", "flash_attention", "serial")
+MAPPINGS = ("row_group", "flat_nest", "parallel_grid", "tiled_matmul", "flash_attention", "privatised_histogram",
+            "atomic_scatter", "gather_rows", "serial")
 
 
 def _check_mapping(instance, attribute, value) -> None:

@@ -11,6 +11,7 @@ import attrs
 from ...errors import LoweringError
 from ...graph import ops
 from ...graph.values import KernelGraph
+from ...schedule import indexed
 from ...schedule.plan import Part, Schedule
 from ...schedule.rows import Rejected, RowGroup
 from ...schedule.rows import recognise as recognise_rows
@@ -70,6 +71,17 @@ def _plan(graph: KernelGraph, spec, checks: bool) -> _Launch:
             why = "the row group's program has run-time checks or workspaces (a row group must not fail)"
         if program is not None and not program.error_sites and not program.workspaces:
             return _Launch(None, rows, program)
+        refused.append(why)
+    plan = spec.indexed_grid(graph) if spec.indexed_grid is not None else None
+    if plan is not None:  # a histogram, scatter or row gather on a grid (cuda_indexed): its own program
+        try:
+            program = _generate(graph, spec, checks, None, plan)
+        except LoweringError as e:
+            program, why = None, f"the {plan.mapping} program could not be written ({e})"
+        else:
+            why = f"the {plan.mapping} program needs a workspace, which the threads of a grid cannot share"
+        if program is not None and not program.workspaces:
+            return _Launch(None, plan, program)
         refused.append(why)
     nest = spec.flat_nest(graph) if spec.flat_nest is not None else None  # the one write nest as a grid
     if nest is not None and not _final_write_nest(graph, nest):
@@ -154,8 +166,8 @@ def schedule_of(graph: KernelGraph, spec, checks: bool = True, specializations=N
     parts = [_specialization_part(s, names) for s in specializations]
     launch = _plan(graph, spec, checks)
     nest, grid = launch.nest, launch.grid
-    if isinstance(getattr(grid, "group", None), RowGroup):
-        parts.append(grid.part(graph))
+    if isinstance(getattr(grid, "group", None), RowGroup) or launch.program is not None:
+        parts.append(grid.part(graph))  # a plan that writes its own program says what it is
     elif nest is not None:
         parts.append(Part("flat_nest", "the graph's one effect is a whole write of a pure expression of whole-axis "
                           "reads: its elements are independent, spread over a grid of threads (coalesced)",
@@ -200,4 +212,6 @@ def _serial_reason(graph: KernelGraph, spec, launch: _Launch) -> str:
         why.append("not one whole write of a pure expression of whole-axis reads (flat_nest)")
     if spec.parallel_grid is not None and spec.parallel_grid(graph) is None:
         why.append("no top-level parallel loop whose iterations could be threads (parallel_grid)")
+    if spec.indexed_grid is not None and indexed.why_not(graph) is not None:
+        why.append(indexed.why_not(graph))
     return "one thread runs it: " + "; ".join(why)
