@@ -10,6 +10,9 @@ of its tiled specialisations). ``mapping`` names the kind of parallel program:
 - ``full_reduce``: a reduction over every axis: a grid of blocks folds partials, a final block combines them;
 - ``multi_block_scan``: a scan along a long axis: block totals, their scan, each block's tile from its offset;
 - ``tiled_matmul`` / ``flash_attention``: tiled specialisations chosen per call by the extents;
+- ``privatised_histogram``: a grid over the values, each block counting into private bins added atomically;
+- ``atomic_scatter``: a grid over a scatter's updates, each one device atomic;
+- ``gather_rows``: a grid over a gather's output rows, each row's coordinates read once, the row copied;
 - ``serial``: one thread runs the program; ``reason`` says what kept it serial.
 
 The record is data for people and tests (``exe.schedule``, ``print(exe)``): nothing is re-derived from it.
@@ -19,7 +22,7 @@ from __future__ import annotations
 import attrs
 
 MAPPINGS = ("row_group", "flat_nest", "parallel_grid", "full_reduce", "multi_block_scan", "tiled_matmul",
-            "flash_attention", "serial")
+            "flash_attention", "privatised_histogram", "atomic_scatter", "gather_rows", "serial")
 
 
 def _check_mapping(instance, attribute, value) -> None:

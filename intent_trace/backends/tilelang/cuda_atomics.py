@@ -13,6 +13,9 @@ numerics of each update are the oracle's, only the interleaving is the hardware'
   store is an exchange whose old value is dropped.
 - Compare-exchange keeps generic's rule: the element is replaced only when it equals ``expected`` by value
   (``==``), and the old value is returned either way.
+- ``atomic_iadd_<order>`` (a scatter's integer add, :mod:`.cuda_scatter`): the native ``atomicAdd`` on the 32- or
+  64-bit word, wrap-around like the add helper (two's complement), so no CAS loop; on tilelang-c the plain
+  read-modify-write with the add helper (:func:`.c.extern_source`).
 - Memory orders: ``__threadfence()`` before a release (acq_rel, seq_cst) and after an acquire (acq_rel,
   seq_cst); relaxed has neither. A compare-exchange takes the union of its success and failure orders.
 """
@@ -68,6 +71,10 @@ def atomic_body(op: str, orders: tuple, d: T.DType, combine: str | None) -> str:
     load = f"{t} old = *(volatile {t}*)q;"
     if op == "load":
         return f"{t}* q = ({t}*)p; {before}{load} {after}return old;"
+    if op == "iadd":  # an integer add (a scatter's, cuda_scatter): the native atomic, wrap-around as the helper's
+        word, size = _BITS[d.bits // 8], d.bits // 8
+        return (f"{t}* q = ({t}*)p; {before}{word} w; memcpy(&w, &a, {size}); {word} r = atomicAdd(({word}*)q, w); "
+                f"{after}{t} old; memcpy(&old, &r, {size}); return old;")
     if op == "cas":
         loop = (f"for (;;) {{ if (!(old == a)) break; {t} seen = itc_cas_{n}(q, old, b); "
                 f"if ({_same(d, 'seen', 'old')}) break; old = seen; }}")
@@ -87,6 +94,8 @@ def extern_source(name: str, family: str, dtypes: tuple, ret: T.DType, args: tup
     if not (d.is_int or d.name == "f32") or not c.supports(d):
         return None
     op, rest = family[len("atomic_"):].split("_", 1)
+    if op == "iadd" and not (d.is_int and d.bits in (32, 64)):
+        return None
     orders = tuple(_ORDERS.findall(rest))
     return c.pointer_helper(name, ret, args, ("p", "a", "b"), atomic_body(op, orders, d, combine), spelling)
 

@@ -11,6 +11,7 @@ import attrs
 from ...errors import LoweringError
 from ...graph import ops
 from ...graph.values import KernelGraph
+from ...schedule import indexed
 from ...schedule.plan import Part, Schedule
 from ...schedule.rows import Rejected, RowGroup
 from ...schedule.rows import recognise as recognise_rows
@@ -58,29 +59,35 @@ class _Launch:
     refused: tuple = ()  # why a proposed plan was not taken
 
 
+#: The plans that write a program of their own, asked in this order: the target's planner, what makes its program
+#: unusable (said when it is refused) and the test of its program. A row group must not fail and has no workspace;
+#: a multi-block program's workspaces are its own partials (its emitter refuses any other), but it must not fail;
+#: an indexed grid (histogram, scatter, row gather: cuda_indexed) may check (a failed check is claimed) but the
+#: threads of a grid cannot share a workspace.
+_OWN_PROGRAM_PLANS = (
+    (lambda spec: spec.row_group, "has run-time checks or workspaces (a row group must not fail)",
+     lambda program: not program.error_sites and not program.workspaces),
+    (lambda spec: spec.multi_block, "has run-time checks (it must not fail)", lambda program: not program.error_sites),
+    (lambda spec: spec.indexed_grid, "needs a workspace, which the threads of a grid cannot share",
+     lambda program: not program.workspaces),
+)
+
+
 def _plan(graph: KernelGraph, spec, checks: bool) -> _Launch:
     refused = []
-    rows = spec.row_group(graph) if spec.row_group is not None else None
-    if rows is not None:
+    for planner, refusal, accepts in _OWN_PROGRAM_PLANS:
+        plan = planner(spec)(graph) if planner(spec) is not None else None
+        if plan is None:
+            continue
+        what = (getattr(plan, "mapping", None) or "row_group").replace("_", " ")
         try:
-            program = _generate(graph, spec, checks, None, rows)
-        except LoweringError as e:  # an op the row emitter cannot place: the other plans
-            program, why = None, f"the row group's program could not be written ({e})"
+            program = _generate(graph, spec, checks, None, plan)
+        except LoweringError as e:  # an op the plan's emitter cannot place: the other plans
+            program, why = None, f"the {what} program could not be written ({e})"
         else:
-            why = "the row group's program has run-time checks or workspaces (a row group must not fail)"
-        if program is not None and not program.error_sites and not program.workspaces:
-            return _Launch(None, rows, program)
-        refused.append(why)
-    multi = spec.multi_block(graph) if spec.multi_block is not None else None
-    if multi is not None:  # its workspaces are its own partials (its emitter refuses any other)
-        try:
-            program = _generate(graph, spec, checks, None, multi)
-        except LoweringError as e:
-            program, why = None, f"the multi-block program could not be written ({e})"
-        else:
-            why = "the multi-block program has run-time checks (it must not fail)"
-        if program is not None and not program.error_sites:
-            return _Launch(None, multi, program)
+            why = f"the {what} program {refusal}"
+        if program is not None and accepts(program):
+            return _Launch(None, plan, program)
         refused.append(why)
     nest = spec.flat_nest(graph) if spec.flat_nest is not None else None  # the one write nest as a grid
     if nest is not None and not _final_write_nest(graph, nest):
@@ -166,7 +173,7 @@ def schedule_of(graph: KernelGraph, spec, checks: bool = True, specializations=N
     launch = _plan(graph, spec, checks)
     nest, grid = launch.nest, launch.grid
     if isinstance(getattr(grid, "group", None), RowGroup) or launch.program is not None:
-        parts.append(grid.part(graph))  # a plan that wrote its own program (a row group, a multi-block one)
+        parts.append(grid.part(graph))  # a plan that wrote its own program (row group, multi-block, indexed grid)
     elif nest is not None:
         parts.append(Part("flat_nest", "the graph's one effect is a whole write of a pure expression of whole-axis "
                           "reads: its elements are independent, spread over a grid of threads (coalesced)",
@@ -211,4 +218,6 @@ def _serial_reason(graph: KernelGraph, spec, launch: _Launch) -> str:
         why.append("not one whole write of a pure expression of whole-axis reads (flat_nest)")
     if spec.parallel_grid is not None and spec.parallel_grid(graph) is None:
         why.append("no top-level parallel loop whose iterations could be threads (parallel_grid)")
+    if spec.indexed_grid is not None and indexed.why_not(graph) is not None:
+        why.append(indexed.why_not(graph))
     return "one thread runs it: " + "; ".join(why)

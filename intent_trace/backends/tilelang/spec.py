@@ -65,6 +65,9 @@ class TileLangTarget:
     row_group: Callable | None = None  # reductions along rows: a block of threads per row (cuda_rows)
     flat_nest: Callable | None = None  # the graph's one whole write as a grid of threads
     parallel_grid: Callable | None = None  # the graph's top-level parallel loop, one iteration per thread
+    # histograms, scatters and row gathers: grids over the values, updates or output rows, collisions combined by
+    # device atomics (cuda_indexed); a plan writes its own program, which may check (a failed check is claimed)
+    indexed_grid: Callable | None = None
     specializations: Callable = _no_specializations  # tiled programs chosen per call by its extents
     # full reductions and scans over a long axis: a multi-block program (several kernels, partials in workspaces
     # of its own: cuda_reduce), asked after row_group

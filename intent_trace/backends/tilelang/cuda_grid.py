@@ -1,0 +1,90 @@
+"""What the indexed grid programs share (:mod:`.cuda_histogram`, :mod:`.cuda_scatter`, :mod:`.cuda_gather`): the
+shared emitter with a block's threads bound once, phases between barriers, a grid-stride loop over a flat extent,
+and a failed check that is claimed without leaving the kernel (a thread that left before a barrier would leave its
+block waiting).
+
+With a plan's ``emulated`` the threads of a block are serial loops, one per phase: the C target runs the same
+mapping on the CPU (tests, ``tools/pytest_plugins/emulate_cuda_grids.py``), and a device atomic is the plain
+read-modify-write it is for one thread at a time.
+"""
+from __future__ import annotations
+
+import contextlib
+
+from ...graph.lowering import ErrorSite
+from .emitter import TileLangEmitter
+from .extern import address
+from .storage import ERROR_PARAM
+
+
+def block_count(total: str, per_block: int, most: int) -> str:
+    """Blocks for ``total`` items, ``per_block`` a block's share of one grid-stride step, at most ``most`` (the
+    grid then strides); at least one (CUDA refuses an empty grid)."""
+    return f"T.max(T.min(T.ceildiv({total}, T.int64({per_block})), T.int64({most})), T.int64(1))"
+
+
+def kernel_line(blocks: str, threads: int, emulated: bool, prelude: str | None, name: str = "bx") -> str:
+    extra = f", prelude={prelude}" if prelude else ""
+    return f"with T.Kernel({blocks}{'' if emulated else f', threads={threads}'}{extra}) as {name}:"
+
+
+class GridEmitter(TileLangEmitter):
+    """The shared emitter, its launch a plan's grid: ``self.plan`` is the plan (``threads``, ``emulated``)."""
+
+    def __init__(self, graph, target, rules, rejected, checks=True, nest=None, grid=None):
+        super().__init__(graph, target, rules, rejected, checks, nest=None, grid=None)
+        self.plan = grid
+        self.grid_planned = True  # a workspace would be one buffer for every thread: the plan is then refused
+        self.tx = None
+
+    def run_region(self, region, params=()) -> list:
+        if region is self.graph.body and not self.plan.emulated:
+            self.tx = self.assign("T.get_thread_binding()", "tx")
+        return super().run_region(region, params)
+
+    @property
+    def emulated(self) -> bool:
+        return self.plan.emulated
+
+    @contextlib.contextmanager
+    def phase(self):
+        """Code each thread of the block runs between two barriers; yields its index (emulated: a serial loop)."""
+        if self.emulated:
+            tx = self.fresh("tx")
+            with self.block(f"for {tx} in T.serial({self.plan.threads}):"):
+                yield tx
+        else:
+            yield self.tx
+
+    def sync(self) -> None:
+        if not self.emulated:
+            self.line("T.sync_threads()")
+
+    def atomic_add(self, cell: str, value: str) -> None:
+        """``cell += value`` as one device atomic (TileLang's, shared or global memory; emulated a plain add)."""
+        if self.emulated:
+            self.line(f"{cell} = {cell} + {value}")
+        else:
+            self.line(f"T.atomic_add({cell}, {value})")
+
+    def unflatten(self, j: str, shape: tuple) -> list:
+        """The row-major coordinates of flat index ``j`` in ``shape`` (extent expressions)."""
+        if len(shape) == 1:
+            return [j]
+        idx, stride = [], "1"
+        for n in reversed(shape):
+            idx.append(self.assign(f"({j} // ({stride})) % {n}" if stride != "1" else f"{j} % {n}", "i"))
+            stride = n if stride == "1" else f"{stride} * {n}"
+        return idx[::-1]
+
+    def claim(self, site: ErrorSite, *values: str) -> None:
+        """Record a failed check without leaving: the first thread to claim the record writes it (the executable
+        raises the site's exception and commits nothing); the thread goes on past the failing update."""
+        if not self.checks:
+            return
+        self.error_sites.append(site)
+        code = f"T.int64({len(self.error_sites)})"
+        self.helpers.setdefault("itc_claim", self.target.claim_source())
+        claim = f"T.call_extern('bool', 'itc_claim', {address(ERROR_PARAM, ['0'])}, {code})"
+        with self.block(f"if {self.flag(claim)}:"):
+            self._record(values)

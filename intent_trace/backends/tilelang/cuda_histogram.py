@@ -1,0 +1,183 @@
+"""Histograms on CUDA: a grid-stride program over the values, bins privatised per block, device atomics (the
+schedule pass's :class:`~intent_trace.schedule.indexed.Histogram`).
+
+Two kernels in one program, launched in order on one stream: the first zeroes the output's counts (the kernel owns
+its output: the counts start from zero, spec §13), the second counts. Each block of the second takes
+``UNROLL`` values a thread per grid-stride step (their loads issued before any is counted) and
+
+- **bins on chip** (``bins <= SHARED_BINS``): counts them into its own bins in shared memory (u32, shared-memory
+  atomics), then, after a barrier, adds each non-zero bin into the output with one device atomic;
+- **bins in memory** (more bins): adds one to the output's bin with a device atomic per value.
+
+Counting is exact in any order (integers; T10), and counts wrap to the count dtype as the oracle's do (T2: adding
+the wrapped partials wraps the same). A block's private counts are u32: a block counts at most
+``ceil(N / (blocks * threads * UNROLL))`` steps of ``threads * UNROLL`` values, so more than 2^32 values in one bin of
+one block needs N beyond 2^40 (a TiB of u8 values).
+
+The values are the shared emitter's element code (a pure expression of whole-axis reads: pointwise ops, broadcasts,
+indices), so their numerics are the serial program's. A value outside ``[0, bins)`` is cpu's ``ValueError`` under
+checks -- claimed by the first thread that sees one, which goes on to the barrier without counting it (a thread that
+left would leave its block waiting) -- and is not counted without checks (T10 "Checks": masked). With ``emulated``
+the threads of a block are serial loops (the C target runs the same mapping on the CPU).
+"""
+from __future__ import annotations
+
+import contextlib
+
+import attrs
+
+from ...graph import ops
+from ...graph.lowering import ErrorSite
+from ...graph.traits import POINTWISE
+from ...schedule import indexed
+from .cuda_grid import GridEmitter, block_count, kernel_line
+from .emitter import as_index
+from .scalar_rules import tir_dtype
+
+THREADS = indexed.THREADS
+UNROLL = 8  # values a thread loads per grid-stride step before it counts any (its loads in flight)
+MAX_BLOCKS = 512  # a grid of up to this many blocks strides over the values (4 per SM on an H200's 132 SMs)
+SHARED_BINS = 8192  # u32 bins a block holds in shared memory (32 KiB)
+#: the ops whose element code cannot fail a check (the only check of the program is the bins', claimed)
+_ELEMENT_OPS = POINTWISE | {ops.read, ops.domain, ops.indices, ops.broadcast, ops.full}
+
+
+@attrs.frozen
+class HistogramPlan:
+    """The launch of a :class:`~intent_trace.schedule.indexed.Histogram`: ``total`` the values' count (an int64
+    expression of extent names), ``out``/``out_dtype`` the counts' parameter and its TIR dtype."""
+
+    histogram: indexed.Histogram = attrs.field(eq=False)
+    total: str
+    out: str
+    out_dtype: str
+    threads: int = THREADS
+    unroll: int = UNROLL
+    max_blocks: int = MAX_BLOCKS
+    shared_bins: int = SHARED_BINS
+    emulated: bool = False
+    mapping = "privatised_histogram"
+
+    @property
+    def on_chip(self) -> bool:
+        return self.histogram.bins <= self.shared_bins
+
+    @property
+    def emitter(self):
+        return HistogramEmitter
+
+    def blocks(self) -> str:
+        return block_count(self.total, self.threads * self.unroll, self.max_blocks)
+
+    def part(self, graph):
+        return self.histogram.part(graph, grid=f"{self.blocks()} (strided)", threads=self.threads,
+                                   per_thread=self.unroll, bins_in="shared memory" if self.on_chip else "global memory")
+
+    def launch(self, prelude: str | None) -> str:
+        """The zeroing kernel (its body written here: it names only the output), then the counting kernel's head."""
+        bins, n = self.histogram.bins, self.threads
+        zero = f"T.Cast({self.out_dtype!r}, 0)"
+        if self.emulated:
+            first = [kernel_line("1", n, True, prelude, "bz"), f"        for z in T.serial({bins}):",
+                     f"            {self.out}[z] = {zero}"]
+        else:
+            first = [kernel_line(f"{-(-bins // n)}", n, False, prelude, "bz"), "        tz = T.get_thread_binding()",
+                     f"        if bz * {n} + tz < {bins}:", f"            {self.out}[bz * {n} + tz] = {zero}"]
+        return "\n".join([*first, "    " + kernel_line(self.blocks(), n, self.emulated, None)])
+
+
+def histogram_plan(graph, emulated: bool = False, **params) -> HistogramPlan | None:
+    got = indexed.recognise_histogram(graph)
+    if not isinstance(got, indexed.Histogram):
+        return None
+    if any(n.op not in _ELEMENT_OPS for n in graph.body.nodes[:-2]):
+        return None
+    names = {id(ev.extent): f"d{k}" for k, ev in enumerate(graph.extents)}
+    total = []
+    for s in got.node.inputs[0].type.shape:
+        total.append(f"T.int64({s})" if isinstance(s, int) else names.get(id(s)))
+    if None in total:
+        return None
+    k = next(i for i, p in enumerate(graph.params) if p.var is got.out.var)
+    return HistogramPlan(got, " * ".join(total), f"p{k}", tir_dtype(got.out.type.dtype), emulated=emulated,
+                         **params)
+
+
+class HistogramEmitter(GridEmitter):
+    """The shared emitter with the histogram placed on the grid and its write done by the atomics."""
+
+    def run_node(self, node):
+        h = self.plan.histogram
+        if node is h.write:
+            return None  # the counts are the output's own (zeroed by the first kernel, added to by the blocks)
+        if node is h.node:
+            outer, self.node = self.node, node
+            try:
+                self._count(node)
+            finally:
+                self.node = outer
+            return None
+        return super().run_node(node)
+
+    def _count(self, node) -> None:
+        plan, bins = self.plan, self.plan.histogram.bins
+        vt = node.inputs[0].type
+        values = self.operand(node.inputs[0])
+        valid = self.operand(node.inputs[1]) if node.attr("has_valid") else None
+        shape, n, u = self.shape(vt), plan.threads, plan.unroll
+        private = None
+        if plan.on_chip:  # the block's bins, zeroed by its threads
+            alloc = "T.alloc_local" if self.emulated else "T.alloc_shared"
+            private = self.assign(f"{alloc}(({bins},), 'uint32')", "s")
+            with self._bins() as z:
+                self.line(f"{private}[{z}] = T.uint32(0)")
+            self.sync()
+        blocks = self.assign(plan.blocks(), "g")
+        sites = len(self.error_sites)
+        with self.phase() as tx:
+            xs = self.assign(f"T.alloc_local(({u},), 'int64')", "x")
+            ok = self.assign(f"T.alloc_local(({u},), 'int32')", "k")
+            k, v = self.fresh("k"), self.fresh("u")
+            with self.block(f"for {k} in T.serial(T.ceildiv({plan.total}, {blocks} * T.int64({n * u}))):"):
+                with self.block(f"for {v} in T.unroll({u}):"):  # the step's loads, all issued first
+                    j = self.assign(f"(({k} * {blocks} + T.Cast('int64', bx)) * T.int64({u}) + T.Cast('int64', {v}))"
+                                    f" * T.int64({n}) + T.Cast('int64', {tx})", "j")
+                    self.line(f"{ok}[{v}] = 0")
+                    with self.block(f"if {j} < {plan.total}:"):
+                        idx = self.unflatten(j, shape)
+                        active = self.block(f"if {self.elem(valid, idx)}:") if valid is not None else \
+                            contextlib.nullcontext()
+                        with active:
+                            self.line(f"{xs}[{v}] = {as_index(self.elem(values, idx))}")
+                            self.line(f"{ok}[{v}] = 1")
+                if len(self.error_sites) != sites:
+                    raise self.reject("the histogram's values have run-time checks of their own")
+                with self.block(f"for {v} in T.unroll({u}):"), self.block(f"if {ok}[{v}] != 0:"):
+                    x = self.assign(f"{xs}[{v}]", "x")
+                    inside = f"{x} >= T.int64(0) and {x} < T.int64({bins})"
+                    if self.checks:
+                        with self.block(f"if {self.flag(f'not ({inside})')}:"):
+                            self.claim(ErrorSite(ValueError, f"I.histogram: value {{0}} is outside the bins [0, "
+                                                             f"{bins}); fold range conditions into valid to ignore "
+                                                             f"such values", self._note()), x)
+                    with self.block(f"if {inside}:"):
+                        if private is not None:
+                            self.atomic_add(f"{private}[{x}]", "T.uint32(1)")
+                        else:
+                            self.atomic_add(f"{plan.out}[{x}]", f"T.Cast({plan.out_dtype!r}, 1)")
+        if private is not None:  # the block's counts into the output's
+            self.sync()
+            with self._bins() as z, self.block(f"if {private}[{z}] != T.uint32(0):"):
+                self.atomic_add(f"{plan.out}[{z}]", f"T.Cast({plan.out_dtype!r}, {private}[{z}])")
+
+    @contextlib.contextmanager
+    def _bins(self):
+        """Each bin once, the block's threads taking every ``threads``-th."""
+        bins, n = self.plan.histogram.bins, self.plan.threads
+        with self.phase() as tx:
+            c = self.fresh("c")
+            with self.block(f"for {c} in T.serial({-(-bins // n)}):"):
+                z = self.assign(f"{c} * {n} + {tx}", "z")
+                with self.block(f"if {z} < {bins}:"):
+                    yield z
+
