@@ -447,7 +447,12 @@ def matmul_in_place(a: I.In[I.f16, ("M", "K")], b: I.In[I.f16, ("K", "N")], c: I
     c[m, n] = I.matmul(a[m, k], b[k, n], acc_dtype=I.f32)
 
 
-@pytest.mark.parametrize("kernel", [matmul_two_writes, matmul_plus_one, matmul_dead_cast, matmul_transposed,
+def test_a_pointwise_consumer_of_the_matmul_is_its_fused_epilogue():
+    (spec,) = cuda_kernels.specializations(matmul_plus_one.trace())  # cuda_epilogue: applied before the store
+    assert spec.name == "matmul_epilogue" and "T.Parallel(128, 256)" in spec.program
+
+
+@pytest.mark.parametrize("kernel", [matmul_two_writes, matmul_dead_cast, matmul_transposed,
                                     matmul_partial_rows, matmul_in_place], ids=lambda k: k.name)
 def test_matmul_near_misses_get_no_specialisation(kernel):
     assert cuda_kernels.specializations(kernel.trace()) == []

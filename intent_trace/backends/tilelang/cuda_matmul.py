@@ -12,6 +12,10 @@
 - f16/bf16 operands (:func:`tensor_core`): ``T.gemm`` on tensor cores, accumulating in f32, the declared acc
   dtype (issue 7: "f16/bf16 tensor-core contracts accumulate in the declared acc dtype"); the cast to the output
   rounds to nearest even, as T3 asks.
+- Fused epilogue (:mod:`.cuda_epilogue`): ``out = pointwise(contract, per-row/per-column/per-element reads,
+  scalars)`` -- bias, activation, residual, scales, the cast -- on tensor cores, the expression applied to each
+  accumulator element of the fragment (the shared emitter's element code: the serial program's helpers) before the
+  tile's one store; :func:`emulated` runs the same mapping on the C target for the tests.
 - f32 operands (:func:`simt`): never ``T.gemm`` (that would be TF32, a reduced-precision inner product). Each
   thread keeps an 8 x 8 block of outputs in registers and adds their products in ascending k, one rounding for
   the product and one for the sum, exactly the serial program's operations: the same bits. NVIDIA arithmetic
@@ -26,7 +30,7 @@ from ... import types as DT
 from ...graph import ops
 from ...graph.patterns import any_, any_of, match, pat, producers
 from ...graph.values import KernelGraph
-from . import cuda
+from . import cuda, cuda_epilogue
 from .cuda_access import REJECT, Specialization, full_axes, view_access
 
 # the TIR dtype of each operand and output dtype the programs take (tiles hold f16/bf16 as themselves)
@@ -70,6 +74,14 @@ class MatmulMatch:
     dtype: str
     out: str
     batch: int | None = None  # the graph extent index of the batch axis of a batched matmul
+    # with a fused epilogue (cuda_epilogue): the contraction's value and the written value; None for
+    # ``out = cast?(contract)``, whose programs store the accumulator itself
+    contract: object = attrs.field(default=None, eq=False)
+    written: object = attrs.field(default=None, eq=False)
+
+    @property
+    def epilogue(self) -> bool:
+        return self.contract is not None
 
     def _shape(self, *axes) -> tuple:
         return axes if self.batch is None else (self.batch, *axes)
@@ -86,13 +98,21 @@ class MatmulMatch:
         dims = "\n".join(f"d{k} = T.dynamic('d{k}', 'int32')" for k in range(len(graph.extents)))
         return dims, params
 
-    def specialization(self, program: str, tm: int, tn: int, tk: int) -> Specialization:
-        """For extents that are multiples of (tm, tn, tk): 1 where the program masks that axis's tail."""
+    def specialization(self, program: str, tm: int, tn: int, tk: int, stored: tuple = ()) -> Specialization:
+        """For extents that are multiples of (tm, tn, tk): 1 where the program masks that axis's tail. ``stored``:
+        the views the program declares in their storage dtypes (a fused epilogue's operands)."""
         divides = ((self.m, tm), (self.n, tn), (self.k, tk))
+        suffix = "_epilogue" if self.epilogue else ""
         if self.batch is None:
-            return Specialization("matmul", program, divides)
+            return Specialization("matmul" + suffix, program, divides, stored=stored)
         operands = (self._shape(self.m, self.k), self._shape(self.k, self.n), self._shape(self.m, self.n))
-        return Specialization("batched_matmul", program, (*divides, (self.batch, 1)), operands=operands)
+        return Specialization("batched_matmul" + suffix, program, (*divides, (self.batch, 1)), operands=operands,
+                              stored=stored)
+
+    def stored(self, graph: KernelGraph, target) -> tuple:
+        """The views besides A, B and C whose storage dtype differs from their value dtype (declared as stored)."""
+        return tuple(k for k, p in enumerate(graph.params) if p.kind == "view" and k not in (self.a, self.b, self.c)
+                     and target.view_storage(p.type.dtype) is not None)
 
 
 #: ``view[...] = cast?(contract(read a, read b, reduce=..., batch=..., acc_dtype=f32))``: the write a matmul graph
@@ -106,8 +126,8 @@ def _write_of(contract):
     return pat(ops.write, any_("view"), any_of(pat(ops.cast, contract, name="cast"), contract), more=True)
 
 
-#: {operand rank: the write of a matmul of that rank}: 2 a plain matmul, 3 a batched one (batch axis 0 of both)
-MATMULS = {2: _write_of(_contract(((1, 0),), ())), 3: _write_of(_contract(((2, 1),), ((0, 0),)))}
+#: {operand rank: the contraction of a matmul of that rank}: 2 a plain matmul, 3 a batched one (batch axis 0 of both)
+CONTRACTS = {2: _contract(((1, 0),), ()), 3: _contract(((2, 1),), ((0, 0),))}
 
 
 def _match(graph: KernelGraph) -> MatmulMatch | None:
@@ -117,16 +137,27 @@ def _match(graph: KernelGraph) -> MatmulMatch | None:
     nodes = graph.body.nodes
     defs = producers(graph.body, nested=False)
     writes = [node for node in nodes if node.op is ops.write]
-    if len(writes) != 1:
+    contracts = [node for node in nodes if node.op is ops.contract]
+    if len(writes) != 1 or len(contracts) != 1:
         return None
-    for rank, pattern in MATMULS.items():
-        caps = match(pattern, writes[0], defs)
+    for rank, pattern in CONTRACTS.items():
+        caps = match(pattern, contracts[0], defs)
         if caps is not None:
             break
     else:
         return None
-    write, cast = writes[0], caps.get("cast")
-    matched = {write, defs[caps["contract"]], *((defs[cast],) if cast is not None else ())}
+    write, contract = writes[0], contracts[0]
+    plain = match(_write_of(any_("contract_value")), write, defs, {"contract_value": contract.outputs[0]})
+    epilogue: tuple = ()
+    if plain is None:  # a pointwise consumer of the contraction before the write (cuda_epilogue)
+        operand_reads = (defs[caps["a"]], defs[caps["b"]])
+        epilogue = cuda_epilogue.epilogue_nodes(graph, contract, write, operand_reads)
+        if not epilogue or not any(contract.outputs[0] in n.inputs for n in epilogue):
+            return None
+        cast = None
+    else:
+        cast = plain.get("cast")
+    matched = {write, contract, *((defs[cast],) if cast is not None else ()), *epilogue}
     for node in nodes:  # besides the matched write, cast and contract: only full domains and whole-axis reads
         access = view_access(node, extents, params, domains)
         if access is REJECT or (access is None and node not in matched):
@@ -140,22 +171,25 @@ def _match(graph: KernelGraph) -> MatmulMatch | None:
     dtype = pa.type.dtype.name
     if dtype not in TIR_DTYPE or pb.type.dtype.name != dtype or kk != kk2 or ka == kb or ba != bb:
         return None
-    view = caps["view"]
+    view = write.inputs[0]
     if view not in params:
         return None
     kc, pc = params[view]
     if pc.type.access != "Out" or full_axes(write, pc.type, extents, domains) != (*ba, ma, nb):
         return None
     out = pc.type.dtype.name
-    if out not in TIR_DTYPE or (cast is None and out != "f32"):
+    if out not in TIR_DTYPE or (cast is None and not epilogue and out != "f32"):
         return None
+    if epilogue and tuple(contract.outputs[0].type.shape) != tuple(pc.type.shape):
+        return None  # the epilogue maps each accumulator element to the output element at its position
     # every view axis is the domain's extent: a full, compact operand
     for p, axes in ((pa, (*ba, ma, kk)), (pb, (*ba, kk, nb)), (pc, (*ba, ma, nb))):
         if tuple(extents.get(graph.extents[a]) for a in axes) != axes or len(p.type.shape) != rank:
             return None
         if any(s is not graph.extents[a].extent for s, a in zip(p.type.shape, axes)):
             return None
-    return MatmulMatch(ka, kb, kc, ma, kk, nb, dtype, out, ba[0] if ba else None)
+    return MatmulMatch(ka, kb, kc, ma, kk, nb, dtype, out, ba[0] if ba else None,
+                       contract.outputs[0] if epilogue else None, write.inputs[1])
 
 
 def tensor_core(graph: KernelGraph, config: MatmulTiling | None = None) -> Specialization | None:
@@ -186,6 +220,13 @@ def tensor_core(graph: KernelGraph, config: MatmulTiling | None = None) -> Speci
     epilogue = (f"T.copy(C_f, C_s)\n{pad}T.copy(C_s, C[{z}by * {t.tm}, bx * {t.tn}])" if t.shared_epilogue
                 else f"T.copy(C_f, C[{z}by * {t.tm}, bx * {t.tn}])")
     c_shared = f"\n        C_s = T.alloc_shared(({t.tm}, {t.tn}), {out!r})" if t.shared_epilogue else ""
+    if match.epilogue:
+        fused = _fused_epilogue(graph, match, t, pad, z)
+        if fused is None:
+            return None
+        params, launch, c_shared, epilogue = fused.params, launch.replace(") as", ", prelude=PRELUDE) as"), \
+            c_shared + fused.setup, fused.text
+        dims = f"PRELUDE = {fused.prelude!r}\n\n{dims}"
     program = f'''# Generated by intent_trace (target tilelang-cuda): tiled matmul specialisation of a KIR graph.
 import tilelang.language as T
 
@@ -206,7 +247,110 @@ def kernel({params}):
 {pad}{epilogue}
 '''
     align = 16 // (2 if match.dtype in ("f16", "bf16") else 4)  # elements a 16-byte row unit holds (A, B rows)
-    return match.specialization(program, 1, align, align)
+    return match.specialization(program, 1, align, align, match.stored(graph, cuda_target()))
+
+
+@attrs.frozen
+class _Fused:
+    """A tiled program's fused epilogue (cuda_epilogue): the kernel's parameters, the prelude of the helpers it
+    calls, the lines before the K loop (its constants, a staging tile) and the text that stores the tile."""
+
+    params: str
+    prelude: str
+    setup: str
+    text: str
+
+
+def _fused_epilogue(graph: KernelGraph, match: MatmulMatch, t: MatmulTiling, pad: str, z: str) -> _Fused | None:
+    """The tensor-core program's epilogue applied to each accumulator element of the fragment (``T.Parallel``
+    over the tile: every thread its own fragment elements, in registers) and stored once: staged in shared
+    memory and copied out in whole rows, or copied from the fragment (clipped at the tile's tails)."""
+    names = {match.a: "A", match.b: "B", match.c: "C"}
+    params, env = cuda_epilogue.declare_params(graph, cuda_target(), names)
+    out = TIR_DTYPE[match.out]
+    rows = [f"T.min(T.Cast('int64', by * {t.tm} + ei), T.Cast('int64', d{match.m}) - T.int64(1))",
+            f"T.min(T.Cast('int64', bx * {t.tn} + ej), T.Cast('int64', d{match.n}) - T.int64(1))"]
+    index = ["eb", "em", "en"] if match.batch is not None else ["em", "en"]
+    out_view = env[graph.params[match.c].var]
+    code = cuda_epilogue.element_code(graph, cuda_target(), env, match.contract, "C_f[ei, ej]", index,
+                                      match.written, out_view, None if match.out == "f32" else out)
+    if code is None:
+        return None
+    if t.shared_epilogue:
+        tile, copy, extra = "C_s", "T.copy(C_s, C[{z}by * {tm}, bx * {tn}])", ""
+    elif match.out == "f32":
+        tile, copy, extra = "C_f", "T.copy(C_f, C[{z}by * {tm}, bx * {tn}])", ""
+    else:
+        tile, copy = "C_l", "T.copy(C_l, C[{z}by * {tm}, bx * {tn}])"
+        extra = f"\n        C_l = T.alloc_fragment(({t.tm}, {t.tn}), {out!r})"
+    lines = [f"for ei, ej in T.Parallel({t.tm}, {t.tn}):"]
+    if match.batch is not None:
+        lines.append("    eb = T.Cast('int64', bz)")
+    lines += [f"    em = {rows[0]}", f"    en = {rows[1]}"]
+    lines += [f"    {line}" for line in code.body] + [f"    {tile}[ei, ej] = {code.value}",
+                                                      copy.format(z=z, tm=t.tm, tn=t.tn)]
+    setup = extra + "".join(f"\n        {line}" for line in code.setup)
+    text = lines[0] + "".join(f"\n{pad}{line}" for line in lines[1:])
+    return _Fused(params, cuda.prelude(list(code.helpers)), setup, text)
+
+
+def emulated(graph: KernelGraph, target, config: MatmulTiling | None = None) -> Specialization | None:
+    """The tensor-core epilogue mapping run on ``target`` (the C target: tests and ``tools/pytest_plugins``): the
+    same grid of output tiles (one after another; the block index split into ``bx, by, bz`` as the CUDA grid's),
+    each tile's elements clamped to in-bounds coordinates for the epilogue's reads and stored only inside C, the
+    epilogue's element code the tensor-core program's. Each accumulator element is the serial program's element
+    (the shared emitter's loop over K: ``T.gemm`` has no C lowering), so the numbers the tests check are the
+    epilogue's and the tiling's, with the serial product. Only graphs with an epilogue get one (a plain matmul keeps
+    the C target's own program)."""
+    match = _match(graph)
+    if match is None or not match.epilogue or match.dtype not in ("f16", "bf16"):
+        return None
+    t = config or CONFIGS[0]
+    params, env = cuda_epilogue.declare_params(graph, target, {})
+    out_view = env[graph.params[match.c].var]
+    index = ["eb", "em", "en"] if match.batch is not None else ["em", "en"]
+    code = cuda_epilogue.element_code(graph, target, env, match.contract, None, index, match.written, out_view, None)
+    if code is None:
+        return None
+    m, n, nbx, nby = f"d{match.m}", f"d{match.n}", f"T.ceildiv(d{match.n}, T.int64({t.tn}))", \
+        f"T.ceildiv(d{match.m}, T.int64({t.tm}))"
+    blocks = f"{nbx} * {nby}" + (f" * d{match.batch}" if match.batch is not None else "")
+    dims = "\n".join(f"d{k} = T.dynamic('d{k}', 'int64')" for k in range(len(graph.extents)))
+    c = f"p{match.c}"
+    lines = [f"bx = T.Cast('int64', blk) % {nbx}", f"by = T.Cast('int64', blk) // {nbx} % {nby}",
+             f"bz = T.Cast('int64', blk) // ({nbx} * {nby})", *code.setup,
+             f"for ei, ej in T.grid({t.tm}, {t.tn}):",
+             f"    if by * T.int64({t.tm}) + T.Cast('int64', ei) < {m} and "
+             f"bx * T.int64({t.tn}) + T.Cast('int64', ej) < {n}:"]
+    body = ["eb = bz"] if match.batch is not None else []
+    body += [f"em = T.min(by * T.int64({t.tm}) + T.Cast('int64', ei), {m} - T.int64(1))",
+             f"en = T.min(bx * T.int64({t.tn}) + T.Cast('int64', ej), {n} - T.int64(1))", *code.body,
+             f"{c}[{', '.join(index)}] = {code.value}"]
+    lines += [f"        {line}" for line in body]
+    text = "\n".join(f"        {line}" for line in lines)
+    program = f'''# Generated by intent_trace (target {target.name}): the tilelang-cuda tiled matmul's epilogue mapping, emulated.
+import tilelang.language as T
+
+PRELUDE = {target.prelude(list(code.helpers))!r}
+
+{dims}
+
+
+@T.prim_func
+def kernel({params}):
+    with T.Kernel(T.max({blocks}, T.int64(1)), prelude=PRELUDE) as blk:
+{text}
+'''
+    stored = tuple(k for k, p in enumerate(graph.params) if p.kind == "view" and target.view_storage(p.type.dtype))
+    align = 16 // 2
+    return match.specialization(program, 1, align, align, stored)
+
+
+def cuda_target():
+    """The CUDA target value (imported here: :mod:`.targets` imports this module through cuda_kernels)."""
+    from .targets import CUDA
+
+    return CUDA
 
 
 # the f32 program: a 128 x 128 block tile of 256 threads, each an 8 x 8 register block (rows tx // 16 + 16 i,
