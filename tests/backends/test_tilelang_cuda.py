@@ -103,9 +103,7 @@ def _serial_f32_matmul(a, b):
     return c
 
 
-def test_f32_matmul_tiles_on_cuda_cores_with_the_serial_programs_bits():
-    from conftest import bits_equal
-
+def test_f32_matmul_tiles_on_cuda_cores_within_t5s_bound_and_keeps_the_serial_nans():
     exe = intent.compile(matmul_f32, target="tilelang-cuda")
     spec = exe.specialization_for({ev.extent: {"M": 256, "K": 24, "N": 128}[ev.extent.name] for ev in exe.graph.extents})
     assert spec is not None and "T.gemm" not in spec.program  # f32 operands never reach tensor cores (TF32)
@@ -122,7 +120,15 @@ def test_f32_matmul_tiles_on_cuda_cores_with_the_serial_programs_bits():
     exe(a, b, c)
     want = _serial_f32_matmul(a, b)
     assert np.isnan(want[3]).all() and np.isnan(want[5, 7]) and np.isinf(want[9, 11])
-    assert bits_equal(c, want)
+    nan = np.isnan(want)  # recomputed by the serial program: its payloads, bit for bit
+    np.testing.assert_array_equal(c[nan].view(np.uint32), want[nan].view(np.uint32))
+    assert np.isinf(c[9, 11]) and c[9, 11] > 0 and np.all(c[4][~np.isnan(want[4])] == 0) and not np.signbit(c[4][~np.isnan(want[4])]).any()
+    # fused multiply-adds (T10): within T5's bound of the exact sum, plus the subnormal products' absolute error
+    with np.errstate(all="ignore"):
+        exact = a.astype(np.float64) @ b.astype(np.float64)
+        bound = 25 * 2.0 ** -24 * (np.abs(a).astype(np.float64) @ np.abs(b)) + 24 * 2.0 ** -149
+    ok = np.isfinite(exact) & np.isfinite(want)  # (9, 11) overflows f32
+    assert np.all(np.abs(c[ok] - exact[ok]) <= bound[ok])
 
 
 @intent.kernel

@@ -1,7 +1,8 @@
 """pytest plugin: the suite's tilelang-c runs use tilelang-cuda's grid mappings (cuda_rows.RowPlan,
 cuda_kernels.FlatNest and ParallelGrid, cuda_reduce.ReducePlan and cuda_scan.ScanPlan, cuda_indexed's histogram,
 scatter and row-gather plans, emulated: a block's threads one after another, one phase between barriers at a
-time) and host workspaces, so every kernel's grid program is checked on the CPU against the tests' own references. A few tests assert the C target's own program shape
+time; the tiled matmul's fused epilogue over its grid of output tiles, cuda_matmul.emulated) and host workspaces, so
+every kernel's grid program is checked on the CPU against the tests' own references. A few tests assert the C target's own program shape
 (heap buffers, one serial program) and fail by design.
 
     PYTHONPATH=tools/pytest_plugins .venv/bin/python -m pytest -p emulate_cuda_grids tests -k "tilelang-c or backends"
@@ -16,4 +17,5 @@ targets.TARGETS["tilelang-c"] = attrs.evolve(
     flat_nest=lambda g: cuda_kernels.flat_nest(g, emulated=True),
     parallel_grid=lambda g: cuda_kernels.parallel_grid(g, emulated=True),
     multi_block=lambda g: cuda_scan.multi_block(g, emulated=True),
-    indexed_grid=lambda g: cuda_indexed.indexed_plan(g, emulated=True), host_workspaces=True)
+    indexed_grid=lambda g: cuda_indexed.indexed_plan(g, emulated=True), host_workspaces=True,
+    specializations=lambda g: cuda_kernels.emulated_specializations(g, targets.C))

@@ -33,6 +33,9 @@ class Specialization:
     # the extent indices of each operand's axes: every operand stays under 2**31 elements (int32 indices);
     # by default a matmul's, whose operands are the consecutive pairs of ``divides`` (C, B, A)
     operands: tuple | None = None
+    # the parameter indices of views the program declares in their storage dtype (``view_storage``: f16 as its
+    # uint16 bits), as the general program does: a fused epilogue's reads (cuda_epilogue); others in value dtypes
+    stored: tuple = ()
 
     def applies(self, extents: dict) -> bool:
         operands = self.operands

@@ -12,7 +12,9 @@ is unchanged and every other call still has the general program). Recognised now
   ``VECTOR`` elements strided by the block size so that neighbouring threads touch neighbouring
   elements (coalesced).
 - ``matmul`` (:mod:`.cuda_matmul`): ``out[m, n] = cast?(contract(a[m, k], b[k, n], acc_dtype=f32))`` over
-  whole axes, on tensor cores for f16/bf16 operands, on CUDA cores (the serial program's bits) for f32.
+  whole axes, on tensor cores for f16/bf16 operands, on CUDA cores (fused multiply-adds, T10) for f32; on tensor
+  cores also with a pointwise epilogue of the contraction before the write (bias, activation, residual, scales:
+  :mod:`.cuda_epilogue`), applied to the accumulator fragment before the one store.
 - **flash attention** (:mod:`.cuda_attention`): the batched f16 region fold of ``examples/flash_attention.py``
   (QK^T and PV on tensor cores with f32 accumulation, the kernel's own summary and combine per key block).
 
@@ -36,6 +38,14 @@ def specializations(graph: KernelGraph) -> list:
     specs = [cuda_matmul.tensor_core(graph, config) for config in cuda_matmul.CONFIGS]
     specs.append(cuda_matmul.simt(graph))
     specs += [cuda_attention.attention(graph, config) for config in cuda_attention.CONFIGS]
+    return [spec for spec in specs if spec is not None]
+
+
+def emulated_specializations(graph: KernelGraph, target) -> list:
+    """The tiled mappings above that have an emulation on ``target`` (the C target: tests and
+    ``tools/pytest_plugins``): the tensor-core matmul's fused epilogue (cuda_matmul.emulated) and the f32 matmul on
+    CUDA cores (cuda_matmul.simt)."""
+    specs = [cuda_matmul.emulated(graph, target), cuda_matmul.simt(graph, target)]
     return [spec for spec in specs if spec is not None]
 
 

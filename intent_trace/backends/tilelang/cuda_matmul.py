@@ -12,11 +12,17 @@
 - f16/bf16 operands (:func:`tensor_core`): ``T.gemm`` on tensor cores, accumulating in f32, the declared acc
   dtype (issue 7: "f16/bf16 tensor-core contracts accumulate in the declared acc dtype"); the cast to the output
   rounds to nearest even, as T3 asks.
-- f32 operands (:func:`simt`): never ``T.gemm`` (that would be TF32, a reduced-precision inner product). Each
-  thread keeps an 8 x 8 block of outputs in registers and adds their products in ascending k, one rounding for
-  the product and one for the sum, exactly the serial program's operations: the same bits. NVIDIA arithmetic
-  would give a NaN result its canonical payload, so an output that ends NaN is recomputed by the serial
-  program's own helpers (x86 NaN rules, :mod:`.cuda`), element by element.
+- Fused epilogue (:mod:`.cuda_epilogue`): ``out = pointwise(contract, per-row/per-column/per-element reads,
+  scalars)`` -- bias, activation, residual, scales, the cast -- on tensor cores, the expression applied to each
+  accumulator element of the fragment (the shared emitter's element code: the serial program's helpers) before the
+  tile's one store; :func:`emulated` runs the same mapping on the C target for the tests.
+- f32 operands (:func:`simt`): never ``T.gemm`` (that would be TF32, a reduced-precision inner product: Hopper's
+  wgmma takes no FP32 operands, TileLang's ``tl_templates/cuda/instruction/wgmma.h`` defines 32-bit operands only
+  as ``kTensorFloat32``, and ``contrib/cutedsl/ptx_mma.py`` maps float32 operands to the ``tf32`` MMAs). Each
+  thread keeps an 8 x 8 block of outputs in registers and adds their products in ascending k with fused
+  multiply-adds (T10), any M, N, K (zero-filled tile loads, stores inside C). NVIDIA arithmetic would give a NaN
+  result its canonical payload, so an output that ends NaN is recomputed by the serial program's own helpers
+  (x86 NaN rules, :mod:`.cuda`), element by element.
 """
 from __future__ import annotations
 
@@ -26,7 +32,7 @@ from ... import types as DT
 from ...graph import ops
 from ...graph.patterns import any_, any_of, match, pat, producers
 from ...graph.values import KernelGraph
-from . import cuda
+from . import cuda, cuda_epilogue
 from .cuda_access import REJECT, Specialization, full_axes, view_access
 
 # the TIR dtype of each operand and output dtype the programs take (tiles hold f16/bf16 as themselves)
@@ -70,6 +76,14 @@ class MatmulMatch:
     dtype: str
     out: str
     batch: int | None = None  # the graph extent index of the batch axis of a batched matmul
+    # with a fused epilogue (cuda_epilogue): the contraction's value and the written value; None for
+    # ``out = cast?(contract)``, whose programs store the accumulator itself
+    contract: object = attrs.field(default=None, eq=False)
+    written: object = attrs.field(default=None, eq=False)
+
+    @property
+    def epilogue(self) -> bool:
+        return self.contract is not None
 
     def _shape(self, *axes) -> tuple:
         return axes if self.batch is None else (self.batch, *axes)
@@ -86,13 +100,21 @@ class MatmulMatch:
         dims = "\n".join(f"d{k} = T.dynamic('d{k}', 'int32')" for k in range(len(graph.extents)))
         return dims, params
 
-    def specialization(self, program: str, tm: int, tn: int, tk: int) -> Specialization:
-        """For extents that are multiples of (tm, tn, tk): 1 where the program masks that axis's tail."""
+    def specialization(self, program: str, tm: int, tn: int, tk: int, stored: tuple = ()) -> Specialization:
+        """For extents that are multiples of (tm, tn, tk): 1 where the program masks that axis's tail. ``stored``:
+        the views the program declares in their storage dtypes (a fused epilogue's operands)."""
         divides = ((self.m, tm), (self.n, tn), (self.k, tk))
+        suffix = "_epilogue" if self.epilogue else ""
         if self.batch is None:
-            return Specialization("matmul", program, divides)
+            return Specialization("matmul" + suffix, program, divides, stored=stored)
         operands = (self._shape(self.m, self.k), self._shape(self.k, self.n), self._shape(self.m, self.n))
-        return Specialization("batched_matmul", program, (*divides, (self.batch, 1)), operands=operands)
+        return Specialization("batched_matmul" + suffix, program, (*divides, (self.batch, 1)), operands=operands,
+                              stored=stored)
+
+    def stored(self, graph: KernelGraph, target) -> tuple:
+        """The views besides A, B and C whose storage dtype differs from their value dtype (declared as stored)."""
+        return tuple(k for k, p in enumerate(graph.params) if p.kind == "view" and k not in (self.a, self.b, self.c)
+                     and target.view_storage(p.type.dtype) is not None)
 
 
 #: ``view[...] = cast?(contract(read a, read b, reduce=..., batch=..., acc_dtype=f32))``: the write a matmul graph
@@ -106,8 +128,8 @@ def _write_of(contract):
     return pat(ops.write, any_("view"), any_of(pat(ops.cast, contract, name="cast"), contract), more=True)
 
 
-#: {operand rank: the write of a matmul of that rank}: 2 a plain matmul, 3 a batched one (batch axis 0 of both)
-MATMULS = {2: _write_of(_contract(((1, 0),), ())), 3: _write_of(_contract(((2, 1),), ((0, 0),)))}
+#: {operand rank: the contraction of a matmul of that rank}: 2 a plain matmul, 3 a batched one (batch axis 0 of both)
+CONTRACTS = {2: _contract(((1, 0),), ()), 3: _contract(((2, 1),), ((0, 0),))}
 
 
 def _match(graph: KernelGraph) -> MatmulMatch | None:
@@ -117,16 +139,27 @@ def _match(graph: KernelGraph) -> MatmulMatch | None:
     nodes = graph.body.nodes
     defs = producers(graph.body, nested=False)
     writes = [node for node in nodes if node.op is ops.write]
-    if len(writes) != 1:
+    contracts = [node for node in nodes if node.op is ops.contract]
+    if len(writes) != 1 or len(contracts) != 1:
         return None
-    for rank, pattern in MATMULS.items():
-        caps = match(pattern, writes[0], defs)
+    for rank, pattern in CONTRACTS.items():
+        caps = match(pattern, contracts[0], defs)
         if caps is not None:
             break
     else:
         return None
-    write, cast = writes[0], caps.get("cast")
-    matched = {write, defs[caps["contract"]], *((defs[cast],) if cast is not None else ())}
+    write, contract = writes[0], contracts[0]
+    plain = match(_write_of(any_("contract_value")), write, defs, {"contract_value": contract.outputs[0]})
+    epilogue: tuple = ()
+    if plain is None:  # a pointwise consumer of the contraction before the write (cuda_epilogue)
+        operand_reads = (defs[caps["a"]], defs[caps["b"]])
+        epilogue = cuda_epilogue.epilogue_nodes(graph, contract, write, operand_reads)
+        if not epilogue or not any(contract.outputs[0] in n.inputs for n in epilogue):
+            return None
+        cast = None
+    else:
+        cast = plain.get("cast")
+    matched = {write, contract, *((defs[cast],) if cast is not None else ()), *epilogue}
     for node in nodes:  # besides the matched write, cast and contract: only full domains and whole-axis reads
         access = view_access(node, extents, params, domains)
         if access is REJECT or (access is None and node not in matched):
@@ -140,22 +173,25 @@ def _match(graph: KernelGraph) -> MatmulMatch | None:
     dtype = pa.type.dtype.name
     if dtype not in TIR_DTYPE or pb.type.dtype.name != dtype or kk != kk2 or ka == kb or ba != bb:
         return None
-    view = caps["view"]
+    view = write.inputs[0]
     if view not in params:
         return None
     kc, pc = params[view]
     if pc.type.access != "Out" or full_axes(write, pc.type, extents, domains) != (*ba, ma, nb):
         return None
     out = pc.type.dtype.name
-    if out not in TIR_DTYPE or (cast is None and out != "f32"):
+    if out not in TIR_DTYPE or (cast is None and not epilogue and out != "f32"):
         return None
+    if epilogue and tuple(contract.outputs[0].type.shape) != tuple(pc.type.shape):
+        return None  # the epilogue maps each accumulator element to the output element at its position
     # every view axis is the domain's extent: a full, compact operand
     for p, axes in ((pa, (*ba, ma, kk)), (pb, (*ba, kk, nb)), (pc, (*ba, ma, nb))):
         if tuple(extents.get(graph.extents[a]) for a in axes) != axes or len(p.type.shape) != rank:
             return None
         if any(s is not graph.extents[a].extent for s, a in zip(p.type.shape, axes)):
             return None
-    return MatmulMatch(ka, kb, kc, ma, kk, nb, dtype, out, ba[0] if ba else None)
+    return MatmulMatch(ka, kb, kc, ma, kk, nb, dtype, out, ba[0] if ba else None,
+                       contract.outputs[0] if epilogue else None, write.inputs[1])
 
 
 def tensor_core(graph: KernelGraph, config: MatmulTiling | None = None) -> Specialization | None:
@@ -186,6 +222,13 @@ def tensor_core(graph: KernelGraph, config: MatmulTiling | None = None) -> Speci
     epilogue = (f"T.copy(C_f, C_s)\n{pad}T.copy(C_s, C[{z}by * {t.tm}, bx * {t.tn}])" if t.shared_epilogue
                 else f"T.copy(C_f, C[{z}by * {t.tm}, bx * {t.tn}])")
     c_shared = f"\n        C_s = T.alloc_shared(({t.tm}, {t.tn}), {out!r})" if t.shared_epilogue else ""
+    if match.epilogue:
+        fused = _fused_epilogue(graph, match, t, pad, z)
+        if fused is None:
+            return None
+        params, launch, c_shared, epilogue = fused.params, launch.replace(") as", ", prelude=PRELUDE) as"), \
+            c_shared + fused.setup, fused.text
+        dims = f"PRELUDE = {fused.prelude!r}\n\n{dims}"
     program = f'''# Generated by intent_trace (target tilelang-cuda): tiled matmul specialisation of a KIR graph.
 import tilelang.language as T
 
@@ -206,72 +249,217 @@ def kernel({params}):
 {pad}{epilogue}
 '''
     align = 16 // (2 if match.dtype in ("f16", "bf16") else 4)  # elements a 16-byte row unit holds (A, B rows)
-    return match.specialization(program, 1, align, align)
+    return match.specialization(program, 1, align, align, match.stored(graph, cuda_target()))
 
 
-# the f32 program: a 128 x 128 block tile of 256 threads, each an 8 x 8 register block (rows tx // 16 + 16 i,
-# columns tx % 16 + 16 j: a warp's B reads hit 16 banks, its A reads two broadcast words), k in steps of 8
-SIMT_TILE, SIMT_K, SIMT_THREADS = 128, 8, 256
+@attrs.frozen
+class _Fused:
+    """A tiled program's fused epilogue (cuda_epilogue): the kernel's parameters, the prelude of the helpers it
+    calls, the lines before the K loop (its constants, a staging tile) and the text that stores the tile."""
+
+    params: str
+    prelude: str
+    setup: str
+    text: str
 
 
-def simt(graph: KernelGraph) -> Specialization | None:
-    match = _match(graph)
-    if match is None or match.dtype != "f32" or match.out != "f32" or match.batch is not None:
+def _fused_epilogue(graph: KernelGraph, match: MatmulMatch, t: MatmulTiling, pad: str, z: str) -> _Fused | None:
+    """The tensor-core program's epilogue applied to each accumulator element of the fragment (``T.Parallel``
+    over the tile: every thread its own fragment elements, in registers) and stored once: staged in shared
+    memory and copied out in whole rows, or copied from the fragment (clipped at the tile's tails)."""
+    names = {match.a: "A", match.b: "B", match.c: "C"}
+    params, env = cuda_epilogue.declare_params(graph, cuda_target(), names)
+    out = TIR_DTYPE[match.out]
+    rows = [f"T.min(T.Cast('int64', by * {t.tm} + ei), T.Cast('int64', d{match.m}) - T.int64(1))",
+            f"T.min(T.Cast('int64', bx * {t.tn} + ej), T.Cast('int64', d{match.n}) - T.int64(1))"]
+    index = ["eb", "em", "en"] if match.batch is not None else ["em", "en"]
+    out_view = env[graph.params[match.c].var]
+    code = cuda_epilogue.element_code(graph, cuda_target(), env, match.contract, "C_f[ei, ej]", index,
+                                      match.written, out_view, None if match.out == "f32" else out)
+    if code is None:
         return None
-    f32 = DT.f32
-    helpers = [cuda.helper_source(f"it_{op}_f32", op, (f32,), f32, (f32, f32)) for op in ("mul", "add")]
-    # in C: TVM's simplifier takes ``x != x`` on floats for false
-    helpers.append("__device__ __forceinline__ int itc_is_nan(float x) { return x != x; }")
-    dims, params = match.header(graph)
-    m, n, k, tile, tk, threads = match.m, match.n, match.k, SIMT_TILE, SIMT_K, SIMT_THREADS
-    per = tile // 16  # a thread's rows (and columns) in the block tile
-    loads = tile * tk // threads
-    row, col = f"by * {tile} + tx // 16 + 16 * i", f"bx * {tile} + tx % 16 + 16 * j"
-    e = f"(l * {threads} + tx)"  # the element this thread loads in step l of a tile's cooperative copy
-    program = f'''# Generated by intent_trace (target tilelang-cuda): tiled f32 matmul specialisation of a KIR graph.
+    if t.shared_epilogue:
+        tile, copy, extra = "C_s", "T.copy(C_s, C[{z}by * {tm}, bx * {tn}])", ""
+    elif match.out == "f32":
+        tile, copy, extra = "C_f", "T.copy(C_f, C[{z}by * {tm}, bx * {tn}])", ""
+    else:
+        tile, copy = "C_l", "T.copy(C_l, C[{z}by * {tm}, bx * {tn}])"
+        extra = f"\n        C_l = T.alloc_fragment(({t.tm}, {t.tn}), {out!r})"
+    lines = [f"for ei, ej in T.Parallel({t.tm}, {t.tn}):"]
+    if match.batch is not None:
+        lines.append("    eb = T.Cast('int64', bz)")
+    lines += [f"    em = {rows[0]}", f"    en = {rows[1]}"]
+    lines += [f"    {line}" for line in code.body] + [f"    {tile}[ei, ej] = {code.value}",
+                                                      copy.format(z=z, tm=t.tm, tn=t.tn)]
+    setup = extra + "".join(f"\n        {line}" for line in code.setup)
+    text = lines[0] + "".join(f"\n{pad}{line}" for line in lines[1:])
+    return _Fused(params, cuda.prelude(list(code.helpers)), setup, text)
+
+
+def emulated(graph: KernelGraph, target, config: MatmulTiling | None = None) -> Specialization | None:
+    """The tensor-core epilogue mapping run on ``target`` (the C target: tests and ``tools/pytest_plugins``): the
+    same grid of output tiles (one after another; the block index split into ``bx, by, bz`` as the CUDA grid's),
+    each tile's elements clamped to in-bounds coordinates for the epilogue's reads and stored only inside C, the
+    epilogue's element code the tensor-core program's. Each accumulator element is the serial program's element
+    (the shared emitter's loop over K: ``T.gemm`` has no C lowering), so the numbers the tests check are the
+    epilogue's and the tiling's, with the serial product. Only graphs with an epilogue get one (a plain matmul keeps
+    the C target's own program)."""
+    match = _match(graph)
+    if match is None or not match.epilogue or match.dtype not in ("f16", "bf16"):
+        return None
+    t = config or CONFIGS[0]
+    params, env = cuda_epilogue.declare_params(graph, target, {})
+    out_view = env[graph.params[match.c].var]
+    index = ["eb", "em", "en"] if match.batch is not None else ["em", "en"]
+    code = cuda_epilogue.element_code(graph, target, env, match.contract, None, index, match.written, out_view, None)
+    if code is None:
+        return None
+    m, n, nbx, nby = f"d{match.m}", f"d{match.n}", f"T.ceildiv(d{match.n}, T.int64({t.tn}))", \
+        f"T.ceildiv(d{match.m}, T.int64({t.tm}))"
+    blocks = f"{nbx} * {nby}" + (f" * d{match.batch}" if match.batch is not None else "")
+    dims = "\n".join(f"d{k} = T.dynamic('d{k}', 'int64')" for k in range(len(graph.extents)))
+    c = f"p{match.c}"
+    lines = [f"bx = T.Cast('int64', blk) % {nbx}", f"by = T.Cast('int64', blk) // {nbx} % {nby}",
+             f"bz = T.Cast('int64', blk) // ({nbx} * {nby})", *code.setup,
+             f"for ei, ej in T.grid({t.tm}, {t.tn}):",
+             f"    if by * T.int64({t.tm}) + T.Cast('int64', ei) < {m} and "
+             f"bx * T.int64({t.tn}) + T.Cast('int64', ej) < {n}:"]
+    body = ["eb = bz"] if match.batch is not None else []
+    body += [f"em = T.min(by * T.int64({t.tm}) + T.Cast('int64', ei), {m} - T.int64(1))",
+             f"en = T.min(bx * T.int64({t.tn}) + T.Cast('int64', ej), {n} - T.int64(1))", *code.body,
+             f"{c}[{', '.join(index)}] = {code.value}"]
+    lines += [f"        {line}" for line in body]
+    text = "\n".join(f"        {line}" for line in lines)
+    program = f'''# Generated by intent_trace (target {target.name}): the tilelang-cuda tiled matmul's epilogue mapping, emulated.
 import tilelang.language as T
 
-PRELUDE = {cuda.prelude(helpers)!r}
+PRELUDE = {target.prelude(list(code.helpers))!r}
 
 {dims}
 
 
 @T.prim_func
 def kernel({params}):
-    with T.Kernel(T.ceildiv(d{n}, {tile}), T.ceildiv(d{m}, {tile}), threads={threads}, prelude=PRELUDE) as (bx, by):
-        A_s = T.alloc_shared(({tk}, {tile}), 'float32')  # A's tile, k-major
-        B_s = T.alloc_shared(({tk}, {tile}), 'float32')
-        acc = T.alloc_local(({per * per},), 'float32')
+    with T.Kernel(T.max({blocks}, T.int64(1)), prelude=PRELUDE) as blk:
+{text}
+'''
+    stored = tuple(k for k, p in enumerate(graph.params) if p.kind == "view" and target.view_storage(p.type.dtype))
+    align = 16 // 2
+    return match.specialization(program, 1, align, align, stored)
+
+
+def cuda_target():
+    """The CUDA target value (imported here: :mod:`.targets` imports this module through cuda_kernels)."""
+    from .targets import CUDA
+
+    return CUDA
+
+
+# the f32 program: a 128 x 128 block tile of 256 threads, each an 8 x 8 register block (rows tx // 16 + 16 i,
+# columns tx % 16 + 16 j: a warp's B reads hit 16 banks, its A reads two broadcast words), k in steps of 16
+SIMT_TILE, SIMT_K, SIMT_THREADS = 128, 16, 256
+
+
+def simt(graph: KernelGraph, target=None) -> Specialization | None:
+    """The f32 program on CUDA cores (never ``T.gemm``: f32 tensor-core MMAs are TF32, wgmma has no FP32
+    operands). Each product is added with one fused multiply-add (``fmaf``: T10 allows FMA inside a contraction;
+    the result is within T5's bound, not the serial program's bits) into the thread's 8 x 8 register block, in
+    ascending k. Tails: the tiles' loads read zero past M, N and K (each an exact ``+0`` product, from clamped,
+    in-bounds addresses) and only elements inside C are stored, so any M, N, K > 0 runs. An output that ends NaN
+    is recomputed by the serial program's helpers (x86's NaN payloads, :mod:`.cuda`), as the general program
+    gives it.
+
+    ``target`` other than CUDA (the C target: tests and ``tools/pytest_plugins``): the same program emulated --
+    the grid's blocks one after another (the block index split into ``bx, by``), each phase between barriers a
+    serial loop over the block's 256 threads, every thread's register block a row of one local buffer."""
+    match = _match(graph)
+    if match is None or match.dtype != "f32" or match.out != "f32" or match.batch is not None or match.epilogue:
+        return None
+    emulated = target is not None and target.name != cuda.NAME
+    target = target or cuda_target()
+    f32 = DT.f32
+    helpers = [target.helper_source(f"it_{op}_f32", op, (f32,), f32, (f32, f32)) for op in ("mul", "add")]
+    # in C: TVM's simplifier takes ``x != x`` on floats for false
+    spelling = 'extern "C" inline' if emulated else "__device__ __forceinline__"
+    helpers.append(f"{spelling} int itc_is_nan(float x) {{ return x != x; }}")
+    m, n, k, tile, tk, threads = match.m, match.n, match.k, SIMT_TILE, SIMT_K, SIMT_THREADS
+    names = {match.a: "A", match.b: "B", match.c: "C"}
+    dims, params = match.header(graph) if not emulated else (
+        "\n".join(f"d{x} = T.dynamic('d{x}', 'int32')" for x in range(len(graph.extents))),
+        cuda_epilogue.declare_params(graph, target, names)[0])
+    per = tile // 16  # a thread's rows (and columns) in the block tile
+    loads = tile * tk // threads
+    row, col = f"by * {tile} + tx // 16 + 16 * i", f"bx * {tile} + tx % 16 + 16 * j"
+    e = f"(l * {threads} + tx)"  # the element this thread loads in step l of a tile's cooperative copy
+    ar, ak = f"by * {tile} + {e} // {tk}", f"ko * {tk} + {e} % {tk}"
+    bk, bc = f"ko * {tk} + {e} // {tile}", f"bx * {tile} + {e} % {tile}"
+    acc = f"acc[tx * {per * per} + i * {per} + j]" if emulated else f"acc[i * {per} + j]"
+
+    def phase(lines: list, depth: int) -> str:
+        """One phase between barriers: every thread's code (emulated: a serial loop over the block's threads)."""
+        pad = " " * depth
+        if emulated:
+            return f"{pad}for tx in T.serial({threads}):\n" + "\n".join(f"{pad}    {x}" for x in lines)
+        return "\n".join(f"{pad}{x}" for x in lines)
+
+    load = [f"for l in T.unroll({loads}):",
+            f"    A_s[{e} % {tk}, {e} // {tk}] = T.if_then_else({ar} < d{m} and {ak} < d{k}, "
+            f"A[T.min({ar}, d{m} - 1), T.min({ak}, d{k} - 1)], T.float32(0))",
+            f"    B_s[{e} // {tile}, {e} % {tile}] = T.if_then_else({bk} < d{k} and {bc} < d{n}, "
+            f"B[T.min({bk}, d{k} - 1), T.min({bc}, d{n} - 1)], T.float32(0))"]
+    step = [f"for kk in T.unroll({tk}):",
+            f"    for i in T.unroll({per}):",
+            f"        a[i] = A_s[kk, tx // 16 + 16 * i]",
+            f"    for j in T.unroll({per}):",
+            f"        b[j] = B_s[kk, tx % 16 + 16 * j]",
+            f"    for i in T.unroll({per}):",
+            f"        for j in T.unroll({per}):",
+            f"            {acc} = T.call_extern('float32', 'fmaf', a[i], b[j], {acc})"]
+    init = [f"for i in T.unroll({per}):", f"    for j in T.unroll({per}):", f"        {acc} = T.float32(0)"]
+    store = [f"for i in T.unroll({per}):",
+             f"    for j in T.unroll({per}):",
+             f"        if {row} < d{m} and {col} < d{n}:",
+             f"            if T.call_extern('int32', 'itc_is_nan', {acc}) != 0:  # the serial program, x86's NaNs",
+             "                s[0] = T.float32(0)",
+             f"                for kr in T.serial(d{k}):",
+             "                    s[0] = T.call_extern('float32', 'it_add_f32', s[0],",
+             f"                                         T.call_extern('float32', 'it_mul_f32', A[{row}, kr], "
+             f"B[kr, {col}]))",
+             f"                {acc} = s[0]",
+             f"            C[{row}, {col}] = {acc}"]
+    sync = "" if emulated else "\n            T.sync_threads()"
+    if emulated:
+        launch = (f"with T.Kernel(T.ceildiv(d{n}, {tile}) * T.ceildiv(d{m}, {tile}), prelude=PRELUDE) as blk:\n"
+                  f"        bx = blk % T.ceildiv(d{n}, {tile})\n        by = blk // T.ceildiv(d{n}, {tile})")
+        memory, binding = "alloc_local", ""
+        registers = f"acc = T.alloc_local(({threads * per * per},), 'float32')"
+    else:
+        launch = (f"with T.Kernel(T.ceildiv(d{n}, {tile}), T.ceildiv(d{m}, {tile}), threads={threads}, "
+                  f"prelude=PRELUDE) as (bx, by):")
+        memory, binding = "alloc_shared", "\n        tx = T.get_thread_binding()"
+        registers = f"acc = T.alloc_local(({per * per},), 'float32')"
+    program = f'''# Generated by intent_trace (target {target.name}): tiled f32 matmul specialisation of a KIR graph{
+        ", the CUDA program emulated" if emulated else ""}.
+import tilelang.language as T
+
+PRELUDE = {target.prelude(helpers)!r}
+
+{dims}
+
+
+@T.prim_func
+def kernel({params}):
+    {launch}
+        A_s = T.{memory}(({tk}, {tile}), 'float32')  # A's tile, k-major
+        B_s = T.{memory}(({tk}, {tile}), 'float32')
+        {registers}
         a = T.alloc_local(({per},), 'float32')
         b = T.alloc_local(({per},), 'float32')
-        s = T.alloc_local((1,), 'float32')
-        tx = T.get_thread_binding()
-        for e in T.unroll({per * per}):
-            acc[e] = T.float32(0)
+        s = T.alloc_local((1,), 'float32'){binding}
+{phase(init, 8)}
         for ko in T.serial(T.ceildiv(d{k}, {tk})):
-            for l in T.unroll({loads}):
-                A_s[{e} % {tk}, {e} // {tk}] = A[by * {tile} + {e} // {tk},
-                                                 ko * {tk} + {e} % {tk}]
-                B_s[{e} // {tile}, {e} % {tile}] = B[ko * {tk} + {e} // {tile},
-                                                     bx * {tile} + {e} % {tile}]
-            T.sync_threads()
-            for kk in T.unroll({tk}):
-                for i in T.unroll({per}):
-                    a[i] = A_s[kk, tx // 16 + 16 * i]
-                for j in T.unroll({per}):
-                    b[j] = B_s[kk, tx % 16 + 16 * j]
-                for i in T.unroll({per}):
-                    for j in T.unroll({per}):
-                        acc[i * {per} + j] = acc[i * {per} + j] + a[i] * b[j]
-            T.sync_threads()
-        for i in T.unroll({per}):
-            for j in T.unroll({per}):
-                if T.call_extern('int32', 'itc_is_nan', acc[i * {per} + j]) != 0:  # the serial program, x86's NaNs
-                    s[0] = T.float32(0)
-                    for kr in T.serial(d{k}):
-                        s[0] = T.call_extern('float32', 'it_add_f32', s[0],
-                                             T.call_extern('float32', 'it_mul_f32', A[{row}, kr], B[kr, {col}]))
-                    acc[i * {per} + j] = s[0]
-                C[{row}, {col}] = acc[i * {per} + j]
+{phase(load, 12)}{sync}
+{phase(step, 12)}{sync}
+{phase(store, 8)}
 '''
-    return match.specialization(program, tile, tile, tk)
+    return match.specialization(program, 1, 1, 1)

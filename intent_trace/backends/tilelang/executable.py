@@ -194,7 +194,7 @@ class TileLangExecutable(ExecutableDisplay):
         import torch
 
         commits, call_args = [], []
-        for p, v in zip(params, values):
+        for k, (p, v) in enumerate(zip(params, values)):
             if p.kind != "view":
                 storage = self.spec.scalar_storage(p.type.dtype)
                 if storage:  # the same width: the bits (u32 as int32); narrower: the value widened (Metal)
@@ -206,7 +206,7 @@ class TileLangExecutable(ExecutableDisplay):
             stage = _stage_host if isinstance(v, np.ndarray) else _stage_device
             # Outputs run on copies that are committed only after the kernel returned (and never alias inputs).
             tensor, commit = stage(p, v, storage, self.spec)
-            if special and storage:  # a specialisation declares its buffers in the value dtype
+            if special and storage and k not in special.stored:  # a specialisation's buffers: value dtypes
                 tensor = tensor.view(_torch_dtype(p.type.dtype.np))
             if commit is not None:
                 commits.append(commit)
@@ -240,8 +240,9 @@ class TileLangExecutable(ExecutableDisplay):
                     if not isinstance(e, int):
                         dims[e] = n
         kernel, special = self._kernel_for(dims)
-        device_args = tuple(_program_tensor(a, p, self.spec.view_storage(p.type.dtype), special)
-                            if p.kind == "view" else a for p, a in zip(self.graph.params, device_args))
+        device_args = tuple(_program_tensor(a, p, self.spec.view_storage(p.type.dtype),
+                                            bool(special) and k not in special.stored)
+                            if p.kind == "view" else a for k, (p, a) in enumerate(zip(self.graph.params, device_args)))
         if not special:
             device_args = (*device_args, *self._workspace_tensors(dims, device_args))
             if self.allocation_limit:
@@ -270,9 +271,9 @@ class TileLangExecutable(ExecutableDisplay):
         return None
 
     def _kernel_for(self, dims: dict) -> tuple:
-        """(the compiled kernel for a call with these extents, whether it is a specialisation)."""
+        """(the compiled kernel for a call with these extents, the specialisation or None)."""
         spec = self.specialization_for(dims)
-        return (self.kernel, False) if spec is None else (compile_with(spec.program, self.spec), True)
+        return (self.kernel, None) if spec is None else (compile_with(spec.program, self.spec), spec)
 
     def synchronize(self) -> None:
         """Wait for the target's queued work (a no-op on the C target, whose calls return when done)."""
