@@ -135,7 +135,8 @@ def masked_access(node, args) -> str:
     rank = len(node.inputs[0].type.shape)
     if node.op.effects & {"write"}:
         value, coords, valid = rest[0], rest[1:1 + rank], rest[1 + rank]
-        return f"{node.op.name} {target}[{', '.join(coords)}] = {value} if {valid}"
+        data = " {data_indexed=True}" if node.attr("data_indexed") else ""
+        return f"{node.op.name} {target}[{', '.join(coords)}] = {value} if {valid}{data}"
     coords, valid, fill = rest[:rank], rest[rank], rest[rank + 1]
     return f"{node.op.name} {target}[{', '.join(coords)}] if {valid} else {fill}"
 
@@ -364,11 +365,13 @@ define("scatter_reduce", "memory", None, attrs=("combine", "has_valid", "type"),
 # rules in oracle/generic_memory.py, oracle/numba/memory.py, backends/tilelang/memory.py). Coordinates are per
 # element, as gather's: one integer per target axis, each a tensor of the access shape or a scalar (the same for
 # every lane). A lane whose valid is False reads nothing (it gives the fill) or writes nothing, and its coordinates
-# are never bounds-checked. A masked write is a unique store: the valid lanes' coordinates must be distinct.
+# are never bounds-checked. A masked write is a unique store: the valid lanes' coordinates must be distinct;
+# `data_indexed` (recorded only when set) says some coordinate is data (an integer tensor entry), so the targets
+# check that at run time, as for unique_store; without it the coordinates are domains, points and whole axes.
 _MASKED_READ = dict(attrs=("type",), effects=frozenset({"read"}), printer=masked_access, infer=S.masked_read_rule,
                     traits={"element_consumer"})
-_MASKED_WRITE = dict(effects=frozenset({"write"}), printer=masked_access, infer=S.masked_write_rule,
-                     traits={"element_consumer"}, once_operands=(1,))
+_MASKED_WRITE = dict(attrs=("data_indexed",), effects=frozenset({"write"}), printer=masked_access,
+                     infer=S.masked_write_rule, traits={"element_consumer"}, once_operands=(1,))
 define("masked_read", "memory", None, **_MASKED_READ,
        doc="external view load: operands view, one coordinate per axis, valid, fill (the source dtype; a scalar "
            "or of the access shape)")

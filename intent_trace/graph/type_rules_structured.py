@@ -136,7 +136,10 @@ def masked_read_rule(op, inputs, attrs):
 
 
 def masked_write_rule(op, inputs, attrs):
-    """No result: the value has the target's dtype and gives the access shape; the coordinates and valid follow."""
+    """No result: the value has the target's dtype and gives the access shape; the coordinates and valid follow;
+    ``data_indexed``, when recorded, is a bool."""
+    if not isinstance(attrs.get("data_indexed", False), bool):
+        type_error(f"{op.name}: data_indexed must be a bool, got {attrs['data_indexed']!r}")
     if len(inputs) < 3:
         value_error(f"{op.name}: operands are the target, the value, its coordinates and valid")
     target = _access_target(op, inputs[0])

@@ -7,7 +7,8 @@ Generic rules, slow and obvious:
 - a ``buffer`` is a NumPy array in the environment; ``load``/``store`` are the view ``read``/``write``
   rules (same index relation, bounds checks and unique-store check);
 - ``masked_read``/``masked_load`` check and read only the valid lanes and fill the rest; ``masked_write``/
-  ``masked_store`` check and write only the valid lanes (whose coordinates must be distinct: a unique store);
+  ``masked_store`` check and write only the valid lanes (whose coordinates must be distinct: a unique store;
+  checked whatever ``data_indexed`` says);
   the race detector records only the valid lanes (a masked-off lane is no access);
 - ``scatter_reduce`` drops its invalid lanes, then checks every coordinate first, then combines the values in a random order (the
   order of collisions is unspecified, so the reference does not pick a convenient one), one element

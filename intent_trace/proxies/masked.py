@@ -205,7 +205,9 @@ def store(target, index, value, *, valid=None, **unknown):
             not _depends_on_point(deps, (*operands, *((mask,) if mask is not None else ()))):
         fail(f"every point of the enclosing parallel domain writes the same elements of {target.name}; index the "
              f"store (or its valid mask) with the point, or use an ordered loop", "value")
-    trace.emit(_WRITES[is_view], (target._var, v, *coords, mask), types=())
+    data_indexed = any(isinstance(x.type, T.TensorType) for x in operands)  # an integer tensor entry: data
+    trace.emit(_WRITES[is_view], (target._var, v, *coords, mask), (("data_indexed", True),) if data_indexed else (),
+               types=())
     trace.written_views.add(target._var)
 
 

@@ -331,3 +331,45 @@ def test_masked_access_cuda_program_lowers_with_the_read_inside_its_branch(kerne
     program = generate(kernel.trace(**constexprs), "tilelang-cuda")
     source = cuda_source(program)
     assert "__global__" in source and "if (" in source
+
+
+# --- the CUDA grid mappings, emulated on the C target ----------------------------------------------------------------
+
+@pytest.fixture
+def emulated(monkeypatch):
+    """The C target with tilelang-cuda's grid mappings (a block's threads one after another)."""
+    import attrs
+
+    from backends.tilelang_support import TARGET
+    from intent_trace.backends.tilelang import cuda_kernels, targets
+    from intent_trace.backends.tilelang import target as tl_target
+
+    monkeypatch.setitem(targets.TARGETS, TARGET, attrs.evolve(
+        targets.C, parallel_grid=lambda g: cuda_kernels.parallel_grid(g, emulated=True),
+        flat_nest=lambda g: cuda_kernels.flat_nest(g, emulated=True), host_workspaces=True))
+    monkeypatch.setattr(tl_target, "_EXECUTABLES", {})
+    return TARGET
+
+
+@pytest.mark.parametrize("n", [0, 1, 33, 100])
+def test_masked_accesses_on_the_emulated_cuda_grid(emulated, n):
+    from intent_trace.backends.tilelang.target import build
+
+    exe = build(softmax_rows.trace(BLOCK=64), target=emulated)
+    assert "as bx:" in exe.program and "for tx" in exe.program  # the rows' loop is mapped onto threads
+    x = (RNG.standard_normal((n, 37)) * 4).astype(np.float32)
+    got = np.full((n, 37), np.nan, np.float32)
+    exe(x, got)
+    ref = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True, initial=-np.inf))
+    np.testing.assert_allclose(got, ref / ref.sum(axis=1, keepdims=True), rtol=45 * 2.0 ** -23, atol=1e-30)
+    exe = build(load_scalar.trace(), target=emulated)
+    assert "as bx:" in exe.program
+    x = RNG.integers(-2 ** 62, 2 ** 62, n // 2)
+    y = np.zeros(n, np.int64)
+    exe(x, y)
+    np.testing.assert_array_equal(y, np.concatenate([x, np.full(n - n // 2, -1)]))
+    exe = build(add_blocks.trace(BLOCK=32), target=emulated)  # the block count is computed: the serial program
+    x, y = RNG.standard_normal(n).astype(np.float32), RNG.standard_normal(n).astype(np.float32)
+    out = np.full(n, np.nan, np.float32)
+    exe(x, y, out)
+    np.testing.assert_array_equal(out, x + y)

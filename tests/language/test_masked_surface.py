@@ -89,7 +89,9 @@ def test_buffers_views_and_scatter_have_their_own_masked_ops():
     assert ops.masked_store in used and ops.masked_load in used and ops.masked_read in used
     assert ops.store not in used and ops.load not in used and ops.gather not in used
     text = _text(buffers_and_scatter)
-    assert re.search(r"masked_store %\d+\[%\d+\] = %\d+ if %\d+", text), text
+    # a data coordinate (an integer tensor entry): the targets check at run time that the valid lanes are distinct
+    assert re.search(r"masked_store %\d+\[%\d+\] = %\d+ if %\d+ \{data_indexed=True\}", text), text
+    assert "data_indexed" not in _text(tail_copy)  # domains only: distinct lanes address distinct elements
     assert re.search(r"masked_load %\d+\[%\d+\] if %\d+ else 3.0:f32", text), text
     assert re.search(r"scatter_reduce y, %\d+, %\d+, %\d+ \{combine=max, has_valid=True\}", text), text
 
@@ -274,3 +276,22 @@ def test_valid_lanes_of_two_points_on_one_element_race(target, kernel, verb):
         intent.compile(kernel, target=target, SHARE=True)(y)
     assert "point" in str(info.value) and verb in str(info.value), str(info.value)
     np.testing.assert_array_equal(y, before)
+
+
+# --- the README's masked-access snippet runs as written ----------------------------------------------------------
+
+def test_the_readme_masked_softmax_snippet_runs_and_matches_numpy():
+    import math
+    import pathlib
+    import textwrap
+
+    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
+    (body,) = [textwrap.dedent(b) for _, b in re.findall(r"^( *)```python\n(.*?)^\1```", readme, re.S | re.M)
+               if "def masked_softmax" in b]
+    namespace = {"intent": intent, "I": I, "math": math}
+    exec(compile(body, "README.md", "exec"), namespace)  # noqa: S102 (the README's own text)
+    x = (np.random.default_rng(5).standard_normal((3, 45)) * 3).astype(np.float32)
+    y = np.full_like(x, np.nan)
+    intent.compile(namespace["masked_softmax"], target="cpu", BLOCK=64)(x, y)
+    ref = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(y, ref / ref.sum(axis=1, keepdims=True), rtol=60 * 2.0 ** -23)

@@ -12,8 +12,8 @@
   with the same checks (a runtime extent that is negative is cpu's ``ValueError``).
 - ``masked_read``/``masked_load`` are lazy: per element, the read (and its coordinates' checks) sits in the
   branch of a valid lane, the fill in the other (``if valid: x = a[i]``); ``masked_write``/``masked_store`` are a
-  loop over the access shape whose valid lanes are checked and written (with checks, a mask of written elements
-  checks that their coordinates are distinct, as a unique store's).
+  loop over the access shape whose valid lanes are checked and written (with checks and a data coordinate, a mask
+  of written elements checks that they are distinct, as a unique store's).
 - ``scatter_reduce`` is a serial loop over the index shape (its valid lanes) that inlines the combine region per element (any
   region, with control flow: the order of collisions is unspecified, program order is one valid order).
 """
@@ -186,7 +186,8 @@ def _masked_write(em, node, args):
     if isinstance(value, Lazy) and node.inputs[0] in em.reads.get(node.inputs[1], ()):
         value = em.materialize(value, node.inputs[1].type)  # a snapshot: the store would change what it reads
     vt = node.inputs[1].type
-    mask = em.allocate(view.shape, "uint8", zero=True) if em.checks else None  # the valid lanes are distinct
+    # Data coordinates (data_indexed): with checks, a mask of the elements written so far (the lanes are distinct).
+    mask = em.allocate(view.shape, "uint8", zero=True) if em.checks and node.attr("data_indexed") else None
     with em.loop_nest(em.shape(vt) if isinstance(vt, T.TensorType) else ()) as idx:
         with em.block(f"if {em.elem(valid, idx)}:"):  # an invalid lane writes nothing and checks nothing
             v = em.assign(em.elem(value, idx), "x")  # first: the reads the value makes are checked before the store

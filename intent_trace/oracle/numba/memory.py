@@ -11,8 +11,9 @@ Numba rules:
   ``read``/``write`` rules on that array; a buffer allocated in a loop body is allocated per iteration;
 - ``masked_read``/``masked_load`` are fused element expressions whose read (its coordinates' checks and its
   race record) sits in the branch of a valid lane, the fill in the other; ``masked_write``/``masked_store``
-  are a serial loop over the access shape that checks, records and writes only the valid lanes (a mask of
-  written elements checks that their coordinates are distinct, with checks on);
+  are a loop over the access shape that checks, records and writes only the valid lanes (serial when a
+  coordinate is data, ``data_indexed``: then a mask of written elements checks that they are distinct, with
+  checks on);
 - ``scatter_reduce`` is a serial loop over the index shape (its valid lanes) that inlines the combine region per
   element. A ``parallel`` body that scatters into a destination it does not allocate runs serially
   (the ``parallel`` rule of :mod:`.structure`): its read-modify-write combines would race across threads.
@@ -166,11 +167,12 @@ def _masked_write(em, node, args):
         value = em.materialize(value, node.inputs[1].type)  # a snapshot: the store would change what it reads
     vt = node.inputs[1].type
     shape = tuple(em.extent(e) for e in vt.shape) if isinstance(vt, T.TensorType) else ()
+    data = bool(node.attr("data_indexed"))  # else domains, points and whole axes: distinct lanes, distinct elements
     mask = None
-    if em.checks:
+    if em.checks and data:
         mask = em.allocate(view.shape, "np.bool_", f"the written-element mask of a masked store to {view.label}",
                            fill="False", prefix="m")
-    with em.loop_nest(shape, parallel=False) as idx:
+    with em.loop_nest(shape, parallel=not data) as idx:
         with em.block(f"if {em.elem(valid, idx)}:"):  # an invalid lane writes nothing and checks nothing
             v = em.assign(em.elem(value, idx), "x")  # first: the reads the value makes are checked before the store
             at = _masked_element(em, node, view, coords, idx, WRITE)
