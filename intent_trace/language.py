@@ -114,10 +114,26 @@ def outer(lhs, rhs):
 
 
 def gather(source, index, *, valid=None, fill=0):
-    """Pure gather from a tensor: ``index`` is an integer tensor (rank-1 source) or a tuple, one per axis."""
+    """Gather from a tensor (pure) or a view/buffer (a masked read): ``index`` is an integer tensor (rank-1 source)
+    or a tuple, one per axis."""
     from .proxies import memory as _m
 
     return _m.gather(source, index, valid=valid, fill=fill)
+
+
+def load(target, index, *, valid=None, fill=0, **unknown):
+    """Masked read of a view or buffer (spec §15): ``target[index]`` where ``valid``, ``fill`` elsewhere; an invalid
+    lane reads nothing and is not bounds-checked (Triton's ``tl.load(ptr, mask=, other=)``)."""
+    from .proxies import masked as _k
+
+    return _k.load(target, index, valid=valid, fill=fill, **unknown)
+
+
+def store(target, index, value, *, valid=None, **unknown):
+    """Masked write (spec §15): ``target[index] = value`` where ``valid``; an invalid lane has no effect."""
+    from .proxies import masked as _k
+
+    _k.store(target, index, value, valid=valid, **unknown)
 
 
 def histogram(values, *, bins, valid=None, count_dtype):
@@ -133,11 +149,12 @@ def buffer(shape, dtype, *, init=None):
     return _m.buffer(shape, dtype, init=init)
 
 
-def scatter_reduce(dest, index, values, *, combine):
-    """Combine ``values`` into ``dest`` at ``index``; combine is add/max/min/and/or/xor or a pure helper."""
+def scatter_reduce(dest, index, values, *, combine, valid=None):
+    """Combine ``values`` into ``dest`` at ``index``; combine is add/max/min/and/or/xor or a pure helper; lanes where
+    ``valid`` is False combine nothing."""
     from .proxies import memory as _m
 
-    return _m.scatter_reduce(dest, index, values, combine=combine)
+    return _m.scatter_reduce(dest, index, values, combine=combine, valid=valid)
 
 
 # RNG (§17) and atomics (§16): namespaces implemented in intent_trace.proxies.random / .atomic

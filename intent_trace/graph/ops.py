@@ -108,6 +108,7 @@ _SHORTHANDS = {
     "scan": ("scan", "cumsum", "cummax"), "contract": ("contract", "dot", "matvec", "vecmat", "matmul"),
     "mul": ("outer",), "region_fold": ("region_fold",), "region_scan": ("region_scan",), "gather": ("gather",),
     "histogram": ("histogram",), "buffer": ("buffer",), "scatter_reduce": ("scatter_reduce",),
+    "masked_read": ("load",), "masked_write": ("store",),
     "random_bits": ("random.bits", "random.uniform"), "scaled_contract": ("scaled_matmul", "scaled_contract"),
     "sparse_contract": ("sparse_contract", "sparse_matmul"), "quantize": ("quantize",),
     "quantized_dot": ("quantized_dot",), "atomic_load": ("atomic.load",), "atomic_store": ("atomic.store",),
@@ -127,6 +128,19 @@ def indexed_access(node, args) -> str:
     it = iter(rest)
     index = ", ".join(":" if k == "all" else next(it) for k in kinds)
     return f"{node.op.name} {target}[{index}]" + (f" = {value}" if value is not None else "")
+
+
+def masked_access(node, args) -> str:
+    """The printer hook of masked accesses: ``masked_read x[%1, %2] if %3 else %4``, ``masked_write y[%1] = %0 if
+    %2`` (per-element coordinates, then the valid mask, then the fill of a read)."""
+    target, rest = args[0], args[1:]
+    rank = len(node.inputs[0].type.shape)
+    if node.op.effects & {"write"}:
+        value, coords, valid = rest[0], rest[1:1 + rank], rest[1 + rank]
+        data = " {data_indexed=True}" if node.attr("data_indexed") else ""
+        return f"{node.op.name} {target}[{', '.join(coords)}] = {value} if {valid}{data}"
+    coords, valid, fill = rest[:rank], rest[rank], rest[rank + 1]
+    return f"{node.op.name} {target}[{', '.join(coords)}] if {valid} else {fill}"
 
 
 def define(name: str, family: str, arity, **kw) -> OpDef:
@@ -411,12 +425,32 @@ define("load", "memory", None, attrs=("index", "type"), effects=frozenset({"read
 define("store", "memory", None, attrs=("index",), effects=frozenset({"write"}), printer=indexed_access, infer=no_result,
        traits={"element_consumer"}, once_operands=(1,),
        doc="logical-buffer store: operands buffer, value, then index operands (as `write`)")
-define("scatter_reduce", "memory", None, attrs=("combine", "type"), regions=1, effects=frozenset({"read", "write"}),
+define("scatter_reduce", "memory", None, attrs=("combine", "has_valid", "type"), regions=1,
+       effects=frozenset({"read", "write"}),
        # `type`: the tensor type of the scattered values (the index shape)
-       infer=no_result, traits={"element_consumer"}, once_operands=(1,),
-       doc="operands: destination view or buffer, values, one integer index tensor per destination axis; "
-           "collisions and the existing element combine with the region (a builtin or a pure helper) in "
-           "unspecified order")
+       infer=S.scatter_reduce_rule, traits={"element_consumer"}, once_operands=(1,),
+       doc="operands: destination view or buffer, values, one integer index tensor per destination axis, [valid "
+           "bool of the index shape]; collisions and the existing element combine with the region (a builtin or a "
+           "pure helper) in unspecified order; an invalid lane combines nothing and is not bounds-checked")
+
+# Masked access (spec §15): I.load / I.store with valid=, and I.gather of a view or buffer (proxies/masked.py;
+# rules in oracle/generic_memory.py, oracle/numba/memory.py, backends/tilelang/memory.py). Coordinates are per
+# element, as gather's: one integer per target axis, each a tensor of the access shape or a scalar (the same for
+# every lane). A lane whose valid is False reads nothing (it gives the fill) or writes nothing, and its coordinates
+# are never bounds-checked. A masked write is a unique store: the valid lanes' coordinates must be distinct;
+# `data_indexed` (recorded only when set) says some coordinate is data (an integer tensor entry), so the targets
+# check that at run time, as for unique_store; without it the coordinates are domains, points and whole axes.
+_MASKED_READ = dict(attrs=("type",), effects=frozenset({"read"}), printer=masked_access, infer=S.masked_read_rule,
+                    traits={"element_consumer"})
+_MASKED_WRITE = dict(attrs=("data_indexed",), effects=frozenset({"write"}), printer=masked_access,
+                     infer=S.masked_write_rule, traits={"element_consumer"}, once_operands=(1,))
+define("masked_read", "memory", None, **_MASKED_READ,
+       doc="external view load: operands view, one coordinate per axis, valid, fill (the source dtype; a scalar "
+           "or of the access shape)")
+define("masked_load", "memory", None, **_MASKED_READ, doc="logical-buffer load: operands as masked_read")
+define("masked_write", "memory", None, **_MASKED_WRITE,
+       doc="external view store: operands view, value (of the access shape), one coordinate per axis, valid")
+define("masked_store", "memory", None, **_MASKED_WRITE, doc="logical-buffer store: operands as masked_write")
 
 # RNG (spec §17, numerics T8). Implemented in proxies/random.py, oracle/generic_random.py, oracle/numba/random.py.
 define("random_bits", "random", 2, attrs=("type",), infer=R.random_bits_rule,

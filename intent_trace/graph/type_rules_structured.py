@@ -88,6 +88,90 @@ def gather_rule(op, inputs, attrs):
     return T.TensorType(src.dtype, shape)
 
 
+def _access_target(op, x):
+    """The target of a masked access: a view for masked_read/masked_write, a logical buffer for the others."""
+    want = T.ViewType if op.name in ("masked_read", "masked_write") else T.BufferType
+    if not isinstance(x.type, want):
+        type_error(f"{op.name}: the first operand must be {'a view' if want is T.ViewType else 'a logical buffer'}, "
+                   f"got {x.type!r}")
+    return x.type
+
+
+def _masked_operands(op, target, coords, valid, shape: tuple) -> None:
+    """One integer coordinate per target axis and the valid mask, each a scalar (the same for every lane) or of the
+    access ``shape``."""
+    if len(coords) != len(target.shape):
+        value_error(f"{op.name}: {len(coords)} coordinates for a target of rank {len(target.shape)}")
+    for x in coords:
+        t = x.type
+        fits = isinstance(t, T.ScalarType) or isinstance(t, T.TensorType) and T.same_shape(t.shape, shape)
+        if not fits or not t.dtype.is_int:
+            type_error(f"{op.name}: coordinate {t!r} is not an integer scalar or tensor of the access shape")
+    want = T.TensorType(T.bool_, shape) if shape else T.ScalarType(T.bool_)
+    if not (valid.type == want or valid.type == T.ScalarType(T.bool_)):
+        type_error(f"{op.name}: valid {valid.type!r} is not a bool scalar or {want!r}")
+
+
+def _access_shape(op, coords) -> tuple:
+    """The shape of the tensor coordinates (a scalar coordinate is the same for every lane); () when none is."""
+    return next((x.type.shape for x in coords if isinstance(x.type, T.TensorType)), ())
+
+
+@derived
+def masked_read_rule(op, inputs, attrs):
+    """Elements of the target at per-element coordinates: the target's dtype, the coordinates' shape. The fill has
+    the target's dtype (a scalar or of that shape)."""
+    if len(inputs) < 3:
+        value_error(f"{op.name}: operands are the target, its coordinates, valid and fill")
+    target = _access_target(op, inputs[0])
+    coords, valid, fill = inputs[1:-2], inputs[-2], inputs[-1]
+    shape = _access_shape(op, coords)
+    _masked_operands(op, target, coords, valid, shape)
+    f = value_type(op, fill)
+    if f.dtype is not target.dtype:
+        type_error(f"{op.name}: fill has dtype {f.dtype} but the target is {target.dtype}")
+    if isinstance(f, T.TensorType) and not (shape and T.same_shape(f.shape, shape)):
+        value_error(f"{op.name}: fill {f!r} does not have the access shape")
+    return T.TensorType(target.dtype, shape) if shape else T.ScalarType(target.dtype)
+
+
+def masked_write_rule(op, inputs, attrs):
+    """No result: the value has the target's dtype and gives the access shape; the coordinates and valid follow;
+    ``data_indexed``, when recorded, is a bool."""
+    if not isinstance(attrs.get("data_indexed", False), bool):
+        type_error(f"{op.name}: data_indexed must be a bool, got {attrs['data_indexed']!r}")
+    if len(inputs) < 3:
+        value_error(f"{op.name}: operands are the target, the value, its coordinates and valid")
+    target = _access_target(op, inputs[0])
+    v = value_type(op, inputs[1])
+    if v.dtype is not target.dtype:
+        type_error(f"{op.name}: writing {v.dtype} values into a {target.dtype} target")
+    shape = v.shape if isinstance(v, T.TensorType) else ()
+    _masked_operands(op, target, inputs[2:-1], inputs[-1], shape)
+    return ()
+
+
+def scatter_reduce_rule(op, inputs, attrs):
+    """No result: the values (of the recorded index shape) have the destination's dtype; one integer index tensor
+    of that shape per destination axis; [a bool valid of that shape]."""
+    dest = inputs[0].type
+    if not isinstance(dest, (T.ViewType, T.BufferType)):
+        type_error(f"{op.name}: the destination must be a view or a buffer, got {dest!r}")
+    t = attrs.get("type")
+    if not isinstance(t, T.TensorType) or t.dtype is not dest.dtype or inputs[1].type != t:
+        type_error(f"{op.name}: values {inputs[1].type!r} are not the recorded {t!r} of the destination's dtype")
+    n_valid = 1 if attrs.get("has_valid") else 0
+    index = inputs[2:len(inputs) - n_valid]
+    if len(index) != len(dest.shape):
+        value_error(f"{op.name}: {len(index)} index entries for a destination of rank {len(dest.shape)}")
+    for x in index:
+        if not isinstance(x.type, T.TensorType) or not x.type.dtype.is_int or not T.same_shape(x.type.shape, t.shape):
+            type_error(f"{op.name}: index {x.type!r} is not an integer tensor of the index shape")
+    if n_valid and inputs[-1].type != T.TensorType(T.bool_, t.shape):
+        type_error(f"{op.name}: valid {inputs[-1].type!r} is not a bool tensor of the index shape")
+    return ()
+
+
 @checked
 def histogram_rule(op, inputs, attrs, t):
     """Counts of each of ``bins`` bins: a (bins,) tensor of the recorded integer counting dtype."""

@@ -12,8 +12,9 @@ from .ops import REGISTRY
 from .values import KernelGraph, Literal, Region, Var
 
 _ORDERED = frozenset({ops.for_, ops.loop, ops.while_})  # the loops `break` and `continue` may leave
-_VIEW_ACCESS = frozenset({ops.read, ops.write, ops.unique_store})
-_BUFFER_ACCESS = frozenset({ops.load, ops.store})
+_VIEW_ACCESS = frozenset({ops.read, ops.write, ops.unique_store, ops.masked_read, ops.masked_write})
+_VIEW_READS = frozenset({ops.read, ops.masked_read})
+_BUFFER_ACCESS = frozenset({ops.load, ops.store, ops.masked_load, ops.masked_store})
 _LOOP_EXITS = frozenset({ops.break_, ops.continue_})
 
 
@@ -60,7 +61,7 @@ def _region(graph, region: Region, visible: set, loops: list, written: set) -> N
             view = node.inputs[0]
             if not isinstance(view.type, T.ViewType):
                 _fail(node, "the first operand must be a view")
-            if op is not ops.read:
+            if op not in _VIEW_READS:
                 if view.type.access == "In":
                     _fail(node, "writes an In view")
                 written.add(view)

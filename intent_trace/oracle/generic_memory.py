@@ -6,7 +6,11 @@ Generic rules, slow and obvious:
 - ``histogram`` counts the active values in int64 and wraps the counts to the count dtype;
 - a ``buffer`` is a NumPy array in the environment; ``load``/``store`` are the view ``read``/``write``
   rules (same index relation, bounds checks and unique-store check);
-- ``scatter_reduce`` checks every coordinate first, then combines the values in a random order (the
+- ``masked_read``/``masked_load`` check and read only the valid lanes and fill the rest; ``masked_write``/
+  ``masked_store`` check and write only the valid lanes (whose coordinates must be distinct: a unique store;
+  checked whatever ``data_indexed`` says);
+  the race detector records only the valid lanes (a masked-off lane is no access);
+- ``scatter_reduce`` drops its invalid lanes, then checks every coordinate first, then combines the values in a random order (the
   order of collisions is unspecified, so the reference does not pick a convenient one), one element
   at a time through the combine region, or, when the region is pointwise, in rounds that each
   combine at most one value into every destination element.
@@ -20,7 +24,7 @@ from ..graph.interpreter import rule_registrar
 from ..graph.traits import POINTWISE
 from ..limits import check_allocation
 from .generic_base import DomainValue, read_view, write_view
-from .generic_races import COMBINE, record
+from .generic_races import COMBINE, READ, WRITE, record
 
 RULES: dict = {}
 rule = rule_registrar(RULES)
@@ -127,6 +131,52 @@ rule(ops.load)(read_view)
 rule(ops.store)(write_view)
 
 
+# --- masked access --------------------------------------------------------------------------------
+
+def _masked_lanes(it, node, array, coords, valid, shape: tuple) -> tuple:
+    """(the valid lanes as a bool array of the access shape, their coordinates, their flat indices): only the valid
+    lanes' coordinates are checked (an invalid lane may address anything: it touches nothing)."""
+    active = np.broadcast_to(np.asarray(valid, bool), shape)
+    cs = tuple(_coordinates(it.views[node.inputs[0]], [np.broadcast_to(c, shape)[active] for c in coords],
+                            array.shape))
+    flat = np.ravel_multi_index(cs, array.shape) if array.ndim else np.zeros(int(np.count_nonzero(active)), np.int64)
+    return active, cs, flat
+
+
+def _access_shape(coords, extra) -> tuple:
+    return np.broadcast_shapes(*(np.shape(c) for c in coords), *(np.shape(x) for x in extra))
+
+
+@rule(ops.masked_read, ops.masked_load)
+def _masked_read(it, node, args):
+    array, coords, valid, fill = args[0], args[1:-2], args[-2], args[-1]
+    shape = _access_shape(coords, (valid, fill))
+    active, cs, flat = _masked_lanes(it, node, array, coords, valid, shape)
+    if it.race_frames:
+        record(it, node.inputs[0], array.shape, flat, READ)
+    out = np.array(np.broadcast_to(np.asarray(fill, dtype=array.dtype), shape))
+    out[active] = array[cs] if cs else array[()]
+    return out
+
+
+@rule(ops.masked_write, ops.masked_store)
+def _masked_write(it, node, args):
+    array, value, coords, valid = args[0], args[1], args[2:-1], args[-1]
+    view_var = node.inputs[0]
+    shape = _access_shape(coords, (value, valid))
+    active, cs, flat = _masked_lanes(it, node, array, coords, valid, shape)
+    if len(np.unique(flat)) != flat.size:
+        raise RuntimeError(f"{it.views[view_var]}: a masked store writes one element twice (its valid lanes' "
+                           f"coordinates are not distinct); use scatter_reduce to combine collisions")
+    if it.race_frames:
+        record(it, view_var, array.shape, flat, WRITE)
+    incoming = np.broadcast_to(np.asarray(value, dtype=array.dtype), shape)[active]
+    if cs:
+        array[cs] = incoming
+    elif incoming.size:
+        array[()] = incoming[0]
+
+
 # --- scatter_reduce -------------------------------------------------------------------------------
 
 
@@ -138,14 +188,16 @@ def _pointwise(region) -> bool:
 @rule(ops.scatter_reduce)
 def _scatter_reduce(it, node, args):
     dest, values, *index = args
+    valid = index.pop() if node.attr("has_valid") else True
     (region,) = node.regions
     name = it.views[node.inputs[0]]
     shape = np.broadcast_shapes(np.shape(values), *(np.shape(i) for i in index))
-    coords = _coordinates(name, [np.broadcast_to(i, shape).reshape(-1) for i in index], dest.shape)
+    active = np.broadcast_to(np.asarray(valid, bool), shape).reshape(-1)  # an invalid lane combines nothing
+    coords = _coordinates(name, [np.broadcast_to(i, shape).reshape(-1)[active] for i in index], dest.shape)
     if it.race_frames:  # collisions combine (spec §13): only plain accesses of other points conflict
         record(it, node.inputs[0], dest.shape, np.ravel_multi_index(coords, dest.shape) if dest.ndim else
-               np.zeros(1, np.int64), COMBINE)
-    incoming = np.broadcast_to(values, shape).reshape(-1)
+               np.zeros(min(1, int(np.count_nonzero(active))), np.int64), COMBINE)
+    incoming = np.broadcast_to(values, shape).reshape(-1)[active]
     order = it.rng.permutation(incoming.size)  # collisions combine in unspecified order
     if not _pointwise(region):
         for lane in order:

@@ -1,14 +1,16 @@
 """Indexed access beyond views: gather, histogram, logical buffers, scatter_reduce (spec §13, §15).
 
-- ``I.gather(source, index, *, valid=None, fill=0)``: a pure gather from a tensor value. ``index``
+- ``I.gather(source, index, *, valid=None, fill=0)``: a pure gather from a tensor value (of a view or buffer:
+  the masked read of :mod:`.masked`). ``index``
   is one integer tensor (rank-1 source) or a tuple with one entry per source axis; the entries
   (integer tensors, or integer scalars that broadcast) broadcast together to the result shape.
   Invalid lanes do not read and give ``fill``.
 - ``I.histogram(values, *, bins, valid=None, count_dtype)``: counts of each bin of ``[0, bins)``.
 - ``I.buffer(shape, dtype, *, init=None)``: kernel-local mutable state, indexed like a view
   (``b[...]`` is a ``load``, ``b[...] = v`` a ``store``, in program order).
-- ``I.scatter_reduce(dest, index, values, *, combine)``: combine ``values`` into a view or buffer at
-  data-derived coordinates; the combine (a builtin name or a pure helper) is always a region.
+- ``I.scatter_reduce(dest, index, values, *, combine, valid=None)``: combine ``values`` into a view or buffer at
+  data-derived coordinates; the combine (a builtin name or a pure helper) is always a region. An invalid lane
+  combines nothing and its coordinates are not checked.
 """
 from __future__ import annotations
 
@@ -99,9 +101,10 @@ def _valid(valid, shape: tuple, who: str, against: str):
 
 def gather(source, index, *, valid=None, fill=0):
     who = "I.gather"
-    if isinstance(source, ViewProxy):
-        fail(f"{who} gathers from a tensor value; read the view first (I.gather({source.name}[...], ...)) or index "
-             f"the view directly ({source.name}[idx] is outer indexing)", "type")
+    if isinstance(source, IndexedProxy):  # a view or a buffer: reads only the valid lanes' elements (masked.py)
+        from .masked import masked_read
+
+        return masked_read(source, index, valid, fill, who, paired=True)
     if not isinstance(source, TensorProxy):
         fail(f"{who}: source must be a ranked tensor, got {_type_text(source)}", "type")
     src = source._var
@@ -298,7 +301,7 @@ for _name, _fn in BUILTIN_COMBINES.items():
     _fn.__name__ = _fn.__qualname__ = _name  # the helper name shown in source locations
 
 
-def scatter_reduce(dest, index, values, *, combine):
+def scatter_reduce(dest, index, values, *, combine, valid=None):
     who = "I.scatter_reduce"
     trace = current()
     if isinstance(dest, ViewProxy):
@@ -318,6 +321,7 @@ def scatter_reduce(dest, index, values, *, combine):
     dvar = dest._var
     dtype = dvar.type.dtype
     idx, shape = _index_entries(index, dvar.type.rank, who, "destination", dvar.type.shape)
+    mask = _valid(valid, shape, who, "the index shape")
     if isinstance(values, ValueProxy):
         if values.dtype is not dtype:
             fail(f"{who}: values have dtype {values.dtype} but {dest.name} is {dtype}; write "
@@ -349,8 +353,9 @@ def scatter_reduce(dest, index, values, *, combine):
     elem = T.ScalarType(dtype)
     region, _ = trace_pure(fn, who, [Var(elem), Var(elem)], elem)
     vtype = T.TensorType(dtype, shape)
-    trace.emit(ops.scatter_reduce, (dvar, vv, *idx), (("combine", label), ("type", vtype)), types=(),
-               regions=(region,))
+    trace.emit(ops.scatter_reduce, (dvar, vv, *idx, *((mask,) if mask is not None else ())),
+               (("combine", label), *((("has_valid", True),) if mask is not None else ()), ("type", vtype)), types=(),
+               regions=(region,))  # has_valid is recorded only when set: unmasked graphs print as before
     trace.written_views.add(dvar)
 
 

@@ -286,7 +286,7 @@ def test_coverage_every_shorthand_is_exercised_here():
     structural = {"select", "where", "reshape", "expand_dims", "transpose", "full", "zeros", "join", "record", "domain", "indices",
                   "parallel", "loop", "while_", "if_", "break_", "continue_"}
     regions_and_memory = {"region_fold", "region_scan", "gather", "histogram", "buffer", "scatter_reduce",
-                          "random.bits", "random.uniform"} | {f"atomic.{name}" for name in _ATOMIC_SHORTHANDS}
+                          "load", "store", "random.bits", "random.uniform"} | {f"atomic.{name}" for name in _ATOMIC_SHORTHANDS}
     quantized = {"quantize", "quantized_dot"}
     scaled_and_sparse = {"scaled_matmul", "scaled_contract", "sparse_matmul", "sparse_contract"}
     assert set(surface.SHORTHANDS) == set(_VALUE_SHORTHANDS) | structural | set(_STRUCTURED_SHORTHANDS) | \
@@ -295,7 +295,8 @@ def test_coverage_every_shorthand_is_exercised_here():
 
 @pytest.mark.parametrize("name,kernel", [("region_fold", "_regions"), ("region_scan", "_regions"),
                                          ("gather", "_memory"), ("histogram", "_memory"), ("buffer", "_memory"),
-                                         ("scatter_reduce", "_memory"), ("random.bits", "_random"),
+                                         ("scatter_reduce", "_memory"), ("load", "_masked"), ("store", "_masked"),
+                                         ("random.bits", "_random"),
                                          ("random.uniform", "_random"),
                                          *((f"atomic.{name}", "_atomics") for name in _ATOMIC_SHORTHANDS),
                                          ("scaled_matmul", "_scaled_sparse"), ("scaled_contract", "_scaled_sparse"),
@@ -391,6 +392,17 @@ def _memory(x: I.In[I.f32, ("N",)], idx: I.In[I.i32, ("K",)], h: I.Out[I.u32, (4
 
 
 @intent.kernel
+def _masked(x: I.In[I.f32, ("N",)], idx: I.In[I.i32, ("K",)], y: I.InOut[I.f32, ("N",)]):
+    k = I.domain(0, idx.shape[0])
+    i = idx[k]
+    ok = i >= 0
+    b = I.buffer((idx.shape[0],), I.f32, init=0.0)
+    I.store(b, k, I.load(x, i, valid=ok, fill=1.0), valid=ok)  # masked_read, masked_store
+    I.store(y, i, I.gather(b, I.indices(k), valid=ok), valid=ok)  # masked_load, masked_write
+    I.scatter_reduce(y, i, b[k], combine="add", valid=ok)
+
+
+@intent.kernel
 def _random(y: I.Out[I.u32, ("N",)], u: I.Out[I.f32, ("N",)], seed: I.u64):
     d = I.domain(0, y.shape[0])
     y[d] = I.random.bits(seed, I.indices(d))
@@ -437,7 +449,7 @@ def _scaled_sparse(a: I.In[I.u8, ("M", "G", 16)], sa: I.In[I.u8, ("M", "G")], b:
                                 batch=(), acc_dtype=I.f32)
 
 
-_COVERAGE_KERNELS = (_arith, _shapes, _control, _structured, _regions, _memory, _random, _atomics, _quant,
+_COVERAGE_KERNELS = (_arith, _shapes, _control, _structured, _regions, _memory, _masked, _random, _atomics, _quant,
                      _scaled_sparse)
 
 

@@ -224,7 +224,6 @@ def _trace_error(body, match):
     (lambda x, i, j, f: I.gather(x[:, :], (i[:],)), "1 index entries for a source of rank 2"),
     (lambda x, i, j, f: I.gather(x[:, :], (I.cast(i[:], I.f32), i[:])), "integer dtype"),
     (lambda x, i, j, f: I.gather(x[:, :], (i[:], j[:])), "not provably equal"),
-    (lambda x, i, j, f: I.gather(x, (i[:], i[:])), r"read the view first"),
     (lambda x, i, j, f: I.gather(f[:], i[:], fill=I.cast(0, I.f64)), "fill has dtype f64"),
     (lambda x, i, j, f: I.gather(f[:], i[:], valid=i[:]), "valid must be a bool"),
     (lambda x, i, j, f: I.gather(f[:], i[:], valid=j[:] > 0), "valid"),

@@ -10,7 +10,11 @@
   body) filled from its init; f16/bf16 elements are held as the float values they are everywhere else, so
   loads and stores convert nothing. ``load``/``store`` are the view ``read``/``write`` rules (structure.py),
   with the same checks (a runtime extent that is negative is cpu's ``ValueError``).
-- ``scatter_reduce`` is a serial loop over the index shape that inlines the combine region per element (any
+- ``masked_read``/``masked_load`` are lazy: per element, the read (and its coordinates' checks) sits in the
+  branch of a valid lane, the fill in the other (``if valid: x = a[i]``); ``masked_write``/``masked_store`` are a
+  loop over the access shape whose valid lanes are checked and written (with checks and a data coordinate, a mask
+  of written elements checks that they are distinct, as a unique store's).
+- ``scatter_reduce`` is a serial loop over the index shape (its valid lanes) that inlines the combine region per element (any
   region, with control flow: the order of collisions is unspecified, program order is one valid order).
 """
 from __future__ import annotations
@@ -142,6 +146,61 @@ def _buffer(em, node, args):
 # load and store are the view rules (structure._read, structure._write).
 
 
+# --- masked access --------------------------------------------------------------------------------
+
+def _masked_cell(em, view: View, coords, idx) -> str:
+    """The element of the access at ``idx`` (inside the branch of a valid lane): its coordinates as int64, each
+    bounds-checked (cpu's IndexError naming the target, the axis, the coordinate and the extent)."""
+    cs = []
+    for axis, ix in enumerate(coords):
+        n = as_index(view.shape[axis])
+        c = em.assign(as_index(em.elem(ix, idx)), "j")
+        em.check(f"{c} < T.int64(0) or {c} >= {n}", IndexError,
+                 f"{{view}}: coordinate {{0}} on axis {axis} is outside its extent {{1}}", c, n, view=view.label)
+        cs.append(c)
+    return f"{view.name}[{', '.join(cs) if not view.rank0 else '0'}]"
+
+
+@rule(ops.masked_read, ops.masked_load)
+def _masked_read(em, node, args):
+    view, coords, valid, fill = args[0], args[1:-2], args[-2], args[-1]
+    out_t = node.outputs[0].type
+
+    def elem(idx):
+        r = em.fresh("g")
+        em.line(f"{r} = T.alloc_var({em.tir(out_t.dtype)!r})")
+        with em.block(f"if {em.elem(valid, idx)}:"):  # an invalid lane reads nothing and checks nothing
+            em.line(f"{r} = {decode(em, view, _masked_cell(em, view, coords, idx))}")
+        with em.block("else:"):
+            em.line(f"{r} = {em.elem(fill, idx)}")
+        return em.assign(r, "t")
+
+    if isinstance(out_t, T.TensorType):
+        return Lazy(em.shape(out_t), elem)
+    return Scalar(elem([]))
+
+
+@rule(ops.masked_write, ops.masked_store)
+def _masked_write(em, node, args):
+    view, value, coords, valid = args[0], args[1], args[2:-1], args[-1]
+    if isinstance(value, Lazy) and node.inputs[0] in em.reads.get(node.inputs[1], ()):
+        value = em.materialize(value, node.inputs[1].type)  # a snapshot: the store would change what it reads
+    vt = node.inputs[1].type
+    # Data coordinates (data_indexed): with checks, a mask of the elements written so far (the lanes are distinct).
+    mask = em.allocate(view.shape, "uint8", zero=True) if em.checks and node.attr("data_indexed") else None
+    with em.loop_nest(em.shape(vt) if isinstance(vt, T.TensorType) else ()) as idx:
+        with em.block(f"if {em.elem(valid, idx)}:"):  # an invalid lane writes nothing and checks nothing
+            v = em.assign(em.elem(value, idx), "x")  # first: the reads the value makes are checked before the store
+            cell = _masked_cell(em, view, coords, idx)
+            if mask is not None:
+                at = f"{mask}{cell[len(view.name):]}"
+                em.check(f"{at} != T.uint8(0)", RuntimeError,
+                         "{view}: a masked store writes one element twice (its valid lanes' coordinates are not "
+                         "distinct); use scatter_reduce to combine collisions", view=view.label)
+                em.line(f"{at} = T.uint8(1)")
+            em.line(f"{cell} = {encode(em, view, v)}")
+
+
 # --- scatter_reduce -------------------------------------------------------------------------------
 
 @rule(ops.scatter_reduce)
@@ -151,9 +210,11 @@ def _scatter_reduce(em, node, args):
     # Values and indices are read while the destination changes: a lazy operand that reads it is snapshotted.
     values, *index = (em.materialize(v, x.type) if isinstance(v, Lazy) and dvar in em.reads.get(x, ()) else v
                       for v, x in zip(operands, node.inputs[1:]))
+    valid = (index.pop(), node.inputs[-1]) if node.attr("has_valid") else None
     elem_t = T.ScalarType(node.inputs[1].type.dtype)
     out_t = node.attr("type")
-    with em.loop_nest(em.shape(out_t)) as idx:
+    with em.loop_nest(em.shape(out_t)) as idx, \
+            em.block(f"if {at(em, valid[0], valid[1].type, idx, out_t)}:") if valid else contextlib.nullcontext():
         coords = []
         for axis, (ix, x) in enumerate(zip(index, node.inputs[2:])):
             n = as_index(dest.shape[axis])

@@ -9,7 +9,12 @@ Numba rules:
 - a ``buffer`` is a local array (``np.empty``/``np.full``, or filled from its init); f16/bf16 elements
   are held as float32 values, so loads and stores need no bit conversion. ``load``/``store`` are the view
   ``read``/``write`` rules on that array; a buffer allocated in a loop body is allocated per iteration;
-- ``scatter_reduce`` is a serial loop over the index shape that inlines the combine region per
+- ``masked_read``/``masked_load`` are fused element expressions whose read (its coordinates' checks and its
+  race record) sits in the branch of a valid lane, the fill in the other; ``masked_write``/``masked_store``
+  are a loop over the access shape that checks, records and writes only the valid lanes (serial when a
+  coordinate is data, ``data_indexed``: then a mask of written elements checks that they are distinct, with
+  checks on);
+- ``scatter_reduce`` is a serial loop over the index shape (its valid lanes) that inlines the combine region per
   element. A ``parallel`` body that scatters into a destination it does not allocate runs serially
   (the ``parallel`` rule of :mod:`.structure`): its read-modify-write combines would race across threads.
 """
@@ -23,7 +28,7 @@ from ...graph.interpreter import rule_registrar
 from ...graph.lowering import ErrorSite, extent_value
 from .base import shape_text
 from .indexing import decode, encode, read_view, write_view
-from ..generic_races import COMBINE
+from ..generic_races import COMBINE, READ, WRITE
 from .inline import inline_combine
 from .races import note
 from .scalar_rules import NARROW, cast_expr, np_type
@@ -120,6 +125,66 @@ rule(ops.load)(read_view)
 rule(ops.store)(write_view)
 
 
+# --- masked access --------------------------------------------------------------------------------
+
+def _masked_element(em, node, view: View, coords, idx, kind: int) -> str:
+    """The element expression of the access at ``idx`` (inside the branch of a valid lane): its coordinates as
+    int64, each bounds-checked, and the race record of the element."""
+    cs = []
+    for axis, ix in enumerate(coords):
+        n = view.shape[axis]
+        c = em.assign(f"np.int64({em.elem(ix, idx)})", "c")
+        em.check(f"{c} < 0 or {c} >= {n}",
+                 ErrorSite(IndexError, f"{{label}}: coordinate {{0}} on axis {axis} is outside its extent {{1}}",
+                           label=view.label), c, n)
+        cs.append(c)
+    note(em, node.inputs[0], view, cs, kind)  # race check: only a valid lane accesses the element
+    return f"{view.name}[{', '.join(cs) or '()'}]"
+
+
+@rule(ops.masked_read, ops.masked_load)
+def _masked_read(em, node, args):
+    view, coords, valid, fill = args[0], args[1:-2], args[-2], args[-1]
+    out_t = node.outputs[0].type
+    shape = tuple(em.extent(e) for e in out_t.shape) if isinstance(out_t, T.TensorType) else ()
+
+    def elem(idx):
+        r = em.fresh("t")
+        with em.block(f"if {em.elem(valid, idx)}:"):  # an invalid lane reads nothing and checks nothing
+            em.line(f"{r} = {decode(view.dtype, _masked_element(em, node, view, coords, idx, READ))}")
+        with em.block("else:"):
+            em.line(f"{r} = {em.elem(fill, idx)}")
+        return r
+
+    return Lazy(shape, elem) if shape else Scalar(elem([]))
+
+
+@rule(ops.masked_write, ops.masked_store)
+def _masked_write(em, node, args):
+    view, value, coords, valid = args[0], args[1], args[2:-1], args[-1]
+    dvar = node.inputs[0]
+    if isinstance(value, Lazy) and dvar in em.reads.get(node.inputs[1], ()):
+        value = em.materialize(value, node.inputs[1].type)  # a snapshot: the store would change what it reads
+    vt = node.inputs[1].type
+    shape = tuple(em.extent(e) for e in vt.shape) if isinstance(vt, T.TensorType) else ()
+    data = bool(node.attr("data_indexed"))  # else domains, points and whole axes: distinct lanes, distinct elements
+    mask = None
+    if em.checks and data:
+        mask = em.allocate(view.shape, "np.bool_", f"the written-element mask of a masked store to {view.label}",
+                           fill="False", prefix="m")
+    with em.loop_nest(shape, parallel=not data) as idx:
+        with em.block(f"if {em.elem(valid, idx)}:"):  # an invalid lane writes nothing and checks nothing
+            v = em.assign(em.elem(value, idx), "x")  # first: the reads the value makes are checked before the store
+            at = _masked_element(em, node, view, coords, idx, WRITE)
+            if mask is not None:
+                cell = f"{mask}{at[len(view.name):]}"
+                em.check(cell, ErrorSite(RuntimeError, "{label}: a masked store writes one element twice (its valid "
+                                                       "lanes' coordinates are not distinct); use scatter_reduce to "
+                                                       "combine collisions", label=view.label))
+                em.line(f"{cell} = True")
+            em.line(f"{at} = {encode(view.dtype, v)}")
+
+
 # --- scatter_reduce -------------------------------------------------------------------------------
 
 @rule(ops.scatter_reduce)
@@ -130,9 +195,11 @@ def _scatter_reduce(em, node, args):
     # destination must be snapshot first.
     values, *index = (em.materialize(v, x.type) if isinstance(v, Lazy) and dvar in em.reads.get(x, ()) else v
                       for v, x in zip(operands, node.inputs[1:]))
+    valid = index.pop() if node.attr("has_valid") else None
     elem_t = T.ScalarType(node.inputs[1].type.dtype)
     shape = tuple(em.extent(e) for e in node.attr("type").shape)
-    with em.loop_nest(shape, parallel=False) as idx:
+    with em.loop_nest(shape, parallel=False) as idx, \
+            em.block(f"if {em.elem(valid, idx)}:") if valid is not None else contextlib.nullcontext():
         coords = []
         for axis, ix in enumerate(index):
             n = dest.shape[axis]

@@ -31,7 +31,8 @@ MAX_POINTS = 1 << 29  # point ordinals one field of an element's record holds (r
 IMPORT_LINE = "RS = lazy_module('intent_trace.oracle.numba.race_state')"
 _KIND = {ops.read: READ, ops.load: READ, ops.write: WRITE, ops.unique_store: WRITE, ops.store: WRITE,
          ops.atomic_load: COMBINE, ops.atomic_store: COMBINE, ops.atomic_rmw: COMBINE,
-         ops.atomic_compare_exchange: COMBINE, ops.scatter_reduce: COMBINE}
+         ops.atomic_compare_exchange: COMBINE, ops.scatter_reduce: COMBINE, ops.masked_read: READ,
+         ops.masked_load: READ, ops.masked_write: WRITE, ops.masked_store: WRITE}  # masked: valid lanes only
 
 
 class Frame:

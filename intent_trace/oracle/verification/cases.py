@@ -292,7 +292,7 @@ def _matmul_cases(op: Operation, plan: PlanKey, cls: VC) -> list:
 SUBJECT_SHAPES = {
     "copy": (((37,),), ((37,),)), "transpose": (((5, 7),), ((7, 5),)), "broadcast": (((7,), (5, 7)), ((5, 7),)),
     "strided-read": (((9,),), ((9,),)), "tensor-slice": (((3, 7),), ((3,),)), "reshape": (((4, 6),), ((6, 4),)), "join": (((5,), (5,)), ((5, 2),)),
-    "gather": (((11,), (13,)), ((13,),)), "subregion-write": (((10,),), ((10,),)), "fill": (((3, 4),), ((3, 4),)),
+    "gather": (((11,), (13,)), ((13,),)), "masked-access": (((11,),), ((16,),)), "subregion-write": (((10,),), ((10,),)), "fill": (((3, 4),), ((3, 4),)),
     "multi-output": (((4, 9),), ((4,), (4,))), "carried-loop": (((17,),), ((1,),)),
     "while-loop": (((23,),), ((2,),)), "branch": (((8,),), ((8,),)), "forall": (((12,),), ((12,),)),
     "staging-buffer": (((15,),), ((15,),)), "hierarchical-contraction": (((2, 3, 4), (2, 4, 5)), ((2, 3, 5),)),

@@ -158,6 +158,7 @@ SUBJECTS: tuple = (
     Subject("movement", "reshape", ("reshape",), "compact"),
     Subject("movement", "join", ("join",), "compact"),
     Subject("movement", "gather", ("gather",), "compact"),
+    Subject("movement", "masked-access", ("masked_read", "masked_write", "masked_load", "masked_store"), "compact"),
     Subject("structural", "subregion-write", ("subregion", "indices"), "compact"),
     Subject("structural", "fill", ("full", "constant", "dim"), "compact"),
     Subject("structural", "multi-output", ("record", "field"), "multi-output"),

@@ -69,8 +69,9 @@ _PASSING = {kir.broadcast, kir.reshape, kir.transpose, kir.slice, kir.join, kir.
             kir.neg, kir.abs, kir.maximum, kir.minimum, kir.full, kir.buffer}
 _DISCRETE = {kir.floor, kir.bitcast, kir.quantize, kir.histogram, kir.random_bits, kir.floordiv, kir.mod, kir.and_,
              kir.or_, kir.xor, kir.shl, kir.shr, kir.invert} | {kir.REGISTRY[n] for n in kir.COMPARE}
-_READS = {kir.read, kir.load, kir.gather, kir.atomic_load}
-_SINKS = {kir.write, kir.store, kir.unique_store, kir.atomic_store}
+_READS = {kir.read, kir.load, kir.gather, kir.atomic_load, kir.masked_read, kir.masked_load}
+_MASKED_READS = {kir.masked_read, kir.masked_load}  # operands: target, coordinates, valid, fill (the other value)
+_SINKS = {kir.write, kir.store, kir.unique_store, kir.atomic_store, kir.masked_write, kir.masked_store}
 _CONTRACTIONS = {kir.contract, kir.scaled_contract, kir.sparse_contract, kir.quantized_dot}
 _FOLDS = {kir.reduce, kir.scan, kir.region_fold, kir.region_scan}
 _ORDERED = {kir.loop, kir.while_}
@@ -226,8 +227,10 @@ class Analysis:
         self.env[dest] = join([self.env[dest], value]) if dest in self.env else value
 
     def _read(self, node, ins) -> Bound:
-        source = ins[0]
-        if any(not b.exact for b in ins[1:]):
+        source, index = ins[0], ins[1:]
+        if node.op in _MASKED_READS:  # a lane gives the element or the fill
+            source, index = join([ins[0], ins[-1]]), ins[1:-1]
+        if any(not b.exact for b in index):
             return _unbound(source, f"{node.op.name} at an inexact index{_where(node)}")
         return source
 

@@ -133,6 +133,13 @@ def _subject_kernels() -> dict:
         d = I.domain(0, idx.shape[0])
         y[d] = I.gather(x[I.domain(0, x.shape[0])], I.cast(idx[d] & 1023, I.index) % x.shape[0])
 
+    def masked_access(x: I.In[f32, ("N",)], y: I.Out[f32, ("M",)]):
+        d = I.domain(0, y.shape[0])  # y is longer than x: the tail of x is masked off
+        c = I.indices(d)
+        buf = I.buffer((y.shape[0],), I.f32, init=-1.0)
+        I.store(buf, d, I.load(x, d, valid=c < x.shape[0], fill=0.5) * 2.0, valid=c % 3 != 0)
+        I.store(y, d, I.gather(buf, c - 1, valid=c > 0, fill=4.0), valid=c < y.shape[0])
+
     def subregion_write(x: I.In[f32, ("N",)], y: I.Out[f32, ("N",)]):
         d = I.domain(0, x.shape[0])
         y[d] = x[d]
@@ -193,7 +200,7 @@ def _subject_kernels() -> dict:
         y[m, n] = x[m, n] * 2.0 + z[m, n]  # x and y are non-compact views (layouts.py), z compact
 
     fns = {"copy": copy, "transpose": transpose, "broadcast": broadcast, "strided-read": strided_read, "tensor-slice": tensor_slice,
-           "reshape": reshape, "join": join, "gather": gather, "subregion-write": subregion_write, "fill": fill,
+           "reshape": reshape, "join": join, "gather": gather, "masked-access": masked_access, "subregion-write": subregion_write, "fill": fill,
            "multi-output": multi_output, "carried-loop": carried_loop, "while-loop": while_loop, "branch": branch,
            "forall": forall, "staging-buffer": staging_buffer, "hierarchical-contraction": hierarchical_contraction,
            "strided-view": view_copy, "transposed-view": view_copy, "offset-view": view_copy}
