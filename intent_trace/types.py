@@ -128,18 +128,113 @@ class Dim:
     that defines them, and error messages use ``label``, which says where the extent came from.
     """
 
-    __slots__ = ("name", "origin", "label")
+    __slots__ = ("name", "origin", "label", "givers")
 
     def __init__(self, name: str | None = None, origin=None, label: str | None = None):
         self.name = name
         self.origin = origin
         self.label = label
+        # Further index values that give this extent (clamped at 0) besides ``origin``: values the tracer
+        # proved structurally equal to it (:mod:`.proxies.extents`), so a shape built from any of them is
+        # accepted by the type rules as the one extent.
+        self.givers: set = set()
 
     def __repr__(self) -> str:
         return self.name or self.label or f"Dim@{id(self):x}"
 
 
 Extent = Union[int, Dim]
+
+
+# --- extent expressions ------------------------------------------------------------------------------
+# The normal form in which the tracer compares index expressions that define extents: a polynomial with
+# integer coefficients over *atoms* (a named extent, an index value the tracer cannot see into, an opaque
+# ``a // b`` or ``a % b`` of normal forms). Index arithmetic wraps modulo 2^64, and ring identities hold
+# there, so two expressions with one normal form have one value: ``2*half - half`` is ``half``, two
+# computations of ``M*N`` are one extent. A normal form is a frozenset of (monomial, coefficient), a
+# monomial a frozenset of (atom, power): hashable, order-free, compared structurally.
+
+_WRAP = 1 << 64
+
+
+def _signed(c: int) -> int:
+    c %= _WRAP
+    return c - _WRAP if c >= _WRAP // 2 else c
+
+
+ONE = frozenset()  # the empty monomial
+
+
+def poly_const(c: int) -> frozenset:
+    c = _signed(c)
+    return frozenset({(ONE, c)}) if c else frozenset()
+
+
+def poly_atom(atom) -> frozenset:
+    return frozenset({(frozenset({(atom, 1)}), 1)})
+
+
+def poly_add(a: frozenset, b: frozenset, sign: int = 1) -> frozenset:
+    terms = dict(a)
+    for m, c in b:
+        terms[m] = _signed(terms.get(m, 0) + sign * c)
+    return frozenset((m, c) for m, c in terms.items() if c)
+
+
+def poly_scale(a: frozenset, k: int) -> frozenset:
+    return frozenset((m, _signed(c * k)) for m, c in a if _signed(c * k))
+
+
+def _monomial_mul(m1: frozenset, m2: frozenset) -> frozenset:
+    powers = dict(m1)
+    for atom, p in m2:
+        powers[atom] = powers.get(atom, 0) + p
+    return frozenset(powers.items())
+
+
+def poly_mul(a: frozenset, b: frozenset) -> frozenset:
+    out: frozenset = frozenset()
+    for m1, c1 in a:
+        for m2, c2 in b:
+            out = poly_add(out, frozenset({(_monomial_mul(m1, m2), _signed(c1 * c2))}))
+    return out
+
+
+def poly_constant_value(a: frozenset):
+    """The constant a normal form stands for, or None when it has atoms."""
+    if not a:
+        return 0
+    if len(a) == 1:
+        (m, c), = a
+        if m == ONE:
+            return c
+    return None
+
+
+def poly_single_atom(a: frozenset):
+    """The atom of a normal form that is exactly one atom (coefficient and power 1), or None."""
+    if len(a) == 1:
+        (m, c), = a
+        if c == 1 and len(m) == 1:
+            (atom, p), = m
+            if p == 1:
+                return atom
+    return None
+
+
+def poly_text(a: frozenset, atom_text) -> str:
+    """A readable spelling (for messages): ``M*N``, ``2*half - half`` is ``half``; constants last."""
+    if not a:
+        return "0"
+    parts = []
+    for m, c in sorted(a, key=lambda t: (len(t[0]) == 0, -abs(t[1]))):
+        factors = "*".join(atom_text(x) if p == 1 else f"{atom_text(x)}^{p}"
+                           for x, p in sorted(m, key=lambda t: atom_text(t[0])))
+        mag = abs(c)
+        term = str(mag) if not factors else factors if mag == 1 else f"{mag}*{factors}"
+        parts.append(("- " if c < 0 else "+ ") + term)
+    text = " ".join(parts)
+    return text[2:] if text.startswith("+ ") else "-" + text[2:]
 
 
 def same_extent(a: Extent, b: Extent) -> bool:

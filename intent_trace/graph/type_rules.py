@@ -94,10 +94,12 @@ def _static(x):
 
 def _extent_of_value(x, extent) -> bool:
     """Whether ``extent`` is the extent an index value stands for: the Dim it carries (``x.shape[0]``) or
-    the one Dim the tracer makes for it (``Dim.origin``)."""
+    the one Dim the tracer makes for it (``Dim.origin``, or a value it proved equal: ``Dim.givers``)."""
     if x.__class__ is not Var:
         return False
-    return extent is x.extent if x.extent is not None else isinstance(extent, T.Dim) and extent.origin is x
+    if x.extent is not None:
+        return extent is x.extent
+    return isinstance(extent, T.Dim) and (extent.origin is x or x in extent.givers)
 
 
 def _shape_operands(op, t, fresh, operands) -> None:

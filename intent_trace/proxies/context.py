@@ -232,16 +232,12 @@ class Trace:
             raise
 
     def value_dim(self, var: Var):
-        """The extent a runtime index value stands for: one Dim per value, so two shapes built from
-        the same value have provably equal extents."""
-        dim = self.value_dims.get(var)
-        if dim is None:
-            from ..types import Dim
+        """The extent a runtime index value stands for: one Dim per value (and per structurally equal
+        expression in scope, :mod:`.extents`), so two shapes built from equal values have provably equal
+        extents."""
+        from .extents import value_dim
 
-            label = f"the extent {var.hint}" if var.hint else f"the runtime extent used at {self.location()}"
-            dim = Dim(origin=var, label=label)
-            self.value_dims[var] = dim
-        return dim
+        return value_dim(self, var)
 
     def where(self) -> str:
         loc = self.location()

@@ -12,6 +12,7 @@ from .. import types as T
 from ..graph import ops
 from ..graph.provenance import AxisPos, IndexRelation, Ordinal, bounded, simplify_add, substitute
 from ..graph.values import Literal, Var
+from . import extents
 from .build import _operand_expr, fits_index, index_operand, shape_values
 from .context import BrokenLoop, current, fail
 from .values import Proxy, ScalarProxy, TensorProxy, register_proxy
@@ -65,13 +66,26 @@ def domain(begin, end=None, step=1) -> DomainProxy:
         extent = fits_index(max(0, -(-(se - sb) // ss)), f"I.domain({sb}, {se}, {ss}) has a member count that")
     elif sb == 0 and ss == 1 and e.__class__ is Var:
         extent = e.extent if e.extent is not None else current().value_dim(e)
+    elif ss == 1:
+        extent = _unit_step_extent(b, e, "domain")
     else:
-        extent = T.Dim(label=f"the length of the domain at {current().location()}")
+        extent = T.Dim(label=f"the length of the domain at {extents.position(current())}")
     t = T.DomainType(extent)
     (out,) = current().emit(ops.domain, (b, e, s), (("type", t),))
     if isinstance(extent, T.Dim) and extent.origin is None and extent.name is None:
         extent.origin = out
     return DomainProxy(out)
+
+
+def _unit_step_extent(b, e, what: str) -> T.Dim:
+    """``[b, e)``'s extent: the one its structural length ``e - b`` already has (``I.domain(half, 2*half)``
+    is ``I.domain(0, half)``'s), else a fresh one that later equal lengths share (:mod:`.extents`)."""
+    trace = current()
+    extent, poly, label = extents.unit_step_extent(trace, b, e, what)
+    if extent is None:
+        extent = T.Dim(label=label)
+        extents.register(trace, poly, extent)
+    return extent
 
 
 def subregion(parent: DomainProxy, begin, end, step=None) -> DomainProxy:
@@ -94,7 +108,7 @@ def subregion(parent: DomainProxy, begin, end, step=None) -> DomainProxy:
     elif sb == 0 and e.__class__ is Var:
         extent = e.extent if e.extent is not None else current().value_dim(e)
     else:
-        extent = T.Dim(label=f"the length of the subregion at {current().location()}")
+        extent = _unit_step_extent(b, e, "subregion")
     root, member = root_of(pvar)
     shifted = substitute(member, lambda x: simplify_add(AxisPos(0), _operand_expr(b)) if isinstance(x, AxisPos) else None)
     rel = bounded(IndexRelation("subregion", root, 0, shifted))
