@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import types as T
+from ..codegen import checks as C
 from ..graph.interpreter import Interpreter
 from ..graph.values import KernelGraph, Literal
 from ..limits import check_allocation
@@ -158,7 +159,7 @@ def index_arrays(it, node, view_var, array: np.ndarray, operands) -> tuple:
         bad = (idx < 0) | (idx >= n)
         if np.any(bad):
             coord = idx[bad].reshape(-1)[0]
-            raise IndexError(f"{name}: coordinate {int(coord)} on axis {axis} is outside its extent {n}")
+            raise C.VIEW_COORDINATE.error(int(coord), n, axis=axis, view=name)
         k = idx.ndim
         shape = [1] * result_rank
         shape[axis_pos:axis_pos + k] = idx.shape
@@ -199,8 +200,7 @@ def write_view(it, node, args):
     target_shape = np.broadcast_shapes(*(a.shape for a in idx)) if idx else ()
     flat = flat_indices(idx, array.shape)
     if "tensor" in node.attr("index") and len(np.unique(flat)) != flat.size:
-        raise RuntimeError(f"{it.views[view_var]}: a unique store writes one element twice (its index relation is "
-                           f"not injective); use scatter_reduce to combine collisions")
+        raise C.UNIQUE_STORE_TWICE.error(view=it.views[view_var])
     if it.race_frames:
         record(it, view_var, array.shape, flat, WRITE)
     array[idx] = np.broadcast_to(value, target_shape)

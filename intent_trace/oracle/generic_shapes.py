@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import types as T
+from ..codegen import checks as C
 from ..graph import ops
 from ..graph.interpreter import rule_registrar
 from ..limits import check_allocation
@@ -28,9 +29,9 @@ def _fresh_extents(it, node, operands) -> tuple:
     for axis, value in zip(node.attr("extents"), operands):
         n = int(value)
         if n < 0:
-            raise ValueError(f"extent {n} (axis {axis}) is negative")
+            raise C.NEGATIVE_EXTENT.error(n, axis=axis)
         if n > T.index.max:
-            raise ValueError(f"extent {n} (axis {axis}) does not fit the index type (at most {T.index.max})")
+            raise C.EXTENT_RANGE.error(n, axis=axis)
         shape[axis] = n
         it.dims[node.attr("type").shape[axis]] = n
     return it.shape(shape)
@@ -49,7 +50,7 @@ def _reshape(it, node, args):
     x = args[0]
     shape = _fresh_extents(it, node, args[1:])
     if int(np.prod(shape, dtype=np.int64)) != x.size:
-        raise ValueError(f"reshape of {x.size} elements (shape {x.shape}) into shape {shape}")
+        raise C.RESHAPE_COUNT.error(x.size, int(np.prod(shape, dtype=np.int64)))
     return x.reshape(shape)
 
 
@@ -74,12 +75,12 @@ def _slice(it, node, args):
         elif kind == "range":
             start, stop = int(next(rest)), int(next(rest))
             if start < 0 or (stop > n and stop > start) or stop < 0:
-                raise IndexError(f"slice [{start}:{stop}] is outside axis {axis} of extent {n} (no clamping)")
+                raise C.SLICE_RANGE.error(start, stop, n, axis=axis)
             key.append(slice(start, max(start, stop)))
         else:
             p = int(next(rest))
             if not 0 <= p < n:
-                raise IndexError(f"index {p} is outside axis {axis} of extent {n}")
+                raise C.SLICE_INDEX.error(p, n, axis=axis)
             key.append(p)
     return np.asarray(x[tuple(key)])
 
@@ -105,11 +106,10 @@ def _field(it, node, args):
 def _domain(it, node, args):
     b, e, s = (int(a) for a in args)
     if s <= 0:
-        raise ValueError(f"domain step must be positive, got {s}")
+        raise C.DOMAIN_STEP.error(s)
     n = max(0, -(-(e - b) // s))  # exact (Python ints): the bounds may be u64 values
     if n and not (T.index.min <= b and b + (n - 1) * s <= T.index.max):
-        raise ValueError(f"the domain at {node.loc!r} ({b} to {e} step {s}) has members that do not fit the index "
-                         f"type ({T.index.min}..{T.index.max})")
+        raise C.DOMAIN_RANGE.error(b, e, s, at=repr(node.loc))
     check_allocation(f"the domain at {node.loc!r} ({n} members)", (n,), 8)
     return _bound_extent(it, node, DomainValue(np.arange(b, e, s, dtype=np.int64) if n else np.zeros(0, np.int64)))
 
@@ -127,9 +127,9 @@ def _subregion(it, node, args):
     parent, b, e = args[0], int(args[1]), int(args[2])
     n = len(parent)
     if b < 0 or e < 0:
-        raise IndexError(f"subregion [{b}:{e}] has a negative bound")
+        raise C.SUBREGION_NEGATIVE.error(b, e)
     if e > b and e > n:
-        raise IndexError(f"subregion [{b}:{e}] ends past its parent's extent {n} (subregions never clamp)")
+        raise C.SUBREGION_PAST.error(b, e, n)
     return _bound_extent(it, node, DomainValue(parent.coords[b:e] if e > b else np.zeros(0, np.int64)))
 
 

@@ -20,7 +20,6 @@ bodies, compiler flags, capabilities); the rules here are the same for all of th
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
 import attrs
 
 from ... import types as T
@@ -29,55 +28,21 @@ from ...graph.interpreter import Interpreter
 from ...graph.lowering import components, extent_expr, index_add, index_mul, intern_constant, name_extents
 from ...graph.values import KernelGraph, Literal, Var
 from ...codegen.analysis import fusion, snapshot_values
+from ...codegen.values import Aggregate, Array, Domain, Lazy, Scalar
+from ...codegen.values import View as BaseView
 from ...codegen.writer import SourceWriter
 from .scalar_rules import constant_expr, tir_dtype
 from .storage import StorageMixin
 
-# --- values ------------------------------------------------------------------------------------------------
+# --- values (the shared classes, intent_trace.codegen.values; an Array is a local buffer: a snapshot) ------------
 
 @attrs.frozen(slots=True)
-class Scalar:
-    expr: str  # a local, a constant or a parameter name
+class View(BaseView):
+    """A view parameter as TileLang holds it: a rank-0 view travels as a one-element buffer, and a view whose
+    values the target stores as another dtype records that buffer dtype (views.decode/encode)."""
 
-
-@attrs.frozen(slots=True, eq=False)
-class Lazy:
-    """A tensor computed element by element where it is consumed: ``elem(idx)`` writes the statements
-    for one element at the index expressions ``idx`` and returns its expression."""
-
-    shape: tuple  # extent expressions
-    elem: Callable
-    operands: tuple = ()  # lazy values ``elem`` evaluates at its own index (an elementwise op's): see TileLangEmitter.elem
-
-
-@attrs.frozen(slots=True)
-class Array:
-    """A tensor held in a local buffer (a snapshot)."""
-
-    name: str
-    shape: tuple
-
-
-@attrs.frozen(slots=True)
-class Domain:
-    start: str  # int64 expressions; "0" and "1" for the common static unit domain
-    step: str
-    length: str
-
-
-@attrs.frozen(slots=True)
-class View:
-    name: str
-    shape: tuple
-    dtype: object
-    label: str  # the user's view name, for error messages only (never emitted)
-    rank0: bool = False  # a rank-0 view travels as a one-element buffer
+    rank0: bool = False
     storage: str | None = None  # the buffer's TIR dtype when the target stores the values as another one
-
-
-@attrs.frozen(slots=True)
-class Aggregate:
-    items: tuple
 
 
 def add(a: str, b: str) -> str:

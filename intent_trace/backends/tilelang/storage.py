@@ -44,6 +44,7 @@ import re
 
 import attrs
 
+from ...codegen.checks import Check
 from ...graph.lowering import ErrorSite
 from ...limits import allocation_error, check_allocation
 from .extern import address
@@ -222,14 +223,21 @@ class StorageMixin:
                 self.line(self.free_line(handle))
 
     # -- the error channel -----------------------------------------------------------------------------------
-    def fail(self, exception: type, message: str, *values: str, **texts: str) -> None:
-        """Record a run-time error here and leave the kernel; the executable raises ``exception``. ``message``
-        formats ``{0}``, ``{1}``, ``{2}`` with ``values`` (int64 expressions) and ``{name}`` with the keyword
-        ``name`` of ``texts``: user text (a view's name, a buffer's label holding its file name) is always
-        such a keyword, never part of the template (ErrorSite). A no-op without checks."""
+    def fail(self, what, *rest: str, **fields) -> None:
+        """Record a run-time error here and leave the kernel. ``what`` is the failed check
+        (:class:`~intent_trace.codegen.checks.Check`), ``rest`` its operands (int64 expressions) and ``fields`` its
+        static and text fields; the executable raises the check's exception with its message. User text (a view's
+        name, a buffer's label holding its file name) is always a text field, never part of the template
+        (ErrorSite). A no-op without checks.
+
+        The older spelling ``fail(exception, message, *values, **texts)`` (a template written at the call) is kept
+        for the rules not yet converted to checks-as-data."""
         if not self.checks:
             return
-        self.fail_at(ErrorSite(exception, message, self._note(), **texts), *values)
+        if isinstance(what, Check):
+            self.fail_at(what.site(self._note(), **fields), *rest)
+        else:
+            self.fail_at(ErrorSite(what, rest[0], self._note(), **fields), *rest[1:])
 
     def fail_at(self, site: ErrorSite, *values: str) -> None:
         """``fail`` with the error site given."""
@@ -252,12 +260,12 @@ class StorageMixin:
         for k, v in enumerate(values[:3]):
             self.line(f"{ERROR_PARAM}[{k + 1}] = T.Cast('int64', {v})")
 
-    def check(self, bad: str, exception: type, message: str, *values: str, **texts: str) -> None:
-        """``fail`` when the TIR condition ``bad`` holds."""
+    def check(self, bad: str, what, *rest: str, **fields) -> None:
+        """``fail(what, *rest, **fields)`` when the TIR condition ``bad`` holds."""
         if not self.checks:
             return
         with self.block(f"if {self.flag(bad)}:"):
-            self.fail(exception, message, *values, **texts)
+            self.fail(what, *rest, **fields)
 
     def flag(self, condition: str) -> str:
         """A local holding ``condition`` evaluated once here: the condition of a block that frees, writes or

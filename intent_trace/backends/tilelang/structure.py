@@ -2,7 +2,7 @@
 
 Run-time checks are cpu's (:mod:`.storage`): negative extents, reshape element counts, slices, domain
 steps, subregion bounds, view and buffer coordinates (``IndexError`` naming the view, the coordinate and
-the extent) and the injectivity of unique stores, each with cpu's message. Domain and point coordinates
+the extent) and the injectivity of unique stores, each defined once (:mod:`intent_trace.codegen.checks`). Domain and point coordinates
 are checked once where the access is defined (a domain that starts at 0, steps by 1 and has the view
 axis's own extent needs no check); data-derived coordinates are checked per element. Without checks a
 domain whose step is not positive is empty. Conflicting parallel writes are not checked (generic does).
@@ -10,6 +10,7 @@ domain whose step is not positive is empty. Conflicting parallel writes are not 
 from __future__ import annotations
 
 from ... import types as T
+from ...codegen import checks as C
 from ...graph.lowering import (access_coords, broadcast_index, component, covers_axis, flat_index, name_extents,
                                rereads_destination, safe_point, slice_index, transpose_index, unflatten)
 from ...graph.values import Literal
@@ -41,7 +42,7 @@ def _fresh_extents(em, node, operands) -> tuple:
     t = node.attr("type")
     for axis, value in zip(node.attr("extents"), operands):
         n = em.assign(as_index(value.expr), "n")
-        em.check(f"{n} < T.int64(0)", ValueError, f"extent {{0}} (axis {axis}) is negative", n)
+        em.check(f"{n} < T.int64(0)", C.NEGATIVE_EXTENT, n, axis=axis)
         em.dim_names[t.shape[axis]] = em.assign(f"T.max(T.int64(0), {n})", "n")
     return em.shape(t)
 
@@ -68,8 +69,7 @@ def _reshape(em, node, args):
     old = em.shape(src) if isinstance(src, T.TensorType) else ()
     if not all(s.isdigit() for s in old + new):
         before, after = em.assign(_product(old), "n"), em.assign(_product(new), "n")
-        em.check(f"{before} != {after}", ValueError, "reshape of {0} elements into a shape of {1} elements",
-                 before, after)
+        em.check(f"{before} != {after}", C.RESHAPE_COUNT, before, after)
 
     def elem(idx):
         f = em.assign(as_index(flat_index(idx, new, add, mul)), "f")
@@ -98,14 +98,13 @@ def _slice(em, node, args):
         elif kind == "range":
             start, stop = em.assign(as_index(next(rest).expr), "s"), em.assign(as_index(next(rest).expr), "s")
             em.check(f"{start} < T.int64(0) or {stop} < T.int64(0) or ({stop} > {as_index(src[axis])} and "
-                     f"{stop} > {start})", IndexError,
-                     f"slice [{{0}}:{{1}}] is outside axis {axis} of its tensor (no clamping)", start, stop)
+                     f"{stop} > {start})", C.SLICE_RANGE, start, stop, as_index(src[axis]), axis=axis)
             offsets.append(("range", start))
             shape.append(em.assign(f"T.max(T.int64(0), {stop} - {start})", "n"))
         else:
             p = em.assign(as_index(next(rest).expr), "j")
-            em.check(f"{p} < T.int64(0) or {p} >= {as_index(src[axis])}", IndexError,
-                     f"index {{0}} is outside axis {axis} of extent {{1}}", p, as_index(src[axis]))
+            em.check(f"{p} < T.int64(0) or {p} >= {as_index(src[axis])}", C.SLICE_INDEX, p, as_index(src[axis]),
+                     axis=axis)
             offsets.append(("point", p))
 
     return Lazy(tuple(shape), lambda idx: em.elem(x, slice_index(offsets, idx, add)))
@@ -150,7 +149,7 @@ def _domain(em, node, args):
     else:
         start, step = em.assign(as_index(b), "s"), em.assign(as_index(s), "s")
         if not isinstance(node.inputs[2], Literal):
-            em.check(f"{step} <= T.int64(0)", ValueError, "domain step must be positive, got {0}", step)
+            em.check(f"{step} <= T.int64(0)", C.DOMAIN_STEP, step)
         end = as_index(e)
         # Without checks, a non-positive step makes the domain empty.
         length = em.assign(f"T.if_then_else({step} > 0, T.max(T.int64(0), T.floordiv({end} - {start} + {step} - 1, "
@@ -162,10 +161,8 @@ def _domain(em, node, args):
 @rule(ops.subregion)
 def _subregion(em, node, args):
     parent, b, e = args[0], em.assign(as_index(args[1].expr), "s"), em.assign(as_index(args[2].expr), "s")
-    em.check(f"{b} < T.int64(0) or {e} < T.int64(0)", IndexError, "subregion [{0}:{1}] has a negative bound", b, e)
-    em.check(f"{e} > {b} and {e} > {as_index(parent.length)}", IndexError,
-             "subregion [{0}:{1}] ends past its parent's extent {2} (subregions never clamp)", b, e,
-             as_index(parent.length))
+    em.check(f"{b} < T.int64(0) or {e} < T.int64(0)", C.SUBREGION_NEGATIVE, b, e)
+    em.check(f"{e} > {b} and {e} > {as_index(parent.length)}", C.SUBREGION_PAST, b, e, as_index(parent.length))
     start = em.assign(as_index(add(parent.start, mul(b, parent.step))), "s")
     length = em.assign(f"T.max(T.int64(0), {e} - {b})", "n")
     name_extents(em.dim_names, (node.outputs[0].type.extent,), (length,))
@@ -202,7 +199,6 @@ def _index_plan(em, node, view: View, entries):
     shape, plan = [], []
     for axis, kind in enumerate(node.attr("index")):
         n = as_index(view.shape[axis]) if not view.rank0 else "T.int64(1)"
-        message = f"{{view}}: coordinate {{0}} on axis {axis} is outside its extent {{1}}"
         if kind == "all":
             shape.append(view.shape[axis])
             plan.append(("all", None))
@@ -212,27 +208,27 @@ def _index_plan(em, node, view: View, entries):
         if kind == "domain":
             if not covers_axis(value, var, extent):
                 first_c, last_c = as_index(value.start), as_index(coordinate(value, f"({value.length} - 1)"))
-                em.check(f"{value.length} > 0 and ({first_c} < T.int64(0) or {last_c} >= {n})", IndexError, message,
-                         f"T.if_then_else({first_c} < T.int64(0), {first_c}, {last_c})", n, view=view.label)
+                em.check(f"{value.length} > 0 and ({first_c} < T.int64(0) or {last_c} >= {n})", C.VIEW_COORDINATE,
+                         f"T.if_then_else({first_c} < T.int64(0), {first_c}, {last_c})", n, axis=axis, view=view.label)
             shape.append(value.length)
             plan.append(("domain", value))
         elif kind == "point":
             p = em.assign(as_index(value.expr), "j")
             static = isinstance(var, Literal) and isinstance(extent, int)  # the tracer checked it
             if not (static or safe_point(em.env, var, extent, Domain)):
-                em.check(f"{p} < T.int64(0) or {p} >= {n}", IndexError, message, p, n, view=view.label)
+                em.check(f"{p} < T.int64(0) or {p} >= {n}", C.VIEW_COORDINATE, p, n, axis=axis, view=view.label)
             plan.append(("point", p))
         else:
             shape.extend(value.shape)
-            plan.append(("tensor", (value, len(var.type.shape), message, n)))
+            plan.append(("tensor", (value, len(var.type.shape), axis, n)))
     return tuple(shape), plan
 
 
 def _coords(em, view: View, plan, idx) -> str:
     def data_coord(info, element_idx):
-        value, _, message, n = info
+        value, _, axis, n = info
         c = em.assign(as_index(em.elem(value, element_idx)), "j")
-        em.check(f"{c} < T.int64(0) or {c} >= {n}", IndexError, message, c, n, view=view.label)
+        em.check(f"{c} < T.int64(0) or {c} >= {n}", C.VIEW_COORDINATE, c, n, axis=axis, view=view.label)
         return c
 
     out = access_coords(plan, idx, coordinate, data_coord)
@@ -266,9 +262,7 @@ def _write(em, node, args):
         v = em.elem(value, idx)
         at = _coords(em, view, plan, idx)
         if mask is not None:
-            em.check(f"{mask}[{at}] != T.uint8(0)", RuntimeError,
-                     "{view}: a unique store writes one element twice (its index relation is not injective); "
-                     "use scatter_reduce to combine collisions", view=view.label)
+            em.check(f"{mask}[{at}] != T.uint8(0)", C.UNIQUE_STORE_TWICE, view=view.label)
             em.line(f"{mask}[{at}] = T.uint8(1)")
         em.line(f"{view.name}[{at}] = {encode(em, view, v)}")
 

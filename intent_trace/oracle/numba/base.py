@@ -20,6 +20,7 @@ import numpy as np
 
 from ... import types as T
 from ...codegen.analysis import fusible_values
+from ...codegen.checks import Check
 from ...codegen.writer import SourceWriter
 from ...graph.interpreter import Interpreter
 from ...graph.lowering import ErrorSite, components, extent_expr, intern_constant, leaf_values, name_extents
@@ -113,9 +114,13 @@ class EmitterBase(SourceWriter, Interpreter):
             self.line(f"err[{k + 1}] = np.int64({v})")
         self.line("continue" if self.prange_depth else "return")
 
-    def check(self, bad: str, site: ErrorSite, *values: str) -> None:
+    def check(self, bad: str, site, *values: str, **fields) -> None:
+        """Record ``site`` (a :class:`~intent_trace.codegen.checks.Check` with its static and text ``fields``, or
+        an ErrorSite written at the call) with the int64 ``values`` and leave, when the condition ``bad`` holds."""
         if not self.checks:
             return
+        if isinstance(site, Check):
+            site = site.site(**fields)
         with self.block(f"if {bad}:"):
             self.error_exit(site, *values)
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from ... import types as T
 from ...graph import ops
-from ...graph.lowering import (ErrorSite, access_coords, covers_axis, index_add, index_mul, rereads_destination,
+from ...codegen import checks as C
+from ...graph.lowering import (access_coords, covers_axis, index_add, index_mul, rereads_destination,
                                safe_point)
 from ...graph.values import Literal
 from ..generic_races import READ, WRITE
@@ -72,8 +73,7 @@ def index_plan(em, node, view: View, entries):
     shape, plan = [], []
     for axis, kind in enumerate(kinds):
         n = view.shape[axis]
-        site = ErrorSite(IndexError, f"{{label}}: coordinate {{0}} on axis {axis} is outside its extent {{1}}",
-                         label=view.label)
+        site = C.VIEW_COORDINATE.site(axis=axis, view=view.label)
         if kind == "all":
             shape.append(n)
             plan.append(("all", None))
@@ -140,8 +140,6 @@ def write_view(em, node, args):
         note(em, node.inputs[0], view, element, WRITE)  # race check
         cs = ", ".join(element) or "()"
         if mask is not None:
-            em.check(f"{mask}[{cs}]", ErrorSite(RuntimeError, "{label}: a unique store writes one element twice (its "
-                                                              "index relation is not injective); use scatter_reduce "
-                                                              "to combine collisions", label=view.label))
+            em.check(f"{mask}[{cs}]", C.UNIQUE_STORE_TWICE, view=view.label)
             em.line(f"{mask}[{cs}] = True")
         em.line(f"{view.name}[{cs}] = {encode(view.dtype, v)}")

@@ -20,7 +20,8 @@ from ... import _format_mx as MX
 from ... import types as T
 from ...graph import ops
 from ...graph.interpreter import rule_registrar
-from ...graph.lowering import DenseContract, ErrorSite, intern_constant
+from ...codegen import checks as C
+from ...graph.lowering import DenseContract, intern_constant
 from .contract import dense_contract
 from .scalar_rules import np_type
 from .values import Array
@@ -109,10 +110,8 @@ def _sparse_contract(em, node, args):
     k = node.inputs[2].type.shape[rb]  # static (checked by the surface)
     group, keep = fmt.group, fmt.keep
     # 1. metadata check, sequential, before anything is written.
-    site_range = ErrorSite(ValueError, f"I.sparse_contract {{fmt}}: metadata position {{0}} is outside "
-                                       f"0..{group - 1}", fmt=repr(fmt))
-    site_order = ErrorSite(ValueError, "I.sparse_contract {fmt}: metadata positions {0} then {1} within "
-                                       "one group are not strictly increasing", fmt=repr(fmt))
+    site_range = C.SPARSE_POSITION.site(last=group - 1, fmt=repr(fmt))
+    site_order = C.SPARSE_ORDER.site(fmt=repr(fmt))
     with em.loop_nest(cshape, parallel=False) as idx:
         x = em.assign(f"np.int64({em.elem(meta, idx)})", "x")
         em.check(f"{x} < 0 or {x} >= {group}", site_range, x)

@@ -6,7 +6,8 @@ from __future__ import annotations
 from ... import types as T
 from ...graph import ops
 from ...graph.interpreter import rule_registrar
-from ...graph.lowering import (ErrorSite, broadcast_index, component, flat_index, name_extents, slice_index,
+from ...codegen import checks as C
+from ...graph.lowering import (broadcast_index, component, flat_index, name_extents, slice_index,
                                transpose_index, unflatten)
 from ...graph.values import Literal, walk_region
 from .indexing import add, coordinate, mul, read_view, shape_of, write_view
@@ -34,7 +35,7 @@ def _fresh_extents(em, node, operands):
     t = node.attr("type")
     for axis, value in zip(node.attr("extents"), operands):
         n = em.assign(f"np.int64({value.expr})", "n")
-        em.check(f"{n} < 0", ErrorSite(ValueError, f"extent {{0}} (axis {axis}) is negative"), n)
+        em.check(f"{n} < 0", C.NEGATIVE_EXTENT, n, axis=axis)
         em.dim_names[t.shape[axis]] = n
     return shape_of(em, t)
 
@@ -62,9 +63,7 @@ def _reshape(em, node, args):
     if not all(s.isdigit() for s in old + new) and _product(old) != _product(new):
         # (the same product expression on both sides, as for [M] -> [M, 1], cannot differ: no check, so no
         # error site, and a kernel without other error sites writes the caller's arrays without staging)
-        em.check(f"{_product(old)} != {_product(new)}",
-                 ErrorSite(ValueError, "reshape of {0} elements into a shape of {1} elements"),
-                 _product(old), _product(new))
+        em.check(f"{_product(old)} != {_product(new)}", C.RESHAPE_COUNT, _product(old), _product(new))
 
     def elem(idx):
         f = em.assign(flat_index(idx, new, add, mul), "f")
@@ -93,16 +92,14 @@ def _slice(em, node, args):
             shape.append(n)
         elif kind == "range":
             start, stop = next(rest).expr, next(rest).expr
-            em.check(f"{start} < 0 or {stop} < 0 or ({stop} > {n} and {stop} > {start})",
-                     ErrorSite(IndexError, f"slice [{{0}}:{{1}}] is outside axis {axis} of its tensor "
-                                           f"(no clamping)"), start, stop)
+            em.check(f"{start} < 0 or {stop} < 0 or ({stop} > {n} and {stop} > {start})", C.SLICE_RANGE,
+                     start, stop, n, axis=axis)
             length = em.assign(f"max(0, {stop} - {start})", "n")
             offsets.append(("range", start))
             shape.append(length)
         else:
             p = next(rest).expr
-            em.check(f"{p} < 0 or {p} >= {n}", ErrorSite(IndexError, f"index {{0}} is outside axis {axis} of "
-                                                                     f"extent {{1}}"), p, n)
+            em.check(f"{p} < 0 or {p} >= {n}", C.SLICE_INDEX, p, n, axis=axis)
             offsets.append(("point", p))
 
     return Lazy(tuple(shape), lambda idx: em.elem(x, slice_index(offsets, idx, add)))
@@ -140,7 +137,7 @@ def _domain(em, node, args):
     else:
         start, step = em.assign(f"np.int64({b})", "s"), em.assign(f"np.int64({s})", "s")
         if not isinstance(node.inputs[2], Literal):
-            em.check(f"{step} <= 0", ErrorSite(ValueError, "domain step must be positive, got {0}"), step)
+            em.check(f"{step} <= 0", C.DOMAIN_STEP, step)
     end = f"np.int64({e})"
     length = em.assign(f"max(0, {end})" if static_unit else f"max(0, ({end} - {start} + {step} - 1) // {step})", "n")
     name_extents(em.dim_names, (node.outputs[0].type.extent,), (length,))
@@ -150,10 +147,8 @@ def _domain(em, node, args):
 @rule(ops.subregion)
 def _subregion(em, node, args):
     parent, b, e = args[0], args[1].expr, args[2].expr
-    em.check(f"{b} < 0 or {e} < 0", ErrorSite(IndexError, "subregion [{0}:{1}] has a negative bound"), b, e)
-    em.check(f"{e} > {b} and {e} > {parent.length}",
-             ErrorSite(IndexError, "subregion [{0}:{1}] ends past its parent's extent {2} (subregions never "
-                                   "clamp)"), b, e, parent.length)
+    em.check(f"{b} < 0 or {e} < 0", C.SUBREGION_NEGATIVE, b, e)
+    em.check(f"{e} > {b} and {e} > {parent.length}", C.SUBREGION_PAST, b, e, parent.length)
     start = em.assign(add(parent.start, mul(f"np.int64({b})", parent.step)), "s")
     length = em.assign(f"max(0, np.int64({e}) - np.int64({b}))", "n")
     name_extents(em.dim_names, (node.outputs[0].type.extent,), (length,))
