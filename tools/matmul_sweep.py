@@ -15,6 +15,7 @@ from gpu import cuda_time, matmul_f16  # noqa: E402
 
 from intent_trace.backends.tilelang import cuda_matmul as CM  # noqa: E402
 from intent_trace.backends.tilelang.target import compile_program  # noqa: E402
+from intent_trace.backends.tilelang.targets import CUDA  # noqa: E402
 
 MT = CM.MatmulTiling
 SMS = 132
@@ -26,7 +27,7 @@ SIZES = (4096, 8192)
 
 
 def _program(tiling, n: int | None) -> str:
-    text = CM.tensor_core(matmul_f16.trace(), tiling).program
+    text = CM.tensor_core(matmul_f16.trace(), CUDA, tiling).program
     return text if n is None else re.sub(r"T\.dynamic\('d\d+', 'int32'\)", str(n), text)
 
 

@@ -114,8 +114,8 @@ def test_whole_view_slices_count_as_full_domains():
     def first_row(x: I.In[I.f32, ("M", "N")], y: I.Out[I.f32, ("N",)]):
         y[:] = x[0, :]  # a point entry: not a whole axis
 
-    assert [s.name for s in cuda_kernels.specializations(mm.trace())] == ["matmul"]
-    assert all("T.gemm" not in s.program for s in cuda_kernels.specializations(mm32.trace()))  # never TF32
+    assert [s.name for s in cuda_kernels.specializations(mm.trace(), targets.CUDA)] == ["matmul"]
+    assert all("T.gemm" not in s.program for s in cuda_kernels.specializations(mm32.trace(), targets.CUDA))  # never TF32
     assert cuda_kernels.flat_nest(scale_all.trace()).shape == ("d0", "d1")
     assert "T.get_thread_binding()" in generate(scale_all.trace(), "tilelang-cuda")
     assert cuda_kernels.flat_nest(first_row.trace()) is None
@@ -135,9 +135,9 @@ def test_matmul_tensor_cores_only_for_half_precision_operands():
         m, k, n = I.domain(0, a.shape[0]), I.domain(0, a.shape[1]), I.domain(0, b.shape[1])
         c[m, n] = I.matmul(a[m, k], b[k, n], acc_dtype=I.f32)
 
-    (spec32,) = cuda_kernels.specializations(matmul_f32.trace())  # f32 operands on tensor cores would be TF32
+    (spec32,) = cuda_kernels.specializations(matmul_f32.trace(), targets.CUDA)  # f32 operands on tensor cores would be TF32
     assert "T.gemm" not in spec32.program
-    (spec,) = cuda_kernels.specializations(mm16.trace())
+    (spec,) = cuda_kernels.specializations(mm16.trace(), targets.CUDA)
     assert "T.gemm(A_s, B_s, C_f," in spec.program and "'bfloat16'" in spec.program
     # any M; N and K in whole 16-byte rows (the tile copies mask the tails)
     assert spec.applies({0: 256, 1: 128, 2: 512}) and spec.applies({0: 100, 1: 136, 2: 520})
@@ -162,20 +162,20 @@ def test_batched_half_matmul_gets_the_tensor_core_program_over_a_grid_of_batch_e
         c[:, :, :] = I.cast(I.contract(a[:, :, :], b[:, :, :], reduce=((1, 1),), batch=((0, 0),), acc_dtype=I.f32),
                             I.f16)  # A transposed: not this program (yet)
 
-    (spec,) = cuda_kernels.specializations(bmm.trace())
+    (spec,) = cuda_kernels.specializations(bmm.trace(), targets.CUDA)
     assert spec.name == "batched_matmul" and "as (bx, by, bz)" in spec.program
     assert "T.copy(A[bz, by * 128, ko * 64], A_s)" in spec.program and "C[bz, by * 128, bx * 256]" in spec.program
     extents = {0: 3, 1: 100, 2: 72, 3: 264}  # B, M, K, N
     assert spec.applies(extents) and not spec.applies({**extents, 0: 0}) and not spec.applies({**extents, 2: 70})
     assert not spec.applies({0: 2**12, 1: 2**10, 2: 2**10, 3: 8})  # 2**32 elements of A: int32 tile indices
-    assert cuda_kernels.specializations(bmm32.trace()) == []  # no TF32, and the f32 program is not batched
-    assert cuda_kernels.specializations(bmm_t.trace()) == []
+    assert cuda_kernels.specializations(bmm32.trace(), targets.CUDA) == []  # no TF32, and the f32 program is not batched
+    assert cuda_kernels.specializations(bmm_t.trace(), targets.CUDA) == []
 
 
 def test_f32_matmul_gets_the_cuda_core_program_and_keeps_its_nan_check():
     from backends.tilelang_support import cuda_source
 
-    (spec,) = cuda_kernels.specializations(matmul_f32.trace())
+    (spec,) = cuda_kernels.specializations(matmul_f32.trace(), targets.CUDA)
     # any extents: the tile loads read zeros past M, N and K, only elements inside C are stored
     assert "T.gemm" not in spec.program and spec.applies({0: 256, 1: 16, 2: 128}) and spec.applies(
         {0: 255, 1: 12, 2: 129}) and not spec.applies({0: 256, 1: 0, 2: 128})
@@ -193,7 +193,7 @@ def test_matmul_specialisation_stages_a_half_precision_tile_in_shared_memory():
         m, k, n = I.domain(0, a.shape[0]), I.domain(0, a.shape[1]), I.domain(0, b.shape[1])
         c[m, n] = I.cast(I.matmul(a[m, k], b[k, n], acc_dtype=I.f32), I.f16)
 
-    (spec,) = cuda_kernels.specializations(mm.trace())
+    (spec,) = cuda_kernels.specializations(mm.trace(), targets.CUDA)
     assert "C_s = T.alloc_shared((128, 256), 'float16')" in spec.program
     assert "T.copy(C_f, C_s)" in spec.program and "policy=T.GemmWarpPolicy.FullRow" in spec.program
     source = cuda_source(spec.program)
@@ -264,7 +264,7 @@ def attention_f32_batched(q: I.In[I.f32, ("B", "L", "D")], k: I.In[I.f32, ("B", 
 
 
 def _attention_specs(kernel) -> dict:
-    return {s.name: s for s in cuda_kernels.specializations(kernel.trace())}
+    return {s.name: s for s in cuda_kernels.specializations(kernel.trace(), targets.CUDA)}
 
 
 def _extents(kernel, **sizes) -> dict:
@@ -319,7 +319,7 @@ def test_attention_specialisation_applies_to_divisible_extents_of_its_head_dim()
     pytest.param(FA.attention_f16_causal, id="causal-mask (not this program yet)"),
 ])
 def test_attention_near_misses_get_no_specialisation(kernel):
-    assert cuda_kernels.specializations(kernel.trace()) == []
+    assert cuda_kernels.specializations(kernel.trace(), targets.CUDA) == []
 
 
 def test_attention_variant_spelled_as_the_example_is_recognised():
@@ -384,11 +384,11 @@ def test_attention_is_recognised_up_to_the_order_of_commutative_operands_only():
     commutative = list(_swapped(graph, {ops.add, ops.mul, ops.maximum}))
     assert len(commutative) == 10  # the scores' scale, both reduce combines, the combine's maximum and its 6
     for op, swapped in commutative:
-        assert {s.name for s in cuda_kernels.specializations(swapped)} == names, op
+        assert {s.name for s in cuda_kernels.specializations(swapped, targets.CUDA)} == names, op
     ordered = list(_swapped(graph, {ops.sub, ops.div, ops.eq, ops.contract}))
     assert {op for op, _ in ordered} == {ops.sub, ops.div, ops.eq, ops.contract}
     for op, swapped in ordered:
-        assert cuda_kernels.specializations(swapped) == [], op
+        assert cuda_kernels.specializations(swapped, targets.CUDA) == [], op
 
 
 def test_attention_with_another_literal_or_an_approximate_division_is_not_recognised():
@@ -402,11 +402,11 @@ def test_attention_with_another_literal_or_an_approximate_division_is_not_recogn
     graph = FA.attention_f16.trace()
     approximate = rewrite(graph, [(pat(ops.div, attrs={"approximate": None}, name="d"), lambda c: attrs.evolve(
         c["d"], attrs=c["d"].attrs + (("approximate", True),)))])
-    assert approximate is not graph and cuda_kernels.specializations(approximate) == []
+    assert approximate is not graph and cuda_kernels.specializations(approximate, targets.CUDA) == []
     neg_inf = pat(ops.eq, any_("x"), lit(-math.inf, name="inf"), name="e")  # the empty summary's guard
     zero_guard = rewrite(graph, [(neg_inf, lambda c: attrs.evolve(
         c["e"], inputs=(c["x"], attrs.evolve(c["inf"], value=type(c["inf"].value)(0.0)))))])
-    assert zero_guard is not graph and cuda_kernels.specializations(zero_guard) == []
+    assert zero_guard is not graph and cuda_kernels.specializations(zero_guard, targets.CUDA) == []
 
 
 @intent.kernel
@@ -450,12 +450,12 @@ def matmul_in_place(a: I.In[I.f16, ("M", "K")], b: I.In[I.f16, ("K", "N")], c: I
 
 
 def test_a_pointwise_consumer_of_the_matmul_is_its_fused_epilogue():
-    (spec,) = cuda_kernels.specializations(matmul_plus_one.trace())  # cuda_epilogue: applied before the store
+    (spec,) = cuda_kernels.specializations(matmul_plus_one.trace(), targets.CUDA)  # cuda_epilogue: applied before the store
     assert spec.name == "matmul_epilogue" and "T.Parallel(128, 256)" in spec.program
 
 
 @pytest.mark.parametrize("kernel", [matmul_two_writes, matmul_dead_cast, matmul_transposed,
                                     matmul_partial_rows, matmul_in_place], ids=lambda k: k.name)
 def test_matmul_near_misses_get_no_specialisation(kernel):
-    assert cuda_kernels.specializations(kernel.trace()) == []
+    assert cuda_kernels.specializations(kernel.trace(), targets.CUDA) == []
 

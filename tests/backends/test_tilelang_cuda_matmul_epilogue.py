@@ -40,7 +40,7 @@ zoo = benchmark_module("zoo_kernels")
 RNG = np.random.default_rng(1717)
 U32 = 2.0 ** -24
 #: the C target running the tensor-core epilogue mapping (its grid of tiles, one after another)
-EMULATED = attrs.evolve(targets.C, specializations=lambda g: cuda_kernels.emulated_specializations(g, targets.C))
+EMULATED = attrs.evolve(targets.C, specializations=cuda_kernels.emulated_specializations)
 EPILOGUE_TARGETS = ("tilelang-c", "tilelang-cuda")  # the targets whose programs are the epilogue mapping
 #: (M, K, N): one tile, tails past 128 rows / 256 columns / 64-deep steps, two tiles each way with tails
 SHAPES = ((1, 8, 8), (3, 16, 24), (130, 40, 264), (257, 72, 520))
@@ -84,7 +84,7 @@ def mm_f32_bias(a: I.In[I.f32, ("M", "K")], b: I.In[I.f32, ("K", "N")], bias: I.
 
 
 def _spec(kernel):
-    (spec,) = cuda_kernels.specializations(kernel.trace())
+    (spec,) = cuda_kernels.specializations(kernel.trace(), targets.CUDA)
     return spec
 
 
@@ -140,7 +140,7 @@ def test_batched_epilogue_indexes_the_batch_entry():
 
 @pytest.mark.parametrize("kernel", [mm_row_sum_epilogue, mm_reads_its_operand, mm_f32_bias], ids=lambda k: k.name)
 def test_epilogue_near_misses_get_no_tensor_core_program(kernel):
-    assert all("T.gemm" not in s.program for s in cuda_kernels.specializations(kernel.trace()))
+    assert all("T.gemm" not in s.program for s in cuda_kernels.specializations(kernel.trace(), targets.CUDA))
     assert cuda_kernels.emulated_specializations(kernel.trace(), targets.C) == []
 
 

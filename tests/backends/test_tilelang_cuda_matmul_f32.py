@@ -27,7 +27,7 @@ from intent_trace.backends.tilelang import target as tl_target
 
 RNG = np.random.default_rng(3232)
 U32 = 2.0 ** -24
-EMULATED = attrs.evolve(targets.C, specializations=lambda g: cuda_kernels.emulated_specializations(g, targets.C))
+EMULATED = attrs.evolve(targets.C, specializations=cuda_kernels.emulated_specializations)
 SIMT_TARGETS = ("tilelang-c", "tilelang-cuda")
 
 
@@ -38,7 +38,7 @@ def matmul_f32(a: I.In[I.f32, ("M", "K")], b: I.In[I.f32, ("K", "N")], c: I.Out[
 
 
 def test_the_program_accumulates_with_fma_on_cuda_cores_at_any_extents():
-    (spec,) = cuda_kernels.specializations(matmul_f32.trace())
+    (spec,) = cuda_kernels.specializations(matmul_f32.trace(), targets.CUDA)
     p = spec.program
     assert "T.gemm" not in p and "T.call_extern('float32', 'fmaf', a[i], b[j], acc[i * 8 + j])" in p
     assert "T.if_then_else(by * 128 + (l * 256 + tx) // 16 < d0 and ko * 16 + (l * 256 + tx) % 16 < d1" in p

@@ -459,9 +459,10 @@ def _example_kernels():
         spec = importlib.util.spec_from_file_location(f"_metal_example_{path.stem}", path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
+        constexprs = getattr(module, "CONSTEXPRS", {})  # the values an example's main() passes, per kernel
         for name, value in vars(module).items():
             if isinstance(value, Kernel):
-                yield f"{path.stem}.{name}", value
+                yield f"{path.stem}.{name}", (value, constexprs.get(name, {}))
 
 
 EXAMPLE_KERNELS = dict(_example_kernels())
@@ -469,8 +470,8 @@ EXAMPLE_KERNELS = dict(_example_kernels())
 
 @pytest.mark.parametrize("name", sorted(EXAMPLE_KERNELS))
 def test_every_example_kernel_lowers_to_metal(name):
-    kernel = EXAMPLE_KERNELS[name]
-    if any(p.type.dtype.name == "f64" for p in kernel.trace().params):
+    kernel, constexprs = EXAMPLE_KERNELS[name]
+    if any(p.type.dtype.name == "f64" for p in kernel.trace(**constexprs).params):
         pytest.fail(f"{name} uses f64, which Metal lacks: the examples should run on every target")
-    msl = metal_source(kernel)
+    msl = metal_source(kernel, **constexprs)
     assert re.search(r"\[\[kernel[^\]]*\]\] void \w+\(", msl)

@@ -110,7 +110,7 @@ def test_cuda_helpers_are_the_c_bodies_rendered_in_the_device_spelling_not_rewri
     rewrites = [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.Call) and
                 isinstance(n.func, ast.Attribute) and n.func.attr in ("replace", "sub")]
     assert rewrites == []
-    for family, dtypes, ret, args in (("max", (T.i32,), T.i32, (T.i32, T.i32)), ("exp", (T.f32,), T.f32, (T.f32,)),
+    for family, dtypes, ret, args in (("max", (T.i32,), T.i32, (T.i32, T.i32)), ("exp", (T.f64,), T.f64, (T.f64,)),
                                       ("cast", (T.f64, T.u8), T.u8, (T.f64,)), ("lt", (T.u64,), T.bool_, (T.u64,) * 2)):
         name = "it_" + "_".join((family, *(d.name for d in dtypes)))
         device = cuda.helper_source(name, family, dtypes, ret, args)

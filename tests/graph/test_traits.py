@@ -29,7 +29,8 @@ def test_elementwise_consumers_and_what_they_evaluate_once():
     assert traits.ELEMENTWISE == traits.POINTWISE - {ops.constant} | {ops.random_bits}
     assert names(traits.ELEMENT_CONSUMERS - traits.ELEMENTWISE) == {
         "broadcast", "reshape", "transpose", "slice", "join", "write", "read", "reduce", "scan", "gather",
-        "histogram", "scatter_reduce", "store", "contract", "unique_store"}
+        "histogram", "scatter_reduce", "store", "contract", "unique_store",
+        "masked_read", "masked_write", "masked_load", "masked_store"}
     assert traits.evaluates_once(ops.add, 1) and traits.evaluates_once(ops.transpose, 0)
     assert traits.evaluates_once(ops.write, 1) and not traits.evaluates_once(ops.write, 2)
     assert traits.evaluates_once(ops.reduce, 1) and not traits.evaluates_once(ops.reduce, 2)

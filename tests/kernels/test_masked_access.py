@@ -10,6 +10,7 @@ a failing kernel leaves the caller's arrays unchanged. The Triton tutorials' mas
 
 import math
 
+import attrs
 import ml_dtypes
 import numpy as np
 import pytest
@@ -373,3 +374,41 @@ def test_masked_accesses_on_the_emulated_cuda_grid(emulated, n):
     out = np.full(n, np.nan, np.float32)
     exe(x, y, out)
     np.testing.assert_array_equal(out, x + y)
+
+
+@intent.kernel
+def scatter_masked_even(v: I.In[I.i64, ("K",)], idx: I.In[I.i64, ("K",)], y: I.InOut[I.i64, ("N",)]):
+    k = I.domain(0, idx.shape[0])
+    i = idx[k]
+    inside = (i >= 0) & (i < I.cast(y.shape[0], I.i64))
+    I.scatter_reduce(y, i, v[k], combine="add", valid=inside & (v[k] % 2 == 0))
+
+
+@pytest.mark.parametrize("checks", [True, False])
+@pytest.mark.parametrize("n,k", [(5, 300), (1, 3), (0, 5), (257, 1000)])
+def test_masked_scatter_on_the_emulated_cuda_atomic_grid(emulated, monkeypatch, checks, n, k):
+    """The scatter's grid (one update a thread, device atomics): invalid lanes, wherever they fall, are neither
+    bounds-checked nor combined, with and without run-time checks."""
+    from intent_trace.backends.tilelang import cuda_indexed, targets
+    from intent_trace.backends.tilelang.target import build
+
+    monkeypatch.setitem(targets.TARGETS, emulated, attrs.evolve(
+        targets.TARGETS[emulated], indexed_grid=lambda g: cuda_indexed.indexed_plan(g, emulated=True)))
+    exe = build(scatter_masked.trace(), target=emulated, checks=checks)
+    assert "as bx:" in exe.program and "atomic" in exe.program  # the updates are on the grid
+    idx = _far_indices(n, k)
+    v = RNG.integers(-50, 50, k)
+    y = RNG.integers(-5, 5, n)
+    ref = y.copy()
+    valid = (idx >= 0) & (idx < n)
+    np.add.at(ref, idx[valid], v[valid])
+    exe(v, idx, y)
+    np.testing.assert_array_equal(y, ref)
+    # a mask that is not the bounds: odd values are invalid lanes inside the destination too
+    exe = build(scatter_masked_even.trace(), target=emulated, checks=checks)
+    y = RNG.integers(-5, 5, n)
+    ref = y.copy()
+    valid &= v % 2 == 0
+    np.add.at(ref, idx[valid], v[valid])
+    exe(v, idx, y)
+    np.testing.assert_array_equal(y, ref)

@@ -18,4 +18,4 @@ targets.TARGETS["tilelang-c"] = attrs.evolve(
     parallel_grid=lambda g: cuda_kernels.parallel_grid(g, emulated=True),
     multi_block=lambda g: cuda_scan.multi_block(g, emulated=True),
     indexed_grid=lambda g: cuda_indexed.indexed_plan(g, emulated=True), host_workspaces=True,
-    specializations=lambda g: cuda_kernels.emulated_specializations(g, targets.C))
+    specializations=cuda_kernels.emulated_specializations)

@@ -34,9 +34,11 @@ from . import cuda_attention, cuda_matmul
 from .cuda_access import APPROXIMATE_DIV, FROM_DOMAIN, REJECT, full_axes, view_access
 
 
-def specializations(graph: KernelGraph) -> list:
-    specs = [cuda_matmul.tensor_core(graph, config) for config in cuda_matmul.CONFIGS]
-    specs.append(cuda_matmul.simt(graph))
+def specializations(graph: KernelGraph, target) -> list:
+    """The tiled programs of ``graph`` on ``target`` (the CUDA target value, which passes itself): tensor-core
+    matmuls per tiling, the f32 matmul on CUDA cores, flash attention."""
+    specs = [cuda_matmul.tensor_core(graph, target, config) for config in cuda_matmul.CONFIGS]
+    specs.append(cuda_matmul.simt(graph, target))
     specs += [cuda_attention.attention(graph, config) for config in cuda_attention.CONFIGS]
     return [spec for spec in specs if spec is not None]
 

@@ -194,7 +194,7 @@ def _match(graph: KernelGraph) -> MatmulMatch | None:
                        contract.outputs[0] if epilogue else None, write.inputs[1])
 
 
-def tensor_core(graph: KernelGraph, config: MatmulTiling | None = None) -> Specialization | None:
+def tensor_core(graph: KernelGraph, target, config: MatmulTiling | None = None) -> Specialization | None:
     match = _match(graph)
     if match is None or match.dtype not in ("f16", "bf16"):
         return None
@@ -223,7 +223,7 @@ def tensor_core(graph: KernelGraph, config: MatmulTiling | None = None) -> Speci
                 else f"T.copy(C_f, C[{z}by * {t.tm}, bx * {t.tn}])")
     c_shared = f"\n        C_s = T.alloc_shared(({t.tm}, {t.tn}), {out!r})" if t.shared_epilogue else ""
     if match.epilogue:
-        fused = _fused_epilogue(graph, match, t, pad, z)
+        fused = _fused_epilogue(graph, target, match, t, pad, z)
         if fused is None:
             return None
         params, launch, c_shared, epilogue = fused.params, launch.replace(") as", ", prelude=PRELUDE) as"), \
@@ -249,7 +249,7 @@ def kernel({params}):
 {pad}{epilogue}
 '''
     align = 16 // (2 if match.dtype in ("f16", "bf16") else 4)  # elements a 16-byte row unit holds (A, B rows)
-    return match.specialization(program, 1, align, align, match.stored(graph, cuda_target()))
+    return match.specialization(program, 1, align, align, match.stored(graph, target))
 
 
 @attrs.frozen
@@ -263,18 +263,19 @@ class _Fused:
     text: str
 
 
-def _fused_epilogue(graph: KernelGraph, match: MatmulMatch, t: MatmulTiling, pad: str, z: str) -> _Fused | None:
+def _fused_epilogue(graph: KernelGraph, target, match: MatmulMatch, t: MatmulTiling, pad: str,
+                    z: str) -> _Fused | None:
     """The tensor-core program's epilogue applied to each accumulator element of the fragment (``T.Parallel``
     over the tile: every thread its own fragment elements, in registers) and stored once: staged in shared
     memory and copied out in whole rows, or copied from the fragment (clipped at the tile's tails)."""
     names = {match.a: "A", match.b: "B", match.c: "C"}
-    params, env = cuda_epilogue.declare_params(graph, cuda_target(), names)
+    params, env = cuda_epilogue.declare_params(graph, target, names)
     out = TIR_DTYPE[match.out]
     rows = [f"T.min(T.Cast('int64', by * {t.tm} + ei), T.Cast('int64', d{match.m}) - T.int64(1))",
             f"T.min(T.Cast('int64', bx * {t.tn} + ej), T.Cast('int64', d{match.n}) - T.int64(1))"]
     index = ["eb", "em", "en"] if match.batch is not None else ["em", "en"]
     out_view = env[graph.params[match.c].var]
-    code = cuda_epilogue.element_code(graph, cuda_target(), env, match.contract, "C_f[ei, ej]", index,
+    code = cuda_epilogue.element_code(graph, target, env, match.contract, "C_f[ei, ej]", index,
                                       match.written, out_view, None if match.out == "f32" else out)
     if code is None:
         return None
@@ -348,19 +349,12 @@ def kernel({params}):
     return match.specialization(program, 1, align, align, stored)
 
 
-def cuda_target():
-    """The CUDA target value (imported here: :mod:`.targets` imports this module through cuda_kernels)."""
-    from .targets import CUDA
-
-    return CUDA
-
-
 # the f32 program: a 128 x 128 block tile of 256 threads, each an 8 x 8 register block (rows tx // 16 + 16 i,
 # columns tx % 16 + 16 j: a warp's B reads hit 16 banks, its A reads two broadcast words), k in steps of 16
 SIMT_TILE, SIMT_K, SIMT_THREADS = 128, 16, 256
 
 
-def simt(graph: KernelGraph, target=None) -> Specialization | None:
+def simt(graph: KernelGraph, target) -> Specialization | None:
     """The f32 program on CUDA cores (never ``T.gemm``: f32 tensor-core MMAs are TF32, wgmma has no FP32
     operands). Each product is added with one fused multiply-add (``fmaf``: T10 allows FMA inside a contraction;
     the result is within T5's bound, not the serial program's bits) into the thread's 8 x 8 register block, in
@@ -375,8 +369,7 @@ def simt(graph: KernelGraph, target=None) -> Specialization | None:
     match = _match(graph)
     if match is None or match.dtype != "f32" or match.out != "f32" or match.batch is not None or match.epilogue:
         return None
-    emulated = target is not None and target.name != cuda.NAME
-    target = target or cuda_target()
+    emulated = target.name != cuda.NAME
     f32 = DT.f32
     helpers = [target.helper_source(f"it_{op}_f32", op, (f32,), f32, (f32, f32)) for op in ("mul", "add")]
     # in C: TVM's simplifier takes ``x != x`` on floats for false

@@ -266,7 +266,7 @@ class ReduceEmitter(BlockMixin, TileLangEmitter):
             self.partials[id(node)] = spaces
         self._grid_pass()
         self.depth -= 1  # the second kernel, after the first
-        self.env = {k: v for k, v in self.env.items() if not _computed(k, self.graph)}
+        self.env = {k: v for k, v in self.env.items() if not computed_in_body(k, self.graph)}
         self.dim_names, self.memo = dict(dims), [{}]
         with self.block(self.plan.final_launch()):
             self._final_pass()
@@ -388,7 +388,7 @@ class ReduceEmitter(BlockMixin, TileLangEmitter):
         return [rest, *reversed(idx)]
 
 
-def _computed(var, graph) -> bool:
+def computed_in_body(var, graph) -> bool:
     """Whether ``var`` is a value the graph's body computes (the second kernel computes it again)."""
     return not (var in graph.extents or any(p.var is var for p in graph.params))
 

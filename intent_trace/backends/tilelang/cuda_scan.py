@@ -27,7 +27,7 @@ from ... import types as T
 from ...graph.lowering import leaf_values
 from ...schedule import scan as schedule_scan
 from .accumulate import accumulators, combine
-from .cuda_reduce import WARP, ReduceEmitter, _computed, reduce_plan
+from .cuda_reduce import WARP, ReduceEmitter, computed_in_body, reduce_plan
 from .emitter import Aggregate
 from .storage import Workspace
 
@@ -117,7 +117,7 @@ class ScanEmitter(ReduceEmitter):
             self.totals.append(space.name)
         self._kernel(final=False)
         self.depth -= 1
-        self.env = {k: v for k, v in self.env.items() if not _computed(k, self.graph)}
+        self.env = {k: v for k, v in self.env.items() if not computed_in_body(k, self.graph)}
         self.dim_names, self.memo = dict(dims), [{}]
         with self.block(self.plan.final_launch()):
             self._kernel(final=True)

@@ -97,6 +97,7 @@ class ScatterEmitter(GridEmitter):
     def _scatter(self, node) -> None:
         plan = self.plan
         dest, values, *index = (self.operand(x) for x in node.inputs)
+        valid = (index.pop(), node.inputs[-1]) if node.attr("has_valid") else None
         out_t = node.attr("type")
         d = node.inputs[0].type.dtype
         kind = plan.scatter.kind
@@ -104,8 +105,10 @@ class ScatterEmitter(GridEmitter):
             j = self.assign(f"T.Cast('int64', bx) * T.int64({plan.threads}) + T.Cast('int64', {tx})", "j")
             self.in_grid = True  # a failed check claims the error record (threads fail at once)
             try:
-                with self.block(f"if {j} < {plan.total}:"):
+                with self.block(f"if {j} < {plan.total}:"), contextlib.ExitStack() as lane:
                     idx = self.unflatten(j, self.shape(out_t))
+                    if valid is not None:  # an invalid lane is neither bounds-checked nor applied (spec §15)
+                        lane.enter_context(self.block(f"if {at(self, valid[0], valid[1].type, idx, out_t)}:"))
                     coords, inside = [], []
                     for axis, (ix, x) in enumerate(zip(index, node.inputs[2:])):
                         n = as_index(dest.shape[axis])
@@ -116,10 +119,9 @@ class ScatterEmitter(GridEmitter):
                         coords.append(c)
                         inside.append(f"{c} >= T.int64(0) and {c} < {n}")
                     new = self.assign(at(self, values, node.inputs[1].type, idx, out_t), "x")
-                    masked = self.block(f"if {' and '.join(inside)}:") if inside and not self.checks else \
-                        contextlib.nullcontext()
-                    with masked:  # without checks an update outside the destination is not applied (T10)
-                        self._apply(dest, d, kind, coords, new)
+                    if inside and not self.checks:  # without checks an update outside the destination is not applied
+                        lane.enter_context(self.block(f"if {' and '.join(inside)}:"))  # (T10)
+                    self._apply(dest, d, kind, coords, new)
             finally:
                 self.in_grid = False
 

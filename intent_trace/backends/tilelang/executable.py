@@ -161,7 +161,7 @@ class TileLangExecutable(ExecutableDisplay):
         self.program, self.error_sites, self.workspaces = program.text, program.error_sites, program.workspaces
         self.allocation_limit = program.allocation_limit
         # tiled programs for recognised graphs, chosen per call by its extents (JIT specialisations)
-        self.specializations = tuple(self.spec.specializations(graph))
+        self.specializations = tuple(self.spec.specializations(graph, self.spec))
         self._kernel = None
 
     @property

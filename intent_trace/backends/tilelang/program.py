@@ -167,7 +167,7 @@ def schedule_of(graph: KernelGraph, spec, checks: bool = True, specializations=N
     """Which mapping each part of ``graph`` gets on target ``spec`` and why: the tiled specialisations (each with
     the calls it runs for), then the general program's launch as the pre-pass plans it (:func:`plan_launch`)."""
     if specializations is None:
-        specializations = spec.specializations(graph)
+        specializations = spec.specializations(graph, spec)
     names = [ev.extent.name for ev in graph.extents]
     parts = [_specialization_part(s, names) for s in specializations]
     launch = _plan(graph, spec, checks)

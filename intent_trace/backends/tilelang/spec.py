@@ -13,7 +13,7 @@ from collections.abc import Callable
 import attrs
 
 
-def _no_specializations(graph) -> tuple:
+def _no_specializations(graph, target) -> tuple:
     return ()
 
 
@@ -68,7 +68,7 @@ class TileLangTarget:
     # histograms, scatters and row gathers: grids over the values, updates or output rows, collisions combined by
     # device atomics (cuda_indexed); a plan writes its own program, which may check (a failed check is claimed)
     indexed_grid: Callable | None = None
-    specializations: Callable = _no_specializations  # tiled programs chosen per call by its extents
+    specializations: Callable = _no_specializations  # (graph, this target) -> tiled programs chosen per call
     # full reductions and scans over a long axis: a multi-block program (several kernels, partials in workspaces
     # of its own: cuda_reduce), asked after row_group
     multi_block: Callable | None = None
