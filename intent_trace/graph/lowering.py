@@ -75,6 +75,11 @@ def extent_value(e, env: dict, scalar: type):
     return value if isinstance(value, scalar) else None
 
 
+def runtime_bins_text(node) -> str:
+    """How a run-time error names the runtime bin count of a ``histogram`` node (its last operand, by its name)."""
+    return node.inputs[-1].hint or "the runtime bin count"
+
+
 def extent_expr(e, dim_names: dict, env: dict, scalar: type, clamp) -> str | None:
     """An extent's expression: its number when static, the emitter's name for it when it has one, else
     ``clamp(expr)`` of the run-time value that gives it (a negative value is an empty extent), or None when

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from .. import types as T
 from ..errors import TraceTypeError, TraceValueError
-from .type_rules import (broadcast_shapes, checked, derived, index_scalar, tensor_type, type_error, value_error,
-                         value_type)
+from .type_rules import (broadcast_shapes, checked, derived, extent_of_value, index_scalar, tensor_type, type_error,
+                         value_error, value_type)
 
 #: the fields of the record ``atomic_compare_exchange`` returns (spec §16)
 CAS_FIELDS = ("old_value", "success")
@@ -174,14 +174,25 @@ def scatter_reduce_rule(op, inputs, attrs):
 
 @checked
 def histogram_rule(op, inputs, attrs, t):
-    """Counts of each of ``bins`` bins: a (bins,) tensor of the recorded integer counting dtype."""
+    """Counts of each of ``bins`` bins: a (bins,) tensor of the recorded integer counting dtype. ``bins`` is the
+    static attribute, or (without it) the last operand, an integer scalar whose extent is the result's."""
     values = tensor_type(op, inputs[0])
     if not values.dtype.is_int:
         type_error(f"I.histogram takes an integer tensor, got {values.dtype} values")
-    if attrs["has_valid"] and (len(inputs) != 2 or inputs[1].type != T.TensorType(T.bool_, values.shape)):
+    has_valid, bins = attrs["has_valid"], attrs.get("bins")
+    if len(inputs) != 1 + bool(has_valid) + (bins is None):
+        value_error(f"I.histogram takes the values{', valid' if has_valid else ''}"
+                    f"{' and the runtime bin count' if bins is None else ''}, got {len(inputs)} operands")
+    if has_valid and inputs[1].type != T.TensorType(T.bool_, values.shape):
         type_error("I.histogram: valid must be a bool tensor of the values' shape")
-    if not isinstance(t, T.TensorType) or not t.dtype.is_int or t.shape != (attrs["bins"],):
-        type_error(f"I.histogram counts {attrs['bins']} bins into an integer ({attrs['bins']},) tensor, not {t!r}")
+    if bins is None:
+        index_scalar(op, inputs[-1], "the runtime bin count")
+        if not isinstance(t, T.TensorType) or not t.dtype.is_int or len(t.shape) != 1 or \
+                not extent_of_value(inputs[-1], t.shape[0]):
+            type_error(f"I.histogram counts a runtime number of bins into an integer tensor whose one extent is the "
+                       f"bin count's, not {t!r}")
+    elif not isinstance(t, T.TensorType) or not t.dtype.is_int or t.shape != (bins,):
+        type_error(f"I.histogram counts {bins} bins into an integer ({bins},) tensor, not {t!r}")
 
 
 @checked
