@@ -144,7 +144,7 @@ SCALED_CARRIER = _check("scaled_carrier", ValueError,
                         "group size {group} needs exactly {want} carrier elements per group", ("extent",),
                         ("axis", "group", "want"), ("role", "extent", "fmt"))
 SPARSE_REDUCTION = _check("sparse_reduction", ValueError,
-                          "I.sparse_contract {fmt}: the logical reduction extent K = {extent} = {0} (rhs axis {axis}) "
+                          "I.sparse_contract {fmt}: the logical reduction extent {extent} = {0} (rhs axis {axis}) "
                           "is not a multiple of the group size {group}", ("K",), ("axis", "group"), ("fmt", "extent"))
 SPARSE_COMPRESSED = _check("sparse_compressed", ValueError,
                            "I.sparse_contract {fmt}: compressed axis {axis} has extent {extent} = {0}, but K = {1} "

@@ -419,8 +419,9 @@ define("sparse_contract", "structured", 3, attrs=("format", "reduce", "batch", "
        infer=S.sparse_contract_rule, traits={"looping", "contraction"},
        doc="operands: compressed lhs, logical metadata (same shape), dense rhs; the lhs compression axis is its "
            "first reduce axis; otherwise as contract")
-define("quantize", "structured", 1, attrs=("format", "type"), infer=S.quantize_rule,
-       doc="f32[..., K] -> the format's record of logical fields (quantization.md Q1, Q2)")
+define("quantize", "structured", None, attrs=("format", "type"), infer=S.quantize_rule,
+       doc="f32[..., K] -> the format's record of logical fields (quantization.md Q1, Q2); a dynamic K comes with a "
+           "second operand, the block count K // 256 (the record's blocks extent; K % 256 == 0 is checked by the run)")
 define("quantized_dot", "structured", 2, attrs=("lhs_format", "rhs_format", "acc_dtype", "type"), infer=S.quantized_dot_rule,
        traits={"looping", "contraction"},
        doc="dot of two quantized records over the blocks axis; leading axes broadcast (quantization.md Q3)")

@@ -374,16 +374,36 @@ region_scan_rule.computes = False
 
 # --- quantized, scaled and sparse contractions -------------------------------------------------
 
-@derived
 def quantize_rule(op, inputs, attrs):
-    """The format's record of logical fields for f32[..., K] (K a multiple of the block size; quantization.md
-    Q1, Q2): the format attribute gives the record (``record_type(leading, blocks)``)."""
+    """The format's record of logical fields for f32[..., K] (quantization.md Q1, Q2): ``record_type(leading,
+    blocks)`` with blocks = K // block size. A static K is a positive multiple of the block size, and the rule
+    computes the record; a dynamic K comes with a second operand, the block count, whose extent is the recorded
+    record's blocks (K a multiple of the block size is then the run's check)."""
     src, fmt = tensor_type(op, inputs[0]), attrs["format"]
     k = src.shape[-1] if src.shape else None
-    if src.dtype is not T.f32 or not isinstance(k, int) or k <= 0 or k % fmt.block_size:
-        type_error(f"I.quantize: values must be f32[..., K] with K a positive multiple of {fmt.block_size}, "
-                    f"got {src!r}")
-    return fmt.record_type(src.shape[:-1], k // fmt.block_size)
+    recorded = attrs.get("type")
+    if src.dtype is not T.f32 or k is None:
+        type_error(f"I.quantize: values must be f32[..., K], got {src!r}")
+    if isinstance(k, int):
+        if len(inputs) != 1 or k <= 0 or k % fmt.block_size:
+            type_error(f"I.quantize: values must be f32[..., K] with K a positive multiple of {fmt.block_size} "
+                       f"(and no block-count operand), got {src!r}")
+        blocks = k // fmt.block_size
+    else:
+        if len(inputs) != 2:
+            value_error("I.quantize over a dynamic last extent K takes the block count K // 256 as its second operand")
+        index_scalar(op, inputs[1], "the block count")
+        first = recorded.fields[0][1] if isinstance(recorded, T.RecordType) and recorded.fields else None
+        blocks = first.shape[-1] if isinstance(first, T.TensorType) and first.shape else None
+        if not extent_of_value(inputs[1], blocks):
+            value_error("I.quantize: the record's blocks axis is not the extent its block-count operand gives")
+    t = fmt.record_type(src.shape[:-1], blocks)
+    if recorded is not None and recorded != t:
+        type_error(f"I.quantize: the recorded type {recorded!r} is not the {fmt!r} record of {src!r}, {t!r}")
+    return (t,)
+
+
+quantize_rule.computes = True  # for a static K; a dynamic one's blocks extent is recorded (its operand's)
 
 
 def _quantized(op, x, fmt):

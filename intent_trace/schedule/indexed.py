@@ -2,8 +2,9 @@
 the output rows), recognised from the graph's structure (ops compared as OpDefs, patterns, types), never from names.
 
 - :class:`Histogram`: ``counts[:] = I.histogram(values, bins=B, valid=?)`` with ``values`` (and ``valid``) a pure
-  expression of whole-axis reads and ``B`` static or the counts' kernel extent (``bins=counts.shape[0]``). Counts are integers and order-free (T10: histogram may run in
-  any order), so a target may count each block's share in private bins and add them into the output atomically.
+  expression of whole-axis reads and ``B`` static or the counts' kernel extent (``bins=counts.shape[0]``). Counts
+  are integers and order-free (T10: histogram may run in any order), so a target may count each block's share in
+  private bins and add them into the output atomically.
 - :class:`Scatter`: ``I.scatter_reduce(dest, index, values, combine=...)`` of a kernel view, the graph's one
   effect, its combine one of the built-in binary ops (add, maximum, minimum, and, or, xor): each update is one
   device atomic read-modify-write of the same combine (collisions combine in any order, spec §13, T10).
