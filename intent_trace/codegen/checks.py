@@ -147,6 +147,6 @@ SPARSE_REDUCTION = _check("sparse_reduction", ValueError,
                           "I.sparse_contract {fmt}: the logical reduction extent {extent} = {0} (rhs axis {axis}) "
                           "is not a multiple of the group size {group}", ("K",), ("axis", "group"), ("fmt", "extent"))
 SPARSE_COMPRESSED = _check("sparse_compressed", ValueError,
-                           "I.sparse_contract {fmt}: compressed axis {axis} has extent {extent} = {0}, but K = {1} "
+                           "I.sparse_contract {fmt}: compressed axis {axis} has extent {0}{extent}, but K = {1} "
                            "(rhs axis {rhs_axis}) needs {2} (K * {keep} / {group})", ("extent", "K", "needed"),
                            ("axis", "rhs_axis", "keep", "group"), ("fmt", "extent"))

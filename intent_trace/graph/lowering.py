@@ -95,6 +95,11 @@ def compression_extents(node) -> tuple:
     return ca, rb, node.inputs[0].type.shape[ca], node.inputs[2].type.shape[rb]
 
 
+def named_extent(e) -> str:
+    """`` (K)``: how a run-time message names a dynamic extent after its value (nothing for a static one)."""
+    return "" if isinstance(e, int) else f" ({T.extent_str(e)})"
+
+
 def runtime_bins_text(node) -> str:
     """How a run-time error names the runtime bin count of a ``histogram`` node (its last operand, by its name)."""
     return node.inputs[-1].hint or "the runtime bin count"

@@ -21,7 +21,7 @@ from .. import types as T
 from ..codegen import checks as C
 from ..graph import ops
 from ..graph.interpreter import rule_registrar
-from ..graph.lowering import compression_extents, dynamic_carriers
+from ..graph.lowering import compression_extents, dynamic_carriers, named_extent
 from ..limits import check_allocation
 from . import numerics as N
 from .generic_contract import contract_arithmetic, subscripts
@@ -73,7 +73,7 @@ def check_compression(node, args) -> None:
         raise C.SPARSE_REDUCTION.error(k, axis=rb, group=fmt.group, fmt=repr(fmt), extent=T.extent_str(ek))
     if kc * fmt.group != k * fmt.keep:
         raise C.SPARSE_COMPRESSED.error(kc, k, k * fmt.keep // fmt.group, axis=ca, rhs_axis=rb, keep=fmt.keep,
-                                        group=fmt.group, fmt=repr(fmt), extent=T.extent_str(ekc))
+                                        group=fmt.group, fmt=repr(fmt), extent=named_extent(ekc))
 
 
 @rule(ops.scaled_contract)

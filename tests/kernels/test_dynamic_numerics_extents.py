@@ -273,6 +273,12 @@ def sparse_static_k(c: I.In[I.f32, ("M", "KC")], meta: I.In[I.u8, ("M", "KC")], 
     out[:, :] = I.sparse_matmul(c[:, :], meta[:, :], w[:, :], format=I.sparse.one_of_two(), acc_dtype=I.f32)
 
 
+@intent.kernel
+def sparse_static_kc(c: I.In[I.f32, ("M", 4)], meta: I.In[I.u8, ("M", 4)], w: I.In[I.f32, ("K", "N")],
+                     out: I.Out[I.f32, ("M", "N")]):
+    out[:, :] = I.sparse_matmul(c[:, :], meta[:, :], w[:, :], format=I.sparse.two_of_four(), acc_dtype=I.f32)
+
+
 @pytest.mark.parametrize("m,k,n", [(2, 4, 3), (3, 12, 2), (1, 0, 2), (2, 32, 5)])
 def test_sparse_matmul_with_dynamic_compression_extents(run, m, k, n):
     c = RNG.standard_normal((m, k // 2)).astype(F)
@@ -290,15 +296,31 @@ def test_a_dynamic_compressed_extent_against_a_static_k(run):
     out = np.full((3, 2), np.nan, F)
     run(sparse_static_k, c, meta, w, out)
     exact_matmul_check(out, expand(c, meta, 1, 2, 1), w, I.f32)
-    with pytest.raises(ValueError, match=r"compressed axis 1 has extent KC = 3, but K = 8 \(rhs axis 0\) needs 4 "
+    with pytest.raises(ValueError, match=r"compressed axis 1 has extent 3 \(KC\), but K = 8 \(rhs axis 0\) needs 4 "
                                          r"\(K \* 1 / 2\)"):
         run(sparse_static_k, c[:, :3], meta[:, :3], w, out)
 
 
+def test_a_dynamic_k_against_a_static_compressed_extent(run):
+    c = RNG.standard_normal((2, 4)).astype(F)
+    meta = random_meta(RNG, (2, 4), 1, 4, 2).astype(np.uint8)
+    w = RNG.standard_normal((8, 3)).astype(F)
+    out = np.full((2, 3), np.nan, F)
+    run(sparse_static_kc, c, meta, w, out)
+    exact_matmul_check(out, expand(c, meta, 1, 4, 2), w, I.f32)
+    out[:] = 1.0
+    with pytest.raises(ValueError, match=r"reduction extent K = 10 \(rhs axis 0\) is not a multiple of the group "
+                                         r"size 4"):
+        run(sparse_static_kc, c, meta, np.zeros((10, 3), F), out)
+    with pytest.raises(ValueError, match=r"compressed axis 1 has extent 4, but K = 12 \(rhs axis 0\) needs 6"):
+        run(sparse_static_kc, c, meta, np.zeros((12, 3), F), out)
+    assert (out == 1.0).all()
+
+
 @pytest.mark.parametrize("kc,k,match", [
     (3, 6, r"the logical reduction extent K = 6 \(rhs axis 0\) is not a multiple of the group size 4"),
-    (3, 8, r"compressed axis 1 has extent KC = 3, but K = 8 \(rhs axis 0\) needs 4 \(K \* 2 / 4\)"),
-    (6, 8, r"compressed axis 1 has extent KC = 6, but K = 8 \(rhs axis 0\) needs 4"),
+    (3, 8, r"compressed axis 1 has extent 3 \(KC\), but K = 8 \(rhs axis 0\) needs 4 \(K \* 2 / 4\)"),
+    (6, 8, r"compressed axis 1 has extent 6 \(KC\), but K = 8 \(rhs axis 0\) needs 4"),
 ])
 def test_compression_extents_that_do_not_relate_are_value_errors_and_write_nothing(run, kc, k, match):
     c = np.ones((2, kc), F)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ... import types as T
 from ...codegen import checks as C
-from ...graph.lowering import DenseContract, compression_extents
+from ...graph.lowering import DenseContract, compression_extents, named_extent
 from ...graph import ops
 from ...graph.interpreter import rule_registrar
 from .emitter import Lazy, as_index
@@ -68,7 +68,7 @@ def _sparse_contract(em, node, args):
                      group=group, fmt=repr(fmt), extent=T.extent_str(k))
         em.check(f"{cshape[axis]} * T.int64({group}) != {kx} * T.int64({keep})", C.SPARSE_COMPRESSED, cshape[axis],
                  kx, f"T.floordiv({kx} * T.int64({keep}), T.int64({group}))", axis=axis, rhs_axis=rhs_axis,
-                 keep=keep, group=group, fmt=repr(fmt), extent=T.extent_str(ekc))
+                 keep=keep, group=group, fmt=repr(fmt), extent=named_extent(ekc))
     meta = (meta, node.inputs[1].type.dtype)
     _check_metadata(em, meta, cshape, axis, fmt)
     src = ct.dtype

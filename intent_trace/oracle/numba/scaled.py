@@ -21,7 +21,8 @@ from ... import types as T
 from ...graph import ops
 from ...graph.interpreter import rule_registrar
 from ...codegen import checks as C
-from ...graph.lowering import DenseContract, compression_extents, dynamic_carriers, intern_constant
+from ...graph.lowering import (DenseContract, compression_extents, dynamic_carriers, intern_constant,
+                                named_extent)
 from .contract import dense_contract
 from .scalar_rules import np_type
 from .values import Array
@@ -122,7 +123,7 @@ def _sparse_contract(em, node, args):
             em.check(f"{kv} % {group} != 0", C.SPARSE_REDUCTION, kv, axis=rb, group=group, fmt=repr(fmt),
                      extent=T.extent_str(k))
         em.check(f"{kc} * {group} != {kv} * {keep}", C.SPARSE_COMPRESSED, kc, kv, f"{kv} * {keep} // {group}",
-                 axis=ca, rhs_axis=rb, keep=keep, group=group, fmt=repr(fmt), extent=T.extent_str(ekc))
+                 axis=ca, rhs_axis=rb, keep=keep, group=group, fmt=repr(fmt), extent=named_extent(ekc))
         kx = kv
     # 1. metadata check, sequential, before anything is written.
     site_range = C.SPARSE_POSITION.site(last=group - 1, fmt=repr(fmt))
