@@ -3,7 +3,7 @@
 An extent is either a static ``int`` or a :class:`Dim`. Dims compare by identity: two views
 declared with the same extent name share one Dim, and a domain built from ``x.shape[0]`` has
 that very Dim as its extent. Two different Dims are never assumed equal ("both dynamic" is not
-a proof of equality), except after ``I.assume_equal`` stated them equal (:meth:`Dim.unite`): a statement
+a proof of equality), except after ``I.assume_equal`` stated them equal (:func:`unite`): a statement
 the kernel checks at run time, after which :func:`same_extent` treats them as one extent.
 """
 from __future__ import annotations

@@ -182,8 +182,9 @@ class HistogramEmitter(GridEmitter):
                 with self.block(f"for {v} in T.unroll({u}):"), self.block(f"if {ok}[{v}] != 0:"):
                     x = self.assign(f"{xs}[{v}]", "x")
                     inside = f"{x} >= T.int64(0) and {x} < {as_index(bins)}"
-                    if self.checks:
-                        with self.block(f"if {self.flag(f'not ({inside})')}:"):
+                    if self.checks:  # (a bin count that is not positive is that error, whichever thread claims)
+                        outside = f"not ({inside}) and {bins} > T.int64(0)" if plan.runtime else f"not ({inside})"
+                        with self.block(f"if {self.flag(outside)}:"):
                             if plan.runtime:
                                 self.claim(C.HISTOGRAM_RUNTIME_BIN.site(self._note()), x, bins)
                             else:
