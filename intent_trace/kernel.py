@@ -147,9 +147,9 @@ class Kernel:
 
 
 def _trace_kernel(kernel: Kernel, constexprs: tuple) -> KernelGraph:
-    trace = context.Trace(kernel.name)
     code = kernel.fn.__code__
     loc = SourceLoc(code.co_filename, code.co_firstlineno, kernel.name)
+    trace = context.Trace(kernel.name, loc)
     params, extents, args = [], [], dict(constexprs)
     dims: dict = {}
     for name, spec in kernel.specs.items():

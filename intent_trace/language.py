@@ -27,6 +27,14 @@ domain = _domain.domain
 indices = _domain.indices
 parallel = _domain.parallel
 
+
+def assume_equal(lhs, rhs):
+    """State an extent equality the tracer cannot prove (``n = I.assume_equal(x.shape[0], 2 * y.shape[0])``):
+    from here on the two are one extent; the run checks it (ValueError naming both sides). See proxies.assume."""
+    from .proxies import assume as _assume
+
+    return _assume.assume_equal(lhs, rhs)
+
 # Structured control (§5, §6: proxies.control) and structured operations (§7, §8: proxies.structured)
 # load on first use: a kernel that uses none of them never imports them, which keeps a new process
 # that only runs cached kernels cheap. The module __getattr__ below (PEP 562) hands out the

@@ -3,7 +3,8 @@
 An extent is either a static ``int`` or a :class:`Dim`. Dims compare by identity: two views
 declared with the same extent name share one Dim, and a domain built from ``x.shape[0]`` has
 that very Dim as its extent. Two different Dims are never assumed equal ("both dynamic" is not
-a proof of equality).
+a proof of equality), except after ``I.assume_equal`` stated them equal (:func:`unite`): a statement
+the kernel checks at run time, after which :func:`same_extent` treats them as one extent.
 """
 from __future__ import annotations
 
@@ -128,7 +129,7 @@ class Dim:
     that defines them, and error messages use ``label``, which says where the extent came from.
     """
 
-    __slots__ = ("name", "origin", "label", "givers")
+    __slots__ = ("name", "origin", "label", "givers", "equal")
 
     def __init__(self, name: str | None = None, origin=None, label: str | None = None):
         self.name = name
@@ -138,9 +139,32 @@ class Dim:
         # proved structurally equal to it (:mod:`.proxies.extents`), so a shape built from any of them is
         # accepted by the type rules as the one extent.
         self.givers: set = set()
+        # The extent this one was stated equal to (``I.assume_equal``, checked when the kernel runs), or None:
+        # a union-find parent, so a chain of statements is one class (:func:`representative`).
+        self.equal = None
 
     def __repr__(self) -> str:
         return self.name or self.label or f"Dim@{id(self):x}"
+
+
+def representative(e):
+    """The extent that stands for ``e``'s class of extents stated equal (``e`` itself when none was)."""
+    while isinstance(e, Dim) and e.equal is not None:
+        e = e.equal
+    return e
+
+
+def unite(a, b) -> None:
+    """Make the classes of extents ``a`` and ``b`` one (``I.assume_equal``): ``b``'s representative joins ``a``'s,
+    and a static size, when one side is one, represents the class. The statement is the kernel's, checked when
+    it runs: only the tracer calls this, on the Dims of the trace it builds."""
+    a, b = representative(a), representative(b)
+    if a is b or (isinstance(a, int) and isinstance(b, int)):
+        return
+    if isinstance(b, int):
+        a.equal = b
+    else:
+        b.equal = a
 
 
 Extent = Union[int, Dim]
@@ -238,8 +262,14 @@ def poly_text(a: frozenset, atom_text) -> str:
 
 
 def same_extent(a: Extent, b: Extent) -> bool:
-    """Provably equal: equal static sizes, or the very same Dim."""
-    return a is b or (isinstance(a, int) and isinstance(b, int) and a == b)
+    """Provably equal: equal static sizes, the very same Dim, or extents stated equal (``I.assume_equal``, checked
+    at run time)."""
+    if a is b or (isinstance(a, int) and isinstance(b, int) and a == b):
+        return True
+    if (a.__class__ is Dim and a.equal is not None) or (b.__class__ is Dim and b.equal is not None):
+        a, b = representative(a), representative(b)
+        return a is b or (isinstance(a, int) and isinstance(b, int) and a == b)
+    return False
 
 
 def same_shape(a: tuple, b: tuple) -> bool:

@@ -123,3 +123,30 @@ SPARSE_POSITION = _check("sparse_position", ValueError,
 SPARSE_ORDER = _check("sparse_order", ValueError,
                       "I.sparse_contract {fmt}: metadata positions {0} then {1} within one group are not strictly "
                       "increasing", ("position", "next position"), (), ("fmt",))
+HISTOGRAM_RUNTIME_BIN = _check("histogram_runtime_bin", ValueError,
+                               "I.histogram: value {0} is outside the bins [0, {1}); fold range conditions into valid "
+                               "to ignore such values", ("value", "bins"))
+
+# --- extent relations with dynamic extents (issue 15 items 2-4) -------------------------------------------------
+# What the tracer decides for static extents, a run decides for dynamic ones, where the op stands (every output is
+# staged, so a failed relation writes nothing). Each message names the extent (user text: a text field) and its value.
+EXTENT_EQUAL = _check("extent_equal", ValueError,
+                      "I.assume_equal: the sides differ: {lhs} is {0}, but {rhs} is {1}", ("lhs", "rhs"), (),
+                      ("lhs", "rhs"))
+HISTOGRAM_BINS = _check("histogram_bins", ValueError,
+                        "I.histogram: bins ({bins}) is {0}; the number of bins must be positive", ("bins",), (),
+                        ("bins",))
+QUANTIZE_EXTENT = _check("quantize_extent", ValueError,
+                         "I.quantize: the last extent {extent} of its values is {0}, not a multiple of 256 (k-quant "
+                         "super-blocks of 256 elements)", ("extent",), (), ("extent",))
+SCALED_CARRIER = _check("scaled_carrier", ValueError,
+                        "I.scaled_contract: {role} axis {axis} (C_{role}) has extent {extent} = {0}, but {fmt} with "
+                        "group size {group} needs exactly {want} carrier elements per group", ("extent",),
+                        ("axis", "group", "want"), ("role", "extent", "fmt"))
+SPARSE_REDUCTION = _check("sparse_reduction", ValueError,
+                          "I.sparse_contract {fmt}: the logical reduction extent {extent} = {0} (rhs axis {axis}) "
+                          "is not a multiple of the group size {group}", ("K",), ("axis", "group"), ("fmt", "extent"))
+SPARSE_COMPRESSED = _check("sparse_compressed", ValueError,
+                           "I.sparse_contract {fmt}: compressed axis {axis} has extent {0}{extent}, but K = {1} "
+                           "(rhs axis {rhs_axis}) needs {2} (K * {keep} / {group})", ("extent", "K", "needed"),
+                           ("axis", "rhs_axis", "keep", "group"), ("fmt", "extent"))

@@ -14,6 +14,7 @@ Helpers reach the emitter's value objects through small parameters instead: its 
 """
 from __future__ import annotations
 
+from .. import _format_mx as MX
 from .. import types as T
 from . import ops
 from .provenance import Coord, IndexRelation, Ordinal
@@ -73,6 +74,35 @@ def extent_value(e, env: dict, scalar: type):
         return None
     value = env.get(e.origin)
     return value if isinstance(value, scalar) else None
+
+
+def dynamic_carriers(node) -> list:
+    """The carrier axes of a ``scaled_contract`` whose extent is dynamic, each held to the format's carrier count
+    when the kernel runs: ``(operand, axis, role, format, wanted extent, the Dim)``."""
+    group = node.attr("group_size")
+    out = []
+    for operand, axis, role, fmt in ((0, 2, "lhs", node.attr("lhs_format")), (2, 1, "rhs", node.attr("rhs_format"))):
+        e = node.inputs[operand].type.shape[axis]
+        if not isinstance(e, int):
+            out.append((operand, axis, role, fmt, MX.carrier_extent(fmt, group), e))
+    return out
+
+
+def compression_extents(node) -> tuple:
+    """A ``sparse_contract``'s compression pair: (compressed axis, rhs axis, its extent kc, the logical K); either
+    extent dynamic means the run checks K % group == 0 (K dynamic) and kc * group == K * keep."""
+    ca, rb = node.attr("reduce")[0]
+    return ca, rb, node.inputs[0].type.shape[ca], node.inputs[2].type.shape[rb]
+
+
+def named_extent(e) -> str:
+    """`` (K)``: how a run-time message names a dynamic extent after its value (nothing for a static one)."""
+    return "" if isinstance(e, int) else f" ({T.extent_str(e)})"
+
+
+def runtime_bins_text(node) -> str:
+    """How a run-time error names the runtime bin count of a ``histogram`` node (its last operand, by its name)."""
+    return node.inputs[-1].hint or "the runtime bin count"
 
 
 def extent_expr(e, dim_names: dict, env: dict, scalar: type, clamp) -> str | None:

@@ -35,7 +35,7 @@ class OpDef:
     arity: int | None  # operand count; None for variadic
     attrs: tuple = ()  # attribute names, in schema order
     regions: int = 0
-    effects: frozenset = frozenset()  # "read" | "write" | "control"
+    effects: frozenset = frozenset()  # "read" | "write" | "control" | "alloc" | "check" (may fail the run)
     infer: Callable | None = None  # (op, inputs, attrs: dict) -> tuple[Type, ...]
     dtypes: str = "any"  # operand dtype class: "any" | "numeric" | "float" | "int" | "int_or_bool" | "compare"
     doc: str = ""
@@ -102,7 +102,8 @@ _SHORTHANDS = {
     "maximum": ("maximum",), "minimum": ("minimum",), "div": ("fdiv",), "fma": ("fma",), "select": ("select", "where"),
     "cast": ("cast",), "bitcast": ("bitcast",), "reshape": ("reshape", "expand_dims"), "transpose": ("transpose",),
     "full": ("full", "zeros"), "join": ("join",), "record": ("record",), "domain": ("domain",),
-    "indices": ("indices",), "parallel": ("parallel",), "loop": ("loop",), "while": ("while_",), "if": ("if_",),
+    "indices": ("indices",), "assume_equal": ("assume_equal",), "parallel": ("parallel",), "loop": ("loop",),
+    "while": ("while_",), "if": ("if_",),
     "break": ("break_",), "continue": ("continue_",), "invert": ("logical_not",),
     "reduce": ("reduce", "reduce.sum", "reduce.max", "reduce.any", "reduce.all", "arg_reduce.max"),
     "scan": ("scan", "cumsum", "cummax"), "contract": ("contract", "dot", "matvec", "vecmat", "matmul"),
@@ -380,6 +381,21 @@ define("indices", "domain", 1, attrs=("type",), infer=R.indices_rule, traits={"r
 define("dim", "domain", 1, attrs=("axis", "type"), infer=R.dim_rule,
        doc="the runtime extent of one axis of a tensor or view, or a domain's member count (axis 0)")
 
+def assumed_equality(node, args) -> str:
+    """The printer hook of ``assume_equal``: ``assume_equal N == %6`` (the sides' texts are the run-time message's)."""
+    return f"{node.op.name} {args[0]} == {args[1]}"
+
+
+# An extent equality the tracer cannot prove, stated by the kernel (issue 15 item 4): proxies/assume.py; the rules
+# in oracle/generic_shapes.py, oracle/numba/memory.py, backends/tilelang/memory.py. From the node on, the two
+# operands' extents are one extent (types.unite); every target checks the statement where the node stands: a
+# ValueError naming both sides (`lhs`/`rhs`: each side's expression and the line that made it) and no output
+# written. Its effect ("check") keeps it in place: it is never dropped, moved or fused away.
+define("assume_equal", "domain", 2, attrs=("lhs", "rhs"), effects=frozenset({"check"}), infer=R.assume_equal_rule,
+       printer=assumed_equality,
+       doc="operands: two index scalars the kernel states equal; result: their value; the run fails when they "
+           "differ")
+
 # External views (spec §15). ``index`` describes each view axis: ("domain"|"scalar"|"tensor"|"all").
 define("read", "memory", None, attrs=("index", "type"), effects=frozenset({"read"}), printer=indexed_access, infer=S.read_rule,
        traits={"element_consumer", "rematerialized"},
@@ -403,8 +419,9 @@ define("sparse_contract", "structured", 3, attrs=("format", "reduce", "batch", "
        infer=S.sparse_contract_rule, traits={"looping", "contraction"},
        doc="operands: compressed lhs, logical metadata (same shape), dense rhs; the lhs compression axis is its "
            "first reduce axis; otherwise as contract")
-define("quantize", "structured", 1, attrs=("format", "type"), infer=S.quantize_rule,
-       doc="f32[..., K] -> the format's record of logical fields (quantization.md Q1, Q2)")
+define("quantize", "structured", None, attrs=("format", "type"), infer=S.quantize_rule,
+       doc="f32[..., K] -> the format's record of logical fields (quantization.md Q1, Q2); a dynamic K comes with a "
+           "second operand, the block count K // 256 (the record's blocks extent; K % 256 == 0 is checked by the run)")
 define("quantized_dot", "structured", 2, attrs=("lhs_format", "rhs_format", "acc_dtype", "type"), infer=S.quantized_dot_rule,
        traits={"looping", "contraction"},
        doc="dot of two quantized records over the blocks axis; leading axes broadcast (quantization.md Q3)")

@@ -92,7 +92,7 @@ def _static(x):
     return x.value if x.__class__ is Literal else None
 
 
-def _extent_of_value(x, extent) -> bool:
+def extent_of_value(x, extent) -> bool:
     """Whether ``extent`` is the extent an index value stands for: the Dim it carries (``x.shape[0]``) or
     the one Dim the tracer makes for it (``Dim.origin``, or a value it proved equal: ``Dim.givers``)."""
     if x.__class__ is not Var:
@@ -110,7 +110,7 @@ def _shape_operands(op, t, fresh, operands) -> None:
         if not isinstance(axis, int) or not 0 <= axis < len(t.shape):
             value_error(f"{op.name}: runtime axis {axis!r} is not an axis of {t!r}")
         index_scalar(op, x, f"the extent of axis {axis}")
-        if not _extent_of_value(x, t.shape[axis]):
+        if not extent_of_value(x, t.shape[axis]):
             value_error(f"{op.name}: axis {axis} of {t!r} is not the extent its operand gives")
     for axis, e in enumerate(t.shape):
         if axis not in fresh and not (isinstance(e, int) and e >= 0 or isinstance(e, T.Dim)):
@@ -207,7 +207,7 @@ def slice_rule(op, inputs, attrs):
             if stop.extent is not None:
                 shape.append(stop.extent)
                 continue
-            if not _extent_of_value(stop, given):
+            if not extent_of_value(stop, given):
                 value_error(f"slice: the length of axis {axis} ({given!r}) is not the extent its stop gives")
         elif not isinstance(given, T.Dim):
             value_error(f"slice: the runtime length of axis {axis} must be an extent recorded in the type, "
@@ -278,7 +278,7 @@ def _domain_extent(op, t, static_extent, end, begin_static) -> None:
             value_error(f"{op.name}: extent {T.extent_str(e)} is not the member count {static_extent} of its bounds")
     elif not isinstance(e, T.Dim):
         value_error(f"{op.name}: runtime bounds give a runtime extent, not {e!r}")
-    elif begin_static == 0 and end.__class__ is Var and not _extent_of_value(end, e):
+    elif begin_static == 0 and end.__class__ is Var and not extent_of_value(end, e):
         value_error(f"{op.name}: the extent {e!r} of a domain from 0 is not the extent its end gives")
 
 
@@ -326,6 +326,18 @@ def dim_rule(op, inputs, attrs):
         type_error(f"dim takes a tensor, view, buffer or domain, got {t!r}")
     if not isinstance(axis, int) or not 0 <= axis < rank:
         value_error(f"dim: axis {axis!r} is not an axis of {t!r}")
+    return T.ScalarType(T.index)
+
+
+@derived
+def assume_equal_rule(op, inputs, attrs):
+    """Two index scalars stated equal (``I.assume_equal``; checked when the kernel runs): their common value."""
+    for x, role in zip(inputs, ("lhs", "rhs")):
+        if x.type != T.ScalarType(T.index):
+            type_error(f"I.assume_equal: the {role} must be an index scalar, got {x.type!r}")
+    for key in ("lhs", "rhs"):
+        if not isinstance(attrs.get(key), str):
+            value_error(f"I.assume_equal: the `{key}` attribute must describe that side (text for the run-time error)")
     return T.ScalarType(T.index)
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from .. import types as T
 from ..errors import TraceTypeError, TraceValueError
-from .type_rules import (broadcast_shapes, checked, derived, index_scalar, tensor_type, type_error, value_error,
-                         value_type)
+from .type_rules import (broadcast_shapes, checked, derived, extent_of_value, index_scalar, tensor_type, type_error,
+                         value_error, value_type)
 
 #: the fields of the record ``atomic_compare_exchange`` returns (spec §16)
 CAS_FIELDS = ("old_value", "success")
@@ -174,14 +174,25 @@ def scatter_reduce_rule(op, inputs, attrs):
 
 @checked
 def histogram_rule(op, inputs, attrs, t):
-    """Counts of each of ``bins`` bins: a (bins,) tensor of the recorded integer counting dtype."""
+    """Counts of each of ``bins`` bins: a (bins,) tensor of the recorded integer counting dtype. ``bins`` is the
+    static attribute, or (without it) the last operand, an integer scalar whose extent is the result's."""
     values = tensor_type(op, inputs[0])
     if not values.dtype.is_int:
         type_error(f"I.histogram takes an integer tensor, got {values.dtype} values")
-    if attrs["has_valid"] and (len(inputs) != 2 or inputs[1].type != T.TensorType(T.bool_, values.shape)):
+    has_valid, bins = attrs["has_valid"], attrs.get("bins")
+    if len(inputs) != 1 + bool(has_valid) + (bins is None):
+        value_error(f"I.histogram takes the values{', valid' if has_valid else ''}"
+                    f"{' and the runtime bin count' if bins is None else ''}, got {len(inputs)} operands")
+    if has_valid and inputs[1].type != T.TensorType(T.bool_, values.shape):
         type_error("I.histogram: valid must be a bool tensor of the values' shape")
-    if not isinstance(t, T.TensorType) or not t.dtype.is_int or t.shape != (attrs["bins"],):
-        type_error(f"I.histogram counts {attrs['bins']} bins into an integer ({attrs['bins']},) tensor, not {t!r}")
+    if bins is None:
+        index_scalar(op, inputs[-1], "the runtime bin count")
+        if not isinstance(t, T.TensorType) or not t.dtype.is_int or len(t.shape) != 1 or \
+                not extent_of_value(inputs[-1], t.shape[0]):
+            type_error(f"I.histogram counts a runtime number of bins into an integer tensor whose one extent is the "
+                       f"bin count's, not {t!r}")
+    elif not isinstance(t, T.TensorType) or not t.dtype.is_int or t.shape != (bins,):
+        type_error(f"I.histogram counts {bins} bins into an integer ({bins},) tensor, not {t!r}")
 
 
 @checked
@@ -363,16 +374,36 @@ region_scan_rule.computes = False
 
 # --- quantized, scaled and sparse contractions -------------------------------------------------
 
-@derived
 def quantize_rule(op, inputs, attrs):
-    """The format's record of logical fields for f32[..., K] (K a multiple of the block size; quantization.md
-    Q1, Q2): the format attribute gives the record (``record_type(leading, blocks)``)."""
+    """The format's record of logical fields for f32[..., K] (quantization.md Q1, Q2): ``record_type(leading,
+    blocks)`` with blocks = K // block size. A static K is a positive multiple of the block size, and the rule
+    computes the record; a dynamic K comes with a second operand, the block count, whose extent is the recorded
+    record's blocks (K a multiple of the block size is then the run's check)."""
     src, fmt = tensor_type(op, inputs[0]), attrs["format"]
     k = src.shape[-1] if src.shape else None
-    if src.dtype is not T.f32 or not isinstance(k, int) or k <= 0 or k % fmt.block_size:
-        type_error(f"I.quantize: values must be f32[..., K] with K a positive multiple of {fmt.block_size}, "
-                    f"got {src!r}")
-    return fmt.record_type(src.shape[:-1], k // fmt.block_size)
+    recorded = attrs.get("type")
+    if src.dtype is not T.f32 or k is None:
+        type_error(f"I.quantize: values must be f32[..., K], got {src!r}")
+    if isinstance(k, int):
+        if len(inputs) != 1 or k <= 0 or k % fmt.block_size:
+            type_error(f"I.quantize: values must be f32[..., K] with K a positive multiple of {fmt.block_size} "
+                       f"(and no block-count operand), got {src!r}")
+        blocks = k // fmt.block_size
+    else:
+        if len(inputs) != 2:
+            value_error("I.quantize over a dynamic last extent K takes the block count K // 256 as its second operand")
+        index_scalar(op, inputs[1], "the block count")
+        first = recorded.fields[0][1] if isinstance(recorded, T.RecordType) and recorded.fields else None
+        blocks = first.shape[-1] if isinstance(first, T.TensorType) and first.shape else None
+        if not extent_of_value(inputs[1], blocks):
+            value_error("I.quantize: the record's blocks axis is not the extent its block-count operand gives")
+    t = fmt.record_type(src.shape[:-1], blocks)
+    if recorded is not None and recorded != t:
+        type_error(f"I.quantize: the recorded type {recorded!r} is not the {fmt!r} record of {src!r}, {t!r}")
+    return (t,)
+
+
+quantize_rule.computes = True  # for a static K; a dynamic one's blocks extent is recorded (its operand's)
 
 
 def _quantized(op, x, fmt):

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..codegen import checks as C
 from ..graph import ops
 from ..graph.interpreter import rule_registrar
+from ..graph.lowering import runtime_bins_text
 from ..graph.traits import POINTWISE
 from ..limits import check_allocation
 from .generic_base import DomainValue, read_view, write_view
@@ -66,12 +68,16 @@ def _gather(it, node, args):
 def _histogram(it, node, args):
     values = np.asarray(args[0])
     bins = node.attr("bins")
+    if bins is None:  # a runtime bin count (spec §13: a positive logical index), checked before anything counts
+        bins = int(args[-1])
+        if bins <= 0:
+            raise C.HISTOGRAM_BINS.error(bins, bins=runtime_bins_text(node))
+        check_allocation(f"the {bins} counts of I.histogram at {node.loc!r}", (bins,), 8)
     active = values if not node.attr("has_valid") else values[np.broadcast_to(args[1], values.shape)]
     active = active.reshape(-1)
     bad = (active < 0) | (active >= bins)
     if np.any(bad):
-        raise ValueError(f"I.histogram: value {int(active[bad][0])} is outside the bins [0, {bins}); fold range "
-                         f"conditions into valid to ignore such values")
+        raise C.HISTOGRAM_RUNTIME_BIN.error(int(active[bad][0]), bins)
     counts = np.zeros(bins, np.int64)
     np.add.at(counts, active.astype(np.int64), 1)
     return counts.astype(node.attr("type").dtype.np)  # wraps modulo 2^bits (T2)

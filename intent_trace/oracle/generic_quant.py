@@ -11,11 +11,15 @@ results are bit-identical to ``quantize_row_q8_K_ref`` / ``quantize_row_q4_K_ref
   Where ``f32(d) * scales_j == 0`` the quants are 0 (Q2).
 - quantized_dot: per block the integer sums are exact (int64), the scale products and the
   accumulation over blocks are float32 (within Q3's bound).
+- a dynamic last extent K (the node's block-count operand) is checked here: K % 256 == 0, else a ValueError
+  naming K and its value.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from .. import types as T
+from ..codegen import checks as C
 from ..graph import ops
 from ..graph.interpreter import rule_registrar
 
@@ -207,6 +211,8 @@ def dot_blocks(lf: str, lhs: tuple, rhs: tuple, out_lead: tuple) -> np.ndarray:
 def _quantize(it, node, args):
     fmt = node.attr("format")
     x = np.asarray(args[0], dtype=np.float32)
+    if len(node.inputs) == 2 and x.shape[-1] % 256:  # a dynamic K: the tracer could not check it (Q1)
+        raise C.QUANTIZE_EXTENT.error(x.shape[-1], extent=T.extent_str(node.inputs[0].type.shape[-1]))
     return quantize_q8_k(x) if fmt.name == "q8_k" else quantize_q4_k(x)
 
 

@@ -5,6 +5,9 @@ scale making its whole group NaN; exact in float64), converted to the accumulato
 values are exact there unless they overflow or underflow), and multiplied and summed as ``[M, K] x [K, N]``
 in the accumulator (products of decoded values are exact; the sum is within T5's gamma_n bound).
 
+Dynamic extents the tracer could not hold to the schemas are checked first (a carrier extent C against the group
+size, the compression pair kc against K), ValueErrors naming the extent and its value.
+
 sparse_contract: the metadata is checked first (positions inside the group, strictly increasing within a
 group; ValueError before any output exists), the compressed operand is scattered into its dense logical
 form, and the rest is contract's rule.
@@ -14,8 +17,11 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _format_mx as MX
+from .. import types as T
+from ..codegen import checks as C
 from ..graph import ops
 from ..graph.interpreter import rule_registrar
+from ..graph.lowering import compression_extents, dynamic_carriers, named_extent
 from ..limits import check_allocation
 from . import numerics as N
 from .generic_contract import contract_arithmetic, subscripts
@@ -48,8 +54,31 @@ def _check_decoded(what: str, codes, fmt) -> None:
     check_allocation(what, (codes.size * (2 // MX.carrier_extent(fmt, 2)),), 8)
 
 
+def check_carriers(node, args) -> None:
+    """A dynamic carrier extent must be the format's carrier count for the group size (spec §11)."""
+    for operand, axis, role, fmt, want, e in dynamic_carriers(node):
+        got = np.shape(args[operand])[axis]
+        if got != want:
+            raise C.SCALED_CARRIER.error(got, axis=axis, group=node.attr("group_size"), want=want, role=role,
+                                         extent=T.extent_str(e), fmt=str(fmt))
+
+
+def check_compression(node, args) -> None:
+    """Dynamic compression extents must be related as static ones are (spec §12): K % group == 0 and kc == K *
+    keep / group."""
+    fmt = node.attr("format")
+    ca, rb, ekc, ek = compression_extents(node)
+    kc, k = np.shape(args[0])[ca], np.shape(args[2])[rb]
+    if not isinstance(ek, int) and k % fmt.group:
+        raise C.SPARSE_REDUCTION.error(k, axis=rb, group=fmt.group, fmt=repr(fmt), extent=T.extent_str(ek))
+    if kc * fmt.group != k * fmt.keep:
+        raise C.SPARSE_COMPRESSED.error(kc, k, k * fmt.keep // fmt.group, axis=ca, rhs_axis=rb, keep=fmt.keep,
+                                        group=fmt.group, fmt=repr(fmt), extent=named_extent(ekc))
+
+
 @rule(ops.scaled_contract)
 def _scaled_contract(it, node, args):
+    check_carriers(node, args)
     acc = node.attr("acc_dtype")
     _check_decoded(f"the decoded lhs of scaled_contract at {node.loc!r}", args[0], node.attr("lhs_format"))
     _check_decoded(f"the decoded rhs of scaled_contract at {node.loc!r}", args[2], node.attr("rhs_format"))
@@ -89,6 +118,7 @@ def densify(compressed: np.ndarray, meta: np.ndarray, axis: int, fmt) -> np.ndar
 
 @rule(ops.sparse_contract)
 def _sparse_contract(it, node, args):
+    check_compression(node, args)
     acc = node.attr("acc_dtype")
     reduce, batch = node.attr("reduce"), node.attr("batch")
     dense = densify(args[0], args[1], reduce[0][0], node.attr("format"))

@@ -2,7 +2,8 @@
 
 Views are NumPy arrays (staged copies for Out/InOut); reads copy, writes assign, every coordinate is
 bounds-checked (:func:`.generic_base.index_arrays`). Extents taken from runtime values (``full``,
-``reshape``) are checked against the index type and recorded as the extent's value.
+``reshape``) are checked against the index type and recorded as the extent's value; an ``assume_equal`` is checked
+where it stands.
 """
 from __future__ import annotations
 
@@ -136,6 +137,15 @@ def _subregion(it, node, args):
 @rule(ops.indices)
 def _indices(it, node, args):
     return args[0].coords.copy()
+
+
+@rule(ops.assume_equal)
+def _assume_equal(it, node, args):
+    """The kernel's statement that two extents are equal, checked here (ValueError naming both sides)."""
+    a, b = int(args[0]), int(args[1])
+    if a != b:
+        raise C.EXTENT_EQUAL.error(a, b, lhs=node.attr("lhs"), rhs=node.attr("rhs"))
+    return np.asarray(a, dtype=np.int64)
 
 
 @rule(ops.dim)

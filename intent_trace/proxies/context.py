@@ -60,8 +60,9 @@ class Scope:
 class Trace:
     """State of one kernel trace."""
 
-    def __init__(self, kernel_name: str):
+    def __init__(self, kernel_name: str, kernel_loc: SourceLoc | None = None):
         self.kernel_name = kernel_name
+        self.kernel_loc = kernel_loc  # the kernel's `def` line (where its named extents are made)
         self.root = Scope("kernel", None, None)
         self.scope = self.root
         self.defined_in: dict = {}  # Var -> Scope

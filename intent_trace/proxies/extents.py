@@ -12,8 +12,9 @@ A Dim is reused only while the value that defines it (its ``origin``) is in scop
 the extent from that value always finds it; otherwise a fresh Dim is made (and becomes the expression's).
 
 Only ``index`` arithmetic is interpreted (add, sub, mul, neg; floordiv and mod as opaque atoms of normal
-forms): it wraps modulo 2^64, where ring identities hold, so equal normal forms are equal values. Anything
-else (casts, other dtypes, loads) is an atom compared by identity. Expressions deeper than
+forms): it wraps modulo 2^64, where ring identities hold, so equal normal forms are equal values; an integer
+cast to ``index`` is the integer (``I.cast(n, I.index)`` twice is one extent, and the extent of ``n`` itself).
+Anything else (other casts and dtypes, loads) is an atom compared by identity. Expressions deeper than
 :data:`MAX_DEPTH` or wider than :data:`MAX_TERMS` are atoms too (a bound, not semantics).
 """
 from __future__ import annotations
@@ -32,6 +33,7 @@ _LINEAR = {ops.REGISTRY["add"]: 1, ops.REGISTRY["sub"]: -1}
 _MUL = ops.REGISTRY["mul"]
 _NEG = ops.REGISTRY["neg"]
 _OPAQUE = {ops.REGISTRY["floordiv"]: "//", ops.REGISTRY["mod"]: "%"}
+_CAST = ops.REGISTRY["cast"]
 
 
 class _State:
@@ -85,8 +87,16 @@ def normal_form(trace, x, depth: int = 0) -> frozenset:
     return poly
 
 
+def _is_int_scalar(x) -> bool:
+    return isinstance(x.type, T.ScalarType) and x.type.dtype.is_int
+
+
 def _compute(trace, st: _State, x: Var, depth: int) -> frozenset:
     node = _producer(trace, st, x) if _is_index(x) and depth < MAX_DEPTH else None
+    if node is not None and node.op is _CAST and _is_int_scalar(node.inputs[0]):
+        source = node.inputs[0]  # an integer taken to index is that integer (mod 2^64, as every target holds it)
+        return normal_form(trace, source, depth + 1) if source.__class__ is not Var or _is_index(source) \
+            else T.poly_atom(source)
     if node is None or not all(_is_index(i) for i in node.inputs):
         return T.poly_atom(x)
     args = [normal_form(trace, i, depth + 1) for i in node.inputs]
@@ -151,6 +161,12 @@ def value_dim(trace, var: Var) -> T.Dim:
         dim.givers.add(var)
     trace.value_dims[var] = dim
     return dim
+
+
+def made_at(trace, var: Var):
+    """The source location of the node that defines ``var`` in ``trace`` (None for a parameter or an extent)."""
+    node = _producer(trace, _state(trace), var)
+    return node.loc if node is not None else None
 
 
 def difference(trace, begin, end) -> frozenset:

@@ -47,7 +47,7 @@ def _shape(var) -> tuple:
 
 
 def _fits(shape: tuple, target: tuple, what: str) -> bool:
-    return len(shape) <= len(target) and broadcast_shapes([shape, target], what) == target
+    return len(shape) <= len(target) and T.same_shape(broadcast_shapes([shape, target], what), target)
 
 
 def _target(target, who: str, write: bool) -> bool:

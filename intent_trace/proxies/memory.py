@@ -5,7 +5,9 @@
   is one integer tensor (rank-1 source) or a tuple with one entry per source axis; the entries
   (integer tensors, or integer scalars that broadcast) broadcast together to the result shape.
   Invalid lanes do not read and give ``fill``.
-- ``I.histogram(values, *, bins, valid=None, count_dtype)``: counts of each bin of ``[0, bins)``.
+- ``I.histogram(values, *, bins, valid=None, count_dtype)``: counts of each bin of ``[0, bins)``; ``bins`` static (the
+  ``bins`` attribute) or a runtime integer (the last operand; the result's extent is its value's, so
+  ``bins=counts.shape[0]`` counts straight into ``counts[:]``).
 - ``I.buffer(shape, dtype, *, init=None)``: kernel-local mutable state, indexed like a view
   (``b[...]`` is a ``load``, ``b[...] = v`` a ``store``, in program order).
 - ``I.scatter_reduce(dest, index, values, *, combine, valid=None)``: combine ``values`` into a view or buffer at
@@ -39,7 +41,7 @@ def _shape(var: Var) -> tuple:
 
 def _fits(shape: tuple, target: tuple, what: str) -> bool:
     """Whether ``shape`` broadcasts to ``target`` (right-aligned, size-one, identical dynamic extents)."""
-    return len(shape) <= len(target) and broadcast_shapes([shape, target], what) == target
+    return len(shape) <= len(target) and T.same_shape(broadcast_shapes([shape, target], what), target)
 
 
 def _index_entries(index, rank: int, who: str, target: str, extents: tuple) -> tuple:
@@ -138,23 +140,31 @@ def histogram(values, *, bins, valid=None, count_dtype):
     if not values.dtype.is_int:
         fail(f"{who} takes an integer tensor, got {values.dtype} values; I.cast them to an integer dtype "
              f"(and fold range conditions into valid)", "type")
-    if isinstance(bins, ScalarProxy):
-        fail(f"{who}: bins must be a constexpr positive integer (a Python int or an I.Constexpr parameter); a "
-             f"runtime bin count is not supported", "type")
-    if isinstance(bins, (bool, np.bool_)) or not isinstance(bins, (int, np.integer)):
-        fail(f"{who}: bins must be a constexpr positive integer, got {bins!r}", "type")
-    if bins <= 0:
-        fail(f"{who}: bins must be positive, got {int(bins)}", "value")
-    fits_index(int(bins), f"{who}: bins")
+    runtime = isinstance(bins, ScalarProxy)
+    if runtime and not bins.dtype.is_int:
+        fail(f"{who}: bins must be a positive integer (a Python int, a constexpr, an extent such as counts.shape[0] "
+             f"or an integer runtime scalar), got a {bins.dtype} scalar", "type")
+    if not runtime:
+        if isinstance(bins, (bool, np.bool_)) or not isinstance(bins, (int, np.integer)):
+            fail(f"{who}: bins must be a positive integer (a Python int, a constexpr, an extent such as "
+                 f"counts.shape[0] or an integer runtime scalar), got {bins!r}", "type")
+        if bins <= 0:
+            fail(f"{who}: bins must be positive, got {int(bins)}", "value")
+        fits_index(int(bins), f"{who}: bins")
     count = as_dtype(count_dtype, f"{who} count_dtype")
     if not count.is_int:
         fail(f"{who}: count_dtype must be an integer dtype, got {count}", "type")
     var = values._var
     mask = _valid(valid, var.type.shape, who, "the values")
-    rtype = T.TensorType(count, (int(bins),))
     inputs = (var,) if mask is None else (var, mask)
-    (out,) = current().emit(ops.histogram, inputs,
-                            (("bins", int(bins)), ("has_valid", mask is not None), ("type", rtype)))
+    if runtime:  # spec §13: a positive logical index, known when the kernel runs (checked there: bins > 0)
+        b = bins._var
+        extent = b.extent if b.extent is not None else current().value_dim(b)
+        attrs = (("has_valid", mask is not None), ("type", T.TensorType(count, (extent,))))
+        inputs += (b,)
+    else:
+        attrs = (("bins", int(bins)), ("has_valid", mask is not None), ("type", T.TensorType(count, (int(bins),))))
+    (out,) = current().emit(ops.histogram, inputs, attrs)
     return TensorProxy(out)
 
 

@@ -1,7 +1,9 @@
 """Quantized computation: I.quantize, I.quantized_dot (spec §11.1, quantization.md).
 
-``quantize`` takes an f32 tensor ``[..., K]`` (K a static multiple of 256) and builds one ``quantize``
-node whose result is the format's record of logical fields (Q1). ``quantized_dot`` takes two such
+``quantize`` takes an f32 tensor ``[..., K]`` and builds one ``quantize`` node whose result is the format's record
+of logical fields (Q1). A static K must be a positive multiple of 256 (a TraceError otherwise); a dynamic K
+gives B = K // 256 blocks (the node's second operand, that value; its extent is the one ``K // 256`` gives) and
+is checked to be a multiple of 256 when the kernel runs. ``quantized_dot`` takes two such
 records, checks the (lhs_format, rhs_format) pair ((q4_k, q8_k) or (q8_k, q8_k)), the f32
 accumulator, equal block counts and right-aligned broadcastable leading axes, and builds one
 ``quantized_dot`` node whose result is the leading broadcast shape (an f32 scalar if empty).
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 from .. import types as T
 from ..graph import ops
-from .build import broadcast_shapes
+from .build import binary, broadcast_shapes, shape_values
 from .context import current, fail
 from .quant_formats import QK_K, QuantFormat, q4_k, q8_k
 from .aggregates import RecordProxy
@@ -41,13 +43,19 @@ def quantize(values, *, format):  # noqa: A002
     if t.rank < 1:
         fail(f"{who}: values must have rank >= 1 ([..., K]), got {t!r}", "type")
     k = t.shape[-1]
-    if not isinstance(k, int):
-        fail(f"{who}: the last extent K must be a static multiple of {QK_K}, got the dynamic extent "
-             f"{T.extent_str(k)}", "value")
-    if k % QK_K != 0 or k == 0:
-        fail(f"{who}: the last extent K = {k} must be a positive multiple of {QK_K} (super-blocks of {QK_K} "
-             f"elements)", "value")
-    (out,) = current().emit(ops.quantize, (var,), (("format", fmt),))
+    if isinstance(k, int):
+        if k % QK_K != 0 or k == 0:
+            fail(f"{who}: the last extent K = {k} must be a positive multiple of {QK_K} (super-blocks of {QK_K} "
+                 f"elements)", "value")
+        (out,) = current().emit(ops.quantize, (var,), (("format", fmt),))
+        return wrap(out)
+    # A dynamic K (one kernel for every width): B = K // 256 blocks, an extent of its own that the expression
+    # K // 256 gives (so `x.shape[-1] // 256` written by the kernel is the same extent); every target checks
+    # K % 256 == 0 when the kernel runs (a ValueError naming K and its value, before any output is written).
+    (width,) = shape_values(var, (k,))
+    blocks = binary("floordiv", width, QK_K)._var
+    rtype = fmt.record_type(t.shape[:-1], current().value_dim(blocks))
+    (out,) = current().emit(ops.quantize, (var, blocks), (("format", fmt), ("type", rtype)))
     return wrap(out)
 
 

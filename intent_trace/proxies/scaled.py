@@ -2,13 +2,15 @@
 
 ``scaled_contract`` has one closed positional schema: lhs codes u8[M, G, C_lhs], lhs e8m0 scale codes
 u8[M, G], rhs codes u8[G, C_rhs, N], rhs e8m0 scale codes u8[N, G], reduce ((1, 0), (2, 1)), batch (),
-result acc_dtype[M, N]; C is group_size (e4m3) or group_size / 2 (e2m1); one group size on both sides.
+result acc_dtype[M, N]; C is group_size (e4m3) or group_size / 2 (e2m1) (a dynamic C is checked when the kernel
+runs); one group size on both sides.
 ``scaled_matmul`` is the named entry that fills in reduce, batch and the one group size. Every schema
 violation is a TraceError naming the operand, axis and extent.
 
 ``sparse_contract`` is contract with its lhs given compressed along its first reduce axis under a closed
 schema (``I.sparse.two_of_four()``, ``I.sparse.one_of_two()``), with logical metadata of the compressed
-tensor's shape; the rest (reduce/batch pairs, result order, accumulator) is contract's. ``sparse_matmul``
+tensor's shape; the rest (reduce/batch pairs, result order, accumulator) is contract's. Dynamic compression
+extents are checked when the kernel runs. ``sparse_matmul``
 is the rank-2 shorthand (reduce ((1, 0),), batch ()).
 """
 from __future__ import annotations
@@ -84,8 +86,8 @@ def _scaled(lhs, lhs_scale, rhs, rhs_scale, lhs_format, rhs_format, gl, gr, acc_
     _u8(sb, who, "rhs_scale", 2, "[N, G]")
     la, ra = a.type.shape, b.type.shape
     for role, shape, axis, fmt in (("lhs", la, 2, fl), ("rhs", ra, 1, fr)):
-        want = gl // _PER_BYTE[fmt.name]
-        if not (isinstance(shape[axis], int) and shape[axis] == want):
+        want = gl // _PER_BYTE[fmt.name]  # a dynamic C is held to it when the kernel runs (a ValueError naming it)
+        if isinstance(shape[axis], int) and shape[axis] != want:
             fail(f"{who}: {role} axis {axis} (C_{role}) has extent {T.extent_str(shape[axis])}, but {fmt} with group "
                  f"size {gl} needs exactly {want} carrier elements per group", "value")
     _same(la[1], ra[0], who, "lhs axis 1 (G)", "rhs axis 0 (G)")
@@ -170,13 +172,12 @@ def _sparse(compressed, metadata, rhs, fmt, reduce, batch, acc_dtype, who: str):
     _check_unique(red, bat, who)
     (ca, rb), rest = red[0], red[1:]
     kc, k = c.type.shape[ca], r.type.shape[rb]
-    if not isinstance(k, int) or not isinstance(kc, int):
-        fail(f"{who}: the compression axis pair ({ca}, {rb}) needs static extents (compressed axis {ca}: "
-             f"{T.extent_str(kc)}, rhs axis {rb}: {T.extent_str(k)})", "value")
-    if k % fmt.group:
+    # Static extents are decided here; a dynamic one is held to the same relations when the kernel runs
+    # (K % group == 0, kc == K * keep / group: a ValueError naming the extent and its value).
+    if isinstance(k, int) and k % fmt.group:
         fail(f"{who}: the logical reduction extent K = {k} (rhs axis {rb}) is not a multiple of the "
              f"{fmt!r} group size {fmt.group}", "value")
-    if kc != fmt.compressed_extent(k):
+    if isinstance(k, int) and isinstance(kc, int) and kc != fmt.compressed_extent(k):
         fail(f"{who}: compressed axis {ca} has extent {kc}, but {fmt!r} with K = {k} (rhs axis {rb}) needs "
              f"{fmt.compressed_extent(k)} (K * {fmt.keep} / {fmt.group})", "value")
     _check_extents(c, r, rest, "reduce", who)

@@ -69,7 +69,9 @@ class ViewProxy(IndexedProxy):
                 fail(f"writing {value.dtype} values into {self.name} ({t.dtype}): write I.cast(value, I.{t.dtype})",
                      "type")
             vshape = value.type.shape if isinstance(value.type, T.TensorType) else ()
-            if len(vshape) > len(shape) or broadcast_shapes([vshape, shape], f"write to {self.name}") != shape:
+            fits = len(vshape) <= len(shape) and \
+                T.same_shape(broadcast_shapes([vshape, shape], f"write to {self.name}"), shape)
+            if not fits:
                 fail(f"a value of shape {value.type!r} does not broadcast to the written region "
                      f"{T.TensorType(t.dtype, shape)!r} of {self.name}", "value")
             v = broadcast_to(value._var, shape) if shape else value._var

@@ -2,8 +2,9 @@
 the output rows), recognised from the graph's structure (ops compared as OpDefs, patterns, types), never from names.
 
 - :class:`Histogram`: ``counts[:] = I.histogram(values, bins=B, valid=?)`` with ``values`` (and ``valid``) a pure
-  expression of whole-axis reads and ``B`` static. Counts are integers and order-free (T10: histogram may run in
-  any order), so a target may count each block's share in private bins and add them into the output atomically.
+  expression of whole-axis reads and ``B`` static or the counts' kernel extent (``bins=counts.shape[0]``). Counts
+  are integers and order-free (T10: histogram may run in any order), so a target may count each block's share in
+  private bins and add them into the output atomically.
 - :class:`Scatter`: ``I.scatter_reduce(dest, index, values, combine=...)`` of a kernel view, the graph's one
   effect, its combine one of the built-in binary ops (add, maximum, minimum, and, or, xor): each update is one
   device atomic read-modify-write of the same combine (collisions combine in any order, spec §13, T10).
@@ -68,14 +69,17 @@ def _pure_producers(graph: KernelGraph, nodes, views: dict, extents: dict) -> No
 @attrs.frozen(slots=True)
 class Histogram:
     """``node``: the histogram; ``write``: the final whole write of its counts to ``out`` (a view parameter of
-    shape (bins,)); ``count``: the counts' dtype."""
+    shape (bins,)); ``count``: the counts' dtype. ``bins`` is the static bin count, or (a runtime one) the name of
+    the kernel extent that gives it, ``runtime`` (its Var: the host knows it before the call, and a launch sized by
+    it zeroes the counts)."""
 
-    bins: int
+    bins: int | str
     count: str
     has_valid: bool
     node: object = attrs.field(eq=False)
     write: object = attrs.field(eq=False)
     out: object = attrs.field(eq=False)
+    runtime: object = attrs.field(eq=False, default=None)
 
     reason = ("a histogram's counts are integers combined in any order (T10): each block counts its share of the "
               "values into private bins, then adds them into the output with device atomics")
@@ -96,8 +100,15 @@ def recognise_histogram(graph: KernelGraph) -> Histogram | Rejected:
     bins, count = node.attr("bins"), node.attr("type").dtype
     if out is None or write.inputs[1] is not node.outputs[0] or out.type.access != "Out":
         return Rejected("the histogram's counts are not written whole to an Out view")
-    if write.attr("index") != ("all",) or tuple(out.type.shape) != (bins,) or not isinstance(bins, int):
+    if write.attr("index") != ("all",) or tuple(out.type.shape) != tuple(node.attr("type").shape):
         return Rejected("the histogram's counts are not written whole to an Out view of (bins,)")
+    runtime = None
+    if bins is None:  # a runtime bin count: the counts' own extent (bins=counts.shape[0]), which the host knows
+        runtime = node.inputs[-1]
+        if runtime not in extents:
+            return Rejected("the histogram's runtime bin count is not a kernel extent (the launch that zeroes the "
+                            "counts is sized by it before the kernel runs)")
+        bins = runtime.hint
     if count.name not in COUNT_DTYPES:
         return Rejected(f"counts of dtype {count} (a device atomic adds i32 and i64 counts)")
     values = node.inputs[0]
@@ -109,7 +120,7 @@ def recognise_histogram(graph: KernelGraph) -> Histogram | Rejected:
         return Rejected(str(e))
     if any(n.op is ops.read and n.inputs[0] is write.inputs[0] for n in nodes):
         return Rejected("the counts' view is also read")
-    return Histogram(bins, count.name, bool(node.attr("has_valid")), node, write, out)
+    return Histogram(bins, count.name, bool(node.attr("has_valid")), node, write, out, runtime)
 
 
 # --- scatter_reduce ----------------------------------------------------------------------------------------------

@@ -240,7 +240,7 @@ def test_coverage_structural_shorthands_build_their_ops():
     g = _shapes.trace()
     names = {n.op.name for n in g.walk()}
     for name in ("select", "where", "reshape", "expand_dims", "transpose", "full", "zeros", "join", "record",
-                 "domain", "indices"):
+                 "domain", "indices", "assume_equal"):
         assert surface.SHORTHANDS[name] in names, name
     g = _control.trace()
     names = {n.op.name for n in g.walk()}
@@ -284,7 +284,7 @@ _ATOMIC_SHORTHANDS = ("load", "store", "add", "exchange", "max", "min", "and_", 
 
 def test_coverage_every_shorthand_is_exercised_here():
     structural = {"select", "where", "reshape", "expand_dims", "transpose", "full", "zeros", "join", "record", "domain", "indices",
-                  "parallel", "loop", "while_", "if_", "break_", "continue_"}
+                  "assume_equal", "parallel", "loop", "while_", "if_", "break_", "continue_"}
     regions_and_memory = {"region_fold", "region_scan", "gather", "histogram", "buffer", "scatter_reduce",
                           "load", "store", "random.bits", "random.uniform"} | {f"atomic.{name}" for name in _ATOMIC_SHORTHANDS}
     quantized = {"quantize", "quantized_dot"}
@@ -342,6 +342,7 @@ def _shapes(x: I.In[I.f32, ("M", 6)], y: I.Out[I.f32, (6, "M")], p: I.Out[I.f32,
     c[I.domain(0, c.shape[0])[0:1]] = I.expand_dims(r.first, 0)  # a reshape to (1,)
     q = I.full((2,), 2.0, I.f32)
     y[0, 0] = q[1]
+    I.assume_equal(c.shape[0], n)  # an extent equality the run checks
 
 
 @intent.kernel

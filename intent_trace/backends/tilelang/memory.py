@@ -16,13 +16,17 @@
   of written elements checks that they are distinct, as a unique store's).
 - ``scatter_reduce`` is a serial loop over the index shape (its valid lanes) that inlines the combine region per element (any
   region, with control flow: the order of collisions is unspecified, program order is one valid order).
+
+And the run-time half of an extent equality the kernel states (``assume_equal``, not an access: it is here so that
+the rule modules stay the ones :mod:`.rules` composes): the two values compared where the node stands.
 """
 from __future__ import annotations
 
 import contextlib
 
 from ... import types as T
-from ...graph.lowering import broadcast_index, extent_value
+from ...codegen import checks as C
+from ...graph.lowering import broadcast_index, extent_value, runtime_bins_text
 from ...graph import ops
 from ...graph.interpreter import rule_registrar
 from .emitter import Lazy, Scalar, View, as_index
@@ -37,6 +41,13 @@ rule = rule_registrar(RULES)
 # Producers whose elements are cheap to recompute at arbitrary coordinates (a gather source stays lazy).
 _CHEAP = frozenset({ops.read, ops.load, ops.broadcast, ops.full, ops.indices, ops.slice, ops.transpose, ops.reshape,
                     ops.cast})
+
+
+@rule(ops.assume_equal)
+def _assume_equal(em, node, args):
+    a, b = (em.assign(as_index(x.expr), "n") for x in args)
+    em.check(f"{a} != {b}", C.EXTENT_EQUAL, a, b, lhs=node.attr("lhs"), rhs=node.attr("rhs"))
+    return Scalar(a)
 
 
 def at(em, value, t: T.Type, idx: list, out: T.Type) -> str:
@@ -101,15 +112,22 @@ def _histogram(em, node, args):
     valid = (args[1], node.inputs[1]) if node.attr("has_valid") else None
     bins = node.attr("bins")
     count = node.attr("type").dtype
+    if bins is None:  # a runtime bin count: positive (checked before anything counts), the result's extent
+        given = em.assign(as_index(args[-1].expr), "n")
+        em.check(f"{given} <= T.int64(0)", C.HISTOGRAM_BINS, given, bins=runtime_bins_text(node))
+        bins = em.extent(node.attr("type").shape[0])
+        site, operands = C.HISTOGRAM_RUNTIME_BIN, (bins,)
+    else:
+        site, operands = C.HISTOGRAM_BIN, ()
     counts = em.allocate((str(bins),), "int64", zero=True)
     with em.loop_nest(em.shape(vt)) as idx:
         active = em.block(f"if {at(em, valid[0], valid[1].type, idx, vt)}:") if valid is not None else \
             contextlib.nullcontext()
         with active:
             x = em.assign(as_index(em.elem(values, idx)), "x")
-            inside = f"{x} >= T.int64(0) and {x} < T.int64({bins})"
-            em.check(f"not ({inside})", ValueError, f"I.histogram: value {{0}} is outside the bins [0, {bins}); fold "
-                                                    f"range conditions into valid to ignore such values", x)
+            inside = f"{x} >= T.int64(0) and {x} < {as_index(str(bins))}"
+            fields = {} if operands else {"bins": bins}
+            em.check(f"not ({inside})", site, x, *operands, **fields)
             with em.block(f"if {inside}:") if not em.checks else contextlib.nullcontext():
                 em.line(f"{counts}[{x}] = {counts}[{x}] + T.int64(1)")
     return Lazy((str(bins),), lambda idx: em.assign(cast_expr(em, T.i64, count, f"{counts}[{idx[0]}]"), "t"))

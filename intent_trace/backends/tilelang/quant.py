@@ -7,7 +7,10 @@ and those are copied into the record's buffers. The helpers' bodies (:mod:`.c`) 
 transcription of ggml's reference code, one f32 operation per step in the same order, hence
 bit-identical to generic (and to the cpu oracle). The record's fields are buffers of the emitter's
 storage (:mod:`.storage`: the stack when small and static, else the heap), so the record is a value fixed
-where it is defined, whatever later writes do.
+where it is defined, whatever later writes do. A dynamic last extent K is checked to be a multiple of 256 first (a
+ValueError naming K and its value); B = K // 256 is then the kernel's value, which a target whose host sizes the
+buffers before the call (CUDA, Metal) cannot size by: there each field is held flat in ``(*lead, K)``
+(:class:`_Field`).
 
 quantized_dot: per result element a serial loop over the blocks; per block the integer sums are exact in
 i64 and the scale products and the accumulation over blocks are f32 in generic's order
@@ -17,7 +20,10 @@ well within Q3's bound. Leading axes broadcast (size-one, right-aligned) as gene
 """
 from __future__ import annotations
 
+import math
+
 from ... import types as T
+from ...codegen import checks as C
 from . import extern
 from ...graph import ops
 from ...graph.interpreter import rule_registrar
@@ -31,19 +37,50 @@ rule = rule_registrar(RULES)
 _ORDER = {"q8_k": ("d", "qs", "bsums"), "q4_k": ("d", "dmin", "scales", "mins", "q")}
 
 
+class _Field:
+    """A record field's storage: its logical shape ``(*lead, B, *tail)`` in a buffer of that shape, or (``flat``)
+    in a buffer ``(*lead, K)`` holding each block's ``prod(tail)`` elements at ``b * prod(tail)``: a host sizes
+    that one by the kernel's K before the call, where it cannot size B = K // 256, which the kernel computes
+    (B * prod(tail) <= K, as prod(tail) <= 256)."""
+
+    def __init__(self, em, shape: tuple, rank_lead: int, dtype: str, flat_extent: str | None):
+        self.shape, self.lead, self.flat = shape, rank_lead, flat_extent is not None
+        tail = [int(n) for n in shape[rank_lead + 1:]]
+        self.strides = [math.prod(tail[k + 1:]) for k in range(len(tail))]  # row-major within a block
+        self.block = math.prod(tail)
+        self.buffer = em.allocate((*shape[:rank_lead], flat_extent) if self.flat else shape, dtype)
+
+    def at(self, idx) -> str:
+        """The buffer element of logical index ``idx``."""
+        if not self.flat:
+            return f"{self.buffer}[{', '.join(idx)}]"
+        lead, b, within = idx[:self.lead], idx[self.lead], idx[self.lead + 1:]
+        terms = (i if s == 1 else f"{i} * {s}" for i, s in zip(within, self.strides))
+        offset = " + ".join([f"{b} * {self.block}", *terms])
+        return f"{self.buffer}[{', '.join((*lead, offset))}]"
+
+    def value(self):
+        return Lazy(self.shape, self.at) if self.flat else Array(self.buffer, self.shape)
+
+
 @rule(ops.quantize)
 def _quantize(em, node, args):
-    (x,) = args
+    x = args[0]
     fmt = node.attr("format").name
     t_in = node.inputs[0].type
     out_t = node.attr("type")
     lead = em.shape(t_in)[:-1]
-    if not isinstance(t_in.shape[-1], int):
-        raise em.reject("quantize over a last axis of dynamic extent is not lowered")
-    blocks = t_in.shape[-1] // 256
-    shapes = {name: em.shape(ft) for name, ft in out_t.fields}
-    buffers = {name: em.allocate(shapes[name], em.tir(ft.dtype)) for name, ft in out_t.fields}
+    flat = None
+    if isinstance(t_in.shape[-1], int):
+        blocks = str(t_in.shape[-1] // 256)
+    else:  # a dynamic K: a multiple of 256 (Q1), checked before anything is quantized; B = K // 256 blocks
+        k = em.extent(t_in.shape[-1])
+        em.check(f"T.floormod({k}, T.int64(256)) != T.int64(0)", C.QUANTIZE_EXTENT, k,
+                 extent=T.extent_str(t_in.shape[-1]))
+        blocks = em.extent(out_t.fields[0][1].shape[-1])
+        flat = k if em.host_workspaces else None
     types = dict(out_t.fields)
+    fields = {name: _Field(em, em.shape(ft), len(lead), em.tir(ft.dtype), flat) for name, ft in out_t.fields}
     # The helper works on one block in small local buffers (pointers into a heap buffer are not available to it
     # on every path through TileLang), which are then copied into the record's buffers.
     scratch = {}
@@ -52,7 +89,7 @@ def _quantize(em, node, args):
         tail = ("256",) if name == "x" else em.shape(types[name])[len(lead) + 1:]
         scratch[name] = (em.fresh("a"), tail, dtype)
         em.line(f"{scratch[name][0]} = T.alloc_local(({', '.join(tail) or '1'},), {dtype!r})")
-    with em.loop_nest((*lead, str(blocks))) as idx:
+    with em.loop_nest((*lead, blocks)) as idx:
         with em.loop_nest(("256",)) as (l,):
             em.line(f"{scratch['x'][0]}[{l}] = {em.elem(x, [*idx[:-1], f'{idx[-1]} * 256 + {l}'])}")
         names = ("x", *_ORDER[fmt])
@@ -62,8 +99,8 @@ def _quantize(em, node, args):
         for name in _ORDER[fmt]:
             local, tail, _ = scratch[name]
             with em.loop_nest(tail) as t:
-                em.line(f"{buffers[name]}[{', '.join((*idx, *t))}] = {local}[{', '.join(t) or '0'}]")
-    return Aggregate(tuple(Array(buffers[name], shapes[name]) for name, _ in out_t.fields))
+                em.line(f"{fields[name].at([*idx, *t])} = {local}[{', '.join(t) or '0'}]")
+    return Aggregate(tuple(fields[name].value() for name, _ in out_t.fields))
 
 
 def _broadcast(em, pos: list, lead: tuple) -> list:

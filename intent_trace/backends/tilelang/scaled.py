@@ -8,12 +8,15 @@ the low nibble for even e, the high one for odd e; T6), multiplies the format's 
 double (exact; a 0xFF scale or an e4m3 NaN code is NaN) and converts once to the accumulator (f32 or f64:
 exact unless it overflows or underflows, as generic converts). The code and scale tables are generated
 from ml_dtypes (:mod:`intent_trace._format_mx`). The product of two decoded values is exact in the
-accumulator and the sum is within T5's bound.
+accumulator and the sum is within T5's bound. A dynamic carrier extent C is checked first against the group size
+(the loops run over the group size, not C).
 """
 from __future__ import annotations
 
 from ... import types as T
+from ...codegen import checks as C
 from ...graph import ops
+from ...graph.lowering import dynamic_carriers
 from ...graph.interpreter import rule_registrar
 from .emitter import Lazy, as_index
 from .scalar_rules import call
@@ -41,6 +44,10 @@ def _scaled_contract(em, node, args):
     fl, fr = node.attr("lhs_format"), node.attr("rhs_format")
     m, g, _ = em.shape(node.inputs[0].type)
     n = em.shape(node.inputs[2].type)[2]
+    for operand, axis, role, fmt, want, e in dynamic_carriers(node):  # C held to the group size (spec §11)
+        c = em.extent(e)
+        em.check(f"{c} != T.int64({want})", C.SCALED_CARRIER, c, axis=axis, group=gs, want=want, role=role,
+                 extent=T.extent_str(e), fmt=str(fmt))
     zero = em.constant(0, acc)
 
     def compute(pos):

@@ -1,6 +1,7 @@
 """TileLang rule for ``sparse_contract`` (spec §12, numerics T5, T7): 2:4 and 1:2 structured sparsity.
 
-The metadata is checked first, where the node stands and so before any output is computed: two serial
+Dynamic compression extents are checked first (K % group == 0, kc == K * keep / group: ValueErrors naming the
+extent and its value); then the metadata, where the node stands and so before any output is computed: two serial
 loops over the compressed shape, positions inside the group, then strictly increasing within a group
 (generic's order of checks); a violation is generic's ``ValueError`` (the executable raises it after the
 call and commits no output). The dense logical lhs is then a lazy tensor: element k of the compression
@@ -12,7 +13,8 @@ exactly those of a dense contract of the logical lhs, which is generic's definit
 from __future__ import annotations
 
 from ... import types as T
-from ...graph.lowering import DenseContract
+from ...codegen import checks as C
+from ...graph.lowering import DenseContract, compression_extents, named_extent
 from ...graph import ops
 from ...graph.interpreter import rule_registrar
 from .emitter import Lazy, as_index
@@ -55,12 +57,18 @@ def _sparse_contract(em, node, args):
     comp, meta, rhs = args
     fmt = node.attr("format")
     group, keep = fmt.group, fmt.keep
-    axis, rhs_axis = node.attr("reduce")[0]
+    axis, rhs_axis, ekc, k = compression_extents(node)
     ct = node.inputs[0].type
-    k = node.inputs[2].type.shape[rhs_axis]
-    if not isinstance(k, int):
-        raise em.reject("a sparse contract with a dynamic reduction extent is not lowered")
     cshape = em.shape(ct)
+    kx = str(k)
+    if not (isinstance(k, int) and isinstance(ekc, int)):  # dynamic: held to the static relations (spec §12)
+        kx = em.extent(k)
+        if not isinstance(k, int):
+            em.check(f"T.floormod({kx}, T.int64({group})) != T.int64(0)", C.SPARSE_REDUCTION, kx, axis=rhs_axis,
+                     group=group, fmt=repr(fmt), extent=T.extent_str(k))
+        em.check(f"{cshape[axis]} * T.int64({group}) != {kx} * T.int64({keep})", C.SPARSE_COMPRESSED, cshape[axis],
+                 kx, f"T.floordiv({kx} * T.int64({keep}), T.int64({group}))", axis=axis, rhs_axis=rhs_axis,
+                 keep=keep, group=group, fmt=repr(fmt), extent=named_extent(ekc))
     meta = (meta, node.inputs[1].type.dtype)
     _check_metadata(em, meta, cshape, axis, fmt)
     src = ct.dtype
@@ -78,7 +86,7 @@ def _sparse_contract(em, node, args):
         return value
 
     dshape = list(cshape)
-    dshape[axis] = str(k)
+    dshape[axis] = kx
     tshape = list(ct.shape)
     tshape[axis] = k
     lhs_type = T.TensorType(src, tuple(tshape))

@@ -17,15 +17,19 @@ Numba rules:
 - ``scatter_reduce`` is a serial loop over the index shape (its valid lanes) that inlines the combine region per
   element. A ``parallel`` body that scatters into a destination it does not allocate runs serially
   (the ``parallel`` rule of :mod:`.structure`): its read-modify-write combines would race across threads.
+
+And the run-time half of an extent equality the kernel states (``assume_equal``, not an access: it is here so that
+the rule modules stay the ones :mod:`.emitter` composes): the two values compared where the node stands.
 """
 from __future__ import annotations
 
 import contextlib
 
 from ... import types as T
+from ...codegen import checks as C
 from ...graph import ops
 from ...graph.interpreter import rule_registrar
-from ...graph.lowering import ErrorSite, extent_value
+from ...graph.lowering import ErrorSite, extent_value, runtime_bins_text
 from .base import shape_text
 from .indexing import decode, encode, read_view, write_view
 from ..generic_races import COMBINE, READ, WRITE
@@ -36,6 +40,15 @@ from .values import Array, Lazy, Scalar, View
 
 RULES: dict = {}
 rule = rule_registrar(RULES)
+
+
+# --- assume_equal --------------------------------------------------------------------------------
+
+@rule(ops.assume_equal)
+def _assume_equal(em, node, args):
+    a, b = (em.assign(f"np.int64({x.expr})", "n") for x in args)
+    em.check(f"{a} != {b}", C.EXTENT_EQUAL, a, b, lhs=node.attr("lhs"), rhs=node.attr("rhs"))
+    return Scalar(a)
 
 
 # --- gather --------------------------------------------------------------------------------------
@@ -79,13 +92,18 @@ def _histogram(em, node, args):
     bins = node.attr("bins")
     count = node.attr("type").dtype
     vshape = tuple(em.extent(e) for e in node.inputs[0].type.shape)
+    if bins is None:  # a runtime bin count: positive (checked before anything counts), the result's extent
+        given = em.assign(f"np.int64({args[-1].expr})", "n")
+        em.check(f"{given} <= 0", C.HISTOGRAM_BINS, given, bins=runtime_bins_text(node))
+        bins = em.extent(node.attr("type").shape[0])
+        site, operands = C.HISTOGRAM_RUNTIME_BIN.site(), (bins,)
+    else:
+        site, operands = C.HISTOGRAM_BIN.site(bins=bins), ()
     counts = em.allocate((str(bins),), "np.int64", f"the {bins} counts of `histogram`", fill="0")
-    site = ErrorSite(ValueError, f"I.histogram: value {{0}} is outside the bins [0, {bins}); fold range conditions "
-                                 f"into valid to ignore such values")
     with em.loop_nest(vshape, parallel=False) as idx:
         with em.block(f"if {em.elem(valid, idx)}:") if valid is not None else contextlib.nullcontext():
             x = em.assign(f"np.int64({em.elem(values, idx)})", "x")
-            em.check(f"{x} < 0 or {x} >= {bins}", site, x)
+            em.check(f"{x} < 0 or {x} >= {bins}", site, x, *operands)
             em.line(f"{counts}[{x}] += 1")
     if count.kind == "int" and count.bits == 64:
         return Array(counts, (str(bins),))

@@ -7,11 +7,13 @@ written from the templates below. Every float operation is one float32 operation
 ``np.float32`` constants; Numba keeps float32 * float32 in float32) in ggml's order, so the
 records are bit-identical to the generic rule's (and ggml's ``quantize_row_*_K_ref``).
 ``nearest_int`` is ggml's: add 1.5 * 2^23 in float32, subtract it again. f16 fields are held as
-float32 values rounded with ``R.round_f16`` (RNE, as ggml's ``GGML_FP32_TO_FP16``).
+float32 values rounded with ``R.round_f16`` (RNE, as ggml's ``GGML_FP32_TO_FP16``). A dynamic last
+extent K is checked to be a multiple of 256 before the loop (a ValueError naming K and its value).
 """
 from __future__ import annotations
 
 from ... import types as T
+from ...codegen import checks as C
 from ...graph import ops
 from ...graph.interpreter import rule_registrar
 from .values import Aggregate, Array, Scalar
@@ -205,7 +207,12 @@ def _quantize(em, node, args):
     fmt = node.attr("format")
     x = em.materialize(args[0], t_in)
     k = t_in.shape[-1]
-    nb = k // 256
+    if isinstance(k, int):
+        nb = k // 256
+    else:  # a dynamic K: a multiple of 256 (Q1), checked before anything is quantized
+        k = em.assign(f"np.int64({x.shape[-1]})", "n")
+        em.check(f"{k} % 256 != 0", C.QUANTIZE_EXTENT, k, extent=T.extent_str(t_in.shape[-1]))
+        nb = em.assign(f"{k} // 256", "n")
     lead = tuple(x.shape[:-1])
     rows = _product(em, lead)
     xs = em.assign(f"np.ascontiguousarray({x.name}).reshape(({rows}, {k}))", "x")

@@ -21,7 +21,8 @@ from ... import types as T
 from ...graph import ops
 from ...graph.interpreter import rule_registrar
 from ...codegen import checks as C
-from ...graph.lowering import DenseContract, intern_constant
+from ...graph.lowering import (DenseContract, compression_extents, dynamic_carriers, intern_constant,
+                                named_extent)
 from .contract import dense_contract
 from .scalar_rules import np_type
 from .values import Array
@@ -70,6 +71,11 @@ def _scaled_contract(em, node, args):
     fl, fr = node.attr("lhs_format"), node.attr("rhs_format")
     m, g, cl = _shape(em, node.inputs[0], a)
     _, cr, n = _shape(em, node.inputs[2], b)
+    for operand, axis, role, fmt, want, e in dynamic_carriers(node):  # C held to the group size (spec §11)
+        c = em.assign(f"np.int64({cl if operand == 0 else cr})", "n")
+        em.check(f"{c} != {want}", C.SCALED_CARRIER, c, axis=axis, group=gs, want=want, role=role,
+                 extent=T.extent_str(e), fmt=str(fmt))
+        cl, cr = (str(want), cr) if operand == 0 else (cl, str(want))
     k = em.assign(f"{g} * {gs}", "n")
     dtype = np_type(acc)
     lhs = em.allocate((m, k), dtype, "the decoded lhs of `scaled_contract`")
@@ -107,8 +113,18 @@ def _sparse_contract(em, node, args):
     src = ct.dtype
     cshape = _shape(em, node.inputs[0], comp)
     meta = em.materialize(meta, node.inputs[1].type)
-    k = node.inputs[2].type.shape[rb]  # static (checked by the surface)
     group, keep = fmt.group, fmt.keep
+    _, _, ekc, k = compression_extents(node)
+    kx = str(k)
+    if not (isinstance(k, int) and isinstance(ekc, int)):  # dynamic: held to the static relations (spec §12)
+        kv = em.assign(f"np.int64({em.extent(k)})", "n")
+        kc = em.assign(f"np.int64({cshape[ca]})", "n")
+        if not isinstance(k, int):
+            em.check(f"{kv} % {group} != 0", C.SPARSE_REDUCTION, kv, axis=rb, group=group, fmt=repr(fmt),
+                     extent=T.extent_str(k))
+        em.check(f"{kc} * {group} != {kv} * {keep}", C.SPARSE_COMPRESSED, kc, kv, f"{kv} * {keep} // {group}",
+                 axis=ca, rhs_axis=rb, keep=keep, group=group, fmt=repr(fmt), extent=named_extent(ekc))
+        kx = kv
     # 1. metadata check, sequential, before anything is written.
     site_range = C.SPARSE_POSITION.site(last=group - 1, fmt=repr(fmt))
     site_order = C.SPARSE_ORDER.site(fmt=repr(fmt))
@@ -123,7 +139,7 @@ def _sparse_contract(em, node, args):
                 em.check(f"{x} <= {p}", site_order, p, x)
     # 2. the dense lhs in the source dtype (zeros where nothing is kept).
     dshape = list(cshape)
-    dshape[ca] = str(k)
+    dshape[ca] = kx
     dense = em.allocate(tuple(dshape), np_type(src), "the dense lhs of `sparse_contract`", fill="0")
     with em.loop_nest(cshape, parallel=True) as idx:
         x = em.assign(f"np.int64({em.elem(meta, idx)})", "x")

@@ -160,7 +160,7 @@ SUBJECTS: tuple = (
     Subject("movement", "gather", ("gather",), "compact"),
     Subject("movement", "masked-access", ("masked_read", "masked_write", "masked_load", "masked_store"), "compact"),
     Subject("structural", "subregion-write", ("subregion", "indices"), "compact"),
-    Subject("structural", "fill", ("full", "constant", "dim"), "compact"),
+    Subject("structural", "fill", ("full", "constant", "dim", "assume_equal"), "compact"),
     Subject("structural", "multi-output", ("record", "field"), "multi-output"),
     Subject("structural", "carried-loop", ("loop",), "compact"),
     Subject("structural", "while-loop", ("while", "break", "continue", "tuple", "get"), "compact"),

@@ -146,7 +146,8 @@ def _subject_kernels() -> dict:
         inner = d[1:x.shape[0] - 1]
         y[inner] = x[inner] * 2.0 + I.cast(I.indices(inner), I.f32)
 
-    def fill(x: I.In[f32, ("M", "N")], y: I.Out[f32, ("M", "N")]):
+    def fill(x: I.In[f32, ("M", "N")], y: I.Out[f32, ("P", "N")]):
+        I.assume_equal(y.shape[0], x.shape[0])  # an extent equality the run checks
         m, n = I.domain(0, x.shape[0]), I.domain(0, x.shape[1])
         t = x[m, n]
         tail = t[:, 1:]  # a derived extent: its length is a dim of the value, not a parameter extent
