@@ -36,6 +36,9 @@ class Specialization:
     # the parameter indices of views the program declares in their storage dtype (``view_storage``: f16 as its
     # uint16 bits), as the general program does: a fused epilogue's reads (cuda_epilogue); others in value dtypes
     stored: tuple = ()
+    # the schedule's record of this program (schedule.plan.Part, without ``when``), or None: program.py then names
+    # it from its name (a tiled matmul or the flash-attention template)
+    part: object = attrs.field(default=None, eq=False)
 
     def applies(self, extents: dict) -> bool:
         operands = self.operands

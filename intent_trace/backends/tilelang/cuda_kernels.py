@@ -30,7 +30,7 @@ from ...graph import ops
 from ...graph.patterns import match
 from ...graph.traits import POINTWISE
 from ...graph.values import KernelGraph, Literal, walk_region
-from . import cuda_attention, cuda_matmul
+from . import cuda_attention, cuda_matmul, cuda_region
 from .cuda_access import APPROXIMATE_DIV, FROM_DOMAIN, REJECT, full_axes, view_access
 
 
@@ -39,6 +39,9 @@ def specializations(graph: KernelGraph, target) -> list:
     matmuls per tiling, the f32 matmul on CUDA cores, flash attention."""
     specs = [cuda_matmul.tensor_core(graph, target, config) for config in cuda_matmul.CONFIGS]
     specs.append(cuda_matmul.simt(graph, target))
+    specs += cuda_region.specializations(graph, target)
+    # the flash-attention template (kept until the lead has measured it against the segmented fold, which comes
+    # first and so runs wherever both apply; benchmarks/gpu.py times both)
     specs += [cuda_attention.attention(graph, config) for config in cuda_attention.CONFIGS]
     return [spec for spec in specs if spec is not None]
 
@@ -48,6 +51,7 @@ def emulated_specializations(graph: KernelGraph, target) -> list:
     ``tools/pytest_plugins``): the tensor-core matmul's fused epilogue (cuda_matmul.emulated) and the f32 matmul on
     CUDA cores (cuda_matmul.simt)."""
     specs = [cuda_matmul.emulated(graph, target), cuda_matmul.simt(graph, target)]
+    specs += cuda_region.emulated(graph, target)
     return [spec for spec in specs if spec is not None]
 
 

@@ -197,6 +197,8 @@ def _extent_text(text: str, names: list) -> str:
 def _specialization_part(s, names: list) -> Part:
     when = [f"{names[k]} % {t} == 0" if t > 1 else f"{names[k]} > 0" for k, t in getattr(s, "divides", ())]
     when += [f"{names[k]} == {n}" for k, n in getattr(s, "equals", ())]
+    if getattr(s, "part", None) is not None:  # a program that describes itself (cuda_region's segmented fold)
+        return attrs.evolve(s.part, when=", ".join(when) or "always")
     name = getattr(s, "name", "?")
     attention = name.startswith("attention")
     reason = ("a recognised flash-attention fold: key blocks folded per tile, QK^T and PV on tensor cores" if attention
