@@ -11,7 +11,7 @@ import attrs
 from ...errors import LoweringError
 from ...graph import ops
 from ...graph.values import KernelGraph
-from ...schedule import indexed
+from ...schedule import carry, indexed
 from ...schedule.plan import Part, Schedule
 from ...schedule.rows import Rejected, RowGroup
 from ...schedule.rows import recognise as recognise_rows
@@ -70,6 +70,8 @@ _OWN_PROGRAM_PLANS = (
     (lambda spec: spec.multi_block, "has run-time checks (it must not fail)", lambda program: not program.error_sites),
     (lambda spec: spec.indexed_grid, "needs a workspace, which the threads of a grid cannot share",
      lambda program: not program.workspaces),
+    (lambda spec: spec.carried_lanes, "has run-time checks or workspaces (a lane's thread must not fail or share "
+     "buffers)", lambda program: not program.error_sites and not program.workspaces),
 )
 
 
@@ -222,4 +224,7 @@ def _serial_reason(graph: KernelGraph, spec, launch: _Launch) -> str:
         why.append("no top-level parallel loop whose iterations could be threads (parallel_grid)")
     if spec.indexed_grid is not None and indexed.why_not(graph) is not None:
         why.append(indexed.why_not(graph))
+    lanes = carry.recognise(graph) if spec.carried_lanes is not None else None
+    if isinstance(lanes, Rejected) and any(n.op is ops.loop for n in graph.body.nodes):
+        why.append(f"not carried lanes: {lanes.reason}")
     return "one thread runs it: " + "; ".join(why)
