@@ -110,18 +110,6 @@ def _specializations(graph, target, emulate: bool) -> list:
     return out
 
 
-def why_not(graph, target) -> str | None:
-    """Why ``graph`` gets no segmented-fold program (None when it gets one)."""
-    plan = schedule_region.recognise(graph)
-    if not isinstance(plan, schedule_region.SegmentedFold):
-        return f"not a segmented fold: {plan.reason}"
-    try:
-        _specialization(graph, target, plan, _tilings(plan)[0], False)
-    except LoweringError as e:
-        return f"the segmented fold's program could not be written ({e})"
-    return None
-
-
 def _specialization(graph, target, plan, tiling: Tiling, emulate: bool) -> Specialization:
     text = _Program(graph, target, plan, tiling, emulate).text()
     divides = ((plan.rows, 1), (plan.source, 1)) + (((plan.batch, 1),) if plan.batch is not None else ())
@@ -148,7 +136,7 @@ class _Program:
     """Writes one program: the shared emitter ``em`` writes every line (its element code and these primitives)."""
 
     def __init__(self, graph, target, plan, tiling: Tiling, emulate: bool):
-        self.graph, self.plan, self.t = graph, plan, tiling
+        self.graph, self.plan, self.t, self.target = graph, plan, tiling, target
         spec = target if emulate else attrs.evolve(target, helper_source=fast_helpers(target.helper_source))
         em = TileLangEmitter(graph, spec, RULES, REJECTED, checks=False)
         em.materialized = frozenset()
@@ -203,7 +191,8 @@ class _Program:
     def index(self, role, block: str) -> Lazy:
         """The absolute coordinates of a tile axis (``bx`` blocks of rows, ``kb`` blocks of the source)."""
         size = self.role_size(role)
-        return Lazy((str(size),), lambda idx: f"(T.Cast('int64', {block}) * T.int64({size}) + T.Cast('int64', {idx[0]}))")
+        first = f"T.Cast('int64', {block}) * T.int64({size})"
+        return Lazy((str(size),), lambda idx: f"({first} + T.Cast('int64', {idx[0]}))")
 
     # -- tiles of views -----------------------------------------------------------------------------------
     def view_tile(self, source, corner: dict) -> _Tile:
@@ -524,8 +513,7 @@ class _Program:
         em, plan, t = self.em, self.plan, self.t
         rows = f"T.ceildiv({self.dims[plan.rows]}, {t.block_M})"
         blocks = [rows] + ([self.dims[plan.batch]] if plan.batch is not None else [])
-        prelude = self.sp.prelude(list(em.helpers.values())) if hasattr(self.sp, "prelude") else \
-            (c.prelude if self.emulate else cuda.prelude)(list(em.helpers.values()))
+        prelude = self.target.prelude(list(em.helpers.values()))
         launch, coords = self.sp.kernel(blocks, "PRELUDE")
         width = "int64" if self.emulate else "int32"
         dims = "\n".join(f"d{k} = T.dynamic('d{k}', {width!r})" for k in range(len(self.graph.extents)))

@@ -11,7 +11,7 @@ import attrs
 from ...errors import LoweringError
 from ...graph import ops
 from ...graph.values import KernelGraph
-from ...schedule import carry, indexed
+from ...schedule import carry, indexed, region
 from ...schedule.plan import Part, Schedule
 from ...schedule.rows import Rejected, RowGroup
 from ...schedule.rows import recognise as recognise_rows
@@ -224,6 +224,9 @@ def _serial_reason(graph: KernelGraph, spec, launch: _Launch) -> str:
         why.append("no top-level parallel loop whose iterations could be threads (parallel_grid)")
     if spec.indexed_grid is not None and indexed.why_not(graph) is not None:
         why.append(indexed.why_not(graph))
+    fold = region.recognise(graph) if any(n.op is ops.region_fold for n in graph.walk()) else None
+    if isinstance(fold, Rejected):
+        why.append(f"not a segmented fold: {fold.reason}")
     lanes = carry.recognise(graph) if spec.carried_lanes is not None else None
     if isinstance(lanes, Rejected) and any(n.op is ops.loop for n in graph.body.nodes):
         why.append(f"not carried lanes: {lanes.reason}")
