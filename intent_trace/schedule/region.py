@@ -39,7 +39,7 @@ from ..graph.traits import AGGREGATE, CONTRACTIONS, POINTWISE
 from ..graph.patterns import match
 from ..graph.values import KernelGraph, Literal, Var, walk_region
 from . import region_laws
-from .access import UNIT_DOMAIN
+from .access import UNIT_DOMAIN, unit_reshape
 from .plan import Part
 from .rows import Rejected, _at
 
@@ -280,18 +280,23 @@ class _Walk:
 
     def view_read(self, node) -> Source:
         """A read of an In view, whole (``:``) except the batch point; its layout by role."""
-        view = node.inputs[0]
-        if view not in self.params:
-            self.fail(f"the read{_at(node)} is not of a kernel view")
-        k, p = self.params[view]
+        k, p = self.access(node)
         if p.type.access != "In":
             self.fail(f"the read{_at(node)} of {p.name} is of a view the kernel also writes")
-        index, operands = node.attr("index"), node.inputs[1:]
+        return Source(k, self.layout(node.outputs[0].type, node), node)
+
+    def access(self, node) -> tuple:
+        """(param index, param) of a read or write of a kernel view over whole axes, led by the batch point."""
+        view = node.inputs[0]
+        what = node.op.name
+        if view not in self.params:
+            self.fail(f"the {what}{_at(node)} is not of a kernel view")
+        index, operands = node.attr("index"), node.inputs[2 if node.op is ops.write else 1:]
         points = [i for i, e in enumerate(index) if e == "point"]
         if any(e not in ("all", "point") for e in index) or points != list(range(len(points))) or \
                 len(points) != (0 if self.point is None else 1) or any(x is not self.point for x in operands):
-            self.fail(f"the read{_at(node)} is not of whole axes at the batch point")
-        return Source(k, self.layout(node.outputs[0].type, node), node)
+            self.fail(f"the {what}{_at(node)} is not of whole axes at the batch point")
+        return self.params[view]
 
     def producer(self, var):
         return next((n for n in walk_region(self.graph.body) if var in n.outputs), None)
@@ -390,13 +395,9 @@ class _Walk:
         return reductions, contractions
 
     def reshape(self, node) -> None:
-        x = node.inputs[0]
-        if len(node.inputs) != 1:
-            self.fail(f"the reshape{_at(node)} takes extents computed in the kernel")
-        old = tuple(s for s in getattr(x.type, "shape", ()) if not (isinstance(s, int) and s == 1))
-        new = tuple(s for s in node.outputs[0].type.shape if not (isinstance(s, int) and s == 1))
-        if len(old) != len(new) or any(a is not b for a, b in zip(old, new)):
-            self.fail(f"the reshape{_at(node)} moves elements between axes (only unit axes may be added or dropped)")
+        why = unit_reshape(node)
+        if why is not None:
+            self.fail(why)
 
     def reduction(self, node) -> Reduction:
         source, identity, *captures = node.inputs
@@ -478,18 +479,10 @@ class _Walk:
         return after, writes
 
     def write(self, node):
-        view = node.inputs[0]
-        if view not in self.params:
-            self.fail(f"the write{_at(node)} is not to a kernel view")
-        k, p = self.params[view]
-        if p.type.access != "Out" or any(n.op is ops.read and n.inputs[0] is view for n in walk_region(
+        k, p = self.access(node)
+        if p.type.access != "Out" or any(n.op is ops.read and n.inputs[0] is p.var for n in walk_region(
                 self.graph.body)):
             self.fail(f"the write{_at(node)} is not to an Out view that nothing reads")
-        index, operands = node.attr("index"), node.inputs[2:]
-        points = [i for i, e in enumerate(index) if e == "point"]
-        if any(e not in ("all", "point") for e in index) or points != list(range(len(points))) or \
-                len(points) != (0 if self.point is None else 1) or any(x is not self.point for x in operands):
-            self.fail(f"the write{_at(node)} is not of whole axes at the batch point")
         layout = self.layout(node.inputs[1].type, node)
         if not layout or layout[0] != ROW:
             self.fail(f"the write{_at(node)} is not of rows")

@@ -17,6 +17,7 @@ import attrs
 
 from ... import types as T
 from ...schedule import carry as schedule_carry
+from .cuda_grid import GridEmitter, kernel_line
 from .emitter import Lazy, Scalar, TileLangEmitter
 
 THREADS = 128
@@ -41,10 +42,8 @@ class LanePlan:
         return self.lanes_of.part(graph, threads=self.threads, per_thread="one lane, the whole loop in order")
 
     def launch(self, prelude: str | None) -> str:
-        extra = f", prelude={prelude}" if prelude else ""
-        threads = "" if self.emulated else f", threads={self.threads}"
         blocks = f"T.max(T.ceildiv({self.lanes}, T.int64({self.threads})), T.int64(1))"
-        return f"with T.Kernel({blocks}{threads}{extra}) as bx:"
+        return kernel_line(blocks, self.threads, self.emulated, prelude)
 
 
 def lane_plan(graph, emulated: bool = False) -> LanePlan | None:
@@ -62,35 +61,25 @@ class _LaneSlot:
     name: str
 
 
-class LaneEmitter(TileLangEmitter):
+class LaneEmitter(GridEmitter):
     """The shared emitter with every nest over the lanes the thread's own lane, and vector carries scalars."""
 
-    def __init__(self, graph, target, rules, rejected, checks=True, nest=None, grid=None):
-        super().__init__(graph, target, rules, rejected, checks, nest=None, grid=None)
-        self.plan = grid
-        self.grid_planned = True  # a workspace would be one buffer for every thread: the plan is then refused
-        self.lane = None
+    lane = None
 
     def run_region(self, region, params=()) -> list:
         if region is not self.graph.body:
             return super().run_region(region, params)
-        plan = self.plan
-        if plan.emulated:
-            tx = self.fresh("tx")
-            self.line(f"for {tx} in T.serial({plan.threads}):")
-            self.depth += 1
-        else:
-            tx = self.assign("T.get_thread_binding()", "tx")
-        self.lane = self.assign(f"T.Cast('int64', bx) * T.int64({plan.threads}) + T.Cast('int64', {tx})", "lane")
-        self.in_grid = True
-        try:
-            with self.block(f"if {self.lane} < {plan.lanes}:"):
-                out = super().run_region(region, params)
-        finally:
-            self.in_grid = False
-            if plan.emulated:
-                self.depth -= 1
-        return out
+        if not self.emulated:
+            self.tx = self.assign("T.get_thread_binding()", "tx")
+        with self.phase() as tx:
+            self.lane = self.assign(f"T.Cast('int64', bx) * T.int64({self.plan.threads}) + T.Cast('int64', {tx})",
+                                    "lane")
+            self.in_grid = True
+            try:
+                with self.block(f"if {self.lane} < {self.plan.lanes}:"):
+                    return TileLangEmitter.run_region(self, region, params)
+            finally:
+                self.in_grid = False
 
     @contextlib.contextmanager
     def loop_nest(self, shape):
