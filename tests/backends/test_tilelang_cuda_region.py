@@ -30,7 +30,7 @@ from backends.tilelang_support import cuda_source
 from intent_trace.backends.tilelang import cuda_kernels, cuda_region, targets
 from intent_trace.backends.tilelang import target as tl_target
 from schedule.region_kernels import (FA, SHIFT, attention_causal_shifted_f16, attention_lse_f16, attention_single_f16,
-                                     key_max_f16, outer_max_f32, score_sum_f16)
+                                     batched_attention, combine_unguarded, key_max_f16, outer_max_f32, score_sum_f16)
 
 #: the C target running CUDA's tile mappings (the segmented fold's among them), emulated
 EMULATED = attrs.evolve(targets.C, specializations=cuda_kernels.emulated_specializations, host_workspaces=True)
@@ -304,3 +304,20 @@ def test_a_second_output_of_the_summary(compiled):
     s = np.einsum("bld,bsd->bls", q.astype(np.float64), k.astype(np.float64)) * scale
     want = np.log(np.exp(s - s.max(axis=2, keepdims=True)).sum(axis=2)) + s.max(axis=2)
     assert np.abs(lse - want).max() <= 1e-5 * (1 + np.abs(want).max())
+
+
+SPELLINGS = {"combine-unguarded-and-reordered": batched_attention(FA.summarize_f16, combine_unguarded),
+             "approximate-division": batched_attention(FA.summarize_f16, FA.combine, approximate_division=True)}
+
+
+@pytest.mark.parametrize("name", list(SPELLINGS))
+def test_other_spellings_of_the_fold_get_the_program_the_helpers_say(compiled, name):
+    # no expression template: a combine written another way round without the empty guard, or an approximate final
+    # division (T4: within its bound; exact here), are programs of their own, with the same numbers
+    kernel = SPELLINGS[name]
+    assert [s.name for s in cuda_region.specializations(kernel.trace(), targets.CUDA)][:1] == ["segmented_fold_d128"]
+    B, L, S, D = 2, 140, 200, 16
+    args, bound = _attention_case(B, L, S, D, seed=21)
+    out = np.zeros((B, L, D), np.float16)
+    compiled(kernel, B=B, L=L, S=S, D=D)(*args[:3], out, args[3])
+    _check(out, _reference(*args), bound)

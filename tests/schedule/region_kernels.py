@@ -139,3 +139,31 @@ def outer_max_f32(a: I.In[I.f32, ("L",)], b: I.In[I.f32, ("S",)], out: I.Out[I.f
     """out[i] = max_j a[i] * b[j] (IEEE maximum: NaN wins, -0 < +0): the max is the output, so it is exact."""
     out[:] = I.region_fold(source=b[:], axis=0, summarize=_outer_max, combine=I.maximum,
                            identity=I.full((a.shape[0],), NEG_INF, I.f32), operands=(a[:],))
+
+
+def batched_attention(summarize, combine, approximate_division: bool = False):
+    """``attention_f16`` with another summarize or combine (or an approximate final division): the segmented fold is
+    derived from whatever the helpers say, so each spelling gets a program."""
+    @intent.kernel
+    def attention_variant(q: I.In[I.f16, ("B", "L", "D")], k: I.In[I.f16, ("B", "S", "D")],
+                          v: I.In[I.f16, ("B", "S", "D")], out: I.Out[I.f16, ("B", "L", "D")], scale: I.f32):
+        for b in I.parallel(I.domain(0, q.shape[0])):
+            queries = q[b, :, :]
+            L, D = queries.shape
+            identity = (I.full((L,), NEG_INF, I.f32), I.zeros((L,), I.f32), I.zeros((L, D), I.f32))
+            m, l, acc = I.region_fold(source=(k[b, :, :], v[b, :, :]), axis=0, summarize=summarize, combine=combine,
+                                      identity=identity, operands=(queries, scale))
+            norm = I.fdiv(acc, rows(l, acc), approximate=True) if approximate_division else acc / rows(l, acc)
+            out[b, :, :] = I.cast(norm, I.f16)
+
+    return attention_variant
+
+
+@intent.fn
+def combine_unguarded(a, b):
+    """``combine`` without the empty summary's select: exp(-inf - -inf) is NaN, which only an empty row meets."""
+    ma, la, acc_a = a
+    mb, lb, acc_b = b
+    m = I.maximum(mb, ma)  # the operands the other way round, too
+    alpha, beta = I.exp(ma - m), I.exp(mb - m)
+    return m, lb * beta + la * alpha, acc_b * rows(beta, acc_b) + acc_a * rows(alpha, acc_a)
