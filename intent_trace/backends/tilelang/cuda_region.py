@@ -97,6 +97,14 @@ def emulated(graph, target) -> list:
     return _specializations(graph, target, True)
 
 
+def program_for(graph, target, tiling: Tiling) -> str | None:
+    """The CUDA program of ``graph`` with ``tiling`` (tools/attention_sweep.py), or None when it is no segmented fold."""
+    plan = schedule_region.recognise(graph)
+    if not isinstance(plan, schedule_region.SegmentedFold):
+        return None
+    return _specialization(graph, target, plan, tiling, False).program
+
+
 def _specializations(graph, target, emulate: bool) -> list:
     plan = schedule_region.recognise(graph)
     if not isinstance(plan, schedule_region.SegmentedFold):
