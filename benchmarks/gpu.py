@@ -3,8 +3,7 @@
 - f16 matmul with f32 accumulation at 4096^3 and 8192^3 vs ``torch.matmul`` (target >= 0.9x);
 - the flash-attention example at batch*heads=32, L=S=4096, D=128, f16 vs
   ``torch.nn.functional.scaled_dot_product_attention`` (issue 17: >= 0.8x accurate, >= 1.0x for the FlashAttention
-  spelling ``attention_f16_fast``, >= 0.9x causal); each line also times the flash-attention template's program
-  (``template_ms``, ``fold_vs_template``: the segmented fold the executable chooses against the template it replaces);
+  spelling ``attention_f16_fast``, >= 0.9x causal), each the segmented fold derived from its region_fold;
 - a bandwidth-bound pointwise chain vs a device-to-device copy's bandwidth (target >= 80%);
 - then the zoo (benchmarks/gpu_zoo.py; causal attention is among the tiled cases above): everyday kernels -- both
   softmax spellings, log-softmax, layer norm,
@@ -113,26 +112,12 @@ def bench_matmul_f32(n: int = 2048) -> dict:
             "reference": "torch.matmul (no TF32)", "target_ratio": None, "compile": compiled}
 
 
-def _template(graph, extents: dict):
-    """The flash-attention template's program for these extents (cuda_attention: the expression-tree template the
-    segmented fold, cuda_region, replaces; timed beside it until the lead has measured both), compiled, or None."""
-    from intent_trace.backends.tilelang import cuda_attention
-    from intent_trace.backends.tilelang.target import compile_program
-
-    for config in cuda_attention.CONFIGS:
-        spec = cuda_attention.attention(graph, config)
-        if spec is not None and spec.applies(extents):
-            return compile_program(spec.program, "tilelang-cuda")
-    return None
-
-
 def bench_attention(name: str = "attention_f16", bh: int = 32, n: int = 4096, d: int = 128,
                     target: float = 0.7) -> dict:
     """``attention_f16``, ``attention_f16_fast`` (examples/flash_attention.py: the FlashAttention spelling, exp2
     approximate with log2(e) folded into the scale) or ``attention_f16_causal`` at B = batch * heads vs PyTorch's SDPA
     on the same data (``is_causal`` for the causal kernel). The program the executable chooses is the segmented fold
-    (cuda_region, derived from the kernel's region_fold); ``template_ms`` times the flash-attention template's program
-    (cuda_attention) on the same data where it applies."""
+    (cuda_region, derived from the kernel's region_fold)."""
     import math
 
     import torch
@@ -144,7 +129,6 @@ def bench_attention(name: str = "attention_f16", bh: int = 32, n: int = 4096, d:
 
     exe = intent.compile(attention_f16, target="tilelang-cuda")
     sizes = {"B": bh, "L": n, "S": n, "D": d}
-    extents = {k: sizes[ev.extent.name] for k, ev in enumerate(exe.graph.extents)}
     # never time the one-thread general program: the tiled one must be the one the executable chooses
     spec = exe.specialization_for({ev.extent: sizes[ev.extent.name] for ev in exe.graph.extents})
     if spec is None:
@@ -171,14 +155,6 @@ def bench_attention(name: str = "attention_f16", bh: int = 32, n: int = 4096, d:
             "single_call": {"ours_ms": ours_1 * 1e3, "torch_ms": theirs_1 * 1e3, "ratio": theirs_1 / ours_1},
             "reference": "torch SDPA" + (" (is_causal)" if causal else ""), "target_ratio": target,
             "compile": compiled}
-    template = _template(exe.graph, extents)
-    if template is not None:
-        t_out = torch.empty_like(q)
-        template(q, k, v, t_out, scale)
-        torch.cuda.synchronize()
-        mine = cuda_time(lambda: template(q, k, v, t_out, scale), inner=10)
-        line.update(template_ms=mine * 1e3, fold_vs_template=mine / ours,
-                    template_max_abs_err_vs_torch=float((t_out.float() - sdpa()[0].float()).abs().max()))
     return line
 
 

@@ -2,7 +2,7 @@
 
 A recognised graph is built from full unit-step domains and reads of whole axes; :func:`view_access` and
 :func:`full_axes` say which nodes are those, with the patterns of :mod:`intent_trace.graph.patterns`. The
-recognisers (:mod:`.cuda_kernels`' nests and grids, :mod:`.cuda_matmul`, :mod:`.cuda_attention`) import this
+recognisers (:mod:`.cuda_kernels`' nests and grids, :mod:`.cuda_matmul`, :mod:`.cuda_region`) import this
 module, and :mod:`.cuda_kernels` gathers their specialisations, so none of them imports another.
 """
 from __future__ import annotations

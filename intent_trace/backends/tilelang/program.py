@@ -202,12 +202,9 @@ def _specialization_part(s, names: list) -> Part:
     if getattr(s, "part", None) is not None:  # a program that describes itself (cuda_region's segmented fold)
         return attrs.evolve(s.part, when=", ".join(when) or "always")
     name = getattr(s, "name", "?")
-    attention = name.startswith("attention")
-    reason = ("a recognised flash-attention fold: key blocks folded per tile, QK^T and PV on tensor cores" if attention
-              else "a recognised contraction: output tiles per block, K-loop pipelined, tails masked, for the calls "
-                   "``when`` admits")
-    return Part("flash_attention" if attention else "tiled_matmul", reason, (("program", name),),
-                when=", ".join(when) or "always")
+    reason = ("a recognised contraction: output tiles per block, K-loop pipelined, tails masked, for the calls "
+              "``when`` admits")
+    return Part("tiled_matmul", reason, (("program", name),), when=", ".join(when) or "always")
 
 
 def _serial_reason(graph: KernelGraph, spec, launch: _Launch) -> str:
