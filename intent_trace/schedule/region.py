@@ -17,9 +17,9 @@ summary's other axes, such as a head dimension, whole on chip) or a unit axis. W
   fills, tuples and their components;
 - reductions along the last axis of an ``(R, E)`` or ``(R, F)`` value whose combine is one ``add``, ``maximum`` or
   ``minimum`` of its two parameters (a tree reduction: any order ``reduce`` allows, T10);
-- contractions of two rank-2 values over one pair of axes whose result is ``(R, X)``, f16 or bf16 operands
-  accumulating in f32 (a tile matrix product: FMA allowed inside it, T10; f32 operands would be TF32 on tensor
-  cores, which T5 forbids).
+- contractions of two rank-2 values over one pair of axes whose result is ``(R, X)``, f16, bf16 or f32 operands
+  accumulating in f32 (a tile matrix product: FMA allowed inside it, T10; a target puts f16/bf16 products on tensor
+  cores and f32 ones on CUDA cores, never a TF32 MMA, which T5 forbids).
 
 The segments are the source in order: the program is ``combine(...combine(combine(identity, s0), s1)..., sn)``,
 one parenthesisation §9.1 allows ("Combine保持logical order但允许任意parenthesization"); a slice shorter than a
@@ -46,9 +46,9 @@ from .rows import Rejected, _at
 ROW, SLICE = "R", "E"
 #: A reduction's combine: one op of its two parameters, and what a tile reduction calls it.
 REDUCE_KINDS = {ops.add: "sum", ops.maximum: "max", ops.minimum: "min"}
-#: Tile matrix products take these operand dtypes (f32 accumulation): a contraction of f32 operands on tensor cores
-#: would be TF32, a reduced-precision inner product (T5).
-TILE_OPERANDS = ("f16", "bf16")
+#: Tile matrix products take these operand dtypes (f32 accumulation); f32 operands are multiplied on CUDA cores, since
+#: tensor cores would make them TF32, a reduced-precision inner product (T5).
+TILE_OPERANDS = ("f16", "bf16", "f32")
 
 
 @attrs.frozen(slots=True)
@@ -432,8 +432,7 @@ class _Walk:
         for x in (lhs, rhs):
             t = x.type
             if not isinstance(t, T.TensorType) or t.rank != 2 or t.dtype.name not in TILE_OPERANDS:
-                self.fail(f"the contraction{_at(node)} has an operand that is not a rank-2 f16/bf16 tile (f32 operands "
-                          f"on tensor cores would be TF32, which T5 forbids)")
+                self.fail(f"the contraction{_at(node)} has an operand that is not a rank-2 tile of f16, bf16 or f32")
         if lhs.type.dtype is not rhs.type.dtype or node.attr("acc_dtype") is not T.f32:
             self.fail(f"the contraction{_at(node)} does not accumulate operands of one dtype in f32")
         out = self.layout(node.outputs[0].type, node)

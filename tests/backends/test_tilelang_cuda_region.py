@@ -131,13 +131,23 @@ def test_the_schedule_says_segmented_fold_with_its_tiles_and_when():
     assert "reaches no summary row" in key_max.param("exact_max")
 
 
+def test_f32_products_run_on_cuda_cores_with_fma():
+    specs = _specs(FA.attention)
+    program = specs["segmented_fold_d128"].program
+    assert "T.gemm" not in program and program.count("'fmaf'") == 2  # never TF32 (T5); FMA inside a product (T10)
+    assert "with T.Kernel(T.ceildiv(d0, 64), threads=256, prelude=PRELUDE) as bx:" in program  # 64-row tiles
+    assert "T.Pipelined(T.ceildiv(d2, 64), num_stages=1)" in program
+    assert "CUDA cores" in specs["segmented_fold_d128"].part.param("pipelined")
+
+
 @pytest.mark.parametrize("kernel, spec", [(FA.attention_f16, "segmented_fold_d128"),
                                           (FA.attention_f16_causal, "segmented_fold_d64"),
-                                          (key_max_f16, "segmented_fold_d32"), (outer_max_f32, "segmented_fold_d128")],
-                         ids=["attention", "causal", "exact-max", "no-contraction"])
+                                          (key_max_f16, "segmented_fold_d32"), (outer_max_f32, "segmented_fold_d128"),
+                                          (FA.attention, "segmented_fold_d128")],
+                         ids=["attention", "causal", "exact-max", "no-contraction", "f32-products"])
 def test_the_programs_lower_for_sm90a(kernel, spec, tmp_path):
     source = cuda_source(_specs(kernel)[spec].program)
-    assert ("wgmma" in source) == (kernel is not outer_max_f32)  # contractions on Hopper's tensor cores
+    assert ("wgmma" in source) == (kernel not in (outer_max_f32, FA.attention))  # f16 products on tensor cores
     assert "__expf" not in source
     nvcc = shutil.which("nvcc")
     if nvcc is not None:  # assembled by the local nvcc too (TileLang's headers, Hopper)
@@ -151,6 +161,7 @@ def test_the_programs_lower_for_sm90a(kernel, spec, tmp_path):
                             str(path) + ".cubin"], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr[-3000:]
         assert "0 bytes spill stores" in r.stderr  # the running summary and the tiles stay in registers
+        assert int(re.search(r"Used (\d+) registers", r.stderr).group(1)) <= 168  # as flash attention's template
 
 
 # --- the numbers ---------------------------------------------------------------------------------------------
@@ -200,6 +211,15 @@ def test_fully_masked_rows_give_the_empty_summary(compiled):
     want = _reference(*args, causal=True, shift=SHIFT)
     assert np.isnan(want[:, :SHIFT]).all() and not np.isnan(want[:, SHIFT:]).any()
     _check(out, want, bound)
+
+
+def test_f32_attention_matches_the_examples_reference(compiled):
+    L, S, D = 70, 150, 16  # 64-row tiles: a tail of rows and of keys
+    rng = np.random.default_rng(13)
+    q, k, v = (rng.standard_normal(s).astype(np.float32) for s in ((L, D), (S, D), (S, D)))
+    out = np.zeros((L, D), np.float32)
+    compiled(FA.attention, L=L, S=S, D=D)(q, k, v, out, 0.25)
+    assert np.abs(out - FA.reference(q, k, v, 0.25)).max() < 1e-4  # the example's own check
 
 
 def test_attention_without_a_batch_loop(compiled):

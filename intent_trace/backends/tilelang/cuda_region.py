@@ -55,6 +55,9 @@ from .rules import REJECTED, RULES
 # policy are flash attention's measured best on an H200 (tools/attention_sweep.py on the template this program
 # replaced: block_N 128 beats 64, one stage beats 2 and 3, block_M 64 is slower); smaller heads keep the tiles.
 CONFIGS = (Tiling(128), Tiling(64), Tiling(32), Tiling(16))
+#: f32 products on CUDA cores keep both operands in shared memory (f32 tiles: twice the bytes): half the tiles
+SIMT_CONFIGS = tuple(attrs.evolve(t, block_M=64, block_N=64) for t in CONFIGS)
+SHARED_BYTES = 227 * 1024  # an sm_90 block's shared memory
 _TILE_TIR = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
 _PAD = {"max": "-T.infinity('float32')", "min": "T.infinity('float32')", "sum": "T.float32(-0.0)"}
 _RAW = frozenset({"add", "sub", "mul", "div"})
@@ -84,7 +87,8 @@ def fast_helpers(base):
 
 
 def _tilings(plan) -> tuple:
-    return CONFIGS if plan.free else CONFIGS[:1]
+    configs = SIMT_CONFIGS if any(n.inputs[0].type.dtype is T.f32 for n in plan.contractions) else CONFIGS
+    return configs if plan.free else configs[:1]
 
 
 def specializations(graph, target) -> list:
@@ -113,20 +117,31 @@ def _specializations(graph, target, emulate: bool) -> list:
     for tiling in _tilings(plan):
         try:
             out.append(_specialization(graph, target, plan, tiling, emulate))
+        except _TooLarge:
+            continue  # this head size's tiles do not fit a block's shared memory: the others may
         except LoweringError:
             return []  # an op the element code cannot place here: the general program (the schedule says why)
     return out
 
 
+class _TooLarge(LoweringError):
+    pass
+
+
 def _specialization(graph, target, plan, tiling: Tiling, emulate: bool) -> Specialization:
-    text = _Program(graph, target, plan, tiling, emulate).text()
+    program = _Program(graph, target, plan, tiling, emulate)
+    text = program.text()
+    if program.sp.shared_bytes > SHARED_BYTES:
+        raise _TooLarge(f"the tiles of head size {tiling.head} take {program.sp.shared_bytes} bytes of shared memory")
     divides = ((plan.rows, 1), (plan.source, 1)) + (((plan.batch, 1),) if plan.batch is not None else ())
     views = [tuple(k for k, ev in enumerate(graph.extents) for e in p.type.shape if ev.extent is e)
              for p in graph.params if p.kind == "view"]
     stored = tuple(k for k, p in enumerate(graph.params) if p.kind == "view" and target.view_storage(p.type.dtype)) \
         if emulate else ()
+    cores = "CUDA cores (f32: FMA)" if any(n.inputs[0].type.dtype is T.f32 for n in plan.contractions) else \
+        "T.gemm on tensor cores"
     part = plan.part(graph, block_M=tiling.block_M, block_N=tiling.block_N, head=tiling.head, threads=tiling.threads,
-                     stages=tiling.stages, pipelined="T.Pipelined source loads, T.gemm on tensor cores")
+                     stages=tiling.stages, pipelined=f"T.Pipelined source loads, products on {cores}")
     return Specialization(f"segmented_fold_d{tiling.head}", text, divides, tuple((f, tiling.head) for f in plan.free),
                           operands=tuple(views), stored=stored, part=part)
 
@@ -430,10 +445,13 @@ class _Program:
             self.em.line(f"{out.buf}[{i}] = T.call_extern('float32', {unkey!r}, {best.buf}[{i}])")
 
     def contract(self, node, pos: int, last: dict) -> None:
+        """``T.gemm`` for f16/bf16 operands (the left one may be a register fragment); f32 operands both in shared
+        memory, multiplied on CUDA cores (:meth:`.cuda_region_tiles.Spelling.simt_gemm`)."""
         lhs, rhs = node.inputs
         ((la, ra),) = node.attr("reduce")
+        simt = lhs.type.dtype is T.f32
         operands = []
-        for x, axis, scope in ((lhs, la, "fragment"), (rhs, ra, "shared")):
+        for x, axis, scope in ((lhs, la, "shared" if simt else "fragment"), (rhs, ra, "shared")):
             dtype = _TILE_TIR[x.type.dtype.name]
             reduced = self.layout(x.type)[axis] == SLICE
             operands.append(self.materialize(x, dtype, pos, last, scope, "T.float32(0)" if reduced else None,
@@ -441,7 +459,7 @@ class _Program:
         a, b = operands
         shape = tuple(self.role_size(r) for r in self.layout(node.outputs[0].type))
         out = self.fragment(shape, prefix="acc")
-        self.sp.gemm(a.buf, b.buf, out.buf, la == 0, ra == 1, (*shape, a.shape[la]))
+        (self.sp.simt_gemm if simt else self.sp.gemm)(a.buf, b.buf, out.buf, la == 0, ra == 1, (*shape, a.shape[la]))
         self.bind(node.outputs[0], out)
 
     # -- combine ----------------------------------------------------------------------------------------------

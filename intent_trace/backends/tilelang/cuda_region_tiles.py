@@ -16,6 +16,8 @@ ordered integer keys: ``itk_key_max(x)`` maps every float to an int32 whose orde
 """
 from __future__ import annotations
 
+import math
+
 import attrs
 
 from . import c, cuda
@@ -32,6 +34,7 @@ _KEYS = (
 _FMAX = ('{fn} float itr_fmax(float a, float b) {{ return fmaxf(a, b); }}',
          '{fn} float itr_fmin(float a, float b) {{ return fminf(a, b); }}')
 _INIT = {"max": "-T.infinity('float32')", "min": "T.infinity('float32')", "sum": "T.float32(0)"}
+_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "int32": 4}
 
 
 @attrs.frozen
@@ -55,6 +58,7 @@ class Spelling:
     def __init__(self, em, tiling: Tiling):
         self.em, self.t = em, tiling
         self.allocs: list = []
+        self.shared_bytes = 0  # what the block's shared tiles take (an sm_90 block has 227 KiB)
 
     # -- buffers ----------------------------------------------------------------------------------------
     def tile_dtype(self, tir: str) -> str:
@@ -64,6 +68,8 @@ class Spelling:
     def alloc(self, prefix: str, shape: tuple, dtype: str, scope: str) -> str:
         name = self.em.fresh(prefix)
         kind = {"shared": "alloc_shared", "fragment": "alloc_fragment"}[scope]
+        if scope == "shared":
+            self.shared_bytes += math.prod(shape) * _BYTES[dtype]
         self.allocs.append(f"{name} = T.{kind}(({', '.join(map(str, shape))},), {dtype!r})")
         return name
 
@@ -105,6 +111,19 @@ class Spelling:
     def gemm(self, a: str, b: str, out: str, trans_a: bool, trans_b: bool, shape: tuple) -> None:
         flags = (", transpose_A=True" if trans_a else "") + (", transpose_B=True" if trans_b else "")
         self.em.line(f"T.gemm({a}, {b}, {out}{flags}, clear_accum=True, policy=T.GemmWarpPolicy.FullRow)")
+
+    def simt_gemm(self, a: str, b: str, out: str, trans_a: bool, trans_b: bool, shape: tuple) -> None:
+        """An f32 product on CUDA cores (never ``T.gemm``: tensor cores would make it TF32): each output element a
+        thread's, its products added in ascending k with fused multiply-adds (T10), from shared operand tiles."""
+        m, n, k = shape
+        em = self.em
+        i, j, kk = em.fresh("gi"), em.fresh("gj"), em.fresh("gk")
+        x = f"{a}[{kk}, {i}]" if trans_a else f"{a}[{i}, {kk}]"
+        y = f"{b}[{j}, {kk}]" if trans_b else f"{b}[{kk}, {j}]"
+        with em.block(self.parallel([i, j], (m, n))):
+            em.line(f"{out}[{i}, {j}] = T.float32(0)")
+            with em.block(f"for {kk} in T.serial({k}):"):
+                em.line(f"{out}[{i}, {j}] = T.call_extern('float32', 'fmaf', {x}, {y}, {out}[{i}, {j}])")
 
     def reduce(self, kind: str, src: str, out: str, shape: tuple, clear: bool, dtype: str = "float32") -> None:
         """``out[i] = kind(out[i] if not clear, src[i, :])`` (a tile max or min ignores NaN operands)."""
@@ -188,6 +207,9 @@ class Emulated(Spelling):
             element = f"{tile}[{', '.join(names)}]"
             with self.em.block(f"if {inside}:"):
                 self.em.line(f"{view.name}[{', '.join(coords)}] = {encode(self.em, view, element)}")
+
+    def simt_gemm(self, a: str, b: str, out: str, trans_a: bool, trans_b: bool, shape: tuple) -> None:
+        self.gemm(a, b, out, trans_a, trans_b, shape)
 
     def gemm(self, a: str, b: str, out: str, trans_a: bool, trans_b: bool, shape: tuple) -> None:
         from ... import types as T
