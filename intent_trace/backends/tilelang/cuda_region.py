@@ -120,7 +120,7 @@ def _specializations(graph, target, emulate: bool) -> list:
         except _TooLarge:
             continue  # this head size's tiles do not fit a block's shared memory: the others may
         except LoweringError:
-            return []  # an op the element code cannot place here: the general program (the schedule says why)
+            return []  # an op the element code cannot place here (a dtype it does not hold): the general program
     return out
 
 
@@ -175,7 +175,8 @@ class _Program:
         self.params, env = declare_params(graph, target, names)
         self.views = {var: v for var, v in env.items() if not isinstance(v, Scalar)}
         em.env.update({var: v for var, v in env.items() if isinstance(v, Scalar)})
-        self.tiles: dict = {}  # id(Lazy) -> _Tile
+        self.tiles: dict = {}  # id(Lazy) -> (the Lazy, kept alive so the id stays its own, its _Tile)
+        self.buffers: dict = {}  # buffer name -> _Tile
         self.deps: dict = {}  # Var -> the fragments its value reads
         self.pinned: set = set()  # the running summary: never overwritten in place
         self.reductions = {id(r.node): r for r in plan.reductions}
@@ -189,8 +190,14 @@ class _Program:
 
     def tile_value(self, tile: _Tile) -> Lazy:
         lazy = Lazy(tuple(map(str, tile.shape)), lambda idx, t=tile: self.sp.element(t.buf, t.dtype, idx))
-        self.tiles[id(lazy)] = tile
+        self.tiles[id(lazy)] = (lazy, tile)
+        self.buffers[tile.buf] = tile
         return lazy
+
+    def tile_of(self, value) -> _Tile | None:
+        """The tile ``value`` reads element for element, when it is one's."""
+        entry = self.tiles.get(id(value))
+        return entry[1] if entry is not None and entry[0] is value else None
 
     def bind(self, var, tile: _Tile) -> None:
         self.em.env[var] = self.tile_value(tile)
@@ -353,7 +360,7 @@ class _Program:
         for buf in sorted(self.deps.get(var, ())):
             if buf in self.pinned:
                 continue
-            tile = next((t for t in self.tiles.values() if t.buf == buf), None)
+            tile = self.buffers.get(buf)
             if tile is None or tile.shape != shape or tile.dtype != dtype:
                 continue
             if all(u is var or buf not in d or last.get(u, -1) < pos for u, d in self.deps.items()):
@@ -365,7 +372,7 @@ class _Program:
         """``var``'s value in a tile of ``dtype`` (the one it is, when it is one), padded with ``pad`` past the
         source's end along ``slice_axis``; ``var`` then reads the tile."""
         value = self.em.env[var]
-        tile = self.tiles.get(id(value))
+        tile = self.tile_of(value)
         if tile is not None and tile.dtype == dtype and (pad is None or tile.loaded) and \
                 (scope == "fragment" or tile.scope == scope):
             return tile

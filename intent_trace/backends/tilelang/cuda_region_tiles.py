@@ -148,6 +148,8 @@ class Emulated(Spelling):
 
     def alloc(self, prefix: str, shape: tuple, dtype: str, scope: str) -> str:
         name = self.em.fresh(prefix)
+        if scope == "shared":  # counted as CUDA's would be: the same head sizes get programs
+            self.shared_bytes += math.prod(shape) * _BYTES[dtype]
         self.allocs.append(f"{name} = T.alloc_local(({', '.join(map(str, shape))},), {self.tile_dtype(dtype)!r})")
         return name
 
