@@ -495,8 +495,8 @@ class _Program:
                     core = self.row_core(x)  # through unit reshapes: memoised with the leaves that use it
                     at = [i, *(["0"] * (len(core.type.shape) - 1))]
                     temps[id(em.env[x])] = (self.fragment((self.t.block_M,), prefix="row"), em.elem(em.env[core], at))
-            for k in narrow:
-                exprs[k] = em.elem(leaves[k], [i]) if isinstance(leaves[k], Lazy) else leaves[k].expr
+            for k in narrow:  # each bound before any store (a leaf may be another's old value)
+                exprs[k] = em.assign(em.elem(leaves[k], [i]) if isinstance(leaves[k], Lazy) else leaves[k].expr)
             for tile, expr in temps.values():
                 em.line(f"{tile.buf}[{i}] = {expr}")
             for k in narrow:
@@ -510,7 +510,7 @@ class _Program:
                 at = broadcast_index(x.type.shape, n.outputs[0].type.shape, [i, j])
                 tile, _ = temps[id(em.env[x])]
                 em.memo[-1][(id(em.env[x]), tuple(at))] = (em.env[x], f"{tile.buf}[{i}]")
-            exprs = {k: em.elem(leaves[k], [i, j]) for k in wide}
+            exprs = {k: em.assign(em.elem(leaves[k], [i, j])) for k in wide}
             for k in wide:
                 em.line(f"{running[k].buf}[{i}, {j}] = {exprs[k]}")
 
