@@ -114,20 +114,6 @@ def _summarize_shifted(k, v, key_pos, q, scale, query_pos):
     return m, I.reduce.sum(p, axis=1), I.matmul(I.cast(p, I.f16), v, acc_dtype=I.f32)
 
 
-@intent.kernel
-def attention_causal_shifted_f16(q: I.In[I.f16, ("B", "L", "D")], k: I.In[I.f16, ("B", "S", "D")],
-                                 v: I.In[I.f16, ("B", "S", "D")], out: I.Out[I.f16, ("B", "L", "D")], scale: I.f32):
-    key_pos = I.indices(I.domain(0, k.shape[1]))
-    query_pos = I.indices(I.domain(0, q.shape[1]))
-    for b in I.parallel(I.domain(0, q.shape[0])):
-        queries = q[b, :, :]
-        L, D = queries.shape
-        identity = (I.full((L,), NEG_INF, I.f32), I.zeros((L,), I.f32), I.zeros((L, D), I.f32))
-        m, l, acc = I.region_fold(source=(k[b, :, :], v[b, :, :], key_pos), axis=0, summarize=_summarize_shifted,
-                                  combine=FA.combine, identity=identity, operands=(queries, scale, query_pos))
-        out[b, :, :] = I.cast(acc / rows(l, acc), I.f16)
-
-
 @intent.fn
 def _outer_max(b, a):
     """max_j a[i] * b[j] over a slice: a fold with no contraction and no free axis."""
@@ -141,22 +127,31 @@ def outer_max_f32(a: I.In[I.f32, ("L",)], b: I.In[I.f32, ("S",)], out: I.Out[I.f
                            identity=I.full((a.shape[0],), NEG_INF, I.f32), operands=(a[:],))
 
 
-def batched_attention(summarize, combine, approximate_division: bool = False):
-    """``attention_f16`` with another summarize or combine (or an approximate final division): the segmented fold is
-    derived from whatever the helpers say, so each spelling gets a program."""
+def batched_attention(summarize, combine, approximate_division: bool = False, positions: bool = False):
+    """``attention_f16`` with another summarize or combine (or an approximate final division; ``positions``: the key
+    and query positions as the causal example passes them): the segmented fold is derived from whatever the helpers
+    say, so each spelling gets a program."""
     @intent.kernel
     def attention_variant(q: I.In[I.f16, ("B", "L", "D")], k: I.In[I.f16, ("B", "S", "D")],
                           v: I.In[I.f16, ("B", "S", "D")], out: I.Out[I.f16, ("B", "L", "D")], scale: I.f32):
+        key_pos, query_pos = I.indices(I.domain(0, k.shape[1])), I.indices(I.domain(0, q.shape[1]))
         for b in I.parallel(I.domain(0, q.shape[0])):
             queries = q[b, :, :]
             L, D = queries.shape
             identity = (I.full((L,), NEG_INF, I.f32), I.zeros((L,), I.f32), I.zeros((L, D), I.f32))
-            m, l, acc = I.region_fold(source=(k[b, :, :], v[b, :, :]), axis=0, summarize=summarize, combine=combine,
-                                      identity=identity, operands=(queries, scale))
+            source, operands = (k[b, :, :], v[b, :, :]), (queries, scale)
+            if positions:
+                source, operands = (*source, key_pos), (*operands, query_pos)
+            m, l, acc = I.region_fold(source=source, axis=0, summarize=summarize, combine=combine, identity=identity,
+                                      operands=operands)
             norm = I.fdiv(acc, rows(l, acc), approximate=True) if approximate_division else acc / rows(l, acc)
             out[b, :, :] = I.cast(norm, I.f16)
 
     return attention_variant
+
+
+#: the causal attention with query i seeing keys 0..i - SHIFT
+attention_causal_shifted_f16 = batched_attention(_summarize_shifted, FA.combine, positions=True)
 
 
 @intent.fn
