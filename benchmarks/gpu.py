@@ -2,9 +2,11 @@
 
 - f16 matmul with f32 accumulation at 4096^3 and 8192^3 vs ``torch.matmul`` (target >= 0.9x);
 - the flash-attention example at batch*heads=32, L=S=4096, D=128, f16 vs
-  ``torch.nn.functional.scaled_dot_product_attention`` (issue 17: >= 0.8x accurate, >= 1.0x for the FlashAttention spelling ``attention_f16_fast``);
+  ``torch.nn.functional.scaled_dot_product_attention`` (issue 17: >= 0.8x accurate, >= 1.0x for the FlashAttention
+  spelling ``attention_f16_fast``, >= 0.9x causal), each the segmented fold derived from its region_fold;
 - a bandwidth-bound pointwise chain vs a device-to-device copy's bandwidth (target >= 80%);
-- then the zoo (benchmarks/gpu_zoo.py): everyday kernels -- both softmax spellings, log-softmax, layer norm,
+- then the zoo (benchmarks/gpu_zoo.py; causal attention is among the tiled cases above): everyday kernels -- both
+  softmax spellings, log-softmax, layer norm,
   RMSNorm f16, row and full sums, argmax, cumsum, GELU, histogram, embedding gather, scatter-add, f16 matmuls at
   4000^3/1000^3/batched, matmul + bias + ReLU, a Mamba-style scan -- one JSON line each as it finishes.
 
@@ -112,8 +114,10 @@ def bench_matmul_f32(n: int = 2048) -> dict:
 
 def bench_attention(name: str = "attention_f16", bh: int = 32, n: int = 4096, d: int = 128,
                     target: float = 0.7) -> dict:
-    """``attention_f16`` or ``attention_f16_fast`` (examples/flash_attention.py: the FlashAttention spelling, exp2
-    approximate with log2(e) folded into the scale) at B = batch * heads vs PyTorch's SDPA on the same data."""
+    """``attention_f16``, ``attention_f16_fast`` (examples/flash_attention.py: the FlashAttention spelling, exp2
+    approximate with log2(e) folded into the scale) or ``attention_f16_causal`` at B = batch * heads vs PyTorch's SDPA
+    on the same data (``is_causal`` for the causal kernel). The program the executable chooses is the segmented fold
+    (cuda_region, derived from the kernel's region_fold)."""
     import math
 
     import torch
@@ -121,6 +125,7 @@ def bench_attention(name: str = "attention_f16", bh: int = 32, n: int = 4096, d:
     import flash_attention
 
     attention_f16 = getattr(flash_attention, name)
+    causal = name.endswith("causal")
 
     exe = intent.compile(attention_f16, target="tilelang-cuda")
     sizes = {"B": bh, "L": n, "S": n, "D": d}
@@ -134,7 +139,8 @@ def bench_attention(name: str = "attention_f16", bh: int = 32, n: int = 4096, d:
     scale = 1.0 / math.sqrt(d)
 
     def sdpa():  # (batch 1, heads bh, L, D)
-        return torch.nn.functional.scaled_dot_product_attention(q[None], k[None], v[None], scale=scale)
+        return torch.nn.functional.scaled_dot_product_attention(q[None], k[None], v[None], scale=scale,
+                                                                 is_causal=causal)
 
     exe, compiled = compile_times(attention_f16, "tilelang-cuda", lambda e: e.launch(q, k, v, out, scale))
     err = float((out.float() - sdpa()[0].float()).abs().max())
@@ -142,11 +148,14 @@ def bench_attention(name: str = "attention_f16", bh: int = 32, n: int = 4096, d:
     # program, TileLang's launcher) adds to it; one call per timing too, host overhead included
     ours, theirs = cuda_time(lambda: exe.launch(q, k, v, out, scale), inner=10), cuda_time(sdpa, inner=10)
     ours_1, theirs_1 = cuda_time(lambda: exe.launch(q, k, v, out, scale)), cuda_time(sdpa)
-    flops = 4.0 * bh * n * n * d
-    return {"ours_ms": ours * 1e3, "torch_ms": theirs * 1e3, "ratio": theirs / ours, "ours_tflops": flops / ours / 1e12,
-            "torch_tflops": flops / theirs / 1e12, "max_abs_err_vs_torch": err, "program": spec.name,
+    flops = 4.0 * bh * n * n * d * (0.5 if causal else 1.0)
+    line = {"ours_ms": ours * 1e3, "torch_ms": theirs * 1e3, "ratio": theirs / ours,
+            "ours_tflops": flops / ours / 1e12, "torch_tflops": flops / theirs / 1e12, "max_abs_err_vs_torch": err,
+            "program": spec.name,
             "single_call": {"ours_ms": ours_1 * 1e3, "torch_ms": theirs_1 * 1e3, "ratio": theirs_1 / ours_1},
-            "reference": "torch SDPA", "target_ratio": target, "compile": compiled}
+            "reference": "torch SDPA" + (" (is_causal)" if causal else ""), "target_ratio": target,
+            "compile": compiled}
+    return line
 
 
 def main(argv=None) -> int:
@@ -165,6 +174,7 @@ def main(argv=None) -> int:
               "matmul_f16_f32acc_4096": bench_matmul(4096), "matmul_f16_f32acc_8192": bench_matmul(8192),
               "flash_attention_bh32_l4096_d128_f16": bench_attention(target=0.8),
               "flash_attention_fast_bh32_l4096_d128_f16": bench_attention("attention_f16_fast", target=1.0),
+              "flash_attention_causal_bh32_l4096_d128_f16": bench_attention("attention_f16_causal", target=0.9),
               "pointwise_chain4_f32": bench_pointwise(),
               "matmul_f32_2048": bench_matmul_f32()}
     for name in list(result)[3:]:  # the tiled cases as lines of their own too

@@ -205,26 +205,9 @@ def _matmul(dtype, batched=False, bias=False):
     return make
 
 
-def _causal_attention(shape):
-    import math
-
-    import torch
-
-    b, n, d = shape
-    q, k, v = (torch.randn(b, n, d, device="cuda", dtype=torch.float16) for _ in range(3))
-    out = torch.empty_like(q)
-    scale = 1.0 / math.sqrt(d)
-
-    def sdpa():  # (batch 1, heads b, L, D)
-        return (torch.nn.functional.scaled_dot_product_attention(q[None], k[None], v[None], scale=scale,
-                                                                 is_causal=True)[0],)
-    return (q, k, v, out, scale), (out,), sdpa
-
-
 def cases() -> list:
     import torch
 
-    from flash_attention import attention_f16_causal
     from mamba_state_passing import state_passing  # the examples' kernels (gpu.py puts examples/ on the path)
     from row_softmax import softmax_rows
 
@@ -264,8 +247,6 @@ def cases() -> list:
              _matmul("float16", batched=True), 1e-2, "torch.matmul (batched)", 0.8),
         Case("matmul_bias_relu_f16_4096", zoo.matmul_bias_relu_f16, (4096, 4096, 4096), (64, 64, 64),
              _matmul("float16", bias=True), 1e-2, "torch addmm + relu", 0.9),
-        Case("flash_attention_causal_bh32_l4096_d128_f16", attention_f16_causal, (32, 4096, 128), (1, 128, 64),
-             _causal_attention, 2e-3, "torch SDPA (is_causal)", 0.9),
         Case("mamba_state_passing_f32_1024x65536", state_passing, (1024, 65536), (64, 4096), _mamba, 1e-5,
              "torch chunk loop (addcmul per chunk)", None),
     ]

@@ -3,7 +3,10 @@ the legal contiguous segmentation of the key/value source (spec §9.1).
 
 Each slice of keys/values is summarised by (row max m, row sum l, unnormalised output acc); two
 summaries combine by rescaling to the larger max. Nothing here says how big a slice is or how the
-work maps to hardware: that is the compiler's choice, and the laws make every choice agree.
+work maps to hardware: that is the compiler's choice, and the laws make every choice agree. On
+tilelang-cuda every kernel here except the f32 one becomes a tile program derived from these helpers
+(``print(exe.schedule)``: ``segmented_fold``): blocks of 128 queries a program, keys in pipelined blocks
+of 128, both contracts on tensor cores, the summary and combine in registers.
 """
 import math
 

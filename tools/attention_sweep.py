@@ -1,4 +1,5 @@
-"""Sweep tile configurations of the tilelang-cuda flash-attention specialisation (run on the GPU machine).
+"""Sweep tile configurations of the tilelang-cuda segmented-fold program of the flash-attention example (run on the
+GPU machine; cuda_region.Tiling: head, block_M, block_N, stages, threads).
 
 ``python3 tools/attention_sweep.py [D,block_M,block_N,stages,threads ...]``: each configuration's program is
 compiled in its own process first (filling TileLang's disk cache), then timed at batch*heads=32, L=S=4096 against
@@ -16,7 +17,7 @@ sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "examples")]
 
 from flash_attention import attention_f16  # noqa: E402
 
-from intent_trace.backends.tilelang import cuda_attention as CA  # noqa: E402
+from intent_trace.backends.tilelang import cuda_region, targets  # noqa: E402
 from intent_trace.backends.tilelang.target import compile_program  # noqa: E402
 
 CONFIGS = ((128, 128, 128, 1, 256), (128, 128, 128, 2, 256), (128, 128, 64, 1, 256), (128, 128, 128, 3, 256),
@@ -24,7 +25,7 @@ CONFIGS = ((128, 128, 128, 1, 256), (128, 128, 128, 2, 256), (128, 128, 64, 1, 2
 
 
 def _program(config) -> str:
-    return CA.attention(attention_f16.trace(), config).program
+    return cuda_region.program_for(attention_f16.trace(), targets.CUDA, cuda_region.Tiling(*config))
 
 
 def _compile(config):

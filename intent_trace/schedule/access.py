@@ -61,3 +61,16 @@ def view_access(node, extents: dict, views, domains: dict):
         axes = full_axes(node, p.type, extents, domains) if p is not None else None
         return REJECT if axes is None else (view, axes)
     return None
+
+
+def unit_reshape(node) -> str | None:
+    """Why a reshape is not one that only adds or drops unit axes (its sizes then agree by the types: no run-time
+    check, and an element keeps its index on the other axes), or None when it is one."""
+    at = f" at {node.loc!r}" if node.loc is not None else ""
+    if len(node.inputs) != 1:
+        return f"the reshape{at} takes extents computed in the kernel"
+    old = tuple(s for s in getattr(node.inputs[0].type, "shape", ()) if not (isinstance(s, int) and s == 1))
+    new = tuple(s for s in node.outputs[0].type.shape if not (isinstance(s, int) and s == 1))
+    if len(old) != len(new) or any(a is not b for a, b in zip(old, new)):
+        return f"the reshape{at} moves elements between axes (only unit axes may be added or dropped)"
+    return None

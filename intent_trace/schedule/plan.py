@@ -9,7 +9,12 @@ of its tiled specialisations). ``mapping`` names the kind of parallel program:
 - ``parallel_grid``: the top-level ``parallel`` loop, one iteration per thread;
 - ``full_reduce``: a reduction over every axis: a grid of blocks folds partials, a final block combines them;
 - ``multi_block_scan``: a scan along a long axis: block totals, their scan, each block's tile from its offset;
-- ``tiled_matmul`` / ``flash_attention``: tiled specialisations chosen per call by the extents;
+- ``tiled_matmul``: tiled specialisations chosen per call by the extents;
+- ``segmented_fold``: a ``region_fold`` whose summary rows are independent, as a tile program per block of rows: the
+  source folded in pipelined blocks (``summarize`` on tiles: matrix products, row reductions, pointwise ops),
+  ``combine`` into a running summary in registers, the consumers fused before one store (schedule/region.py);
+- ``carried_lanes``: an ordered loop whose carry is a vector of independent lanes: one thread a lane, each running
+  the loop in order on its element (schedule/carry.py);
 - ``privatised_histogram``: a grid over the values, each block counting into private bins added atomically;
 - ``atomic_scatter``: a grid over a scatter's updates, each one device atomic;
 - ``gather_rows``: a grid over a gather's output rows, each row's coordinates read once, the row copied;
@@ -22,7 +27,8 @@ from __future__ import annotations
 import attrs
 
 MAPPINGS = ("row_group", "flat_nest", "parallel_grid", "full_reduce", "multi_block_scan", "tiled_matmul",
-            "flash_attention", "privatised_histogram", "atomic_scatter", "gather_rows", "serial")
+            "segmented_fold", "carried_lanes", "privatised_histogram", "atomic_scatter",
+            "gather_rows", "serial")
 
 
 def _check_mapping(instance, attribute, value) -> None:

@@ -29,7 +29,7 @@ from ..graph.lowering import pointwise_shape
 from ..graph.patterns import match
 from ..graph.traits import AGGREGATE, POINTWISE, REDUCTIONS
 from ..graph.values import KernelGraph, Literal, walk_region
-from .access import UNIT_DOMAIN
+from .access import UNIT_DOMAIN, unit_reshape
 from .plan import Part
 
 UNIFORM, ROW, COL, ELEMENT = 0, 1, 2, 3  # what a value depends on (bits: the row, the column)
@@ -340,12 +340,9 @@ class _Walk:
     def reshape(self, node) -> None:
         """Only unit axes added or dropped: the sizes agree by the types (no run-time check)."""
         x = node.inputs[0]
-        if len(node.inputs) != 1:
-            self.fail(f"the reshape{_at(node)} takes extents computed in the kernel")
-        old = tuple(s for s in getattr(x.type, "shape", ()) if not (isinstance(s, int) and s == 1))
-        new = tuple(s for s in node.outputs[0].type.shape if not (isinstance(s, int) and s == 1))
-        if len(old) != len(new) or any(a is not b for a, b in zip(old, new)):
-            self.fail(f"the reshape{_at(node)} moves elements between axes (only unit axes may be added or dropped)")
+        why = unit_reshape(node)
+        if why is not None:
+            self.fail(why)
         self.reshapes.add(node)
         self.define(node, self.operand(x))
 

@@ -161,7 +161,7 @@ def test_grid_mapped_pointwise_nest_matches_numpy_bit_for_bit():
 FA = example("flash_attention")
 
 
-def _attention_case(B, L, S, D, seed):
+def _attention_case(B, L, S, D, seed, causal=False):
     """Inputs, the float64 reference with P rounded to f16 (one slice: the global row max; l of the unrounded P)
     and the bound of a target's error from it: any segmentation rounds each p = exp(s - m_slice) to f16 relative
     to its slice's max, so a PV term differs from the reference's by at most 2^-11 + 2^-11 relative and the quotient
@@ -173,6 +173,8 @@ def _attention_case(B, L, S, D, seed):
     q, k, v = (rng.standard_normal(s).astype(np.float16) for s in ((B, L, D), (B, S, D), (B, S, D)))
     scale = 1.0 / math.sqrt(D)
     s = np.einsum("bld,bsd->bls", q.astype(np.float64), k.astype(np.float64)) * scale
+    if causal:
+        s = np.where(np.arange(L)[:, None] >= np.arange(S)[None, :], s, -np.inf)
     p = np.exp(s - s.max(axis=2, keepdims=True))
     want = np.einsum("bls,bsd->bld", p.astype(np.float16).astype(np.float64), v.astype(np.float64))
     return (q, k, v, scale), want / p.sum(axis=2, keepdims=True), 2.0**-9 * float(np.abs(v).max())
@@ -184,13 +186,13 @@ def _chosen(exe, **sizes):
     return "general" if spec is None else spec.name
 
 
-@pytest.mark.parametrize("name", ["attention_f16", "attention_f16_fast"])
+@pytest.mark.parametrize("name", ["attention_f16", "attention_f16_fast", "attention_f16_causal"])
 @pytest.mark.parametrize("D", [64, 128])
 def test_tiled_attention_matches_numpy(D, name):
     B, L, S = 2, 256, 256
     exe = intent.compile(getattr(FA, name), target="tilelang-cuda")
-    assert _chosen(exe, B=B, L=L, S=S, D=D) == f"attention_d{D}"
-    args, want, bound = _attention_case(B, L, S, D, seed=D)
+    assert _chosen(exe, B=B, L=L, S=S, D=D) == f"segmented_fold_d{D}"
+    args, want, bound = _attention_case(B, L, S, D, seed=D, causal=name.endswith("causal"))
     out = np.zeros((B, L, D), np.float16)
     exe(*args[:3], out, args[3])
     assert np.abs(out.astype(np.float64) - want).max() <= bound
@@ -203,7 +205,7 @@ def test_tiled_attention_agrees_with_tilelang_c():
     if "tilelang-c" not in intent.runnable_targets():
         pytest.skip("tilelang-c does not run on this machine")
     exe = intent.compile(FA.attention_f16, target="tilelang-cuda")
-    assert _chosen(exe, B=B, L=L, S=S, D=D) == f"attention_d{D}"
+    assert _chosen(exe, B=B, L=L, S=S, D=D) == f"segmented_fold_d{D}"
     args, want, bound = _attention_case(B, L, S, D, seed=3)
     out, c_out = np.zeros((B, L, D), np.float16), np.zeros((B, L, D), np.float16)
     exe(*args[:3], out, args[3])
@@ -212,10 +214,10 @@ def test_tiled_attention_agrees_with_tilelang_c():
     assert np.abs(out.astype(np.float64) - c_out.astype(np.float64)).max() <= 2 * bound
 
 
-def test_attention_extents_the_tiles_do_not_divide_take_the_general_program():
+def test_attention_extents_the_tiles_do_not_divide_take_the_tile_program_with_masked_tails():
     B, L, S, D = 2, 48, 80, 16
     exe = intent.compile(FA.attention_f16, target="tilelang-cuda")
-    assert _chosen(exe, B=B, L=L, S=S, D=D) == "general"
+    assert _chosen(exe, B=B, L=L, S=S, D=D) == "segmented_fold_d16"
     args, want, bound = _attention_case(B, L, S, D, seed=5)
     out = np.zeros((B, L, D), np.float16)
     exe(*args[:3], out, args[3])

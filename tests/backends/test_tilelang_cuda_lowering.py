@@ -1,6 +1,7 @@
 """tilelang-cuda's program text, checked on any machine (no GPU needed): which graphs get a parallel
 mapping or a tiled specialisation, and that the flags forbid contraction and fast math; and the batched f16
-attention example on the CPU targets, against NumPy (the numerics its tiled program must share)."""
+attention example on the CPU targets, against NumPy (the numerics its tiled program must share: the segmented fold's
+own tests are test_tilelang_cuda_region.py)."""
 from __future__ import annotations
 
 import attrs
@@ -216,128 +217,6 @@ def _example(name: str):
 FA = _example("flash_attention")
 
 
-def _batched_attention(summarize, combine):
-    """``attention_f16`` with another summarize or combine."""
-    @intent.kernel
-    def attention_variant(q: I.In[I.f16, ("B", "L", "D")], k: I.In[I.f16, ("B", "S", "D")],
-                          v: I.In[I.f16, ("B", "S", "D")], out: I.Out[I.f16, ("B", "L", "D")], scale: I.f32):
-        for b in I.parallel(I.domain(0, q.shape[0])):
-            queries = q[b, :, :]
-            L, D = queries.shape
-            identity = (I.full((L,), FA.NEG_INF, I.f32), I.zeros((L,), I.f32), I.zeros((L, D), I.f32))
-            m, l, acc = I.region_fold(source=(k[b, :, :], v[b, :, :]), axis=0, summarize=summarize, combine=combine,
-                                      identity=identity, operands=(queries, scale))
-            out[b, :, :] = I.cast(acc / FA.rows(l, acc), I.f16)
-
-    return attention_variant
-
-
-@intent.fn
-def summarize_pv_in_f32(k, v, q, scale):
-    """P stays f32 in the PV contract (on tensor cores that would be TF32)."""
-    s = I.matmul(q, k, transpose_rhs=True, acc_dtype=I.f32) * scale
-    m = I.reduce.max(s, axis=1)
-    p = I.exp(s - FA.rows(m, s))
-    return m, I.reduce.sum(p, axis=1), I.matmul(p, I.cast(v, I.f32), acc_dtype=I.f32)
-
-
-@intent.fn
-def combine_unguarded(a, b):
-    """No select for an empty summary: exp(-inf - -inf) is NaN."""
-    ma, la, acc_a = a
-    mb, lb, acc_b = b
-    m = I.maximum(ma, mb)
-    alpha, beta = I.exp(ma - m), I.exp(mb - m)
-    return m, la * alpha + lb * beta, acc_a * FA.rows(alpha, acc_a) + acc_b * FA.rows(beta, acc_b)
-
-
-@intent.kernel
-def attention_f32_batched(q: I.In[I.f32, ("B", "L", "D")], k: I.In[I.f32, ("B", "S", "D")],
-                          v: I.In[I.f32, ("B", "S", "D")], out: I.Out[I.f32, ("B", "L", "D")], scale: I.f32):
-    for b in I.parallel(I.domain(0, q.shape[0])):
-        queries = q[b, :, :]
-        L, D = queries.shape
-        identity = (I.full((L,), FA.NEG_INF, I.f32), I.zeros((L,), I.f32), I.zeros((L, D), I.f32))
-        m, l, acc = I.region_fold(source=(k[b, :, :], v[b, :, :]), axis=0, summarize=FA.summarize, combine=FA.combine,
-                                  identity=identity, operands=(queries, scale))
-        out[b, :, :] = acc / FA.rows(l, acc)
-
-
-def _attention_specs(kernel) -> dict:
-    return {s.name: s for s in cuda_kernels.specializations(kernel.trace(), targets.CUDA)}
-
-
-def _extents(kernel, **sizes) -> dict:
-    return {k: sizes[ev.extent.name] for k, ev in enumerate(kernel.trace().extents)}
-
-
-def test_attention_f16_gets_tiled_flash_attention_programs():
-    from intent_trace.backends.tilelang import cuda_attention
-
-    specs = _attention_specs(FA.attention_f16)
-    assert set(specs) == {f"attention_d{c[0]}" for c in cuda_attention.CONFIGS}
-    d, bm, bn, stages, threads = cuda_attention.CONFIGS[0]
-    program = specs[f"attention_d{d}"].program
-    for text in (f"T.Kernel(T.ceildiv(d1, {bm}), d0, threads={threads})", f"T.alloc_shared(({bm}, {d}), 'float16')",
-                 f"T.Pipelined(T.ceildiv(d3, {bn}), num_stages={stages})",
-                 "T.gemm(Q_s, K_s, S_f, transpose_B=True", "S_f[i, j] * scale", "T.reduce_max(S_f, mb_f",
-                 "T.exp(S_f[i, j] - mb_f[i])", "T.reduce_sum(S_f, lb_f", "T.copy(S_f, P_f)", "T.gemm(P_f, V_s, PV_f",
-                 "T.if_then_else(m_f[i] == -T.infinity('float32'), T.float32(0)", "acc_f[i, j] / l_f[i]"):
-        assert text in program, text
-    assert "exp2" not in program and "fast" not in program
-
-
-def test_flash_attention_spelling_gets_the_tiled_program_with_exp2_and_the_folded_scale():
-    specs = _attention_specs(FA.attention_f16_fast)
-    assert set(specs) == {"attention_d128", "attention_d64"}
-    program = specs["attention_d128"].program
-    factor = repr(float(np.float32(FA.LOG2E)))  # the literal as the graph holds it: one f32 multiplication
-    for text in (f"scale_s[0] = scale * T.float32({factor})", "S_f[i, j] * scale_s[0]",
-                 "T.exp2(S_f[i, j] - mb_f[i])", "T.float32(0), T.exp2(m_f[i] - m_new)"):
-        assert text in program, text
-    assert "T.exp(" not in program
-
-
-def test_attention_specialisation_applies_to_divisible_extents_of_its_head_dim():
-    specs = _attention_specs(FA.attention_f16)
-    d128, d64 = specs["attention_d128"], specs["attention_d64"]
-    assert d128.applies(_extents(FA.attention_f16, B=2, L=256, S=512, D=128))
-    assert not d64.applies(_extents(FA.attention_f16, B=2, L=256, S=512, D=128))
-    assert d64.applies(_extents(FA.attention_f16, B=32, L=4096, S=4096, D=64))
-    for sizes in (dict(B=2, L=100, S=256, D=128), dict(B=2, L=256, S=100, D=128), dict(B=2, L=256, S=256, D=96),
-                  dict(B=0, L=256, S=256, D=128), dict(B=2**16, L=2**16, S=256, D=128)):  # the last: 2**31 elements
-        assert not any(s.applies(_extents(FA.attention_f16, **sizes)) for s in specs.values()), sizes
-
-
-@pytest.mark.parametrize("kernel", [
-    pytest.param(FA.attention, id="unbatched-f32-example"),
-    pytest.param(attention_f32_batched, id="f32-operands"),
-    pytest.param(_batched_attention(summarize_pv_in_f32, FA.combine), id="pv-without-f16-cast"),
-    pytest.param(_batched_attention(FA.summarize_f16, combine_unguarded), id="combine-without-empty-guard"),
-    pytest.param(_batched_attention(FA.summarize_fast, FA.combine), id="exp2-summary-with-exp-combine"),
-    pytest.param(_batched_attention(FA.summarize_f16, FA.combine_fast), id="exp-summary-with-exp2-combine"),
-    pytest.param(FA.attention_f16_causal, id="causal-mask (not this program yet)"),
-])
-def test_attention_near_misses_get_no_specialisation(kernel):
-    assert cuda_kernels.specializations(kernel.trace(), targets.CUDA) == []
-
-
-def test_attention_variant_spelled_as_the_example_is_recognised():
-    # the factory above builds the near misses: with the example's own helpers it gives the recognised graph
-    same = _batched_attention(FA.summarize_f16, FA.combine)
-    assert set(_attention_specs(same)) == set(_attention_specs(FA.attention_f16)) == {"attention_d128", "attention_d64"}
-
-
-def test_attention_specialisation_lowers_to_cuda_with_accurate_exp_and_tensor_cores():
-    pytest.importorskip("tilelang")
-    from backends.tilelang_support import cuda_source
-
-    source = cuda_source(_attention_specs(FA.attention_f16)["attention_d128"].program)
-    assert "expf(" in source and "__expf" not in source and "exp2" not in source
-    assert "wgmma" in source  # both contracts on Hopper tensor cores
-    assert "__float22half2_rn" in source  # P rounded to nearest f16
-
-
 @pytest.mark.parametrize("name", ["attention_f16", "attention_f16_fast"])
 def test_attention_f16_matches_numpy_with_p_rounded_to_f16(run, name):
     # Reference: one slice (the global row max), P rounded to f16 before PV, l the sum of the unrounded P. A target
@@ -363,51 +242,6 @@ def test_attention_f16_matches_numpy_with_p_rounded_to_f16(run, name):
 
 
 # --- the recognisers' decisions on near misses (graph/patterns.py expresses them) -----------------------------
-
-def _swapped(graph, swap_ops):
-    """(op, graph with that one node's two operands swapped) for every node of ``swap_ops``, built by a rewrite."""
-    import attrs
-
-    from intent_trace.graph.patterns import Pat, rewrite
-
-    for target in list(graph.walk()):
-        if target.op in swap_ops and len(target.inputs) == 2:
-            rule = (Pat(where=lambda n, t=target: n is t), lambda c, t=target: attrs.evolve(t, inputs=t.inputs[::-1]))
-            yield target.op, rewrite(graph, [rule])
-
-
-def test_attention_is_recognised_up_to_the_order_of_commutative_operands_only():
-    from intent_trace.graph import ops
-
-    graph = FA.attention_f16.trace()
-    names = {"attention_d128", "attention_d64"}
-    commutative = list(_swapped(graph, {ops.add, ops.mul, ops.maximum}))
-    assert len(commutative) == 10  # the scores' scale, both reduce combines, the combine's maximum and its 6
-    for op, swapped in commutative:
-        assert {s.name for s in cuda_kernels.specializations(swapped, targets.CUDA)} == names, op
-    ordered = list(_swapped(graph, {ops.sub, ops.div, ops.eq, ops.contract}))
-    assert {op for op, _ in ordered} == {ops.sub, ops.div, ops.eq, ops.contract}
-    for op, swapped in ordered:
-        assert cuda_kernels.specializations(swapped, targets.CUDA) == [], op
-
-
-def test_attention_with_another_literal_or_an_approximate_division_is_not_recognised():
-    import math
-
-    import attrs
-
-    from intent_trace.graph import ops
-    from intent_trace.graph.patterns import any_, lit, pat, rewrite
-
-    graph = FA.attention_f16.trace()
-    approximate = rewrite(graph, [(pat(ops.div, attrs={"approximate": None}, name="d"), lambda c: attrs.evolve(
-        c["d"], attrs=c["d"].attrs + (("approximate", True),)))])
-    assert approximate is not graph and cuda_kernels.specializations(approximate, targets.CUDA) == []
-    neg_inf = pat(ops.eq, any_("x"), lit(-math.inf, name="inf"), name="e")  # the empty summary's guard
-    zero_guard = rewrite(graph, [(neg_inf, lambda c: attrs.evolve(
-        c["e"], inputs=(c["x"], attrs.evolve(c["inf"], value=type(c["inf"].value)(0.0)))))])
-    assert zero_guard is not graph and cuda_kernels.specializations(zero_guard, targets.CUDA) == []
-
 
 @intent.kernel
 def matmul_two_writes(a: I.In[I.f16, ("M", "K")], b: I.In[I.f16, ("K", "N")], c: I.Out[I.f32, ("M", "N")],

@@ -2,7 +2,7 @@
 
 A recognised graph is built from full unit-step domains and reads of whole axes; :func:`view_access` and
 :func:`full_axes` say which nodes are those, with the patterns of :mod:`intent_trace.graph.patterns`. The
-recognisers (:mod:`.cuda_kernels`' nests and grids, :mod:`.cuda_matmul`, :mod:`.cuda_attention`) import this
+recognisers (:mod:`.cuda_kernels`' nests and grids, :mod:`.cuda_matmul`, :mod:`.cuda_region`) import this
 module, and :mod:`.cuda_kernels` gathers their specialisations, so none of them imports another.
 """
 from __future__ import annotations
@@ -36,6 +36,9 @@ class Specialization:
     # the parameter indices of views the program declares in their storage dtype (``view_storage``: f16 as its
     # uint16 bits), as the general program does: a fused epilogue's reads (cuda_epilogue); others in value dtypes
     stored: tuple = ()
+    # the schedule's record of this program (schedule.plan.Part, without ``when``), or None: program.py then names
+    # it from its name (a tiled matmul or the flash-attention template)
+    part: object = attrs.field(default=None, eq=False)
 
     def applies(self, extents: dict) -> bool:
         operands = self.operands

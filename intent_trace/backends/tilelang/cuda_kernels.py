@@ -15,8 +15,9 @@ is unchanged and every other call still has the general program). Recognised now
   whole axes, on tensor cores for f16/bf16 operands, on CUDA cores (fused multiply-adds, T10) for f32; on tensor
   cores also with a pointwise epilogue of the contraction before the write (bias, activation, residual, scales:
   :mod:`.cuda_epilogue`), applied to the accumulator fragment before the one store.
-- **flash attention** (:mod:`.cuda_attention`): the batched f16 region fold of ``examples/flash_attention.py``
-  (QK^T and PV on tensor cores with f32 accumulation, the kernel's own summary and combine per key block).
+- **segmented folds** (:mod:`.cuda_region`): a ``region_fold`` whose summary rows are independent (flash attention,
+  causal or not, and any other such fold) as a tile program derived from its helpers: contractions on tensor cores,
+  row reductions, the source in pipelined blocks, the summary in registers.
 
 The pointwise nest and the **parallel loop** (:func:`parallel_grid`: a graph's one top-level ``parallel`` loop,
 one iteration per thread) are not specialisations but plans for the general program itself: the emitter writes
@@ -30,7 +31,7 @@ from ...graph import ops
 from ...graph.patterns import match
 from ...graph.traits import POINTWISE
 from ...graph.values import KernelGraph, Literal, walk_region
-from . import cuda_attention, cuda_matmul
+from . import cuda_matmul, cuda_region
 from .cuda_access import APPROXIMATE_DIV, FROM_DOMAIN, REJECT, full_axes, view_access
 
 
@@ -39,7 +40,7 @@ def specializations(graph: KernelGraph, target) -> list:
     matmuls per tiling, the f32 matmul on CUDA cores, flash attention."""
     specs = [cuda_matmul.tensor_core(graph, target, config) for config in cuda_matmul.CONFIGS]
     specs.append(cuda_matmul.simt(graph, target))
-    specs += [cuda_attention.attention(graph, config) for config in cuda_attention.CONFIGS]
+    specs += cuda_region.specializations(graph, target)
     return [spec for spec in specs if spec is not None]
 
 
@@ -48,6 +49,7 @@ def emulated_specializations(graph: KernelGraph, target) -> list:
     ``tools/pytest_plugins``): the tensor-core matmul's fused epilogue (cuda_matmul.emulated) and the f32 matmul on
     CUDA cores (cuda_matmul.simt)."""
     specs = [cuda_matmul.emulated(graph, target), cuda_matmul.simt(graph, target)]
+    specs += cuda_region.emulated(graph, target)
     return [spec for spec in specs if spec is not None]
 
 

@@ -11,7 +11,7 @@ import attrs
 from ...errors import LoweringError
 from ...graph import ops
 from ...graph.values import KernelGraph
-from ...schedule import indexed
+from ...schedule import carry, indexed, region
 from ...schedule.plan import Part, Schedule
 from ...schedule.rows import Rejected, RowGroup
 from ...schedule.rows import recognise as recognise_rows
@@ -70,6 +70,8 @@ _OWN_PROGRAM_PLANS = (
     (lambda spec: spec.multi_block, "has run-time checks (it must not fail)", lambda program: not program.error_sites),
     (lambda spec: spec.indexed_grid, "needs a workspace, which the threads of a grid cannot share",
      lambda program: not program.workspaces),
+    (lambda spec: spec.carried_lanes, "has run-time checks or workspaces (a lane's thread must not fail or share "
+     "buffers)", lambda program: not program.error_sites and not program.workspaces),
 )
 
 
@@ -197,13 +199,12 @@ def _extent_text(text: str, names: list) -> str:
 def _specialization_part(s, names: list) -> Part:
     when = [f"{names[k]} % {t} == 0" if t > 1 else f"{names[k]} > 0" for k, t in getattr(s, "divides", ())]
     when += [f"{names[k]} == {n}" for k, n in getattr(s, "equals", ())]
+    if getattr(s, "part", None) is not None:  # a program that describes itself (cuda_region's segmented fold)
+        return attrs.evolve(s.part, when=", ".join(when) or "always")
     name = getattr(s, "name", "?")
-    attention = name.startswith("attention")
-    reason = ("a recognised flash-attention fold: key blocks folded per tile, QK^T and PV on tensor cores" if attention
-              else "a recognised contraction: output tiles per block, K-loop pipelined, tails masked, for the calls "
-                   "``when`` admits")
-    return Part("flash_attention" if attention else "tiled_matmul", reason, (("program", name),),
-                when=", ".join(when) or "always")
+    reason = ("a recognised contraction: output tiles per block, K-loop pipelined, tails masked, for the calls "
+              "``when`` admits")
+    return Part("tiled_matmul", reason, (("program", name),), when=", ".join(when) or "always")
 
 
 def _serial_reason(graph: KernelGraph, spec, launch: _Launch) -> str:
@@ -220,4 +221,10 @@ def _serial_reason(graph: KernelGraph, spec, launch: _Launch) -> str:
         why.append("no top-level parallel loop whose iterations could be threads (parallel_grid)")
     if spec.indexed_grid is not None and indexed.why_not(graph) is not None:
         why.append(indexed.why_not(graph))
+    fold = region.recognise(graph) if any(n.op is ops.region_fold for n in graph.walk()) else None
+    if isinstance(fold, Rejected):
+        why.append(f"not a segmented fold: {fold.reason}")
+    lanes = carry.recognise(graph) if spec.carried_lanes is not None else None
+    if isinstance(lanes, Rejected) and any(n.op is ops.loop for n in graph.body.nodes):
+        why.append(f"not carried lanes: {lanes.reason}")
     return "one thread runs it: " + "; ".join(why)

@@ -72,3 +72,5 @@ class TileLangTarget:
     # full reductions and scans over a long axis: a multi-block program (several kernels, partials in workspaces
     # of its own: cuda_reduce), asked after row_group
     multi_block: Callable | None = None
+    # an ordered loop whose carry is a vector of independent lanes: one thread a lane (cuda_region_carry), asked last
+    carried_lanes: Callable | None = None

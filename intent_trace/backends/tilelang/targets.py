@@ -6,7 +6,7 @@ This is the one module that puts a target module together with the planners (so 
 """
 from __future__ import annotations
 
-from . import c, cuda, cuda_indexed, cuda_kernels, cuda_rows, cuda_scan, metal
+from . import c, cuda, cuda_indexed, cuda_kernels, cuda_region_carry, cuda_rows, cuda_scan, metal
 from .metal_emulation.executable import build_emulated
 from .spec import TileLangTarget
 
@@ -32,7 +32,7 @@ CUDA = TileLangTarget(
     device_tensors="cuda",  # torch CUDA tensors are kernel arguments as they are
     row_group=cuda_rows.row_plan, flat_nest=cuda_kernels.flat_nest, parallel_grid=cuda_kernels.parallel_grid,
     specializations=cuda_kernels.specializations, multi_block=cuda_scan.multi_block,
-    indexed_grid=cuda_indexed.indexed_plan,
+    indexed_grid=cuda_indexed.indexed_plan, carried_lanes=cuda_region_carry.lane_plan,
 )
 
 METAL = TileLangTarget(

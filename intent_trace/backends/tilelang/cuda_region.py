@@ -1,0 +1,593 @@
+"""The segmented fold (:class:`~intent_trace.schedule.region.SegmentedFold`) as a tile-level TileLang program.
+
+Per block of the grid (``ceildiv(rows, block_M)`` x the batch): the fold's operand tiles loaded once (``T.copy``
+into shared memory), the running summary in register fragments starting from the identity, then the source in
+blocks of ``block_N`` (``T.Pipelined``): the block's source tiles loaded, ``summarize`` applied to them, ``combine``
+with the running summary; at the end the fold's consumers and one store of each output tile. Nothing here knows
+attention: the program is derived from the helper regions, node by node --
+
+- a contraction is ``T.gemm`` (tensor cores, f32 accumulation, ``transpose_A``/``transpose_B`` from the contracted
+  axes): an operand that is a loaded tile is used as it is, a computed one is materialised (the left operand in a
+  register fragment, the right one in shared memory) in its dtype;
+- a reduction along a row is ``T.reduce_sum``/``T.reduce_max``/``T.reduce_min`` over a fragment holding its source;
+- every other op is the shared emitter's element code (:class:`.emitter.TileLangEmitter` with the graph's rules),
+  evaluated inside ``T.Parallel`` loops where a value is materialised (a reduction's source, a contraction operand,
+  the combined summary, an output tile), each loop writing a fragment in place when the value it overwrites is dead
+  (so attention's scores, then ``p``, live in one fragment);
+- ``combine`` stores the new running summary in two loops: the per-row leaves (and the per-row values the wider
+  leaves broadcast, kept in fragments) first, then the wider leaves, so no loop reads a leaf another overwrote.
+
+**Tails.** The source's last block may be short: every reduction over the source axis and every contraction
+operand over it is masked there (the reduction's neutral element; 0 for a product), in a branch only that block
+takes (one uniform test per block, no per-element cost on full blocks); loads past the tensor read zeros. Rows past
+the last are computed and never stored. ``S = 0`` is left to the general program (a TMA descriptor of an empty
+axis); so are ``rows = 0`` and ``batch = 0``.
+
+**Numerics** (T10). Contractions use FMA and any order; sums are tree reductions (T5's bound); ``exp`` is CUDA's
+precise ``expf`` (``exp2f`` for ``exp2``, approximate or not). The element code is the serial program's helpers
+except that, on CUDA, f32 ``+ - * /`` and the vendor functions skip the x86-NaN-payload decision
+(:func:`fast_helpers`: NaN-ness and every non-NaN bit are IEEE's, a NaN's payload the hardware's, as the tensor
+cores already give it), and a cast to f16/bf16 is the hardware's round-to-nearest-even conversion. A max/min
+reduction is ``T.reduce_max`` (a NaN operand ignored) only where :mod:`~intent_trace.schedule.region_laws` proves it
+harmless, else exact on ordered integer keys (:mod:`.cuda_region_tiles`).
+"""
+from __future__ import annotations
+
+import math
+
+import attrs
+
+from ... import types as T
+from ...errors import LoweringError
+from ...graph import ops
+from ...graph.lowering import assemble, broadcast_index, leaf_values
+from ...graph.values import Literal, Var
+from ...schedule import region as schedule_region
+from ...schedule.region import ROW, SLICE
+from . import c, cuda
+from .cuda_access import Specialization
+from .cuda_epilogue import declare_params
+from .cuda_region_tiles import Emulated, Spelling, Tiling
+from .emitter import Aggregate, Lazy, Scalar, TileLangEmitter
+from .rules import REJECTED, RULES
+
+# Tiles per head dimension, tried in order. 128 x 128 tiles of 256 threads, one stage of K/V loads and the FullRow warp
+# policy are flash attention's measured best on an H200 (tools/attention_sweep.py on the template this program
+# replaced: block_N 128 beats 64, one stage beats 2 and 3, block_M 64 is slower); smaller heads keep the tiles.
+CONFIGS = (Tiling(128), Tiling(64), Tiling(32), Tiling(16))
+#: f32 products on CUDA cores keep both operands in shared memory (f32 tiles: twice the bytes): half the tiles
+SIMT_CONFIGS = tuple(attrs.evolve(t, block_M=64, block_N=64) for t in CONFIGS)
+SHARED_BYTES = 227 * 1024  # an sm_90 block's shared memory
+_TILE_TIR = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
+_PAD = {"max": "-T.infinity('float32')", "min": "T.infinity('float32')", "sum": "T.float32(-0.0)"}
+_RAW = frozenset({"add", "sub", "mul", "div"})
+_HALF = {"f16": "__half2float(__float2half_rn({}))", "bf16": "__bfloat162float(__float2bfloat16_rn({}))"}
+_HEADER = {"f16": "#include <cuda_fp16.h>\n", "bf16": "#include <cuda_bf16.h>\n"}  # the prelude precedes TileLang's
+
+
+def fast_helpers(base):
+    """``base`` (a target's ``helper_source``) with the tile program's fast bodies: f32 ``+ - * /`` as the IEEE
+    operation alone, f32 vendor functions as the CUDA call alone (no x86-NaN decision around them), casts to f16/bf16
+    and vendor functions of f16/bf16 rounded by the hardware's RNE conversion."""
+    def source(name, family, dtypes, ret, args):
+        fn = cuda.DEVICE.function
+        same = dtypes == (ret,) and all(a == ret for a in args)
+        if same and ret.name == "f32" and family in _RAW:
+            return c.helper_source(name, family, dtypes, ret, args, cuda.DEVICE)
+        if same and ret.name in ("f32", "f16", "bf16") and family in c.CUDA_F32_MATH:
+            call = f"{c.CUDA_F32_MATH[family]}(a)"
+            if ret.name in _HALF:
+                return f"{_HEADER[ret.name]}{fn} float {name}(float a) {{ return {_HALF[ret.name].format(call)}; }}"
+            return f"{fn} float {name}(float a) {{ return {call}; }}"
+        if family == "cast" and len(dtypes) == 2 and dtypes[0].name == "f32" and dtypes[1].name in _HALF:
+            d = dtypes[1].name
+            return f"{_HEADER[d]}{fn} float {name}(float a) {{ return {_HALF[d].format('a')}; }}"
+        return base(name, family, dtypes, ret, args)
+    return source
+
+
+def _tilings(plan) -> tuple:
+    configs = SIMT_CONFIGS if any(n.inputs[0].type.dtype is T.f32 for n in plan.contractions) else CONFIGS
+    return configs if plan.free else configs[:1]
+
+
+def specializations(graph, target) -> list:
+    """The segmented-fold programs of ``graph`` on CUDA, one per head size of :data:`CONFIGS`."""
+    return _specializations(graph, target, False)
+
+
+def emulated(graph, target) -> list:
+    """The same mapping on ``target`` (the C target: tests, ``tools/pytest_plugins``)."""
+    return _specializations(graph, target, True)
+
+
+def program_for(graph, target, tiling: Tiling) -> str | None:
+    """The CUDA program of ``graph`` with ``tiling`` (tools/attention_sweep.py), or None when it is no segmented fold."""
+    plan = schedule_region.recognise(graph)
+    if not isinstance(plan, schedule_region.SegmentedFold):
+        return None
+    return _specialization(graph, target, plan, tiling, False).program
+
+
+def _specializations(graph, target, emulate: bool) -> list:
+    plan = schedule_region.recognise(graph)
+    if not isinstance(plan, schedule_region.SegmentedFold):
+        return []
+    out = []
+    for tiling in _tilings(plan):
+        try:
+            out.append(_specialization(graph, target, plan, tiling, emulate))
+        except _TooLarge:
+            continue  # this head size's tiles do not fit a block's shared memory: the others may
+        except LoweringError:
+            return []  # an op the element code cannot place here (a dtype it does not hold): the general program
+    return out
+
+
+class _TooLarge(LoweringError):
+    pass
+
+
+def _specialization(graph, target, plan, tiling: Tiling, emulate: bool) -> Specialization:
+    program = _Program(graph, target, plan, tiling, emulate)
+    text = program.text()
+    if program.sp.shared_bytes > SHARED_BYTES:
+        raise _TooLarge(f"the tiles of head size {tiling.head} take {program.sp.shared_bytes} bytes of shared memory")
+    divides = ((plan.rows, 1), (plan.source, 1)) + (((plan.batch, 1),) if plan.batch is not None else ())
+    views = [tuple(k for k, ev in enumerate(graph.extents) for e in p.type.shape if ev.extent is e)
+             for p in graph.params if p.kind == "view"]
+    stored = tuple(k for k, p in enumerate(graph.params) if p.kind == "view" and target.view_storage(p.type.dtype)) \
+        if emulate else ()
+    cores = "CUDA cores (f32: FMA)" if any(n.inputs[0].type.dtype is T.f32 for n in plan.contractions) else \
+        "T.gemm on tensor cores"
+    part = plan.part(graph, block_M=tiling.block_M, block_N=tiling.block_N, head=tiling.head, threads=tiling.threads,
+                     stages=tiling.stages, pipelined=f"T.Pipelined source loads, products on {cores}")
+    return Specialization(f"segmented_fold_d{tiling.head}", text, divides, tuple((f, tiling.head) for f in plan.free),
+                          operands=tuple(views), stored=stored, part=part)
+
+
+@attrs.frozen
+class _Tile:
+    buf: str
+    scope: str  # "shared" | "fragment"
+    dtype: str  # the buffer's value TIR dtype ('float16' even where the emulation stores float32)
+    shape: tuple
+    loaded: bool = False  # a view's tile: zeros past the tensor (no mask needed for a product over the source)
+
+
+class _Program:
+    """Writes one program: the shared emitter ``em`` writes every line (its element code and these primitives)."""
+
+    def __init__(self, graph, target, plan, tiling: Tiling, emulate: bool):
+        self.graph, self.plan, self.t, self.target = graph, plan, tiling, target
+        spec = target if emulate else attrs.evolve(target, helper_source=fast_helpers(target.helper_source))
+        em = TileLangEmitter(graph, spec, RULES, REJECTED, checks=False)
+        em.materialized = frozenset()
+        em.snapshots = type(em.snapshots)()
+        em.depth = 2
+        self.em, self.emulate = em, emulate
+        self.sp = (Emulated if emulate else Spelling)(em, tiling)
+        names = {} if emulate else {k: f"p{k}" for k, p in enumerate(graph.params) if p.kind == "view"}
+        for p in graph.params:
+            if p.kind == "view" and p.type.dtype.name not in _TILE_TIR:
+                raise LoweringError(f"the segmented fold reads or writes {p.name} of {p.type.dtype} (tiles hold "
+                                    f"f16, bf16 and f32)")
+        self.params, env = declare_params(graph, target, names)
+        self.views = {var: v for var, v in env.items() if not isinstance(v, Scalar)}
+        em.env.update({var: v for var, v in env.items() if isinstance(v, Scalar)})
+        self.tiles: dict = {}  # id(Lazy) -> (the Lazy, kept alive so the id stays its own, its _Tile)
+        self.buffers: dict = {}  # buffer name -> _Tile
+        self.deps: dict = {}  # Var -> the fragments its value reads
+        self.pinned: set = set()  # the running summary: never overwritten in place
+        self.reductions = {id(r.node): r for r in plan.reductions}
+        self.producers = {v: n for n in graph.walk() for v in n.outputs}
+        self.size = {ROW: tiling.block_M, SLICE: tiling.block_N}
+        self.dims = {k: f"d{k}" for k in range(len(graph.extents))}
+
+    # -- values -------------------------------------------------------------------------------------------
+    def role_size(self, role) -> int:
+        return self.size.get(role, self.t.head) if role != 1 else 1
+
+    def tile_value(self, tile: _Tile) -> Lazy:
+        lazy = Lazy(tuple(map(str, tile.shape)), lambda idx, t=tile: self.sp.element(t.buf, t.dtype, idx))
+        self.tiles[id(lazy)] = (lazy, tile)
+        self.buffers[tile.buf] = tile
+        return lazy
+
+    def tile_of(self, value) -> _Tile | None:
+        """The tile ``value`` reads element for element, when it is one's."""
+        entry = self.tiles.get(id(value))
+        return entry[1] if entry is not None and entry[0] is value else None
+
+    def bind(self, var, tile: _Tile) -> None:
+        self.em.env[var] = self.tile_value(tile)
+        self.deps[var] = frozenset({tile.buf}) if tile.scope == "fragment" else frozenset()
+
+    def fragment(self, shape: tuple, dtype: str = "float32", prefix: str = "f") -> _Tile:
+        return _Tile(self.sp.alloc(prefix, shape, dtype, "fragment"), "fragment", dtype, tuple(shape))
+
+    def run(self, node) -> None:
+        """One node by the shared emitter (element code), its value's fragments recorded. A reshape only adds or
+        drops unit axes (the recogniser checked): its element reads the same indices, unit axes at 0 (the shared
+        rule's flat index would index fragments by int64 expressions, which TileLang's layout inference refuses)."""
+        if node.op is ops.reshape:
+            self.em.env[node.outputs[0]] = _unit_reshape(self.em, node)
+        else:
+            self.em.run_node(node)
+        deps = frozenset().union(*(self.deps.get(x, frozenset()) for x in node.inputs if isinstance(x, Var)))
+        for v in node.outputs:
+            self.deps[v] = deps
+
+    def index(self, role, block: str) -> Lazy:
+        """The absolute coordinates of a tile axis (``bx`` blocks of rows, ``kb`` blocks of the source)."""
+        size = self.role_size(role)
+        first = f"T.Cast('int64', {block}) * T.int64({size})"
+        return Lazy((str(size),), lambda idx: f"({first} + T.Cast('int64', {idx[0]}))")
+
+    # -- tiles of views -----------------------------------------------------------------------------------
+    def view_tile(self, source, corner: dict) -> _Tile:
+        """A shared tile of a view read (``source``: schedule.region.Source), and the lines that load it."""
+        k = source.param
+        p = self.graph.params[k]
+        view = self.views[p.var]
+        shape = tuple(self.role_size(r) for r in source.layout)
+        dtype = _TILE_TIR[p.type.dtype.name]
+        tile = _Tile(self.sp.alloc("s", shape, dtype, "shared"), "shared", dtype, shape, loaded=True)
+        axes = [("point", "bz")] * (len(p.type.shape) - len(source.layout))
+        for role, e in zip(source.layout, p.type.shape[len(axes):]):
+            extent = self.dims[next(i for i, ev in enumerate(self.graph.extents) if ev.extent is e)]
+            axes.append(("tile", corner.get(role, "0"), self.role_size(role), extent))
+        self.sp.load(tile.buf, view, axes)
+        return tile
+
+    # -- the program --------------------------------------------------------------------------------------
+    def text(self) -> str:
+        em, plan, t = self.em, self.plan, self.t
+        for k, ev in enumerate(self.graph.extents):
+            em.env[ev] = Scalar(self.dims[k])
+            em.dim_names[ev.extent] = self.dims[k]
+        bound = {}
+        for node in plan.before:
+            if node.op is ops.indices:
+                role = plan.roles.get(node.inputs[0].type.extent)
+                bound[node.outputs[0]] = role
+                continue
+            em.run_node(node)
+        for d, role in plan.roles.items():
+            em.dim_names[d] = str(self.role_size(role))
+        for var, role in bound.items():
+            if role == ROW:
+                em.env[var] = self.index(ROW, "bx")
+        rows = {ROW: f"bx * {t.block_M}"}
+        # the fold's operands, loaded once
+        fold = plan.fold
+        summarize, combine = fold.regions
+        n_src = len(plan.sources)
+        operand_values = []
+        for x in plan.operands:
+            if isinstance(x, Literal):
+                operand_values.append(em.literal(x))
+            elif isinstance(x, schedule_region.Source) and x.param is None:
+                operand_values.append(self.index(ROW, "bx"))
+            elif isinstance(x, schedule_region.Source):
+                tile = self.view_tile(x, rows)
+                self.bind(x.node.outputs[0], tile)
+                operand_values.append(em.env[x.node.outputs[0]])
+            else:
+                operand_values.append(em.env[x])
+        # the running summary, from the identity
+        leaf_types = T.leaf_types(fold.outputs[0].type)
+        running = []
+        identity = leaf_values(self.identity_fills(fold), Aggregate)
+        for lt, fill in zip(leaf_types, identity):
+            if lt.dtype.name != "f32":
+                raise LoweringError(f"a summary leaf is {lt.dtype} (the running summary is held in f32 fragments)")
+            tile = self.fragment(tuple(self.role_size(r) for r in self.layout(lt)), prefix="run")
+            self.pinned.add(tile.buf)
+            self.fill(tile, fill)
+            running.append(tile)
+        # the source, block by block
+        count = f"T.ceildiv({self.dims[plan.source]}, {t.block_N})"
+        with em.block(self.sp.source_loop("kb", count)):
+            corner = {SLICE: f"kb * {t.block_N}"}
+            values = []
+            for s in plan.sources:
+                if s.param is None:
+                    values.append(self.index(SLICE, "kb"))
+                    continue
+                values.append(self.tile_value(self.view_tile(s, corner)))
+            block = self.summarize(summarize, [*values, *operand_values])
+            self.combine(combine, running, block)
+        # the consumers, and one store per output
+        em.env[fold.outputs[0]] = assemble(fold.outputs[0].type, [self.tile_value(r) for r in running], Aggregate)
+        for node in plan.after:
+            if node.op is not ops.dim:
+                self.run(node)
+        for write in plan.writes:
+            self.store(write, rows)
+        return self.assemble_text()
+
+    def identity_fills(self, fold):
+        """The fill expression of each identity leaf (an aggregate of Scalars)."""
+        producers = {v: n for n in self.graph.walk() for v in n.outputs}
+        node = producers.get(fold.inputs[1])
+        items = node.inputs if node is not None and node.op is ops.tuple else (fold.inputs[1],)
+        fills = []
+        for x in items:
+            fill = producers[x].inputs[0]
+            fills.append(self.em.literal(fill) if isinstance(fill, Literal) else self.em.env[fill])
+        return Aggregate(tuple(fills))
+
+    def layout(self, t) -> tuple:
+        return tuple(self.plan.roles.get(d, 1) if not isinstance(d, int) else 1 for d in t.shape)
+
+    def fill(self, tile: _Tile, value: Scalar) -> None:
+        names = [self.em.fresh("i") for _ in tile.shape]
+        with self.em.block(self.sp.parallel(names, tile.shape)):
+            self.em.line(f"{tile.buf}[{', '.join(names)}] = {self.sp.stored(tile.dtype, value.expr)}")
+
+    # -- summarize ------------------------------------------------------------------------------------------
+    def summarize(self, region, values: list):
+        em = self.em
+        last = self.last_uses(region)
+        for p, v in zip(region.params, values):
+            em.env[p] = v
+            self.deps[p] = frozenset()
+        for pos, node in enumerate(region.nodes):
+            if node.op is ops.dim:
+                continue
+            if id(node) in self.reductions:
+                self.reduce(node, pos, last)
+            elif node.op is ops.contract:
+                self.contract(node, pos, last)
+            else:
+                self.run(node)
+        return em.env[region.results[0]]
+
+    @staticmethod
+    def last_uses(region) -> dict:
+        last = {}
+        for pos, node in enumerate(region.nodes):
+            for x in node.inputs:
+                if isinstance(x, Var):
+                    last[x] = pos
+        for x in region.results:
+            last[x] = len(region.nodes)
+        return last
+
+    def reusable(self, var, shape: tuple, dtype: str, pos: int, last: dict) -> _Tile | None:
+        """A fragment ``var``'s value reads, of this shape and dtype, that no other live value reads."""
+        for buf in sorted(self.deps.get(var, ())):
+            if buf in self.pinned:
+                continue
+            tile = self.buffers.get(buf)
+            if tile is None or tile.shape != shape or tile.dtype != dtype:
+                continue
+            if all(u is var or buf not in d or last.get(u, -1) < pos for u, d in self.deps.items()):
+                return tile
+        return None
+
+    def materialize(self, var, dtype: str, pos: int, last: dict, scope: str = "fragment", pad: str | None = None,
+                    slice_axis: int | None = None) -> _Tile:
+        """``var``'s value in a tile of ``dtype`` (the one it is, when it is one), padded with ``pad`` past the
+        source's end along ``slice_axis``; ``var`` then reads the tile."""
+        value = self.em.env[var]
+        tile = self.tile_of(value)
+        if tile is not None and tile.dtype == dtype and (pad is None or tile.loaded) and \
+                (scope == "fragment" or tile.scope == scope):
+            return tile
+        shape = tuple(int(s) for s in value.shape)
+        cast = self.producers.get(var)
+        if not self.emulate and cast is not None and cast.op is ops.cast and _TILE_TIR.get(
+                cast.attr("dtype").name) == dtype and cast.inputs[0].type.dtype is T.f32:
+            value = self.em.env[cast.inputs[0]]  # the tile's own conversion rounds (RNE), as the cast helper does
+        target = self.reusable(var, shape, dtype, pos, last) if scope == "fragment" else None
+        if target is None:
+            target = _Tile(self.sp.alloc("m", shape, dtype, scope), scope, dtype, shape)
+        if pad is None or slice_axis is None:
+            self.write_tile(target, value)
+        else:
+            full = f"(kb + 1) * {self.t.block_N} <= {self.dims[self.plan.source]}"
+            with self.em.block(f"if {full}:"):
+                self.write_tile(target, value)
+            with self.em.block("else:"):
+                self.write_tile(target, value, (slice_axis, pad))
+        self.bind(var, target)
+        return target
+
+    def write_tile(self, tile: _Tile, value, mask=None) -> None:
+        names = [self.em.fresh("i") for _ in tile.shape]
+        with self.em.block(self.sp.parallel(names, tile.shape)):
+            expr = self.sp.stored(tile.dtype, self.em.elem(value, names))
+            if mask is not None:
+                axis, pad = mask
+                inside = f"kb * {self.t.block_N} + {names[axis]} < {self.dims[self.plan.source]}"
+                pad = pad if tile.dtype == "float32" else f"T.Cast({tile.dtype!r}, {pad})"
+                expr = f"T.if_then_else({inside}, {expr}, {pad})"
+            self.em.line(f"{tile.buf}[{', '.join(names)}] = {expr}")
+
+    def slice_axis(self, var) -> int | None:
+        roles = self.layout(var.type)
+        return roles.index(SLICE) if SLICE in roles else None
+
+    def reduce(self, node, pos: int, last: dict) -> None:
+        r = self.reductions[id(node)]
+        source = node.inputs[0]
+        if source.type.dtype.name != "f32":
+            raise LoweringError(f"the reduction{_loc(node)} is of {source.type.dtype} (a tile reduction of f32)")
+        width = self.role_size(r.axis)
+        out = self.fragment((self.t.block_M,), prefix="red")
+        pad = _PAD[r.kind] if r.axis == SLICE else None
+        identity = _float(r.identity)
+        if r.kind != "sum" and not self.plan.tolerant:
+            self.exact(node, r, out, width, pos, last)
+        else:
+            src = self.materialize(source, "float32", pos, last, pad=pad, slice_axis=1 if pad else None)
+            clear = _is_init(r.kind, r.identity)
+            if not clear:
+                self.fill(out, Scalar(identity))
+            self.sp.reduce(r.kind, src.buf, out.buf, (self.t.block_M, width), clear)
+        self.bind(node.outputs[0], out)
+
+    def exact(self, node, r, out: _Tile, width: int, pos: int, last: dict) -> None:
+        """IEEE 754-2019 maximum/minimum over ordered integer keys (:mod:`.cuda_region_tiles`)."""
+        key_max, key_min, unkey = self.sp.keys()
+        key = key_max if r.kind == "max" else key_min
+        keys = self.fragment((self.t.block_M, width), "int32", "key")
+        value = self.em.env[node.inputs[0]]
+        pad = "T.int32(-2147483648)" if r.kind == "max" else "T.int32(2147483647)"
+        wrapped = Lazy(value.shape, lambda idx: f"T.call_extern('int32', {key!r}, {self.em.elem(value, idx)})")
+        if r.axis == SLICE:
+            with self.em.block(f"if (kb + 1) * {self.t.block_N} <= {self.dims[self.plan.source]}:"):
+                self.write_tile(keys, wrapped)
+            with self.em.block("else:"):
+                self.write_tile(keys, wrapped, (1, pad))
+        else:
+            self.write_tile(keys, wrapped)
+        best = self.fragment((self.t.block_M,), "int32", "best")
+        self.fill(best, Scalar(f"T.call_extern('int32', {key!r}, {_float(r.identity)})"))
+        self.sp.reduce(r.kind, keys.buf, best.buf, (self.t.block_M, width), False, "int32")
+        i = self.em.fresh("i")
+        with self.em.block(self.sp.parallel([i], (self.t.block_M,))):
+            self.em.line(f"{out.buf}[{i}] = T.call_extern('float32', {unkey!r}, {best.buf}[{i}])")
+
+    def contract(self, node, pos: int, last: dict) -> None:
+        """``T.gemm`` for f16/bf16 operands (the left one may be a register fragment); f32 operands both in shared
+        memory, multiplied on CUDA cores (:meth:`.cuda_region_tiles.Spelling.simt_gemm`)."""
+        lhs, rhs = node.inputs
+        ((la, ra),) = node.attr("reduce")
+        simt = lhs.type.dtype is T.f32
+        operands = []
+        for x, axis, scope in ((lhs, la, "shared" if simt else "fragment"), (rhs, ra, "shared")):
+            dtype = _TILE_TIR[x.type.dtype.name]
+            reduced = self.layout(x.type)[axis] == SLICE
+            operands.append(self.materialize(x, dtype, pos, last, scope, "T.float32(0)" if reduced else None,
+                                             axis if reduced else None))
+        a, b = operands
+        shape = tuple(self.role_size(r) for r in self.layout(node.outputs[0].type))
+        out = self.fragment(shape, prefix="acc")
+        (self.sp.simt_gemm if simt else self.sp.gemm)(a.buf, b.buf, out.buf, la == 0, ra == 1, (*shape, a.shape[la]))
+        self.bind(node.outputs[0], out)
+
+    # -- combine ----------------------------------------------------------------------------------------------
+    def combine(self, region, running: list, block) -> None:
+        """``running = combine(running, block)``: the per-row leaves and the per-row values the wider leaves
+        broadcast first (into fragments), then the wider leaves (each reads only its own element of the old)."""
+        em = self.em
+        a, b = region.params
+        em.env[a] = assemble(a.type, [self.tile_value(r) for r in running], Aggregate)
+        em.env[b] = block
+        for node in region.nodes:
+            if node.op is not ops.dim:
+                self.run(node)
+        leaves = leaf_values(em.env[region.results[0]], Aggregate)
+        wide = [k for k, r in enumerate(running) if len(r.shape) == 2]
+        narrow = [k for k, r in enumerate(running) if len(r.shape) == 1]
+        spread = [n for n in region.nodes if n.op is ops.broadcast and isinstance(n.inputs[0], Var)
+                  and len(self.layout(n.outputs[0].type)) == 2 and ROW in self.layout(n.inputs[0].type)]
+        temps = {}
+        i = em.fresh("i")
+        with em.block(self.sp.parallel([i], (self.t.block_M,))):
+            exprs = {}
+            for n in spread:
+                x = n.inputs[0]
+                if id(em.env[x]) not in temps:
+                    core = self.row_core(x)  # through unit reshapes: memoised with the leaves that use it
+                    at = [i, *(["0"] * (len(core.type.shape) - 1))]
+                    temps[id(em.env[x])] = (self.fragment((self.t.block_M,), prefix="row"), em.elem(em.env[core], at))
+            for k in narrow:  # each bound before any store (a leaf may be another's old value)
+                exprs[k] = em.assign(em.elem(leaves[k], [i]) if isinstance(leaves[k], Lazy) else leaves[k].expr)
+            for tile, expr in temps.values():
+                em.line(f"{tile.buf}[{i}] = {expr}")
+            for k in narrow:
+                em.line(f"{running[k].buf}[{i}] = {exprs[k]}")
+        if not wide:
+            return
+        i, j = em.fresh("i"), em.fresh("j")
+        with em.block(self.sp.parallel([i, j], (self.t.block_M, self.t.head))):
+            for n in spread:  # the broadcast operands read their fragments (em.elem finds them memoised)
+                x = n.inputs[0]
+                at = broadcast_index(x.type.shape, n.outputs[0].type.shape, [i, j])
+                tile, _ = temps[id(em.env[x])]
+                em.memo[-1][(id(em.env[x]), tuple(at))] = (em.env[x], f"{tile.buf}[{i}]")
+            exprs = {k: em.assign(em.elem(leaves[k], [i, j])) for k in wide}
+            for k in wide:
+                em.line(f"{running[k].buf}[{i}, {j}] = {exprs[k]}")
+
+    def row_core(self, x):
+        """``x`` through the unit-axis reshapes that made it (a per-row value as (R, 1))."""
+        node = self.producers.get(x)
+        while node is not None and node.op is ops.reshape and isinstance(node.inputs[0], Var):
+            x = node.inputs[0]
+            node = self.producers.get(x)
+        return x
+
+    # -- outputs ------------------------------------------------------------------------------------------
+    def store(self, write, rows: dict) -> None:
+        view_var, value = write.inputs[0], write.inputs[1]
+        p = next(p for p in self.graph.params if p.var is view_var)
+        layout = self.layout(value.type)
+        dtype = _TILE_TIR[p.type.dtype.name]
+        shape = tuple(self.role_size(r) for r in layout)
+        tile = _Tile(self.sp.alloc("o", shape, dtype, "shared"), "shared", dtype, shape)
+        if self.emulate:
+            self.write_tile(tile, self.em.env[value])
+        else:  # computed in registers, staged in shared memory (TileLang's fragment copy), stored in whole rows
+            staged = self.fragment(shape, dtype, "out")
+            self.write_tile(staged, self.em.env[value])
+            self.em.line(f"T.copy({staged.buf}, {tile.buf})")
+        axes = [("point", "bz")] * (len(p.type.shape) - len(layout))
+        for role, e in zip(layout, p.type.shape[len(axes):]):
+            extent = self.dims[next(i for i, ev in enumerate(self.graph.extents) if ev.extent is e)]
+            axes.append(("tile", rows.get(role, "0"), self.role_size(role), extent))
+        self.sp.store(tile.buf, self.views[view_var], axes)
+
+    def assemble_text(self) -> str:
+        em, plan, t = self.em, self.plan, self.t
+        rows = f"T.ceildiv({self.dims[plan.rows]}, {t.block_M})"
+        blocks = [rows] + ([self.dims[plan.batch]] if plan.batch is not None else [])
+        prelude = self.target.prelude(list(em.helpers.values()))
+        launch, coords = self.sp.kernel(blocks, "PRELUDE")
+        width = "int64" if self.emulate else "int32"
+        dims = "\n".join(f"d{k} = T.dynamic('d{k}', {width!r})" for k in range(len(self.graph.extents)))
+        body = [*coords, *self.sp.allocs, *em.constant_lines]
+        lines = [f"# Generated by intent_trace (target {em.target_name}): a segmented fold (region_fold) as a tile "
+                 f"program{', the CUDA program emulated' if self.emulate else ''}.",
+                 "import tilelang.language as T", "", f"PRELUDE = {prelude!r}", "", dims, "", "", "@T.prim_func",
+                 f"def kernel({self.params}):", f"    {launch}", *("        " + x for x in body), *em.lines, ""]
+        return "\n".join(lines)
+
+
+def _unit_reshape(em, node) -> Lazy:
+    x = em.env[node.inputs[0]]
+    old, new = tuple(getattr(node.inputs[0].type, "shape", ())), tuple(node.outputs[0].type.shape)
+    keep = [k for k, d in enumerate(new) if not (isinstance(d, int) and d == 1)]
+    into = [k for k, d in enumerate(old) if not (isinstance(d, int) and d == 1)]
+
+    def elem(idx):
+        at = ["0"] * len(old)
+        for k, n in zip(into, keep):
+            at[k] = idx[n]
+        return em.elem(x, at)
+
+    if isinstance(x, Scalar):
+        return Lazy(em.shape(node.outputs[0].type), lambda idx: x.expr)
+    return Lazy(em.shape(node.outputs[0].type), elem)
+
+
+def _loc(node) -> str:
+    return f" at {node.loc!r}" if node.loc is not None else ""
+
+
+def _float(x: float) -> str:
+    if math.isnan(x):
+        return "T.float32(float('nan'))"
+    if math.isinf(x):
+        return "T.infinity('float32')" if x > 0 else "-T.infinity('float32')"
+    return f"T.float32({x!r})"
+
+
+def _is_init(kind: str, value: float) -> bool:
+    """Whether ``value`` is what TileLang's reduction starts from when cleared (-inf, +inf, +0)."""
+    start = {"max": -math.inf, "min": math.inf, "sum": 0.0}[kind]
+    return value == start and math.copysign(1.0, value) == math.copysign(1.0, start)

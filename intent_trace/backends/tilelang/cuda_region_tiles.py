@@ -1,0 +1,253 @@
+"""The tile primitives of the segmented-fold program (:mod:`.cuda_region`), spelled for tilelang-cuda or emulated on the
+C target.
+
+On CUDA they are TileLang's own: shared tiles loaded and stored with ``T.copy`` (bounds-predicated: a tile past the
+tensor reads zeros and stores nothing there), register fragments, ``T.Parallel`` element loops whose thread layout
+TileLang infers from the fragments, ``T.gemm`` on tensor cores, ``T.reduce_*`` and ``T.Pipelined``. Emulated (the
+C target: tests and ``tools/pytest_plugins``), every tile is a local buffer of float32 values (f16/bf16 held rounded,
+as the shared lowering holds them), each primitive a loop nest that computes what the CUDA one does: zero-filled
+loads past the tensor, stores clipped to it, the product of a ``T.gemm`` in ascending k (f16 products are exact in
+f32: any order is within T5), a tile max or min that ignores NaN operands as CUDA's ``fmaxf`` does, sums in order.
+
+The exact max/min (when :mod:`intent_trace.schedule.region_laws` cannot prove the cheap one harmless) reduces
+ordered integer keys: ``itk_key_max(x)`` maps every float to an int32 whose order is IEEE 754-2019 maximum's (-0 <
++0) and every NaN above +inf (``itk_key_min``: below -inf), so an integer max picks the result ``maximum`` gives;
+``itk_unkey`` maps it back. Both spellings run the same helpers.
+"""
+from __future__ import annotations
+
+import math
+
+import attrs
+
+from . import c, cuda
+
+#: The key helpers, spelled for a target's dialect (``{fn}``: its qualifier for a helper TVM calls).
+_KEYS = (
+    "{fn} int32_t itk_key_max(float x) {{ if (x != x) return 2147483647; int32_t b = (int32_t)itb_bits32(x); "
+    "return b < 0 ? (b ^ 2147483647) : b; }}",
+    "{fn} int32_t itk_key_min(float x) {{ if (x != x) return -2147483647 - 1; int32_t b = (int32_t)itb_bits32(x); "
+    "return b < 0 ? (b ^ 2147483647) : b; }}",
+    "{fn} float itk_unkey(int32_t k) {{ return itb_f32((uint32_t)(k < 0 ? (k ^ 2147483647) : k)); }}",
+)
+#: CUDA's ``fmaxf``/``fminf`` (a NaN operand ignored unless both are NaN), for the emulated tile max/min.
+_FMAX = ('{fn} float itr_fmax(float a, float b) {{ return fmaxf(a, b); }}',
+         '{fn} float itr_fmin(float a, float b) {{ return fminf(a, b); }}')
+_INIT = {"max": "-T.infinity('float32')", "min": "T.infinity('float32')", "sum": "T.float32(0)"}
+_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "int32": 4}
+
+
+@attrs.frozen
+class Tiling:
+    """The program's tiles: ``block_M`` rows of the summary per program, the source in blocks of ``block_N``, the free
+    axes of ``head`` elements, ``stages`` of the pipelined source loads, ``threads`` per block."""
+
+    head: int
+    block_M: int = 128
+    block_N: int = 128
+    stages: int = 1
+    threads: int = 256
+
+
+class Spelling:
+    """The CUDA spelling; :class:`Emulated` overrides what differs. ``em`` is the shared emitter writing the lines."""
+
+    emulated = False
+    dialect = cuda.DEVICE
+
+    def __init__(self, em, tiling: Tiling):
+        self.em, self.t = em, tiling
+        self.allocs: list = []
+        self.shared_bytes = 0  # what the block's shared tiles take (an sm_90 block has 227 KiB)
+
+    # -- buffers ----------------------------------------------------------------------------------------
+    def tile_dtype(self, tir: str) -> str:
+        """The buffer dtype of a tile of values of TIR dtype ``tir`` ('float16' stays itself on CUDA)."""
+        return tir
+
+    def alloc(self, prefix: str, shape: tuple, dtype: str, scope: str) -> str:
+        name = self.em.fresh(prefix)
+        kind = {"shared": "alloc_shared", "fragment": "alloc_fragment"}[scope]
+        if scope == "shared":
+            self.shared_bytes += math.prod(shape) * _BYTES[dtype]
+        self.allocs.append(f"{name} = T.{kind}(({', '.join(map(str, shape))},), {dtype!r})")
+        return name
+
+    def element(self, buf: str, dtype: str, idx) -> str:
+        """A tile element as the shared emitter holds values (f16/bf16 as float32)."""
+        at = f"{buf}[{', '.join(idx)}]"
+        return f"T.Cast('float32', {at})" if dtype in ("float16", "bfloat16") else at
+
+    def stored(self, dtype: str, expr: str) -> str:
+        """``expr`` (a value as the emitter holds it) as stored in a tile of ``dtype``."""
+        return f"T.Cast({dtype!r}, {expr})" if dtype in ("float16", "bfloat16") else expr
+
+    def helper(self, name: str, text: str) -> str:
+        self.em.helpers.setdefault(name, text.format(fn=self.dialect.function))
+        return name
+
+    # -- loops --------------------------------------------------------------------------------------------
+    def parallel(self, names: list, shape: tuple) -> str:
+        return f"for {', '.join(names)} in T.Parallel({', '.join(map(str, shape))}):"
+
+    def source_loop(self, var: str, count: str) -> str:
+        return f"for {var} in T.Pipelined({count}, num_stages={self.t.stages}):"
+
+    def kernel(self, blocks: list, prelude: str) -> tuple:
+        """(the launch line, the lines that name the block coordinates)."""
+        names = "(bx, bz)" if len(blocks) == 2 else "bx"
+        return (f"with T.Kernel({', '.join(blocks)}, threads={self.t.threads}, prelude={prelude}) as {names}:", [])
+
+    # -- memory -------------------------------------------------------------------------------------------
+    # ``axes``: per view axis, ``("point", expr)`` or ``("tile", first, size, extent)``: the tile's axes in order,
+    # from view coordinate ``first``, ``size`` long, zero past ``extent`` (loads) or clipped there (stores).
+    def load(self, tile: str, view, axes: list) -> None:
+        self.em.line(f"T.copy({view.name}[{', '.join(a[1] for a in axes)}], {tile})")
+
+    def store(self, tile: str, view, axes: list) -> None:
+        self.em.line(f"T.copy({tile}, {view.name}[{', '.join(a[1] for a in axes)}])")
+
+    # -- compute ------------------------------------------------------------------------------------------
+    def gemm(self, a: str, b: str, out: str, trans_a: bool, trans_b: bool, shape: tuple) -> None:
+        flags = (", transpose_A=True" if trans_a else "") + (", transpose_B=True" if trans_b else "")
+        self.em.line(f"T.gemm({a}, {b}, {out}{flags}, clear_accum=True, policy=T.GemmWarpPolicy.FullRow)")
+
+    def simt_gemm(self, a: str, b: str, out: str, trans_a: bool, trans_b: bool, shape: tuple) -> None:
+        """An f32 product on CUDA cores (never ``T.gemm``: tensor cores would make it TF32): each output element a
+        thread's, its products added in ascending k with fused multiply-adds (T10), from shared operand tiles."""
+        m, n, k = shape
+        em = self.em
+        i, j, kk = em.fresh("gi"), em.fresh("gj"), em.fresh("gk")
+        x = f"{a}[{kk}, {i}]" if trans_a else f"{a}[{i}, {kk}]"
+        y = f"{b}[{j}, {kk}]" if trans_b else f"{b}[{kk}, {j}]"
+        with em.block(self.parallel([i, j], (m, n))):
+            em.line(f"{out}[{i}, {j}] = T.float32(0)")
+            with em.block(f"for {kk} in T.serial({k}):"):
+                em.line(f"{out}[{i}, {j}] = T.call_extern('float32', 'fmaf', {x}, {y}, {out}[{i}, {j}])")
+
+    def reduce(self, kind: str, src: str, out: str, shape: tuple, clear: bool, dtype: str = "float32") -> None:
+        """``out[i] = kind(out[i] if not clear, src[i, :])`` (a tile max or min ignores NaN operands)."""
+        self.em.line(f"T.reduce_{kind}({src}, {out}, dim=1, clear={clear})")
+
+    def init_of(self, kind: str) -> str:
+        return _INIT[kind]
+
+    def keys(self) -> tuple:
+        """The names of the exact key helpers (defined in the prelude)."""
+        return tuple(self.helper(text.split("(")[0].split()[-1], text) for text in _KEYS)
+
+
+class Emulated(Spelling):
+    """The same program on the C target: tiles are local float32 buffers, primitives loop nests."""
+
+    emulated = True
+    dialect = c.C_SPELLING
+
+    def tile_dtype(self, tir: str) -> str:
+        return "float32" if tir in ("float16", "bfloat16") else tir
+
+    def alloc(self, prefix: str, shape: tuple, dtype: str, scope: str) -> str:
+        name = self.em.fresh(prefix)
+        if scope == "shared":  # counted as CUDA's would be: the same head sizes get programs
+            self.shared_bytes += math.prod(shape) * _BYTES[dtype]
+        self.allocs.append(f"{name} = T.alloc_local(({', '.join(map(str, shape))},), {self.tile_dtype(dtype)!r})")
+        return name
+
+    def element(self, buf: str, dtype: str, idx) -> str:
+        return f"{buf}[{', '.join(idx)}]"
+
+    def stored(self, dtype: str, expr: str) -> str:
+        return expr
+
+    def parallel(self, names: list, shape: tuple) -> str:
+        return f"for {', '.join(names)} in T.grid({', '.join(map(str, shape))}):"
+
+    def source_loop(self, var: str, count: str) -> str:
+        return f"for {var} in T.serial({count}):"
+
+    def kernel(self, blocks: list, prelude: str) -> tuple:
+        if len(blocks) == 1:
+            return f"with T.Kernel(T.max({blocks[0]}, 1), prelude={prelude}) as bx:", []
+        nbx, nbz = blocks
+        return (f"with T.Kernel(T.max({nbx} * {nbz}, 1), prelude={prelude}) as blk:",
+                [f"bx = blk % {nbx}", f"bz = blk // {nbx}"])
+
+    def _tile_loop(self, axes: list):
+        names = [self.em.fresh("e") for a in axes if a[0] == "tile"]
+        return names, self.em.block(self.parallel(names, tuple(a[2] for a in axes if a[0] == "tile")))
+
+    def _coords(self, axes: list, names: list) -> tuple:
+        """The clamped view coordinates of a tile element and whether it is inside the view."""
+        coords, inside, k = [], [], 0
+        for a in axes:
+            if a[0] == "point":
+                coords.append(a[1])
+                continue
+            _, first, _, extent = a
+            at = f"T.Cast('int64', {first}) + T.Cast('int64', {names[k]})"
+            coords.append(f"T.min({at}, T.Cast('int64', {extent}) - T.int64(1))")
+            inside.append(f"{at} < T.Cast('int64', {extent})")
+            k += 1
+        return coords, " and ".join(inside) or "True"
+
+    def load(self, tile: str, view, axes: list) -> None:
+        from .views import decode
+
+        names, loop = self._tile_loop(axes)
+        with loop:
+            coords, inside = self._coords(axes, names)
+            value = decode(self.em, view, f"{view.name}[{', '.join(coords)}]")
+            zero = f"T.Cast({self.em.tir(view.dtype)!r}, 0)"
+            self.em.line(f"{tile}[{', '.join(names)}] = T.if_then_else({inside}, {value}, {zero})")
+
+    def store(self, tile: str, view, axes: list) -> None:
+        from .views import encode
+
+        names, loop = self._tile_loop(axes)
+        with loop:
+            coords, inside = self._coords(axes, names)
+            element = f"{tile}[{', '.join(names)}]"
+            with self.em.block(f"if {inside}:"):
+                self.em.line(f"{view.name}[{', '.join(coords)}] = {encode(self.em, view, element)}")
+
+    def simt_gemm(self, a: str, b: str, out: str, trans_a: bool, trans_b: bool, shape: tuple) -> None:
+        self.gemm(a, b, out, trans_a, trans_b, shape)
+
+    def gemm(self, a: str, b: str, out: str, trans_a: bool, trans_b: bool, shape: tuple) -> None:
+        from ... import types as T
+
+        m, n, k = shape
+        em = self.em
+        add = em.helper("add", (T.f32,), T.f32, (T.f32, T.f32))
+        mul = em.helper("mul", (T.f32,), T.f32, (T.f32, T.f32))
+        i, j, kk = em.fresh("gi"), em.fresh("gj"), em.fresh("gk")
+        with em.block(f"for {i}, {j} in T.grid({m}, {n}):"):
+            em.line(f"{out}[{i}, {j}] = T.float32(0)")
+            x = f"{a}[{kk}, {i}]" if trans_a else f"{a}[{i}, {kk}]"
+            y = f"{b}[{j}, {kk}]" if trans_b else f"{b}[{kk}, {j}]"
+            with em.block(f"for {kk} in T.serial({k}):"):
+                em.line(f"{out}[{i}, {j}] = T.call_extern('float32', {add!r}, {out}[{i}, {j}], "
+                        f"T.call_extern('float32', {mul!r}, {x}, {y}))")
+
+    def reduce(self, kind: str, src: str, out: str, shape: tuple, clear: bool, dtype: str = "float32") -> None:
+        from ... import types as T
+
+        m, n = shape
+        em = self.em
+        if dtype == "int32":
+            step = lambda acc, x: f"T.max({acc}, {x})" if kind == "max" else f"T.min({acc}, {x})"  # noqa: E731
+            init = "T.int32(-2147483648)" if kind == "max" else "T.int32(2147483647)"
+        elif kind == "sum":
+            add = em.helper("add", (T.f32,), T.f32, (T.f32, T.f32))
+            step = lambda acc, x: f"T.call_extern('float32', {add!r}, {acc}, {x})"  # noqa: E731
+            init = _INIT[kind]
+        else:
+            name = self.helper(f"itr_f{kind}", _FMAX[0 if kind == "max" else 1])
+            step = lambda acc, x: f"T.call_extern('float32', {name!r}, {acc}, {x})"  # noqa: E731
+            init = _INIT[kind]
+        i, j = em.fresh("ri"), em.fresh("rj")
+        with em.block(f"for {i} in T.serial({m}):"):
+            if clear:
+                em.line(f"{out}[{i}] = {init}")
+            with em.block(f"for {j} in T.serial({n}):"):
+                em.line(f"{out}[{i}] = {step(f'{out}[{i}]', f'{src}[{i}, {j}]')}")
