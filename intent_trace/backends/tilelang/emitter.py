@@ -20,43 +20,23 @@ bodies, compiler flags, capabilities); the rules here are the same for all of th
 from __future__ import annotations
 
 import contextlib
+
 import attrs
 
 from ... import types as T
 from ...errors import LoweringError
 from ...graph.interpreter import Interpreter
-from ...graph.lowering import components, extent_expr, index_add, index_mul, intern_constant, name_extents
+from ...graph.lowering import components, extent_expr, intern_constant, name_extents
 from ...graph.values import KernelGraph, Literal, Var
 from ...codegen.analysis import fusion, snapshot_values
-from ...codegen.values import Aggregate, Array, Domain, Lazy, Scalar
-from ...codegen.values import View as BaseView
+from ...codegen.values import Aggregate, Array, Domain, Lazy, Scalar  # noqa: F401  (the values rule modules import)
 from ...codegen.writer import SourceWriter
+from .dialect import TILELANG, View, add, as_index, mul  # noqa: F401  (the dialect's helpers rule modules import)
 from .scalar_rules import constant_expr, tir_dtype
 from .storage import StorageMixin
 
-# --- values (the shared classes, intent_trace.codegen.values; an Array is a local buffer: a snapshot) ------------
-
-@attrs.frozen(slots=True)
-class View(BaseView):
-    """A view parameter as TileLang holds it: a rank-0 view travels as a one-element buffer, and a view whose
-    values the target stores as another dtype records that buffer dtype (views.decode/encode)."""
-
-    rank0: bool = False
-    storage: str | None = None  # the buffer's TIR dtype when the target stores the values as another one
-
-
-def add(a: str, b: str) -> str:
-    return index_add(a, b, lambda x, y: f"({x} + {y})")
-
-
-def mul(a: str, b: str) -> str:
-    return index_mul(a, b, lambda x, y: f"({x} * {y})")
-
-
-def as_index(expr: str) -> str:
-    """An int64 (KIR ``index``) expression."""
-    return f"T.int64({expr})" if expr.lstrip("-").isdigit() else f"T.Cast('int64', {expr})"
-
+# The values are the shared classes (intent_trace.codegen.values; an Array is a local buffer: a snapshot) and
+# TileLang's View; index text is spelled by the dialect (:mod:`.dialect`), whose helpers other modules import here.
 
 LAZY_DEPTH = 64  # lazy links evaluated by nested elem calls before a value is materialised (_too_deep)
 CHAIN_LENGTH = 512  # ops emitted per element of a lazy value before it is materialised (_too_deep)
@@ -65,6 +45,8 @@ CHAIN_LENGTH = 512  # ops emitted per element of a lazy value before it is mater
 class TileLangEmitter(StorageMixin, SourceWriter, Interpreter):
     """The walk and the values every rule shares. Its rule table is given (:mod:`.rules` composes it from the
     rule modules, which import this module: it imports none of them)."""
+
+    dialect = TILELANG  # how the shared rules (intent_trace.codegen) spell index text, selects and codecs here
 
     def __init__(self, graph: KernelGraph, target, rules: dict, rejected: dict, checks: bool = True,
                  nest=None, grid=None):
@@ -173,6 +155,49 @@ class TileLangEmitter(StorageMixin, SourceWriter, Interpreter):
                 self.depth -= 1
                 self.memo.pop()
 
+    # -- what the shared rules call besides the walk (intent_trace.codegen.protocol) ----------------------------
+    def nest(self, shape, parallel: bool):
+        """A shared rule's loop nest: serial, whatever ``parallel`` says (a grid of threads is planned before the
+        emission, :mod:`.program`, and taken by :meth:`loop_nest`)."""
+        return self.loop_nest(shape)
+
+    def written_mask(self, view) -> str:
+        """A unique store's mask of the elements written so far: zeroed bytes of the view's shape."""
+        return self.allocate(view.shape, "uint8", zero=True)
+
+    def race_read(self, var, view, shape, coords_at) -> None:
+        """Conflicting parallel accesses are not checked on TileLang targets (generic and cpu check them)."""
+
+    def race_write(self, var, view, element) -> None:
+        """Not checked here (:meth:`race_read`)."""
+
+    def in_loop(self):
+        """Around a KIR loop's body: nothing to note here (cpu counts loop depth)."""
+        return contextlib.nullcontext()
+
+    @contextlib.contextmanager
+    def loop_frame(self, kind: str, names=(), t=None):
+        """An enclosing KIR loop for ``break``/``continue``: its carries and the depth of its body's block."""
+        self.loop_stack.append((kind, names, t, self.depth))
+        try:
+            yield
+        finally:
+            self.loop_stack.pop()
+
+    def leave_blocks(self, depth: int) -> None:
+        """Before a jump out of the blocks at ``depth`` and deeper: free their heap buffers."""
+        self.free_from(depth)
+
+    def while_header(self) -> str:
+        """TileLang's ``while`` takes one expression: the loop runs on a guard that never changes and leaves
+        through ``break``."""
+        guard = self.fresh("g")
+        self.line(f"{guard} = T.alloc_var('bool', init=T.bool(True))")
+        return f"while {guard}:"
+
+    def while_stop(self, condition: str) -> str:
+        return f"not {self.flag(condition)}"
+
     def _thread(self, plan) -> str:
         """This thread's index in its block: its binding, or, emulated (the C target), a serial loop over the
         block's threads, one level deeper."""
@@ -193,10 +218,8 @@ class TileLangEmitter(StorageMixin, SourceWriter, Interpreter):
         self.line(f"{o} = T.Cast('int64', bx) * T.int64({grid.threads}) + T.Cast('int64', {tx})")
         self.in_grid = True
         try:
-            with self.block(f"if {o} < {length}:"):
-                self.loop_stack.append(("for", [], None, self.depth))
+            with self.block(f"if {o} < {length}:"), self.loop_frame("for"):
                 yield o
-                self.loop_stack.pop()
         finally:
             self.in_grid = False
             if emulated:

@@ -25,6 +25,9 @@ from ...codegen.writer import SourceWriter
 from ...graph.interpreter import Interpreter
 from ...graph.lowering import ErrorSite, components, extent_expr, intern_constant, leaf_values, name_extents
 from ...graph.values import KernelGraph, Literal, Var
+from ..generic_races import READ, WRITE
+from .indexing import NUMBA
+from .races import note, note_region
 from .scalar_rules import np_type
 from .values import Aggregate, Array, Lazy, Scalar
 
@@ -44,6 +47,7 @@ class EmitterBase(SourceWriter, Interpreter):
 
     target_name = "cpu"
     rules: dict = {}
+    dialect = NUMBA  # how the shared rules (intent_trace.codegen) spell index text, selects and codecs here
 
     def __init__(self, graph: KernelGraph, checks: bool = True):
         Interpreter.__init__(self)
@@ -231,6 +235,62 @@ class EmitterBase(SourceWriter, Interpreter):
                 self.prange_depth -= 1
             self.depth -= opened
 
+    def shape(self, t) -> tuple:
+        """A tensor type's extents as expressions."""
+        return tuple(self.extent(e) for e in t.shape)
+
+    # -- what the shared rules call besides the walk (intent_trace.codegen.protocol) ----------------------------
+    def nest(self, shape, parallel: bool):
+        """A shared rule's loop nest (:meth:`loop_nest`)."""
+        return self.loop_nest(shape, parallel)
+
+    def written_mask(self, view) -> str:
+        """A unique store's mask of the elements written so far: an array of bools of the view's shape."""
+        return self.allocate(view.shape, "np.bool_", f"the written-element mask of a unique store to {view.label}",
+                             fill="False", prefix="m")
+
+    def race_read(self, var, view, shape, coords_at) -> None:
+        """The race check of a read inside ``parallel`` (:mod:`.races`)."""
+        note_region(self, var, view, shape, coords_at, READ)
+
+    def race_write(self, var, view, element) -> None:
+        """The race check of a write inside ``parallel`` (:mod:`.races`)."""
+        note(self, var, view, element, WRITE)
+
+    def flag(self, condition: str) -> str:
+        """A condition a block that leaves tests: Python evaluates an ``if``'s condition once, as it is."""
+        return condition
+
+    @contextlib.contextmanager
+    def in_loop(self):
+        """Around a KIR loop's body: a loop nest inside it is never a ``prange`` (:meth:`_loops`)."""
+        self.loop_depth += 1
+        try:
+            yield
+        finally:
+            self.loop_depth -= 1
+
+    @contextlib.contextmanager
+    def loop_frame(self, kind: str, names=(), t=None):
+        """An enclosing KIR loop for ``break``/``continue``: its carries and the depth of its body's block."""
+        self.loop_stack.append((kind, names, t, self.depth))
+        try:
+            yield
+        finally:
+            self.loop_stack.pop()
+
+    def leave_blocks(self, depth: int) -> None:
+        """Before a jump out of blocks: they hold nothing to release here (arrays are garbage collected)."""
+
+    def while_header(self) -> str:
+        return "while True:"
+
+    def while_stop(self, condition: str) -> str:
+        """When a ``while`` leaves: its condition is false, or a failed check inside a ``prange`` body (which
+        skips the iteration instead of returning; allocation checks are made without checks too) recorded an
+        error."""
+        return f"not {condition} or err[0] != 0"
+
     def materialize(self, value, t: T.Type):
         if not isinstance(value, Lazy):
             return value
@@ -299,6 +359,22 @@ class EmitterBase(SourceWriter, Interpreter):
         if isinstance(t, T.TensorType) and t.rank:
             return Array(name, tuple(f"{name}.shape[{k}]" for k in range(t.rank)))
         return Scalar(name)
+
+    def mutable(self, t: T.Type, init=None, scratch: bool = True) -> list:
+        """One carry local per leaf of ``t``, assigned ``init``'s leaves when given (``scratch`` is TileLang's: a
+        permutation of carries is assigned at once here, :meth:`assign_leaves`)."""
+        names = self.carry_names(t)
+        if init is not None:
+            self.assign_leaves(names, init, t)
+        return names
+
+    def current(self, names: list, t: T.Type):
+        """The present values of the carry locals ``names`` as a value of type ``t``."""
+        return self.rebuild(list(names), t)
+
+    def store(self, names: list, value, t: T.Type) -> None:
+        """Assign ``value`` to the carry locals ``names``."""
+        self.assign_leaves(names, value, t)
 
     def carry_names(self, t: T.Type) -> list:
         return [self.fresh("c") for _ in T.leaf_types(t)]
