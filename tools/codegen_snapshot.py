@@ -164,17 +164,23 @@ def _write(out: Path, stem: str, graph, cpu_source) -> None:
 
     for checks in (True, False):
         suffix = "" if checks else ".nochecks"
-        cpu = _text(lambda: _DIGEST.sub("# code generator <digest>", cpu_source(checks)))
+        cpu = _text(lambda c=checks: _DIGEST.sub("# code generator <digest>", cpu_source(c)))
         (out / f"{stem}{suffix}.cpu.py").write_text(cpu)
         for target in TILELANG_TARGETS:
-            (out / f"{stem}{suffix}.{target}.py").write_text(_text(lambda: generate(graph, target, checks)))
+            text = _text(lambda t=target, c=checks: generate(graph, t, c))
+            (out / f"{stem}{suffix}.{target}.py").write_text(text)
 
 
 def _text(make) -> str:
     try:
         return make()
     except Exception as e:  # noqa: BLE001 (how a generator fails is part of its behaviour)
-        return f"ERROR {type(e).__name__}: {e}\n"
+        return _error(e)
+
+
+def _error(e: Exception) -> str:
+    """An exception as the snapshot records it (paths below the checkout relative, so checkouts compare)."""
+    return f"ERROR {type(e).__name__}: {e}\n".replace(str(ROOT) + "/", "<root>/")
 
 
 def snapshot(out: Path, tests=()) -> None:
@@ -192,20 +198,25 @@ def snapshot(out: Path, tests=()) -> None:
         try:
             graph = kernel.trace(**constexprs)
         except Exception as e:  # noqa: BLE001
-            (out / f"{stem}.trace").write_text(f"ERROR {type(e).__name__}: {e}\n")
+            (out / f"{stem}.trace").write_text(_error(e))
             continue
-        _write(out, stem, graph, lambda checks: intent.compile(kernel, target="cpu", checks=checks,
-                                                               **constexprs).source)
+        _write(out, stem, graph, lambda checks, k=kernel, c=constexprs: intent.compile(k, target="cpu", checks=checks,
+                                                                                       **c).source)
     for key, graph in captured.items():
         stem = "traced__" + _stem(key)
         index.append(f"{stem} {key}")
-        _write(out, stem, graph, lambda checks: CpuExecutable(graph, checks).source)
+        _write(out, stem, graph, lambda checks, g=graph: CpuExecutable(g, checks).source)
     (out / "INDEX.txt").write_text("".join(line + "\n" for line in index))
     print(f"{len(found)} kernels, {len(skipped)} skipped (constexprs without values), {len(captured)} graphs "
           f"traced by the tests -> {out}")
 
 
 if __name__ == "__main__":
+    if os.environ.get("PYTHONHASHSEED") != "0":
+        # Some generated text depends on set order (how a symbolic extent's expression prints in an allocation
+        # message): one hash seed makes two snapshots comparable.
+        os.environ["PYTHONHASHSEED"] = "0"
+        os.execv(sys.executable, [sys.executable, *sys.argv])
     args = sys.argv[1:]
     if not args or args[0].startswith("-") or (len(args) > 1 and args[1] != "--tests"):
         raise SystemExit(__doc__)

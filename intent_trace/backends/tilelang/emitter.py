@@ -26,13 +26,15 @@ import attrs
 from ... import types as T
 from ...errors import LoweringError
 from ...graph.interpreter import Interpreter
-from ...graph.lowering import components, extent_expr, intern_constant, name_extents
-from ...graph.values import KernelGraph, Literal, Var
+from ...graph.lowering import components, extent_expr, intern_constant, name_extents, pointwise_shape
+from ...graph.values import KernelGraph, Var
 from ...codegen.analysis import fusion, snapshot_values
+from ...codegen.protocol import EmitterCore
 from ...codegen.values import Aggregate, Array, Domain, Lazy, Scalar  # noqa: F401  (the values rule modules import)
 from ...codegen.writer import SourceWriter
+from . import accumulate
 from .dialect import TILELANG, View, add, as_index, mul  # noqa: F401  (the dialect's helpers rule modules import)
-from .scalar_rules import constant_expr, tir_dtype
+from .scalar_rules import SCALAR_RULES, constant_expr, tir_dtype
 from .storage import StorageMixin
 
 # The values are the shared classes (intent_trace.codegen.values; an Array is a local buffer: a snapshot) and
@@ -42,7 +44,7 @@ LAZY_DEPTH = 64  # lazy links evaluated by nested elem calls before a value is m
 CHAIN_LENGTH = 512  # ops emitted per element of a lazy value before it is materialised (_too_deep)
 
 
-class TileLangEmitter(StorageMixin, SourceWriter, Interpreter):
+class TileLangEmitter(StorageMixin, EmitterCore, SourceWriter, Interpreter):
     """The walk and the values every rule shares. Its rule table is given (:mod:`.rules` composes it from the
     rule modules, which import this module: it imports none of them)."""
 
@@ -171,18 +173,43 @@ class TileLangEmitter(StorageMixin, SourceWriter, Interpreter):
     def race_write(self, var, view, element) -> None:
         """Not checked here (:meth:`race_read`)."""
 
+    def scalar_op(self, node, d: T.DType):
+        """The spelling of an elementwise op on operand expressions: a helper call (:data:`.scalar_rules.SCALAR_RULES`),
+        after the check that the target has ``d``."""
+        self.tir(d)
+        rule = SCALAR_RULES[node.op]
+        return lambda *exprs: rule(self, node, d, *exprs)
+
+    def inlines(self, node) -> bool:
+        """Whether a reduce's or scan's combine is inlined per element: pointwise, with captures that are scalars
+        or tensors of the accumulator's shape (read at the element)."""
+        shape = pointwise_shape(node)
+        return shape is not None and all(isinstance(t, T.ScalarType) or tuple(t.shape) == shape
+                                         for c in node.inputs[2:] for t in T.leaf_types(c.type))
+
+    def accumulators(self, types: list, inits: list) -> list:
+        """Scalar accumulators of an inlined combine: mutable locals (``T.alloc_var``) initialised to ``inits``."""
+        return accumulate.accumulators(self, types, inits)
+
+    def read_accumulators(self, accs: list) -> list:
+        """The accumulators' present values, each bound once: the combine's operands must not see the update."""
+        return [self.assign(a, "x") for a in accs]
+
+    def inline_combine(self, node, acc_t: T.Type, lhs: list, rhs: list, captures: list, pos) -> list:
+        """The combine region inlined for one element (:func:`.accumulate.combine`)."""
+        return accumulate.combine(self, node, acc_t, lhs, rhs, captures, pos)
+
+    def result_array(self, shape, t: T.Type) -> str:
+        """A new buffer for a result leaf of type ``t`` and extents ``shape`` (:meth:`allocate`)."""
+        return self.allocate(shape, self.tir(t.dtype))
+
+    def computed(self, value, t: T.Type):
+        """A value a serial fold then reads element by element: read where it is (lazily), as any value."""
+        return value
+
     def in_loop(self):
         """Around a KIR loop's body: nothing to note here (cpu counts loop depth)."""
         return contextlib.nullcontext()
-
-    @contextlib.contextmanager
-    def loop_frame(self, kind: str, names=(), t=None):
-        """An enclosing KIR loop for ``break``/``continue``: its carries and the depth of its body's block."""
-        self.loop_stack.append((kind, names, t, self.depth))
-        try:
-            yield
-        finally:
-            self.loop_stack.pop()
 
     def leave_blocks(self, depth: int) -> None:
         """Before a jump out of the blocks at ``depth`` and deeper: free their heap buffers."""
@@ -278,9 +305,6 @@ class TileLangEmitter(StorageMixin, SourceWriter, Interpreter):
             return text  # an integer or bool immediate: exact, and only ever an operand of a helper call
         return intern_constant(self.constants, self.constant_lines, (dtype, repr(value), str(value)), text)
 
-    def literal(self, lit: Literal):
-        return Scalar(self.constant(lit.value, lit.type.dtype))
-
     def extent(self, e) -> str:
         # An extent given by a runtime value is computed once, where it is first needed, and named.
         name = extent_expr(e, self.dim_names, self.env, Scalar, self._clamped_extent)
@@ -293,9 +317,6 @@ class TileLangEmitter(StorageMixin, SourceWriter, Interpreter):
         name = self.assign(f"T.max(T.int64(0), {as_index(v)})", "n")
         self.sized_by(name, v)
         return name
-
-    def shape(self, t) -> tuple:
-        return tuple(self.extent(e) for e in t.shape)
 
     # -- values ------------------------------------------------------------------------------------------
     def elem(self, value, idx) -> str:
@@ -356,11 +377,6 @@ class TileLangEmitter(StorageMixin, SourceWriter, Interpreter):
         if isinstance(value, Aggregate):
             return Aggregate(tuple(self.hold(v, it) for v, it in zip(value.items, components(t))))
         return self.materialize(value, t)
-
-    def bind_dims(self, var: Var, value) -> None:
-        t = var.type
-        if isinstance(t, T.TensorType) and isinstance(value, (Array, Lazy)):
-            name_extents(self.dim_names, t.shape, value.shape)
 
     # -- carries and branch results --------------------------------------------------------------------
     # A scalar leaf is a mutable local (``T.alloc_var``); a tensor leaf is a buffer of its shape (a Slot). A new

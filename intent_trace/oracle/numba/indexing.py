@@ -79,7 +79,7 @@ NUMBA = Dialect(
     select=lambda em, d, c, a, b: f"{a} if {c} else {b}",
     decode=lambda em, view, expr: decode(view.dtype, expr),
     encode=lambda em, view, expr: encode(view.dtype, expr),
-    subscript=lambda coords: ", ".join(coords) or "()",
+    subscript=lambda cs: ", ".join(cs) or "()",
     marked=lambda ref: ref,  # the mask is an array of bools
     mark="True",
 )
