@@ -3,6 +3,7 @@ code-generator refactor: what a change to the generators does to their output, k
 
     python tools/codegen_snapshot.py OUT_DIR                      # write the snapshot
     python tools/codegen_snapshot.py OUT_DIR --tests tests/kernels # ... and the graphs those tests trace
+    python tools/codegen_snapshot.py --compare BEFORE AFTER        # per target: same, renamed, different
     diff -r BEFORE_DIR AFTER_DIR                                   # the change's effect on the generated text
 
 The kernels are the ``Kernel`` objects at module level in every module that pytest's collection of
@@ -22,6 +23,9 @@ Per kernel and per ``checks`` in (True, False) it writes the cpu target's genera
 package's sources, so it changes with any edit) and the TileLang program text for tilelang-c, tilelang-cuda
 and tilelang-metal (``backends.tilelang.target.generate``). A generator that raises writes the exception's type
 and message instead, so a refactor that changes which kernels lower (or how they fail) shows in the diff too.
+
+``--compare`` sorts the files both snapshots have, per target, into identical, the same but for the names of
+generated locals (``v17`` -> ``t17``: a rename that moves no number), and different (listed in full).
 """
 from __future__ import annotations
 
@@ -211,6 +215,31 @@ def snapshot(out: Path, tests=()) -> None:
           f"traced by the tests -> {out}")
 
 
+_LOCAL = re.compile(r"\b[a-z]{1,2}(\d+)\b")  # a generated local's name (v17, i4, q12), not K0, arg1, ext0
+
+
+def compare(before: Path, after: Path) -> None:
+    """Print, per target, how many files both snapshots have are identical, renamed (the same but for the
+    prefixes of generated locals) or different, then the different ones."""
+    import collections
+
+    counts, different = collections.Counter(), []
+    for f in sorted(after.iterdir()):
+        b = before / f.name
+        if not b.exists():
+            continue
+        m = re.search(r"\.(cpu|tilelang-c|tilelang-cuda|tilelang-metal)\.py$", f.name)
+        target = m[1] if m else "other"
+        x, y = b.read_text(), f.read_text()
+        kind = "identical" if x == y else "renamed" if _LOCAL.sub(r"_\1", x) == _LOCAL.sub(r"_\1", y) else "different"
+        counts[target, kind] += 1
+        if kind == "different":
+            different.append(f.name)
+    for target in sorted({t for t, _ in counts}):
+        print(target, {k: n for (t, k), n in sorted(counts.items()) if t == target})
+    print("\n".join(different))
+
+
 if __name__ == "__main__":
     if os.environ.get("PYTHONHASHSEED") != "0":
         # Some generated text depends on set order (how a symbolic extent's expression prints in an allocation
@@ -218,6 +247,9 @@ if __name__ == "__main__":
         os.environ["PYTHONHASHSEED"] = "0"
         os.execv(sys.executable, [sys.executable, *sys.argv])
     args = sys.argv[1:]
+    if args[:1] == ["--compare"] and len(args) == 3:
+        compare(Path(args[1]), Path(args[2]))
+        raise SystemExit(0)
     if not args or args[0].startswith("-") or (len(args) > 1 and args[1] != "--tests"):
         raise SystemExit(__doc__)
     sys.path.insert(0, str(ROOT))

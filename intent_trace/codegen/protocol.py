@@ -37,6 +37,14 @@ class EmitterCore:
     tensor value names the extents of its type, and a KIR loop is a frame of ``loop_stack`` while its body is
     emitted. A mixin of both emitters (before their SourceWriter and Interpreter bases)."""
 
+    def elem(self, value, idx) -> str:
+        """One element of a scalar or tensor value at index expressions ``idx`` (a lazy one: :meth:`lazy_elem`)."""
+        if isinstance(value, Scalar):
+            return value.expr
+        if isinstance(value, Array):
+            return f"{value.name}[{self.dialect.subscript(idx)}]"
+        return self.lazy_elem(value, idx)
+
     def literal(self, lit: Literal):
         return Scalar(self.constant(lit.value, lit.type.dtype))
 

@@ -60,3 +60,69 @@ def test_each_shared_rule_is_both_backends_rule():
     for op, fn in shared.items():
         assert numba.RULES[op] is fn, f"cpu overrides the shared rule of {op.name}"
         assert tilelang.RULES[op] is fn, f"TileLang overrides the shared rule of {op.name}"
+
+
+@intent.kernel
+def _same_count(x: I.In[I.f32, ("M",)], y: I.InOut[I.f32, ("M",)]):
+    y[:] = I.reshape(x[:], (x.shape[0],)) * 2.0
+
+
+def test_a_reshape_whose_counts_are_one_expression_makes_no_check():
+    # Both element counts are the one expression M: a check between them could never fail, so no target makes it
+    # (no error site: cpu then writes the caller's arrays without staging them).
+    from intent_trace.backends.tilelang.target import generate_program
+
+    graph = _same_count.trace()
+    assert "reshape" in str(graph)
+    assert intent.compile(_same_count, target="cpu").source.count("ERROR_SITES = []") == 1
+    for target in ("tilelang-c", "tilelang-cuda", "tilelang-metal"):
+        assert generate_program(graph, target).error_sites == (), target
+
+
+def test_a_reshape_of_the_same_count_moves_the_values(run):
+    x = np.arange(5, dtype=np.float32) - 2
+    y = np.zeros(5, np.float32)
+    run(_same_count, x, y)
+    np.testing.assert_array_equal(y, x * 2)
+
+
+@intent.fn
+def _pick_max_first(a, b):
+    """The larger key, and the earlier position of equal keys. The I.if_ is control flow (a region): the combine is
+    not pointwise, so the reduce and scan that use it are folded over whole accumulators."""
+    take = (b[0] > a[0]) | ((b[0] == a[0]) & (b[1] < a[1]))
+    return I.if_(take, lambda: b, lambda: a)
+
+
+@intent.kernel
+def _folded(key: I.In[I.f32, ("N",)], best: I.InOut[I.i64, (1,)], run_key: I.InOut[I.f32, ("N",)],
+            run_at: I.InOut[I.i64, ("N",)]):
+    d = I.domain(0, key.shape[0])
+    at = I.cast(I.indices(d), I.i64)
+    ident = (I.cast(-np.inf, I.f32), I.cast(key.shape[0], I.i64))
+    best[0] = I.reduce((key[d], at), axis=0, identity=ident, combine=_pick_max_first)[1]
+    rk, ra = I.scan((key[d], at), axis=0, identity=ident, combine=_pick_max_first, inclusive=False, reverse=True)
+    run_key[d] = rk
+    run_at[d] = ra
+
+
+def test_folded_reduce_and_scan_with_control_flow_in_the_combine(run):
+    # The general fold (codegen.folds.fold) on every target, against a Python fold in source order.
+    key = np.array([1.0, 3.0, -2.0, 3.0, 0.5, 3.0, -1.0], np.float32)
+    n = len(key)
+    best, run_key, run_at = np.zeros(1, np.int64), np.zeros(n, np.float32), np.zeros(n, np.int64)
+    run(_folded, key, best, run_key, run_at)
+
+    def pick(a, b):
+        return b if b[0] > a[0] or (b[0] == a[0] and b[1] < a[1]) else a
+
+    acc = (-np.inf, n)
+    for item in zip(key, range(n)):
+        acc = pick(acc, item)
+    assert best[0] == acc[1] == 1
+    acc, want_key, want_at = (-np.inf, n), np.zeros(n, np.float32), np.zeros(n, np.int64)
+    for i in reversed(range(n)):  # exclusive, reverse: each position gets the fold of those after it
+        want_key[i], want_at[i] = acc
+        acc = pick((key[i], i), acc)
+    np.testing.assert_array_equal(run_key, want_key)
+    np.testing.assert_array_equal(run_at, want_at)

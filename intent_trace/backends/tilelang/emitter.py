@@ -319,12 +319,9 @@ class TileLangEmitter(StorageMixin, EmitterCore, SourceWriter, Interpreter):
         return name
 
     # -- values ------------------------------------------------------------------------------------------
-    def elem(self, value, idx) -> str:
-        """One element of a scalar or tensor value at index expressions ``idx``."""
-        if isinstance(value, Scalar):
-            return value.expr
-        if isinstance(value, Array):
-            return f"{value.name}[{', '.join(idx) or '0'}]"
+    def lazy_elem(self, value: Lazy, idx) -> str:
+        """One element of a lazy value, memoised per element within the open block (same-index operands first,
+        bottom-up: :meth:`_operands_first`)."""
         hit = self._memoised(value, idx)
         if hit is not None:
             return hit

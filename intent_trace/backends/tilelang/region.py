@@ -16,7 +16,7 @@ from ...graph.lowering import leaf_values
 from ...graph import ops
 from .emitter import Aggregate, Lazy, add, as_index
 
-SLICE = 256
+SLICE = folds.SLICE
 
 
 @contextlib.contextmanager

@@ -173,12 +173,9 @@ class EmitterBase(EmitterCore, SourceWriter, Interpreter):
             self.error_exit(site, f"min({elements}, 9.0e18)", f"min({elements} * {itemsize}, 9.0e18)", "limit")
 
     # -- values ----------------------------------------------------------------------------------
-    def elem(self, value, idx) -> str:
-        """One element of a scalar or tensor value at index expressions ``idx``."""
-        if isinstance(value, Scalar):
-            return value.expr
-        if isinstance(value, Array):
-            return f"{value.name}[{', '.join(idx)}]"
+    def lazy_elem(self, value: Lazy, idx) -> str:
+        """One element of a lazy value: its statements written here, each time (Numba's compiler shares what
+        repeats)."""
         return value.elem(idx)
 
     @contextlib.contextmanager

@@ -14,7 +14,7 @@ from ...codegen import folds
 from ...graph.lowering import leaf_values
 from .values import Aggregate, Lazy
 
-SLICE = 256
+SLICE = folds.SLICE
 
 
 @contextlib.contextmanager
