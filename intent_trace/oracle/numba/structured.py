@@ -14,7 +14,7 @@ from ...codegen import folds
 from ...graph import ops
 from ...graph.interpreter import rule_registrar
 from ...graph.lowering import assemble, leaf_values, merge_index
-from .inline import inline_combine, pointwise_combine, result_arrays
+from .inline import inline_combine, result_arrays
 from .values import Aggregate, Array, Lazy, Scalar
 
 RULES: dict = dict(folds.RULES)
@@ -29,7 +29,7 @@ def _reduce(em, node, args):
     (acc_t,) = node.attr("types")
     axes = node.attr("axes")
     src_t = node.inputs[0].type
-    if not pointwise_combine(node):
+    if not em.inlines(node):
         return folds.fold(em, node, args)
     src_leaves = leaf_values(source, Aggregate)
     acc_leaf_types = T.leaf_types(acc_t)
