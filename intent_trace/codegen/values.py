@@ -33,7 +33,7 @@ class Lazy:
 
     shape: tuple  # extent expressions
     elem: Callable
-    operands: tuple = ()  # lazy values ``elem`` evaluates at its own index (an elementwise op's; TileLang memoises on it)
+    operands: tuple = ()  # lazy values ``elem`` evaluates at its own index (an elementwise op's; TileLang's memo)
 
 
 @attrs.frozen(slots=True)

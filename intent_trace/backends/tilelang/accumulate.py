@@ -1,6 +1,7 @@
-"""Accumulators shared by the folding rules (reduce, scan and contract in :mod:`.structured`, scatter_reduce in
-:mod:`.memory`, sparse_contract in :mod:`.sparse`): a combine region inlined for one element, mutable scalar
-accumulators, lazy leaves sharing one computation, and the dense contraction itself.
+"""Accumulators shared by the folding rules (reduce and contract in :mod:`.structured`, the shared scan and folds
+through the emitter, scatter_reduce in :mod:`.memory`, sparse_contract in :mod:`.sparse`, the CUDA reductions): a
+combine region inlined for one element, mutable scalar accumulators, lazy leaves sharing one computation, and the
+dense contraction itself. Below the emitter (it imports only the shared values).
 
 A contract forms each product in the accumulator dtype and adds it to the accumulator in index order, without
 fusing (T5); a sparse contraction is a dense one over its expanded operand.
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from ... import types as T
 from ...graph.lowering import leaf_values, scalar_param
-from .emitter import Aggregate, Lazy, Scalar
+from ...codegen.values import Aggregate, Lazy, Scalar
 from .scalar_rules import call, cast_expr
 
 

@@ -20,51 +20,35 @@ bodies, compiler flags, capabilities); the rules here are the same for all of th
 from __future__ import annotations
 
 import contextlib
+
 import attrs
 
 from ... import types as T
 from ...errors import LoweringError
 from ...graph.interpreter import Interpreter
-from ...graph.lowering import components, extent_expr, index_add, index_mul, intern_constant, name_extents
-from ...graph.values import KernelGraph, Literal, Var
+from ...graph.lowering import components, extent_expr, intern_constant, name_extents, pointwise_shape
+from ...graph.values import KernelGraph, Var
 from ...codegen.analysis import fusion, snapshot_values
-from ...codegen.values import Aggregate, Array, Domain, Lazy, Scalar
-from ...codegen.values import View as BaseView
+from ...codegen.protocol import EmitterCore
+from ...codegen.values import Aggregate, Array, Domain, Lazy, Scalar  # noqa: F401  (the values rule modules import)
 from ...codegen.writer import SourceWriter
-from .scalar_rules import constant_expr, tir_dtype
+from . import accumulate
+from .dialect import TILELANG, View, add, as_index, mul  # noqa: F401  (the dialect's helpers rule modules import)
+from .scalar_rules import SCALAR_RULES, constant_expr, tir_dtype
 from .storage import StorageMixin
 
-# --- values (the shared classes, intent_trace.codegen.values; an Array is a local buffer: a snapshot) ------------
-
-@attrs.frozen(slots=True)
-class View(BaseView):
-    """A view parameter as TileLang holds it: a rank-0 view travels as a one-element buffer, and a view whose
-    values the target stores as another dtype records that buffer dtype (views.decode/encode)."""
-
-    rank0: bool = False
-    storage: str | None = None  # the buffer's TIR dtype when the target stores the values as another one
-
-
-def add(a: str, b: str) -> str:
-    return index_add(a, b, lambda x, y: f"({x} + {y})")
-
-
-def mul(a: str, b: str) -> str:
-    return index_mul(a, b, lambda x, y: f"({x} * {y})")
-
-
-def as_index(expr: str) -> str:
-    """An int64 (KIR ``index``) expression."""
-    return f"T.int64({expr})" if expr.lstrip("-").isdigit() else f"T.Cast('int64', {expr})"
-
+# The values are the shared classes (intent_trace.codegen.values; an Array is a local buffer: a snapshot) and
+# TileLang's View; index text is spelled by the dialect (:mod:`.dialect`), whose helpers other modules import here.
 
 LAZY_DEPTH = 64  # lazy links evaluated by nested elem calls before a value is materialised (_too_deep)
 CHAIN_LENGTH = 512  # ops emitted per element of a lazy value before it is materialised (_too_deep)
 
 
-class TileLangEmitter(StorageMixin, SourceWriter, Interpreter):
+class TileLangEmitter(StorageMixin, EmitterCore, SourceWriter, Interpreter):
     """The walk and the values every rule shares. Its rule table is given (:mod:`.rules` composes it from the
     rule modules, which import this module: it imports none of them)."""
+
+    dialect = TILELANG  # how the shared rules (intent_trace.codegen) spell index text, selects and codecs here
 
     def __init__(self, graph: KernelGraph, target, rules: dict, rejected: dict, checks: bool = True,
                  nest=None, grid=None):
@@ -173,6 +157,74 @@ class TileLangEmitter(StorageMixin, SourceWriter, Interpreter):
                 self.depth -= 1
                 self.memo.pop()
 
+    # -- what the shared rules call besides the walk (intent_trace.codegen.protocol) ----------------------------
+    def nest(self, shape, parallel: bool):
+        """A shared rule's loop nest: serial, whatever ``parallel`` says (a grid of threads is planned before the
+        emission, :mod:`.program`, and taken by :meth:`loop_nest`)."""
+        return self.loop_nest(shape)
+
+    def written_mask(self, view) -> str:
+        """A unique store's mask of the elements written so far: zeroed bytes of the view's shape."""
+        return self.allocate(view.shape, "uint8", zero=True)
+
+    def race_read(self, var, view, shape, coords_at) -> None:
+        """Conflicting parallel accesses are not checked on TileLang targets (generic and cpu check them)."""
+
+    def race_write(self, var, view, element) -> None:
+        """Not checked here (:meth:`race_read`)."""
+
+    def scalar_op(self, node, d: T.DType):
+        """The spelling of an elementwise op on operand expressions: a helper call (:data:`.scalar_rules.SCALAR_RULES`),
+        after the check that the target has ``d``."""
+        self.tir(d)
+        rule = SCALAR_RULES[node.op]
+        return lambda *exprs: rule(self, node, d, *exprs)
+
+    def inlines(self, node) -> bool:
+        """Whether a reduce's or scan's combine is inlined per element: pointwise, with captures that are scalars
+        or tensors of the accumulator's shape (read at the element)."""
+        shape = pointwise_shape(node)
+        return shape is not None and all(isinstance(t, T.ScalarType) or tuple(t.shape) == shape
+                                         for c in node.inputs[2:] for t in T.leaf_types(c.type))
+
+    def accumulators(self, types: list, inits: list) -> list:
+        """Scalar accumulators of an inlined combine: mutable locals (``T.alloc_var``) initialised to ``inits``."""
+        return accumulate.accumulators(self, types, inits)
+
+    def read_accumulators(self, accs: list) -> list:
+        """The accumulators' present values, each bound once: the combine's operands must not see the update."""
+        return [self.assign(a, "x") for a in accs]
+
+    def inline_combine(self, node, acc_t: T.Type, lhs: list, rhs: list, captures: list, pos) -> list:
+        """The combine region inlined for one element (:func:`.accumulate.combine`)."""
+        return accumulate.combine(self, node, acc_t, lhs, rhs, captures, pos)
+
+    def result_array(self, shape, t: T.Type) -> str:
+        """A new buffer for a result leaf of type ``t`` and extents ``shape`` (:meth:`allocate`)."""
+        return self.allocate(shape, self.tir(t.dtype))
+
+    def computed(self, value, t: T.Type):
+        """A value a serial fold then reads element by element: read where it is (lazily), as any value."""
+        return value
+
+    def in_loop(self):
+        """Around a KIR loop's body: nothing to note here (cpu counts loop depth)."""
+        return contextlib.nullcontext()
+
+    def leave_blocks(self, depth: int) -> None:
+        """Before a jump out of the blocks at ``depth`` and deeper: free their heap buffers."""
+        self.free_from(depth)
+
+    def while_header(self) -> str:
+        """TileLang's ``while`` takes one expression: the loop runs on a guard that never changes and leaves
+        through ``break``."""
+        guard = self.fresh("g")
+        self.line(f"{guard} = T.alloc_var('bool', init=T.bool(True))")
+        return f"while {guard}:"
+
+    def while_stop(self, condition: str) -> str:
+        return f"not {self.flag(condition)}"
+
     def _thread(self, plan) -> str:
         """This thread's index in its block: its binding, or, emulated (the C target), a serial loop over the
         block's threads, one level deeper."""
@@ -193,10 +245,8 @@ class TileLangEmitter(StorageMixin, SourceWriter, Interpreter):
         self.line(f"{o} = T.Cast('int64', bx) * T.int64({grid.threads}) + T.Cast('int64', {tx})")
         self.in_grid = True
         try:
-            with self.block(f"if {o} < {length}:"):
-                self.loop_stack.append(("for", [], None, self.depth))
+            with self.block(f"if {o} < {length}:"), self.loop_frame("for"):
                 yield o
-                self.loop_stack.pop()
         finally:
             self.in_grid = False
             if emulated:
@@ -255,9 +305,6 @@ class TileLangEmitter(StorageMixin, SourceWriter, Interpreter):
             return text  # an integer or bool immediate: exact, and only ever an operand of a helper call
         return intern_constant(self.constants, self.constant_lines, (dtype, repr(value), str(value)), text)
 
-    def literal(self, lit: Literal):
-        return Scalar(self.constant(lit.value, lit.type.dtype))
-
     def extent(self, e) -> str:
         # An extent given by a runtime value is computed once, where it is first needed, and named.
         name = extent_expr(e, self.dim_names, self.env, Scalar, self._clamped_extent)
@@ -271,16 +318,10 @@ class TileLangEmitter(StorageMixin, SourceWriter, Interpreter):
         self.sized_by(name, v)
         return name
 
-    def shape(self, t) -> tuple:
-        return tuple(self.extent(e) for e in t.shape)
-
     # -- values ------------------------------------------------------------------------------------------
-    def elem(self, value, idx) -> str:
-        """One element of a scalar or tensor value at index expressions ``idx``."""
-        if isinstance(value, Scalar):
-            return value.expr
-        if isinstance(value, Array):
-            return f"{value.name}[{', '.join(idx) or '0'}]"
+    def lazy_elem(self, value: Lazy, idx) -> str:
+        """One element of a lazy value, memoised per element within the open block (same-index operands first,
+        bottom-up: :meth:`_operands_first`)."""
         hit = self._memoised(value, idx)
         if hit is not None:
             return hit
@@ -333,11 +374,6 @@ class TileLangEmitter(StorageMixin, SourceWriter, Interpreter):
         if isinstance(value, Aggregate):
             return Aggregate(tuple(self.hold(v, it) for v, it in zip(value.items, components(t))))
         return self.materialize(value, t)
-
-    def bind_dims(self, var: Var, value) -> None:
-        t = var.type
-        if isinstance(t, T.TensorType) and isinstance(value, (Array, Lazy)):
-            name_extents(self.dim_names, t.shape, value.shape)
 
     # -- carries and branch results --------------------------------------------------------------------
     # A scalar leaf is a mutable local (``T.alloc_var``); a tensor leaf is a buffer of its shape (a Slot). A new

@@ -1,29 +1,27 @@
-"""TileLang rules for region_fold and region_scan (spec §9).
+"""TileLang's region_fold and region_scan rules (spec §9): the shared ones
+(:func:`intent_trace.codegen.folds.region_rules`) over TileLang's slicing.
 
 The source is cut into slices of ``SLICE`` members along the axis (the last one shorter), as the cpu target
-cuts it; by the §9 laws every segmentation gives the same result (within T5). A slice is the source seen
-at an offset (lazy: nothing is copied). Region fold summarises each slice and folds the summary into a
-running one (a loop carry, tensor leaves in buffers). Region scan emits each slice from the running state,
-writing the pieces into the output buffers at the slice's offset, then advances the state by the slice's
-transition ``apply(summarize(slice), state)`` (by the laws, ``apply(combine(prefix, s), initial)``).
+cuts it; by the §9 laws every segmentation gives the same result (within T5). A slice is the source seen at an
+offset (lazy: nothing is copied), and a buffer holding one is sized by the bound ``SLICE`` where the host sizes it
+(.storage).
 """
 from __future__ import annotations
 
+import contextlib
+
 from ... import types as T
-from ...graph.lowering import assemble, leaf_values
+from ...codegen import folds
+from ...graph.lowering import leaf_values
 from ...graph import ops
-from ...graph.interpreter import rule_registrar
-from .emitter import Aggregate, Array, Lazy, add, as_index
+from .emitter import Aggregate, Lazy, add, as_index
 
-RULES: dict = {}
-REJECTED: dict = {}
-rule = rule_registrar(RULES)
-
-SLICE = 256
+SLICE = folds.SLICE
 
 
-def _slice_loop(em, node, source):
-    """Open the loop over slices; returns (slice values, the slice's first member)."""
+@contextlib.contextmanager
+def _slices(em, node, source):
+    """The loop over slices; yields (slice values, the slice's first member)."""
     axis = node.attr("axis")
     leaf_types = T.leaf_types(node.inputs[0].type)
     n = em.shape(leaf_types[0])[axis]
@@ -45,47 +43,11 @@ def _slice_loop(em, node, source):
         shape = tuple(length if k == axis else x for k, x in enumerate(em.shape(t)))
         parts.append(Lazy(shape, lambda idx, leaf=leaf: em.elem(leaf, [add(i, start) if k == axis else i
                                                                         for k, i in enumerate(idx)])))
-    return parts, start
-
-
-def _end_slice_loop(em) -> None:
+    yield parts, start
     em.release(em.depth)
     em.depth -= 1
     em.memo.pop()
 
 
-@rule(ops.region_fold)
-def _region_fold(em, node, args):
-    source, identity, *operands = args
-    (summary_t,) = node.attr("types")
-    summarize, combine = node.regions
-    names = em.mutable(summary_t, identity)
-    parts, _ = _slice_loop(em, node, source)
-    (s,) = em.run_region(summarize, (*parts, *operands))
-    (new,) = em.run_region(combine, (em.current(names, summary_t), s))
-    em.store(names, new, summary_t)
-    _end_slice_loop(em)
-    return em.current(names, summary_t)
-
-
-@rule(ops.region_scan)
-def _region_scan(em, node, args):
-    source, identity, initial, *operands = args
-    summarize, combine, apply, emit = node.regions
-    out_t, state_t = node.attr("types")
-    axis = node.attr("axis")
-    out_types = T.leaf_types(out_t)
-    outs = [em.allocate(em.shape(t), em.tir(t.dtype)) for t in out_types]
-    names = em.mutable(state_t, initial)
-    parts, start = _slice_loop(em, node, source)
-    (piece,) = em.run_region(emit, (*parts, em.current(names, state_t), *operands))
-    for out, leaf in zip(outs, leaf_values(piece, Aggregate)):
-        with em.loop_nest(leaf.shape) as idx:
-            dest = [add(i, start) if k == axis else i for k, i in enumerate(idx)]
-            em.line(f"{out}[{', '.join(dest)}] = {em.elem(leaf, idx)}")
-    (s,) = em.run_region(summarize, (*parts, *operands))
-    (new,) = em.run_region(apply, (s, em.current(names, state_t)))
-    em.store(names, new, state_t)
-    _end_slice_loop(em)
-    shapes = [em.shape(t) for t in out_types]
-    return assemble(out_t, [Array(o, sh) for o, sh in zip(outs, shapes)], Aggregate), em.current(names, state_t)
+RULES: dict = folds.region_rules(_slices)
+REJECTED: dict = {}

@@ -3,10 +3,11 @@
 Each rule module (:mod:`.elementwise`, :mod:`.structure`, :mod:`.structured`, :mod:`.memory`, :mod:`.region`,
 :mod:`.atomic`, :mod:`.quant`, :mod:`.random`, :mod:`.scaled`, :mod:`.sparse`) owns ``RULES`` (OpDef -> rule)
 and ``REJECTED`` (OpDef -> why no TileLang target lowers it) and imports only downward (the emitter and its
-values, :mod:`.scalar_rules`, the shared helpers :mod:`.views`, :mod:`.accumulate`, :mod:`.extern`). This is the
-one module that imports them all; nothing fills a table as an import side effect. Every op of the registry is
-either lowered or rejected with its reason (checked here, at import, so an op added to the registry without a
-TileLang decision fails loudly instead of being rejected with a generic message).
+values, :mod:`.scalar_rules`, the shared helpers :mod:`.views`, :mod:`.accumulate`, :mod:`.extern`, and the rules
+every code generator shares, :mod:`intent_trace.codegen`, which structure, structured, region and elementwise
+enter in their tables). This is the one module that imports them all; nothing fills a table as an import side
+effect. Every op of the registry is either lowered or rejected with its reason (checked here, at import, so an op
+added to the registry without a TileLang decision fails loudly instead of being rejected with a generic message).
 """
 from __future__ import annotations
 

@@ -21,12 +21,17 @@ import numpy as np
 from ... import types as T
 from ...codegen.analysis import fusible_values
 from ...codegen.checks import Check
+from ...codegen.protocol import EmitterCore
 from ...codegen.writer import SourceWriter
 from ...graph.interpreter import Interpreter
-from ...graph.lowering import ErrorSite, components, extent_expr, intern_constant, leaf_values, name_extents
-from ...graph.values import KernelGraph, Literal, Var
-from .scalar_rules import np_type
-from .values import Aggregate, Array, Lazy, Scalar
+from ...graph.lowering import ErrorSite, components, extent_expr, intern_constant, leaf_values
+from ...graph.values import KernelGraph, Var
+from ..generic_races import READ, WRITE
+from .indexing import NUMBA
+from .inline import inline_combine, pointwise_combine, result_arrays
+from .races import note, note_region
+from .scalar_rules import SCALAR_RULES, np_type
+from .values import Aggregate, Array, Lazy, Scalar, shape_text
 
 
 # A fused value's element is written by its closure calling its operands' closures: a chain of fused ops
@@ -36,7 +41,7 @@ from .values import Aggregate, Array, Lazy, Scalar
 MAX_FUSION_DEPTH = 64
 
 
-class EmitterBase(SourceWriter, Interpreter):
+class EmitterBase(EmitterCore, SourceWriter, Interpreter):
     """The cpu code generator without its rules: text, checks, allocation, loop nests, fusion and carries.
 
     Every Numba rule module imports this (and the helper modules below the rules), never the composition:
@@ -44,6 +49,7 @@ class EmitterBase(SourceWriter, Interpreter):
 
     target_name = "cpu"
     rules: dict = {}
+    dialect = NUMBA  # how the shared rules (intent_trace.codegen) spell index text, selects and codecs here
 
     def __init__(self, graph: KernelGraph, checks: bool = True):
         Interpreter.__init__(self)
@@ -58,7 +64,7 @@ class EmitterBase(SourceWriter, Interpreter):
         self.prange_depth = 0
         self.loop_depth = 0
         self.uses_prange = False
-        self.loop_stack: list = []  # (kind, carry leaf names) of enclosing KIR loops
+        self.loop_stack: list = []  # (kind, carry leaf names, carry type, body depth) of enclosing KIR loops
         self.node = None  # the node being emitted (error sites name its source line)
         self.pointwise = 0  # > 0 while a combine region is inlined per element (tensors stay lazy)
         self.fusion_depth: dict = {}  # Lazy -> how many fused ops its element expression nests
@@ -93,9 +99,6 @@ class EmitterBase(SourceWriter, Interpreter):
         unsigned = "np.uint64" if wide else "np.uint32"
         name = intern_constant(self.constants, self.constant_lines, ("nan", dtype, bits), f"{unsigned}({bits:#x})")
         return f"R.bits_f64({name})" if wide else f"R.bits_f32({name})"
-
-    def literal(self, lit: Literal):
-        return Scalar(self.constant(lit.value, lit.type.dtype))
 
     def extent(self, e) -> str:
         # An extent given by a runtime value is computed from that value wherever it is needed.
@@ -170,12 +173,9 @@ class EmitterBase(SourceWriter, Interpreter):
             self.error_exit(site, f"min({elements}, 9.0e18)", f"min({elements} * {itemsize}, 9.0e18)", "limit")
 
     # -- values ----------------------------------------------------------------------------------
-    def elem(self, value, idx) -> str:
-        """One element of a scalar or tensor value at index expressions ``idx``."""
-        if isinstance(value, Scalar):
-            return value.expr
-        if isinstance(value, Array):
-            return f"{value.name}[{', '.join(idx)}]"
+    def lazy_elem(self, value: Lazy, idx) -> str:
+        """One element of a lazy value: its statements written here, each time (Numba's compiler shares what
+        repeats)."""
         return value.elem(idx)
 
     @contextlib.contextmanager
@@ -231,6 +231,79 @@ class EmitterBase(SourceWriter, Interpreter):
                 self.prange_depth -= 1
             self.depth -= opened
 
+    # -- what the shared rules call besides the walk (intent_trace.codegen.protocol) ----------------------------
+    def nest(self, shape, parallel: bool):
+        """A shared rule's loop nest (:meth:`loop_nest`)."""
+        return self.loop_nest(shape, parallel)
+
+    def written_mask(self, view) -> str:
+        """A unique store's mask of the elements written so far: an array of bools of the view's shape."""
+        return self.allocate(view.shape, "np.bool_", f"the written-element mask of a unique store to {view.label}",
+                             fill="False", prefix="m")
+
+    def race_read(self, var, view, shape, coords_at) -> None:
+        """The race check of a read inside ``parallel`` (:mod:`.races`)."""
+        note_region(self, var, view, shape, coords_at, READ)
+
+    def race_write(self, var, view, element) -> None:
+        """The race check of a write inside ``parallel`` (:mod:`.races`)."""
+        note(self, var, view, element, WRITE)
+
+    def scalar_op(self, node, d: T.DType):
+        """The spelling of an elementwise op on operand expressions (:data:`.scalar_rules.SCALAR_RULES`)."""
+        rule = SCALAR_RULES[node.op]
+        return lambda *exprs: rule(node, d, *exprs)
+
+    def inlines(self, node) -> bool:
+        """Whether a reduce's or scan's combine is inlined per element: pointwise, with scalar captures."""
+        return pointwise_combine(node)
+
+    def accumulators(self, types: list, inits: list) -> list:
+        """Scalar accumulators of an inlined combine: locals assigned ``inits`` (reassigned by the fold)."""
+        return [self.assign(v, "c") for v in inits]
+
+    def read_accumulators(self, accs: list) -> list:
+        """The accumulators' present values, as an inlined combine reads them: the locals themselves."""
+        return accs
+
+    def inline_combine(self, node, acc_t: T.Type, lhs: list, rhs: list, captures: list, pos) -> list:
+        """The combine region inlined for one element (:func:`.inline.inline_combine`)."""
+        return inline_combine(self, node, acc_t, lhs, rhs, captures, pos)
+
+    def result_array(self, shape, t: T.Type):
+        """A new array for a result leaf of type ``t`` and extents ``shape``."""
+        return result_arrays(self, [t], shape)[0]
+
+    def computed(self, value, t: T.Type):
+        """A value a serial fold then reads element by element: computed into an array first (a parallel loop
+        nest at top level) rather than element by element inside the fold."""
+        return self.materialize(value, t)
+
+    def flag(self, condition: str) -> str:
+        """A condition a block that leaves tests: Python evaluates an ``if``'s condition once, as it is."""
+        return condition
+
+    @contextlib.contextmanager
+    def in_loop(self):
+        """Around a KIR loop's body: a loop nest inside it is never a ``prange`` (:meth:`_loops`)."""
+        self.loop_depth += 1
+        try:
+            yield
+        finally:
+            self.loop_depth -= 1
+
+    def leave_blocks(self, depth: int) -> None:
+        """Before a jump out of blocks: they hold nothing to release here (arrays are garbage collected)."""
+
+    def while_header(self) -> str:
+        return "while True:"
+
+    def while_stop(self, condition: str) -> str:
+        """When a ``while`` leaves: its condition is false, or a failed check inside a ``prange`` body (which
+        skips the iteration instead of returning; allocation checks are made without checks too) recorded an
+        error."""
+        return f"not {condition} or err[0] != 0"
+
     def materialize(self, value, t: T.Type):
         if not isinstance(value, Lazy):
             return value
@@ -260,11 +333,6 @@ class EmitterBase(SourceWriter, Interpreter):
         with self._loops(rest, False) as idx:
             self.line(f"{name}[{', '.join(idx)}] = {value.elem([r, *idx])}")
         return Lazy(value.shape, lambda idx: f"{name}[{', '.join(idx[1:])}]")
-
-    def bind_dims(self, var: Var, value) -> None:
-        t = var.type
-        if isinstance(t, T.TensorType) and isinstance(value, (Array, Lazy)):
-            name_extents(self.dim_names, t.shape, value.shape)
 
     def run_node(self, node):
         outer, self.node = self.node, node
@@ -300,6 +368,22 @@ class EmitterBase(SourceWriter, Interpreter):
             return Array(name, tuple(f"{name}.shape[{k}]" for k in range(t.rank)))
         return Scalar(name)
 
+    def mutable(self, t: T.Type, init=None, scratch: bool = True) -> list:
+        """One carry local per leaf of ``t``, assigned ``init``'s leaves when given (``scratch`` is TileLang's: a
+        permutation of carries is assigned at once here, :meth:`assign_leaves`)."""
+        names = self.carry_names(t)
+        if init is not None:
+            self.assign_leaves(names, init, t)
+        return names
+
+    def current(self, names: list, t: T.Type):
+        """The present values of the carry locals ``names`` as a value of type ``t``."""
+        return self.rebuild(list(names), t)
+
+    def store(self, names: list, value, t: T.Type) -> None:
+        """Assign ``value`` to the carry locals ``names``."""
+        self.assign_leaves(names, value, t)
+
     def carry_names(self, t: T.Type) -> list:
         return [self.fresh("c") for _ in T.leaf_types(t)]
 
@@ -312,7 +396,3 @@ class EmitterBase(SourceWriter, Interpreter):
         for name, leaf in pairs:
             self.line(f"{name} = {leaf}")
 
-
-def shape_text(t: T.Type) -> str:
-    """A tensor type's shape as the user wrote it (extent names, numbers)."""
-    return "(" + ", ".join(str(e) for e in t.shape) + ("," if len(t.shape) == 1 else "") + ")"

@@ -1,9 +1,10 @@
 """The CPU oracle's code generator composed: KIR -> the source of one Numba function.
 
 :class:`NumbaEmitter` is :class:`.base.EmitterBase` (values are source fragments, :mod:`.values`) over
-:data:`RULES`, the union of the rule modules' tables. Each rule module owns its ``RULES`` and imports only
-downward (the base emitter, :mod:`.indexing`, :mod:`.inline`, :mod:`.scalar_rules`, :mod:`.values`); this
-is the only module that imports them all, and nothing fills a table as an import side effect.
+:data:`RULES`, the union of the rule modules' tables. Each rule module owns its ``RULES`` (the structural rules
+are the shared ones of :mod:`intent_trace.codegen`, which the rule modules enter in their tables) and imports only
+downward (the base emitter, :mod:`.indexing`, :mod:`.inline`, :mod:`.scalar_rules`, :mod:`.values`); this is the
+only module that imports them all, and nothing fills a table as an import side effect.
 
 Scalars become locals assigned once (``v17 = ...``); tensors are *fused* element expressions when the
 fusion analysis allows, or arrays filled by one loop nest (the outermost loop a ``prange`` when the nest is

@@ -1,23 +1,18 @@
-"""Index arithmetic, element encodings and view access shared by the Numba rule modules.
+"""cpu's spelling of what the shared rules (:mod:`intent_trace.codegen`) write: :data:`NUMBA`, the Numba emitter's
+``dialect`` (index arithmetic in int64, Python/NumPy expressions), with the element codecs and view access the
+Numba rule modules share.
 
-Below every rule module (structure, memory, atomic use it): the view ``read``/``write`` rules are the
-buffer ``load``/``store`` rules too, and atomics address their element through the same index plan, so
-each bounds check and its message is written once.
+Below every rule module (structure, memory, atomic use it): the view ``read``/``write`` rules are the shared
+access rules (:mod:`intent_trace.codegen.access`), which are the buffer ``load``/``store`` rules too, and atomics
+address their element through the same index plan, so each bounds check and its message is written once.
 """
 from __future__ import annotations
 
 from ... import types as T
-from ...graph import ops
-from ...codegen import checks as C
-from ...graph.lowering import (access_coords, covers_axis, index_add, index_mul, rereads_destination,
-                               safe_point)
-from ...graph.values import Literal
-from ..generic_races import READ, WRITE
-from .races import note, note_region
-from .values import Domain, Lazy, Scalar, View
-
-# Ops whose index operands follow a stored value (operands: view, value, index...).
-_STORES = frozenset({ops.write, ops.store, ops.unique_store})
+from ...codegen.access import coords, index_plan, read as read_view, write as write_view  # noqa: F401  (re-exported)
+from ...codegen.dialect import Dialect
+from ...graph.lowering import index_add, index_mul
+from .values import Domain
 
 
 def shape_of(em, t) -> tuple:
@@ -64,82 +59,27 @@ def encode(d: T.DType, expr: str) -> str:
     return f"{fn}({expr})" if fn else expr
 
 
-def index_plan(em, node, view: View, entries):
-    """Hoisted bounds checks; returns (result shape, per-entry plan) for a read or write."""
-    kinds = node.attr("index")
-    view_t = node.inputs[0].type
-    operand_vars = [x for x in node.inputs[2 if node.op in _STORES else 1:]]
-    ops_iter = iter(zip(entries, operand_vars))
-    shape, plan = [], []
-    for axis, kind in enumerate(kinds):
-        n = view.shape[axis]
-        site = C.VIEW_COORDINATE.site(axis=axis, view=view.label)
-        if kind == "all":
-            shape.append(n)
-            plan.append(("all", None))
-            continue
-        value, var = next(ops_iter)
-        if kind == "domain":
-            if not covers_axis(value, var, view_t.shape[axis]):
-                last = coordinate(value, f"({value.length} - 1)")
-                em.check(f"{value.length} > 0 and ({value.start} < 0 or {last} >= {n})", site,
-                         f"({value.start} if {value.start} < 0 else {last})", n)
-            shape.append(value.length)
-            plan.append(("domain", value))
-        elif kind == "point":
-            static = isinstance(var, Literal) and isinstance(view_t.shape[axis], int)  # the tracer checked it
-            if not (static or safe_point(em.env, var, view_t.shape[axis], Domain)):
-                em.check(f"{value.expr} < 0 or {value.expr} >= {n}", site, value.expr, n)
-            plan.append(("point", value.expr))
-        else:
-            shape.extend(value.shape)
-            plan.append(("tensor", (value, len(var.type.shape), site, n)))
-    return tuple(shape), plan
-
-
-def coords(em, plan, idx) -> list:
-    def data_coord(info, element_idx):
-        value, _, site, n = info
-        c = em.assign(f"np.int64({em.elem(value, element_idx)})", "c")
-        em.check(f"{c} < 0 or {c} >= {n}", site, c, n)
-        return c
-
-    return access_coords(plan, idx, coordinate, data_coord)
-
-
-def read_view(em, node, args):
-    """The ``read`` rule (and buffer ``load``): a scalar local, or a fused element expression."""
-    view, entries = args[0], args[1:]
-    shape, plan = index_plan(em, node, view, entries)
-    note_region(em, node.inputs[0], view, shape, lambda idx: coords(em, plan, idx), READ)  # race check
-    d = view.dtype
-    if not shape:
-        return Scalar(em.assign(decode(d, f"{view.name}[{', '.join(coords(em, plan, [])) or '()'}]")))
-
-    def elem(idx):
-        return em.assign(decode(d, f"{view.name}[{', '.join(coords(em, plan, idx))}]"), "t")
-
-    return Lazy(shape, elem)
-
-
-def write_view(em, node, args):
-    """The ``write``/``unique_store`` rule (and buffer ``store``): one loop nest; a data-indexed store checks
-    injectivity with a mask of written elements."""
-    view, value, entries = args[0], args[1], args[2:]
-    if isinstance(value, Lazy) and rereads_destination(node, em.reads, em.aligned):
-        value = em.materialize(value, node.inputs[1].type)  # a snapshot: the write would change what it reads
-    shape, plan = index_plan(em, node, view, entries)
-    has_tensor = any(k == "tensor" for k, _ in plan)
-    mask = None
-    if has_tensor and em.checks:
-        mask = em.allocate(view.shape, "np.bool_", f"the written-element mask of a unique store to {view.label}",
-                           fill="False", prefix="m")
-    with em.loop_nest(shape, parallel=not has_tensor) as idx:
-        v = em.elem(value, idx)
-        element = coords(em, plan, idx)
-        note(em, node.inputs[0], view, element, WRITE)  # race check
-        cs = ", ".join(element) or "()"
-        if mask is not None:
-            em.check(f"{mask}[{cs}]", C.UNIQUE_STORE_TWICE, view=view.label)
-            em.line(f"{mask}[{cs}] = True")
-        em.line(f"{view.name}[{cs}] = {encode(view.dtype, v)}")
+NUMBA = Dialect(
+    name="numba",
+    zero="0",
+    index=lambda x: f"np.int64({x})",
+    as_index=lambda x: x,  # index expressions are int64 already (add/mul convert their operands)
+    add=add,
+    mul=mul,
+    floordiv=lambda a, b: f"{a} // {b}",
+    mod=lambda a, b: f"{a} % {b}",
+    nonneg=lambda x: f"max(0, {x})",
+    where=lambda c, a, b: f"({a} if {c} else {b})",
+    serial=lambda n: f"range({n})",
+    count=lambda start, end, step: f"max(0, ({end} - {start} + {step} - 1) // {step})",
+    # An index value inline: an int64 copy of a prange index stops Numba vectorising the loop.
+    hold=lambda em, x, hint: _atom(x),
+    # A failed check always leaves the function (checks=False leaves a negative extent to T9).
+    fresh_extent=lambda em, n: n,
+    select=lambda em, d, c, a, b: f"{a} if {c} else {b}",
+    decode=lambda em, view, expr: decode(view.dtype, expr),
+    encode=lambda em, view, expr: encode(view.dtype, expr),
+    subscript=lambda cs: ", ".join(cs) or "()",
+    marked=lambda ref: ref,  # the mask is an array of bools
+    mark="True",
+)

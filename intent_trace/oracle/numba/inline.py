@@ -1,13 +1,13 @@
 """Inlined combines and result arrays, shared by the structured rules (reduce, scan, region ops) and
-scatter_reduce: a module below those rule modules.
+scatter_reduce: a module below those rule modules and the base emitter (whose ``inline_combine`` and
+``result_array`` the shared folds call, :mod:`intent_trace.codegen.folds`).
 """
 from __future__ import annotations
 
 from ... import types as T
 from ...graph.lowering import leaf_values, pointwise_shape, scalar_param
-from .base import shape_text
 from .scalar_rules import np_type
-from .values import Aggregate, Lazy, Scalar
+from .values import Aggregate, Lazy, Scalar, shape_text
 
 
 def pointwise_combine(node) -> bool:
