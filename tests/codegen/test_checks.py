@@ -7,6 +7,7 @@ import pytest
 import intent_trace as intent
 from intent_trace import I
 from intent_trace.codegen import checks as C
+from intent_trace.graph import ops
 
 
 @intent.kernel
@@ -73,6 +74,51 @@ def random_bits(c: I.In[I.i32, ("N",)], y: I.InOut[I.u32, ("N",)], seed: I.u64):
     y[d] = I.random.bits(seed, c[d])
 
 
+@intent.kernel
+def stated(x: I.In[I.f32, ("N",)], y: I.In[I.f32, ("H",)], out: I.InOut[I.f32, ("N",)]):
+    I.assume_equal(x.shape[0], 2 * y.shape[0])
+    out[:] = x[:]
+
+
+def _stated_sides() -> dict:
+    """The sides' texts as the trace recorded them (each names its kernel's file and line)."""
+    (node,) = [n for n in stated.trace().body.nodes if n.op is ops.assume_equal]
+    return {"lhs": node.attr("lhs"), "rhs": node.attr("rhs")}
+
+
+@intent.kernel
+def counted_runtime(v: I.In[I.i32, ("N",)], out: I.InOut[I.i32, ("B",)]):
+    out[:] = I.histogram(v[:], bins=out.shape[0], count_dtype=I.i32)
+
+
+@intent.kernel
+def quantized(x: I.In[I.f32, ("K",)], d: I.InOut[I.f32, ("P",)]):
+    d[I.domain(0, x.shape[0] // 256)] = I.quantize(x[:], format=I.quant.q8_k).d
+
+
+@intent.kernel
+def mx_carriers(a: I.In[I.u8, ("M", "G", "C")], sa: I.In[I.u8, ("M", "G")], b: I.In[I.u8, ("G", "CR", "N")],
+                sb: I.In[I.u8, ("N", "G")], out: I.InOut[I.f32, ("M", "N")]):
+    out[:, :] = I.scaled_matmul(a[:, :, :], sa[:, :], b[:, :, :], sb[:, :], lhs_format=I.e2m1, rhs_format=I.e4m3,
+                                group_size=32, acc_dtype=I.f32)
+
+
+@intent.kernel
+def sparse_extents(c: I.In[I.f32, ("M", "KC")], meta: I.In[I.u8, ("M", "KC")], w: I.In[I.f32, ("K", "N")],
+                   out: I.InOut[I.f32, ("M", "N")]):
+    out[:, :] = I.sparse_matmul(c[:, :], meta[:, :], w[:, :], format=I.sparse.two_of_four(), acc_dtype=I.f32)
+
+
+def _mx(c: int, cr: int):
+    return (np.full((2, 1, c), 0x22, np.uint8), np.full((2, 1), 127, np.uint8), np.full((1, cr, 3), 0x30, np.uint8),
+            np.full((3, 1), 127, np.uint8), np.full((2, 3), 3.0, np.float32))
+
+
+def _sparse(kc: int, k: int):
+    return (np.ones((2, kc), np.float32), np.zeros((2, kc), np.uint8), np.ones((k, 3), np.float32),
+            np.full((2, 3), 3.0, np.float32))
+
+
 def _f32(*shape):
     return np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape) + 1.0
 
@@ -97,6 +143,19 @@ CASES = [
      {"bins": 6}),
     (C.RANDOM_COUNTER, random_bits, lambda: (np.array([0, 5, -3, 2], np.int32), np.full(4, 3, np.uint32), 1), (-3,),
      {}),
+    # extent relations a run decides for dynamic extents (issue 15 items 2-4)
+    (C.EXTENT_EQUAL, stated, lambda: (_f32(5), _f32(2), np.full(5, 3.0, np.float32)), (5, 4), _stated_sides),
+    (C.HISTOGRAM_BINS, counted_runtime, lambda: (np.array([0, 1], np.int32), np.zeros(0, np.int32)), (0,),
+     {"bins": "B"}),
+    (C.HISTOGRAM_RUNTIME_BIN, counted_runtime, lambda: (np.array([0, 2, 3, 1], np.int32), np.full(3, 7, np.int32)),
+     (3, 3), {}),
+    (C.QUANTIZE_EXTENT, quantized, lambda: (_f32(300), np.full(2, 3.0, np.float32)), (300,), {"extent": "K"}),
+    (C.SCALED_CARRIER, mx_carriers, lambda: _mx(8, 32), (8,),
+     {"axis": 2, "group": 32, "want": 16, "role": "lhs", "extent": "C", "fmt": "e2m1"}),
+    (C.SPARSE_REDUCTION, sparse_extents, lambda: _sparse(3, 6), (6,),
+     {"axis": 0, "group": 4, "fmt": "I.sparse.two_of_four()", "extent": "K"}),
+    (C.SPARSE_COMPRESSED, sparse_extents, lambda: _sparse(3, 8), (3, 8, 4),
+     {"axis": 1, "rhs_axis": 0, "keep": 2, "group": 4, "fmt": "I.sparse.two_of_four()", "extent": " (KC)"}),
 ]
 
 # Checks some implementation still spells by hand with another message: the files to convert, per check.
@@ -111,6 +170,7 @@ PENDING = {
 def test_a_failed_check_raises_its_message_on_every_target(run, case):
     check, kernel, make, operands, fields = case
     args = make()
+    fields = fields() if callable(fields) else fields
     if "view" in fields and fields["view"] is None:  # a buffer's label: its file and line
         fields = {**fields, "view": _BUFFER_LABEL}
     before = [np.array(a, copy=True) for a in args if isinstance(a, np.ndarray)]
