@@ -250,10 +250,15 @@ def poly_text(a: frozenset, atom_text) -> str:
     """A readable spelling (for messages): ``M*N``, ``2*half - half`` is ``half``; constants last."""
     if not a:
         return "0"
-    parts = []
-    for m, c in sorted(a, key=lambda t: (len(t[0]) == 0, -abs(t[1]))):
+    terms = []
+    for m, c in a:
         factors = "*".join(atom_text(x) if p == 1 else f"{atom_text(x)}^{p}"
                            for x, p in sorted(m, key=lambda t: atom_text(t[0])))
+        terms.append((factors, c))
+    parts = []
+    # constants last, larger coefficients first, then by text: never the frozenset's order, which follows the
+    # atoms' hashes and so the process's hash seed (generated source quoting this text must not vary by process)
+    for factors, c in sorted(terms, key=lambda t: (not t[0], -abs(t[1]), t[0], t[1])):
         mag = abs(c)
         term = str(mag) if not factors else factors if mag == 1 else f"{mag}*{factors}"
         parts.append(("- " if c < 0 else "+ ") + term)
