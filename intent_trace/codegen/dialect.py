@@ -65,5 +65,6 @@ class Dialect:
         """The element count of extents ``shape`` (index text)."""
         out = "1"
         for s in shape:
-            out = self.mul(out, self.as_index(s))
+            if s != "1":  # a unit axis multiplies by nothing: [M] and [M, 1] have one spelling, so no check
+                out = self.mul(out, self.as_index(s))
         return self.as_index(out) if out == "1" else out

@@ -67,22 +67,31 @@ def _same_count(x: I.In[I.f32, ("M",)], y: I.InOut[I.f32, ("M",)]):
     y[:] = I.reshape(x[:], (x.shape[0],)) * 2.0
 
 
-def test_a_reshape_whose_counts_are_one_expression_makes_no_check():
-    # Both element counts are the one expression M: a check between them could never fail, so no target makes it
-    # (no error site: cpu then writes the caller's arrays without staging them).
+@intent.kernel
+def _unit_axis(x: I.In[I.f32, ("M",)], y: I.InOut[I.f32, ("M",)]):
+    column = I.reshape(x[:], (x.shape[0], 1))  # [M] -> [M, 1], as every row kernel's keepdims spells it
+    y[:] = I.reshape(column * 2.0, (x.shape[0],))
+
+
+@pytest.mark.parametrize("kernel", [_same_count, _unit_axis], ids=lambda k: k.name)
+def test_a_reshape_whose_counts_are_one_expression_makes_no_check(kernel):
+    # Both element counts are the one expression M (a unit axis multiplies by nothing): a check between them could
+    # never fail, so no target makes it (no error site: cpu then writes the caller's arrays without staging them).
     from intent_trace.backends.tilelang.target import generate_program
 
-    graph = _same_count.trace()
+    graph = kernel.trace()
     assert "reshape" in str(graph)
-    assert intent.compile(_same_count, target="cpu").source.count("ERROR_SITES = []") == 1
+    assert intent.compile(kernel, target="cpu").source.count("ERROR_SITES = []") == 1
     for target in ("tilelang-c", "tilelang-cuda", "tilelang-metal"):
         assert generate_program(graph, target).error_sites == (), target
 
 
-def test_a_reshape_of_the_same_count_moves_the_values(run):
-    x = np.arange(5, dtype=np.float32) - 2
-    y = np.zeros(5, np.float32)
-    run(_same_count, x, y)
+@pytest.mark.parametrize("kernel", [_same_count, _unit_axis], ids=lambda k: k.name)
+@pytest.mark.parametrize("m", [0, 1, 5])
+def test_a_reshape_of_the_same_count_moves_the_values(run, kernel, m):
+    x = np.arange(m, dtype=np.float32) - 2
+    y = np.zeros(m, np.float32)
+    run(kernel, x, y)
     np.testing.assert_array_equal(y, x * 2)
 
 
