@@ -200,7 +200,7 @@ template <typename T, typename F> T itm_atomic(itm::ptr<atomic<T>> p, bool write
     itm::out_of_bounds(p.region, p.off, p.count, write, p.line);
     return T();
   }
-  if (itm::D->track) itm::record(p.region, p.off, write, true, p.line);
+  if (itm::D->track) itm::record(p.region, p.byte(p.off), sizeof(atomic<T>), write, true, p.line);
   T old = p.base[p.off].v;
   if (write) p.base[p.off].v = f(old);
   return old;

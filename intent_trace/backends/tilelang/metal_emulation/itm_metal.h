@@ -35,8 +35,9 @@
 //   Simdgroup reductions and matrix products use one fixed order (ascending lanes, k), an Apple GPU may use another.
 // - The race detector remembers the last write and up to two reads per element: with three or more concurrent
 //   readers of one element it can miss a race against one of them. Threadgroup memory starts as all-ones bytes
-//   (NaN, -1), so reading it before writing shows. Pointer casts between element types and 2-D threadgroup arrays
-//   are not supported.
+//   (NaN, -1), so reading it before writing shows. A pointer cast to another element type (TVM's merged threadgroup
+//   buffer, an atomic view of an element) keeps its region: bounds are the region's, races are recorded per element
+//   of the region's declared type that the access touches. 2-D threadgroup arrays are not supported.
 #pragma once
 #include <limits.h>
 #include <math.h>

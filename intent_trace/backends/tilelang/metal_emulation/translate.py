@@ -35,6 +35,7 @@ _POINTER = re.compile(r"\b((?:(?:const|volatile)\s+)*)(device|threadgroup)\s+((?
                       r"([A-Za-z_][\w:]*(?:<[\w\s,:]*>)?)\s*\*\s*(?:__restrict\w*\s+)?")
 _SHARED_ARRAY = re.compile(r"^(\s*)threadgroup\s+([A-Za-z_][\w:]*(?:<[\w\s,:]*>)?)\s+([A-Za-z_]\w*)\s*\[([^\]]+)\]\s*;")
 _SHARED_SCALAR = re.compile(r"^(\s*)threadgroup\s+([A-Za-z_][\w:]*(?:<[\w\s,:]*>)?)\s+([A-Za-z_]\w*)\s*;")
+_REINTERPRET = re.compile(r"reinterpret_cast<\s*(itm::ptr<[^<>]*>)\s*>")
 _LOCAL_POINTER = re.compile(r"itm::ptr<[^>]*>\s+([A-Za-z_]\w*)\s*=")
 _KERNEL = re.compile(r"(?:\[\[\s*kernel\b[^\]]*\]\]|\bkernel)\s*void\s+([A-Za-z_]\w*)\s*\(")
 _ATTRIBUTE = re.compile(r"\[\[\s*([A-Za-z_]\w*)\s*(?:\(\s*(\d+)\s*\))?\s*\]\]")
@@ -181,6 +182,7 @@ def translate(source: str, kernel: str | None = None) -> Translation:
     text = re.sub(r"#include\s*<metal_stdlib>", '#include "itm_metal.h"', split_inline_conditionals(source))
     text = re.sub(r"#include\s*<metal_\w+>", "", text)
     text = _POINTER.sub(_pointer, text)
+    text = _REINTERPRET.sub(r"\1", text)  # reinterpret_cast<itm::ptr<A>>(p): the checked pointer's cast (same region)
     kernels = [m for m in _KERNEL.finditer(text) if kernel is None or m[1] == kernel]
     if len(kernels) != 1:
         found = [m[1] for m in _KERNEL.finditer(text)]
