@@ -465,10 +465,11 @@ class RowEmitter(TileLangEmitter):
     # ^ 1). Each lane combines (its value, its partner's) with the reduce's own combine. Two barriers per
     # reduction: after the warps' totals are stored, after the row's result is.
     def _butterfly(self, node, acc_t, pos, accs: list, width: int) -> None:
-        step = width // 2
+        step, lanes = width // 2, self.target.lanes
+        dtypes = [self.tir(t.dtype) for t in T.leaf_types(acc_t)]
         while step:
             mine = [self.assign(a, "x") for a in accs]
-            other = [self.assign(f"T.shfl_xor({m}, {step})", "x") for m in mine]
+            other = [self.assign(lanes.shuffle(self, "xor", m, step, d), "x") for m, d in zip(mine, dtypes)]
             for acc, value in zip(accs, combine(self, node, acc_t, mine, other, [], pos)):
                 self.line(f"{acc} = {value}")
             step //= 2

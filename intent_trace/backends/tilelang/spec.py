@@ -72,3 +72,8 @@ class TileLangTarget:
     # full reductions and scans over a long axis: a multi-block program (several kernels, partials in workspaces
     # of its own: cuda_reduce), asked after row_group
     multi_block: Callable | None = None
+    # how the threads of a block exchange values in the block programs (shuffles, atomic adds: lanes.Lanes), None
+    # for a target that runs them only emulated (serial loops)
+    lanes: object | None = None
+    # every kernel of a program of several launches carries the prelude (Metal compiles each kernel alone)
+    prelude_every_kernel: bool = False

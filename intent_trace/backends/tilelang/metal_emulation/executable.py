@@ -135,9 +135,16 @@ class ProgramKernel:
             for dim, n in zip(shape, tuple(value.shape)):
                 if isinstance(dim, str):
                     values.setdefault(dim, int(n))
-        for kernel, (grid, threads) in zip(self.kernels, self.launches):
-            blocks = tuple(_evaluate(g, values) for g in grid) or (1,)
+        for kernel, (blocks, threads) in zip(self.kernels, launch_sizes(self.launches, values)):
             kernel(buffers, values, blocks, threads, seed=seed)
+
+
+def launch_sizes(launches, values: dict) -> list:
+    """[(threadgroups, threads per threadgroup)] of each launch (:func:`_signature`'s, or a program text's) at the
+    extents and scalars ``values`` (``{"d0": 4096, ...}``)."""
+    if isinstance(launches, str):
+        launches = _signature(launches)[1]
+    return [(tuple(_evaluate(g, values) for g in grid) or (1,), threads) for grid, threads in launches]
 
 
 def _signature(program: str) -> tuple:

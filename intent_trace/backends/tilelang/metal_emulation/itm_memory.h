@@ -226,6 +226,10 @@ template <> struct esize<void> { static constexpr long value = 1; };
 template <> struct esize<const void> { static constexpr long value = 1; };
 
 template <typename T> struct Ref;
+// The value type of an expression: an element reference (Ref) reads as its element.
+template <typename T> struct value { using type = T; };
+template <typename T> struct value<Ref<T>> { using type = std::remove_const_t<T>; };
+template <typename T> using value_t = typename value<std::decay_t<T>>::type;
 
 // A pointer into a device buffer or threadgroup array: every access is bounds-checked and recorded. `base` is the
 // region's first byte (plus `shift`, a cast's misalignment) as a T*, `off` the element it points at, `count` the
@@ -253,9 +257,11 @@ template <typename T> struct ptr {
     base = region != nullptr ? (T*)((char*)region->base + shift) : nullptr;
   }
   ptr at_line(int l) const { return ptr(base, region, count, off, l, shift); }
-  template <typename I> static long index(I i) {
-    static_assert(std::is_integral<I>::value, "a Metal pointer is indexed by an integer");
-    if (std::is_unsigned<I>::value && (unsigned long long)i > (unsigned long long)LONG_MAX) return LONG_MAX;
+  template <typename I> static long index(const I& at) {  // an integer, or an element read as one (`x[idx[i]]`)
+    using V = value_t<I>;
+    static_assert(std::is_integral<V>::value, "a Metal pointer is indexed by an integer");
+    V i = (V)at;
+    if (std::is_unsigned<V>::value && (unsigned long long)i > (unsigned long long)LONG_MAX) return LONG_MAX;
     return (long)i;
   }
   template <typename I> Ref<T> operator[](I i) const { return Ref<T>(*this, off + index(i)); }
@@ -310,7 +316,4 @@ template <typename T> struct Ref {
   Ref at_line(int l) const { return Ref(p.at_line(l), k); }
 };
 
-template <typename T> struct value { using type = T; };
-template <typename T> struct value<Ref<T>> { using type = std::remove_const_t<T>; };
-template <typename T> using value_t = typename value<std::decay_t<T>>::type;
 }  // namespace itm
