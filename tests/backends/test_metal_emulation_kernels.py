@@ -425,11 +425,11 @@ def test_a_merged_threadgroup_buffer_cast_to_other_element_types_and_atomics_thr
     assert sums.tolist() == x.reshape(3, 8).sum(axis=1).tolist()  # small integers: exact
     assert counts.tolist() == [6] * 8  # 16 threads a group, two per bin, three groups
     src = MERGED.replace("  threadgroup_barrier(mem_flags::mem_threadgroup);  // BARRIER\n", "")
-    with pytest.raises(EmulationError, match=rf"data race on threadgroup array buf\[32\]: atomic write by {thread(0)} at line "
-                                             rf"{line_of(src, 'ATOMIC')} and write by {thread(8)} at line "
-                                             rf"{line_of(src, 'ZERO')}"):
+    race = (rf"data race on threadgroup array buf\[32\]: atomic write by {thread(0)} at line {line_of(src, 'ATOMIC')} "
+            rf"and write by {thread(8)} at line {line_of(src, 'ZERO')}")
+    with pytest.raises(EmulationError, match=race):
         EmulatedKernel(src)({"x": x, "sums": sums, "counts": counts}, grid=1, threads=16)
-    bad = MERGED.replace("(threadgroup char*)buf + 32)", "(threadgroup char*)buf + 40)")  # bins[6], bins[7] past the end
+    bad = MERGED.replace("(threadgroup char*)buf + 32)", "(threadgroup char*)buf + 40)")  # bins[6], [7] past the end
     with pytest.raises(EmulationError, match=r"out-of-bounds write of threadgroup array buf: element 16 of 16"):
         EmulatedKernel(bad)({"x": x, "sums": sums, "counts": counts}, grid=1, threads=16)
 

@@ -17,8 +17,9 @@ Metal's atomic functions act on 32-bit words (``atomic_int``, ``atomic_uint``; M
   (:func:`grid_refusal`), so those programs stay serial on Metal (what ``exe.schedule`` says).
 
 The one 64-bit atomic a grid needs, a histogram's or scatter's integer add whose old value is not read, is
-``itb_atomic_add64`` (:data:`ADD64`): two 32-bit atomic adds, the carry out of the low word added into the high word (exact for the
-element's final value, T2 wrap-around; a reader during the kernel could see the halves apart, and none does).
+``itb_atomic_add64`` (:data:`ADD64`): two 32-bit atomic adds, the carry out of the low word added into the high
+word (exact for the element's final value, T2 wrap-around; a reader during the kernel could see the halves apart,
+and none does).
 """
 from __future__ import annotations
 
