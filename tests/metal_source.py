@@ -83,12 +83,52 @@ def _metal_cannot_run(graph) -> str | None:
     return None
 
 
+def _prefetch(program: str) -> None:
+    """In the worker: the emulated Metal program lowered and compiled (both kept on disk, keyed by their text), so
+    the test's emulated-Metal case finds them. A failure is left for that case to report."""
+    from intent_trace.backends.tilelang.metal_emulation.executable import ProgramKernel
+
+    try:
+        for kernel in ProgramKernel(program).kernels:
+            kernel.library  # noqa: B018  (compiles and loads it)
+    except Exception:  # noqa: BLE001
+        pass
+
+
 class MetalSourceCheck:
-    """Lowers kernels for tilelang-metal: ``submit`` now, ``wait`` for the verdict (an AssertionError)."""
+    """Lowers kernels for tilelang-metal: ``submit`` now, ``wait`` for the verdict (an AssertionError); ``prefetch``
+    builds a kernel's emulated program in the worker, ``wait_prefetch`` waits for it."""
 
     def __init__(self):
         self._pool = None
         self._verdicts: dict = {}  # program text -> future of _lower
+        self._prefetches: dict = {}  # program text -> future of _prefetch
+
+    def _submit(self, function, program: str):
+        if self._pool is None:
+            self._pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+        return self._pool.submit(function, program)
+
+    @staticmethod
+    def _program(kernel, constexprs: dict) -> str | None:
+        from intent_trace.backends.tilelang.target import generate_program
+
+        try:
+            return generate_program(kernel.trace(**constexprs), TARGET).text
+        except Exception:  # noqa: BLE001  (the case itself says why)
+            return None
+
+    def prefetch(self, kernel, constexprs: dict) -> None:
+        """Lower and compile ``kernel``'s emulated Metal program in the worker (once per program text)."""
+        program = self._program(kernel, constexprs)
+        if program is not None and program not in self._prefetches:
+            self._prefetches[program] = self._submit(_prefetch, program)
+
+    def wait_prefetch(self, kernel, constexprs: dict) -> None:
+        """Wait until the worker has built ``kernel``'s emulated Metal program, if it was asked to."""
+        future = self._prefetches.get(self._program(kernel, constexprs)) if self._prefetches else None
+        if future is not None:
+            future.result(timeout=600)
 
     def submit(self, kernel, constexprs: dict):
         """A pending check of ``kernel`` (None when it does not trace: the run will say why)."""
@@ -107,10 +147,7 @@ class MetalSourceCheck:
             return _Done(f"{kernel!r}: LoweringError for {TARGET}: {e}")
         future = self._verdicts.get(program)
         if future is None:
-            if self._pool is None:
-                self._pool = concurrent.futures.ProcessPoolExecutor(
-                    1, mp_context=multiprocessing.get_context("spawn"))
-            future = self._verdicts[program] = self._pool.submit(_lower, program)
+            future = self._verdicts[program] = self._submit(_lower, program)
         return _Pending(repr(kernel), future)
 
     def close(self) -> None:

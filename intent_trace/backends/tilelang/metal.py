@@ -38,19 +38,14 @@ The lowering is the one every TileLang target shares (:mod:`.emitter`); what dif
 """
 from __future__ import annotations
 
-import functools
-import hashlib
-import linecache
 import platform
 import re
 
 import numpy as np
 
 from ... import types as T
-from ...errors import LoweringError
-from . import c, metal_atomics
+from . import c, metal_atomics, metal_lower
 from .integer_bodies import integer_renderers
-from .metal_emulation.translate import TranslationError, split_inline_conditionals
 from .metal_math import BASE
 from .metal_quant import FAMILIES as QUANT_FAMILIES
 
@@ -481,29 +476,7 @@ def prelude(definitions: list) -> str:
 
 # --- source without a Mac; running with one -----------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=256)
-def kernel_source(program: str) -> str:
-    """The Metal Shading Language source TileLang generates from the program text (on any OS), repaired where TVM's
-    Metal code generator prints invalid Metal."""
-    import tilelang
-    import tvm
-
-    digest = hashlib.sha256(program.encode()).hexdigest()[:16]
-    filename = f"<intent_trace {NAME} {digest}>"  # TileLang's frontend reads the function's source via inspect
-    linecache.cache[filename] = (len(program), None, program.splitlines(True), filename)
-    namespace: dict = {"__name__": f"intent_trace_metal_{digest}"}
-    exec(compile(program, filename, "exec"), namespace)  # noqa: S102  (our own generated text)
-    try:
-        with tvm.target.Target("metal"):
-            artifact = tilelang.lower(namespace["kernel"], target="metal")
-    except Exception as e:
-        raise LoweringError(f"target {NAME}: TileLang failed to lower the generated program to Metal: {e}") from e
-    # TVM's Metal code generator prints a declaration it binds inside an expression into the middle of an assignment
-    # (invalid Metal): moved out, on the same lines (metal_emulation.translate.split_inline_conditionals)
-    try:
-        return split_inline_conditionals(artifact.kernel_source)
-    except TranslationError as e:
-        raise LoweringError(f"target {NAME}: TileLang's Metal source has a statement it cannot repair: {e}") from e
+kernel_source = metal_lower.kernel_source  # the Metal source of a program (lowered on any OS, cached)
 
 
 def to_device(tensor):

@@ -135,8 +135,8 @@ class ProgramKernel:
             for dim, n in zip(shape, tuple(value.shape)):
                 if isinstance(dim, str):
                     values.setdefault(dim, int(n))
-        for kernel, (blocks, threads) in zip(self.kernels, launch_sizes(self.launches, values)):
-            kernel(buffers, values, blocks, threads, seed=seed)
+        for kernel, launch, (blocks, threads) in zip(self.kernels, self.launches, launch_sizes(self.launches, values)):
+            kernel(buffers, _host_values(launch[2], values), blocks, threads, seed=seed)
 
 
 def launch_sizes(launches, values: dict) -> list:
@@ -144,12 +144,12 @@ def launch_sizes(launches, values: dict) -> list:
     extents and scalars ``values`` (``{"d0": 4096, ...}``)."""
     if isinstance(launches, str):
         launches = _signature(launches)[1]
-    return [(tuple(_evaluate(g, values) for g in grid) or (1,), threads) for grid, threads in launches]
+    return [(tuple(_evaluate(g, values) for g in grid) or (1,), threads) for grid, threads, _ in launches]
 
 
 def _signature(program: str) -> tuple:
-    """([(param name, shape entries or None for a scalar)], [(grid expressions, threads)] of each launch in program
-    order) of the program's ``kernel``."""
+    """([(param name, shape entries or None for a scalar)], [(grid expressions, threads, the body's bindings)] of
+    each launch in program order) of the program's ``kernel``."""
     tree = ast.parse(program)
     fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "kernel")
     params = []
@@ -163,11 +163,27 @@ def _signature(program: str) -> tuple:
     calls = [item.context_expr for node in ast.walk(fn) if isinstance(node, ast.With) for item in node.items]
     launches = sorted((c for c in calls if isinstance(c, ast.Call) and getattr(c.func, "attr", "") == "Kernel"),
                       key=lambda c: (c.lineno, c.col_offset))
+    withs = {id(item.context_expr): node for node in ast.walk(fn) if isinstance(node, ast.With) for item in node.items}
     out = []
     for launch in launches:
         threads = next((ast.literal_eval(k.value) for k in launch.keywords if k.arg == "threads"), 1)
-        out.append((tuple(launch.args), threads))
+        lets = tuple((s.targets[0].id, s.value) for s in withs[id(launch)].body
+                     if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name))
+        out.append((tuple(launch.args), threads, lets))
     return params, out
+
+
+def _host_values(lets: tuple, values: dict) -> dict:
+    """``values`` and the kernel body's bindings of extents and scalars (``v1 = d0``): TVM computes those on the
+    host and passes them in the argument struct. A binding of anything else (a thread index, a load) is the
+    kernel's own and is skipped."""
+    values = dict(values)
+    for name, expr in lets:
+        try:
+            values.setdefault(name, _evaluate(expr, values))
+        except Exception:  # noqa: BLE001  (not a host value: the kernel computes it)
+            continue
+    return values
 
 
 class EmulatedMetalExecutable(TileLangExecutable):
