@@ -3,7 +3,8 @@ in the suite"), checked alongside the tilelang-c runs.
 
 Each kernel a test runs on tilelang-c through the shared ``run`` fixture (or ``run_both``) is also lowered for
 tilelang-metal: the TileLang program here, at once (a LoweringError is a failure unless the kernel uses f64,
-which Metal lacks), and the Metal source by ``tilelang.lower`` in one
+which Metal lacks; so is a serial program where tilelang-cuda's general program is a grid, unless Metal's atomics
+are why), and the Metal source by ``tilelang.lower`` in one
 worker process, which uses the core the serial suite leaves idle while g++ runs. The test waits for its
 kernels' source at teardown; the same program text is lowered once per session.
 """
@@ -83,6 +84,26 @@ def _metal_cannot_run(graph) -> str | None:
     return None
 
 
+_SERIAL = "with T.Kernel(1, threads=1,"  # the one-thread launch of the serial program (tilelang-cuda and -metal)
+
+
+def _serial_where_cuda_is_not(graph, program: str) -> str | None:
+    """The same rule as CUDA (T10): a kernel whose tilelang-cuda general program is a grid of threads gets one on
+    tilelang-metal too, unless Metal's atomics cannot do it (metal_grid.refusal); else what went wrong."""
+    from intent_trace.backends.tilelang import metal_grid
+    from intent_trace.backends.tilelang.target import generate_program
+
+    if _SERIAL not in program:
+        return None
+    try:
+        cuda = generate_program(graph, "tilelang-cuda").text
+    except LoweringError:
+        return None
+    if _SERIAL in cuda or metal_grid.refusal(graph) is not None:
+        return None
+    return f"{TARGET} runs it in one thread where tilelang-cuda's general program is a grid of threads"
+
+
 def _prefetch(program: str) -> None:
     """In the worker: the emulated Metal program lowered and compiled (both kept on disk, keyed by their text), so
     the test's emulated-Metal case finds them. A failure is left for that case to report."""
@@ -145,6 +166,9 @@ class MetalSourceCheck:
             if why is not None and why in str(e):
                 return None
             return _Done(f"{kernel!r}: LoweringError for {TARGET}: {e}")
+        serial = _serial_where_cuda_is_not(graph, program)
+        if serial is not None:
+            return _Done(f"{kernel!r}: {serial}")
         future = self._verdicts.get(program)
         if future is None:
             future = self._verdicts[program] = self._submit(_lower, program)

@@ -434,6 +434,26 @@ def test_a_merged_threadgroup_buffer_cast_to_other_element_types_and_atomics_thr
         EmulatedKernel(bad)({"x": x, "sums": sums, "counts": counts}, grid=1, threads=16)
 
 
+def test_threadgroup_memory_beyond_32_kib_is_reported():
+    src = HEADER + """
+kernel void big(device float* out [[buffer(0)]], uint t [[thread_position_in_threadgroup]]) {
+  threadgroup float a[4096];
+  threadgroup float b[COUNT];  // SECOND
+  a[t] = 1.0f;
+  b[t] = 2.0f;
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  out[t] = a[t] + b[t];
+}
+"""
+    out = np.zeros(2, np.float32)
+    EmulatedKernel(src.replace("COUNT", "4096"))({"out": out}, threads=2)  # 32 KiB: the limit, allowed
+    assert out.tolist() == [3.0, 3.0]
+    bad = src.replace("COUNT", "4097")
+    with pytest.raises(EmulationError, match=rf"threadgroup memory of 32772 bytes \(with b, line "
+                                             rf"{line_of(bad, 'SECOND')}\) exceeds the 32768 bytes"):
+        EmulatedKernel(bad)({"out": out}, threads=2)
+
+
 def test_a_thread_that_overflows_its_stack_faults_instead_of_writing_past_it():
     """Each fiber's stack has an inaccessible page below it and frames are probed page by page
     (-fstack-clash-protection): a kernel whose thread needs more than its stack dies of SIGSEGV, and nothing

@@ -94,10 +94,11 @@ def parallel_grid(graph):
     """The top-level parallel loop as a grid (:func:`.cuda_kernels.parallel_grid`), unless an atomic in it is one
     Metal cannot do at once in many threads (:func:`.metal_atomics.grid_refusal`)."""
     grid = cuda_kernels.parallel_grid(graph)
-    if grid is None:
-        return None
-    body = [n for region in grid.node.regions for n in walk_region(region)]
-    return None if metal_atomics.grid_refusal(body) is not None else grid
+    return grid if grid is not None and _loop_refusal(grid) is None else None
+
+
+def _loop_refusal(grid) -> str | None:
+    return metal_atomics.grid_refusal([n for region in grid.node.regions for n in walk_region(region)])
 
 
 def indexed_grid(graph):
@@ -107,8 +108,21 @@ def indexed_grid(graph):
     if plan is not None:
         return plan
     plan = scatter_plan(graph)
-    if plan is None:
-        return None
+    return plan if plan is not None and _scatter_refusal(plan) is None else None
+
+
+def _scatter_refusal(plan) -> str | None:
     d = T.DTYPES[plan.scatter.dtype]
-    ok = metal_atomics.native(d) or (plan.native and d.bits == 64)
-    return plan if ok else None
+    if metal_atomics.native(d) or (plan.native and d.bits == 64):
+        return None
+    return f"a scatter's {plan.scatter.kind} on {d} elements (Metal has no {d.bits}-bit compare-and-swap)"
+
+
+def refusal(graph) -> str | None:
+    """Why tilelang-metal keeps ``graph`` serial where tilelang-cuda's planners give it a grid, or None: the only
+    difference of the two targets' mappings is what Metal's atomics cannot do (:mod:`.metal_atomics`)."""
+    grid = cuda_kernels.parallel_grid(graph)
+    if grid is not None and _loop_refusal(grid) is not None:
+        return f"its parallel loop has {_loop_refusal(grid)}"
+    plan = scatter_plan(graph)
+    return None if plan is None else _scatter_refusal(plan)

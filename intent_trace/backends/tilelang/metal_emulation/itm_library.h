@@ -25,6 +25,14 @@ template <typename T> ptr<T> shared_array(const void* site, long n, const char* 
   r->space = THREADGROUP;
   r->base = new char[r->bytes > 0 ? r->bytes : 1];
   memset(r->base, 0xff, r->bytes);  // uninitialised threadgroup memory reads as all-ones bits
+  long total = r->bytes;
+  for (auto& s : D->shared) total += s.second->bytes;
+  if (total > THREADGROUP_BYTES && total - r->bytes <= THREADGROUP_BYTES) {
+    char s[300];
+    snprintf(s, sizeof s, "threadgroup memory of %ld bytes (with %s, line %d) exceeds the %ld bytes of an Apple GPU's "
+             "threadgroup", total, name, line, (long)THREADGROUP_BYTES);
+    report(s);
+  }
   D->shared.push_back({site, r});
   return ptr<T>((T*)r->base, r, n, 0, line);
 }

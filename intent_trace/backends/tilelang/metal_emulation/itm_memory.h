@@ -89,6 +89,7 @@ enum Space { DEVICE = 0, THREADGROUP = 1 };
 enum State { RUNNING, DONE, AT_BARRIER, AT_SIMD };
 constexpr int SIMD_WIDTH = 32;
 constexpr int MAX_REPORTS = 16;
+constexpr long THREADGROUP_BYTES = 32768;  // threadgroup memory a kernel may use on Apple GPUs (32 KiB)
 constexpr size_t GUARD = 1 << 16;  // bytes of inaccessible memory below each fiber's stack
 
 struct Access {  // one remembered access to an element

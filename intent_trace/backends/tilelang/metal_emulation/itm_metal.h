@@ -8,6 +8,7 @@
 //   as their bits; arithmetic in float, rounded once to the format: exact for + - * / as float has the bits),
 //   as_type, fma, the address-space keywords (device/thread/constant vanish; `device T*` and `threadgroup T*`
 //   become itm::ptr<T>, checked pointers, and `threadgroup T x[N];` a per-threadgroup shared array).
+// - Threadgroup memory beyond an Apple GPU's 32 KiB is reported.
 // - Checked memory: every access through an itm::ptr is bounds-checked against its buffer (an out-of-bounds access
 //   is reported, never performed: a read gives 0) and, when the dispatch has more than one thread, recorded in a
 //   shadow of the buffer to detect data races: two accesses to one element from different threads, at least one a
