@@ -100,12 +100,6 @@ def test_every_zoo_kernel_s_metal_program_is_parallel_and_calls_no_software_exp_
 # --- running them: the emulator against NumPy ---------------------------------------------------------------------
 
 @intent.kernel
-def row_argmax(x: I.In[I.f32, ("M", "N")], at: I.Out[I.index, ("M",)]):
-    _, where = I.arg_reduce.max(x[:, :], axis=1)
-    at[:] = where
-
-
-@intent.kernel
 def row_max_i16(k: I.In[I.i16, ("M", "N")], top: I.Out[I.i16, ("M",)]):
     top[:] = I.reduce.max(k[:, :], axis=1)
 
@@ -126,7 +120,7 @@ def test_row_shuffles_of_i64_i16_bool_and_u64_accumulators(n):
     x[1, n // 2] = x[1, 0] = 9.0  # a tie: the first index wins
     k = RNG.integers(-300, 300, (3, n)).astype(np.int16)
     u = RNG.integers(0, 256, (3, n)).astype(np.uint8)
-    cases = [(row_argmax, (x,), np.zeros(3, np.int64), np.argmax(x, axis=1)),
+    cases = [(row_kernels.row_argmax, (x,), np.zeros(3, np.int64), np.argmax(x, axis=1)),
              (row_max_i16, (k,), np.zeros(3, np.int16), k.max(axis=1)),
              (row_any, (x,), np.zeros(3, bool), (x > 3.0).any(axis=1)),
              (row_sum_u8, (u,), np.zeros(3, np.uint64), u.astype(np.uint64).sum(axis=1))]
