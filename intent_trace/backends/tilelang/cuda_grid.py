@@ -1,7 +1,8 @@
 """What the indexed grid programs share (:mod:`.cuda_histogram`, :mod:`.cuda_scatter`, :mod:`.cuda_gather`): the
 shared emitter with a block's threads bound once, phases between barriers, a grid-stride loop over a flat extent,
 and a failed check that is claimed without leaving the kernel (a thread that left before a barrier would leave its
-block waiting).
+block waiting). CUDA's and Metal's programs alike: where they differ (an atomic add's width) the target's
+``lanes`` says how (:mod:`.lanes`).
 
 With a plan's ``emulated`` the threads of a block are serial loops, one per phase: the C target runs the same
 mapping on the CPU (tests, ``tools/pytest_plugins/emulate_cuda_grids.py``), and a device atomic is the plain

@@ -1,5 +1,6 @@
-"""Full reductions on CUDA: a grid of blocks folds the source into partials, a second kernel combines them and runs
-the consumers (the schedule pass's :class:`~intent_trace.schedule.reduce.FullReduction`).
+"""Full reductions on CUDA (and Metal, in its spelling: :mod:`.metal_grid`): a grid of blocks folds the source into
+partials, a second kernel combines them and runs the consumers (the schedule pass's
+:class:`~intent_trace.schedule.reduce.FullReduction`). Shuffles are the target's (``lanes.shuffle``).
 
 One program, two kernels launched in order on one stream (TileLang writes both from one ``prim_func``):
 

@@ -1,5 +1,7 @@
-"""Row groups on CUDA: a warp or a thread block per row, a cooperative reduction per level (warp shuffles), the
-row's pointwise producers and consumers fused (the schedule pass's :class:`~intent_trace.schedule.rows.RowGroup`).
+"""Row groups on CUDA (and Metal, the same program in its spelling: :mod:`.metal_grid`): a warp or a thread block per
+row, a cooperative reduction per level (warp shuffles), the row's pointwise producers and consumers fused (the
+schedule pass's :class:`~intent_trace.schedule.rows.RowGroup`). A shuffle is the target's (``lanes.shuffle``:
+``T.shfl_xor`` on CUDA, a ``simd_shuffle_xor`` helper on Metal), so "warp" below is Metal's simdgroup too.
 
 The program is the shared lowering's (:class:`.emitter.TileLangEmitter`: every element, every combine is the code
 the serial program writes, with the same helpers, so numerics come from one place); :class:`RowEmitter` changes

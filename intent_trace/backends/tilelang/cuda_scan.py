@@ -1,5 +1,6 @@
-"""Scans along a long axis on CUDA: reduce-then-scan over contiguous segments (the schedule pass's
-:class:`~intent_trace.schedule.scan.AxisScan`).
+"""Scans along a long axis on CUDA (and Metal, in its spelling: :mod:`.metal_grid`): reduce-then-scan over contiguous
+segments (the schedule pass's :class:`~intent_trace.schedule.scan.AxisScan`). Shuffles are the target's
+(``lanes.shuffle``: ``T.shfl_up`` on CUDA, a ``simd_shuffle_up`` helper on Metal).
 
 The axis is cut into tiles of ``threads * UNROLL`` consecutive elements; ``G = min(tiles, BLOCKS)`` blocks each own a
 contiguous run of ``ceil(tiles / G)`` tiles. In a tile, thread ``tx`` owns the UNROLL consecutive elements

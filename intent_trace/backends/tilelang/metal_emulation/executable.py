@@ -7,9 +7,11 @@ host memory (the staged arrays' torch tensors are passed as they are). Anything 
 out-of-bounds access, a data race) raises :class:`~.kernel.EmulationError` and, like a failed check, commits
 nothing: the caller's arrays stay as they were.
 
-For the verifier's Stage Two (``verify metal-tilelang --emulate``, not wired yet): :func:`build_emulated` takes the
-graph, the target value (:data:`..targets.METAL`) and ``checks`` as :func:`..target.build` passes them and returns
-a drop-in executable (``.graph``, ``.target == "tilelang-metal"``, ``.source``, ``__call__``, ``.emulated``).
+:func:`build_emulated` takes the graph, the target value (:data:`..targets.METAL`) and ``checks`` as
+:func:`..target.build` passes them and returns a drop-in executable (``.graph``, ``.target == "tilelang-metal"``,
+``.source``, ``__call__``, ``.emulated``), which the verifier's Stage Two uses (``verify metal-tilelang --emulate``).
+A program of several launches (a multi-block reduction, a scan, a histogram) runs them in order, each over the grid
+its launch computes from the call's extents.
 """
 from __future__ import annotations
 
