@@ -1,4 +1,5 @@
-"""The ``tilelang-metal`` target's choices: TileLang's Metal target, one serial program, float-only helper bodies.
+"""The ``tilelang-metal`` target's choices: TileLang's Metal target, the schedule's parallel programs, float-only helper
+bodies.
 
 The lowering is the one every TileLang target shares (:mod:`.emitter`); what differs here:
 
@@ -13,6 +14,8 @@ The lowering is the one every TileLang target shares (:mod:`.emitter`); what dif
   (:mod:`.metal_grid`: threadgroups of threads, simdgroup shuffles, threadgroup memory and barriers, device atomics);
   a graph no planner takes runs in one threadgroup of one thread (``T.Kernel(1, threads=1)``, the correctness
   baseline). Each kernel of a program of several launches carries the prelude (Metal compiles each alone).
+  TileLang's ``torch`` adapter launches one kernel: on a Mac, a program of several launches (a full reduction, a
+  scan, a histogram) needs its ``tvm_ffi`` Metal backend (untested: no Mac here).
 - Helpers: Metal has no 64-bit float, so the bodies are not :mod:`.c`'s. Per T10 the T4 functions Metal has are
   ``metal::precise::`` calls, division is the hardware's (correctly rounded in safe mode: the MSL specification's
   accuracy table, cited at :func:`_div`), NaN results and T4's special values are decided in code around them
@@ -27,7 +30,8 @@ The lowering is the one every TileLang target shares (:mod:`.emitter`); what dif
   fast math.
 - Early exit (a failed run-time check, :mod:`.storage`): TileLang drops ``T.ret`` from Metal kernels and its
   Metal code generator has no ``T.thread_return``, so :data:`early_exit` calls ``itm_return``, a macro for
-  ``return`` that every prelude defines.
+  ``return`` that every prelude defines. On a grid, the first failing thread claims the error record
+  (:func:`.metal_grid.claim_source`).
 - Workspaces: Metal kernels cannot allocate memory, so a buffer that is not small and static is a hidden buffer
   parameter the host allocates (``host_workspaces``, :mod:`.storage`); one whose size depends on data computed
   in the kernel is rejected.
