@@ -24,7 +24,7 @@ from intent_trace.kernel import Kernel
 from metal_source import _metal_cannot_run as metal_cannot_run
 
 pytest.importorskip("tilelang")
-from backends.test_tilelang_metal import _definition  # noqa: E402
+from backends.test_tilelang_metal import EXAMPLE_KERNELS, _definition  # noqa: E402
 from intent_trace.backends.tilelang import metal, targets  # noqa: E402
 from intent_trace.backends.tilelang.metal_emulation.executable import ProgramKernel, launch_sizes  # noqa: E402
 from intent_trace.backends.tilelang.metal_emulation.kernel import EmulatedKernel, EmulationError  # noqa: E402
@@ -71,6 +71,14 @@ def test_metal_gets_the_mapping_cuda_s_general_program_gets(name):
     cuda = schedule_of(graph, targets.CUDA, specializations=()).general
     metal = schedule_of(graph, targets.METAL).general
     assert metal.mapping == cuda.mapping, (metal.describe(), cuda.describe())
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLE_KERNELS))
+def test_every_example_gets_the_mapping_cuda_s_general_program_gets(name):
+    kernel, constexprs = EXAMPLE_KERNELS[name]
+    graph = kernel.trace(**constexprs)
+    cuda = schedule_of(graph, targets.CUDA, specializations=()).general
+    assert schedule_of(graph, targets.METAL).general.mapping == cuda.mapping
 
 
 ZOO_SHAPES = 4096  # every extent of the inspected launch: large enough that every grid has several threadgroups
