@@ -34,8 +34,11 @@
 //   (metal::precise::, metal::fast::: exp, log, sin, pow, rsqrt, ...) is the host's libm (itm_library.h): its
 //   results are the host's, not an Apple GPU's, and the verifier does not count them as evidence about the GPU.
 //   Simdgroup reductions and matrix products use one fixed order (ascending lanes, k), an Apple GPU may use another.
+// - Threadgroups run one after another (their order seeded): a program that waits on another threadgroup's progress
+//   (a spin on its atomic) never finishes here, and no statement is made about an Apple GPU's forward progress.
 // - The race detector remembers the last write and up to two reads per element: with three or more concurrent
-//   readers of one element it can miss a race against one of them. Threadgroup memory starts as all-ones bytes
+//   readers of one element it can miss a race against one of them, and a thread's atomic write after its own plain
+//   write hides the plain one from later accesses. Threadgroup memory starts as all-ones bytes
 //   (NaN, -1), so reading it before writing shows. A pointer cast to another element type (TVM's merged threadgroup
 //   buffer, an atomic view of an element) keeps its region: bounds are the region's, races are recorded per element
 //   of the region's declared type that the access touches. 2-D threadgroup arrays are not supported.
