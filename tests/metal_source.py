@@ -3,7 +3,8 @@ in the suite"), checked alongside the tilelang-c runs.
 
 Each kernel a test runs on tilelang-c through the shared ``run`` fixture (or ``run_both``) is also lowered for
 tilelang-metal: the TileLang program here, at once (a LoweringError is a failure unless the kernel uses f64,
-which Metal lacks), and the Metal source by ``tilelang.lower`` in one
+which Metal lacks; so is a serial program where tilelang-cuda's general program is a grid, unless Metal's atomics
+are why), and the Metal source by ``tilelang.lower`` in one
 worker process, which uses the core the serial suite leaves idle while g++ runs. The test waits for its
 kernels' source at teardown; the same program text is lowered once per session.
 """
@@ -83,12 +84,72 @@ def _metal_cannot_run(graph) -> str | None:
     return None
 
 
+_SERIAL = "with T.Kernel(1, threads=1,"  # the one-thread launch of the serial program (tilelang-cuda and -metal)
+
+
+def _serial_where_cuda_is_not(graph, program: str) -> str | None:
+    """The same rule as CUDA (T10): a kernel whose tilelang-cuda general program is a grid of threads gets one on
+    tilelang-metal too, unless Metal's atomics cannot do it (metal_grid.refusal); else what went wrong."""
+    from intent_trace.backends.tilelang import metal_grid
+    from intent_trace.backends.tilelang.target import generate_program
+
+    if _SERIAL not in program:
+        return None
+    try:
+        cuda = generate_program(graph, "tilelang-cuda").text
+    except LoweringError:
+        return None
+    if _SERIAL in cuda or metal_grid.refusal(graph) is not None:
+        return None
+    return f"{TARGET} runs it in one thread where tilelang-cuda's general program is a grid of threads"
+
+
+def _prefetch(program: str) -> None:
+    """In the worker: the emulated Metal program lowered and compiled (both kept on disk, keyed by their text), so
+    the test's emulated-Metal case finds them. A failure is left for that case to report."""
+    from intent_trace.backends.tilelang.metal_emulation.executable import ProgramKernel
+
+    try:
+        for kernel in ProgramKernel(program).kernels:
+            kernel.library  # noqa: B018  (compiles and loads it)
+    except Exception:  # noqa: BLE001
+        pass
+
+
 class MetalSourceCheck:
-    """Lowers kernels for tilelang-metal: ``submit`` now, ``wait`` for the verdict (an AssertionError)."""
+    """Lowers kernels for tilelang-metal: ``submit`` now, ``wait`` for the verdict (an AssertionError); ``prefetch``
+    builds a kernel's emulated program in the worker, ``wait_prefetch`` waits for it."""
 
     def __init__(self):
         self._pool = None
         self._verdicts: dict = {}  # program text -> future of _lower
+        self._prefetches: dict = {}  # program text -> future of _prefetch
+
+    def _submit(self, function, program: str):
+        if self._pool is None:
+            self._pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+        return self._pool.submit(function, program)
+
+    @staticmethod
+    def _program(kernel, constexprs: dict) -> str | None:
+        from intent_trace.backends.tilelang.target import generate_program
+
+        try:
+            return generate_program(kernel.trace(**constexprs), TARGET).text
+        except Exception:  # noqa: BLE001  (the case itself says why)
+            return None
+
+    def prefetch(self, kernel, constexprs: dict) -> None:
+        """Lower and compile ``kernel``'s emulated Metal program in the worker (once per program text)."""
+        program = self._program(kernel, constexprs)
+        if program is not None and program not in self._prefetches:
+            self._prefetches[program] = self._submit(_prefetch, program)
+
+    def wait_prefetch(self, kernel, constexprs: dict) -> None:
+        """Wait until the worker has built ``kernel``'s emulated Metal program, if it was asked to."""
+        future = self._prefetches.get(self._program(kernel, constexprs)) if self._prefetches else None
+        if future is not None:
+            future.result(timeout=600)
 
     def submit(self, kernel, constexprs: dict):
         """A pending check of ``kernel`` (None when it does not trace: the run will say why)."""
@@ -105,12 +166,12 @@ class MetalSourceCheck:
             if why is not None and why in str(e):
                 return None
             return _Done(f"{kernel!r}: LoweringError for {TARGET}: {e}")
+        serial = _serial_where_cuda_is_not(graph, program)
+        if serial is not None:
+            return _Done(f"{kernel!r}: {serial}")
         future = self._verdicts.get(program)
         if future is None:
-            if self._pool is None:
-                self._pool = concurrent.futures.ProcessPoolExecutor(
-                    1, mp_context=multiprocessing.get_context("spawn"))
-            future = self._verdicts[program] = self._pool.submit(_lower, program)
+            future = self._verdicts[program] = self._submit(_lower, program)
         return _Pending(repr(kernel), future)
 
     def close(self) -> None:

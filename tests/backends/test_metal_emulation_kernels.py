@@ -390,6 +390,70 @@ kernel void lib(device const float* x [[buffer(0)]], device const float* y [[buf
     assert ints.tolist() == [v for t in range(5) for v in (max(0, t - 2), min(t, 2))]
 
 
+MERGED = HEADER + """
+kernel void merged(device const float* x [[buffer(0)]], device float* sums [[buffer(1)]],
+                   device int* counts [[buffer(2)]], uint t [[thread_position_in_threadgroup]],
+                   uint g [[threadgroup_position_in_grid]]) {
+  threadgroup uchar buf[64];
+  threadgroup float* part = (threadgroup float*)((threadgroup void*)((threadgroup char*)buf + 0));
+  threadgroup uint* bins = (threadgroup uint*)((threadgroup void*)((threadgroup char*)buf + 32));
+  if (t >= 8) bins[t - 8] = 0u;  // ZERO
+  if (t < 8) part[t] = 0.0f;
+  threadgroup_barrier(mem_flags::mem_threadgroup);  // BARRIER
+  if (t < 8) part[t] = x[g * 8 + t];
+  threadgroup atomic_uint* bin = reinterpret_cast<threadgroup atomic_uint *>((&(bins[t % 8])));
+  atomic_fetch_add_explicit(bin, 1u, memory_order_relaxed);  // ATOMIC
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  if (t == 0) {
+    float s = 0.0f;
+    for (int k = 0; k < 8; ++k) s += part[k];
+    sums[g] = s;
+  }
+  if (t < 8) atomic_fetch_add_explicit(reinterpret_cast<device atomic_int *>((&(counts[t]))), (int)bins[t],
+                                       memory_order_relaxed);
+}
+"""
+
+
+def test_a_merged_threadgroup_buffer_cast_to_other_element_types_and_atomics_through_casts():
+    """TVM merges a kernel's threadgroup arrays into one byte buffer and casts views of it (``(threadgroup float*)
+    ((threadgroup char*)buf + 32)``); atomics take an element's address through ``reinterpret_cast``. The casts keep
+    the region, so the views are checked against it and raced on byte by byte."""
+    x = RNG.integers(-9, 9, 3 * 8).astype(np.float32)
+    sums, counts = np.zeros(3, np.float32), np.zeros(8, np.int32)
+    EmulatedKernel(MERGED)({"x": x, "sums": sums, "counts": counts}, grid=3, threads=16, seed=5)
+    assert sums.tolist() == x.reshape(3, 8).sum(axis=1).tolist()  # small integers: exact
+    assert counts.tolist() == [6] * 8  # 16 threads a group, two per bin, three groups
+    src = MERGED.replace("  threadgroup_barrier(mem_flags::mem_threadgroup);  // BARRIER\n", "")
+    race = (rf"data race on threadgroup array buf\[32\]: atomic write by {thread(0)} at line {line_of(src, 'ATOMIC')} "
+            rf"and write by {thread(8)} at line {line_of(src, 'ZERO')}")
+    with pytest.raises(EmulationError, match=race):
+        EmulatedKernel(src)({"x": x, "sums": sums, "counts": counts}, grid=1, threads=16)
+    bad = MERGED.replace("(threadgroup char*)buf + 32)", "(threadgroup char*)buf + 40)")  # bins[6], [7] past the end
+    with pytest.raises(EmulationError, match=r"out-of-bounds write of threadgroup array buf: element 16 of 16"):
+        EmulatedKernel(bad)({"x": x, "sums": sums, "counts": counts}, grid=1, threads=16)
+
+
+def test_threadgroup_memory_beyond_32_kib_is_reported():
+    src = HEADER + """
+kernel void big(device float* out [[buffer(0)]], uint t [[thread_position_in_threadgroup]]) {
+  threadgroup float a[4096];
+  threadgroup float b[COUNT];  // SECOND
+  a[t] = 1.0f;
+  b[t] = 2.0f;
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  out[t] = a[t] + b[t];
+}
+"""
+    out = np.zeros(2, np.float32)
+    EmulatedKernel(src.replace("COUNT", "4096"))({"out": out}, threads=2)  # 32 KiB: the limit, allowed
+    assert out.tolist() == [3.0, 3.0]
+    bad = src.replace("COUNT", "4097")
+    with pytest.raises(EmulationError, match=rf"threadgroup memory of 32772 bytes \(with b, line "
+                                             rf"{line_of(bad, 'SECOND')}\) exceeds the 32768 bytes"):
+        EmulatedKernel(bad)({"out": out}, threads=2)
+
+
 def test_a_thread_that_overflows_its_stack_faults_instead_of_writing_past_it():
     """Each fiber's stack has an inaccessible page below it and frames are probed page by page
     (-fstack-clash-protection): a kernel whose thread needs more than its stack dies of SIGSEGV, and nothing

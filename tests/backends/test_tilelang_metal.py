@@ -475,3 +475,22 @@ def test_every_example_kernel_lowers_to_metal(name):
         pytest.fail(f"{name} uses f64, which Metal lacks: the examples should run on every target")
     msl = metal_source(kernel, **constexprs)
     assert re.search(r"\[\[kernel[^\]]*\]\] void \w+\(", msl)
+
+
+def test_tilelang_s_metal_source_is_kept_per_program_text_and_tilelang_version(tmp_path, monkeypatch):
+    """The suite's Metal-source check, the emulator and ``.source`` lower one program in several processes:
+    TileLang's output is kept on disk per program text (its sha256) and TileLang version, and read back."""
+    import hashlib
+
+    import tilelang
+
+    from intent_trace.backends.tilelang import metal_lower
+
+    monkeypatch.setenv("INTENT_TRACE_CACHE_DIR", str(tmp_path))
+    program = intent.compile(unary_kernel(I.f32), target=TARGET).program
+    first = metal_lower._tilelang_metal(program)
+    path = tmp_path / f"metal-source-{tilelang.__version__}" / f"{hashlib.sha256(program.encode()).hexdigest()}.metal"
+    assert path.read_text() == first and "[[kernel" in first
+    path.write_text(first + "// read back\n")
+    assert metal_lower._tilelang_metal(program) == first + "// read back\n"  # not lowered again
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # nothing else (no temporary file) left there

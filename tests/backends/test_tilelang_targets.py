@@ -16,7 +16,7 @@ import pytest
 
 import intent_trace as intent
 from intent_trace import I
-from intent_trace.backends.tilelang import cuda_kernels, emitter, targets
+from intent_trace.backends.tilelang import cuda_kernels, emitter, metal_grid, targets
 from intent_trace.backends.tilelang import target as tl_target
 from intent_trace.backends.tilelang.spec import TileLangTarget
 
@@ -40,7 +40,8 @@ def test_the_three_targets_are_frozen_values_named_as_registered():
     assert (targets.C.tilelang_target, targets.CUDA.tilelang_target, targets.METAL.tilelang_target) == \
         ("c", "cuda", "metal")
     # capabilities are fields: what a target lacks is its default, not a missing module attribute
-    assert targets.C.flat_nest is None and targets.METAL.parallel_grid is None
+    assert targets.C.flat_nest is None and targets.C.lanes is None  # tilelang-c plans no grids of its own
+    assert targets.METAL.parallel_grid is metal_grid.parallel_grid and targets.METAL.lanes is metal_grid.LANES
     assert targets.CUDA.flat_nest is cuda_kernels.flat_nest and targets.CUDA.specializations is \
         cuda_kernels.specializations
     assert targets.METAL.emulated_executable is not None and targets.C.emulated_executable is None

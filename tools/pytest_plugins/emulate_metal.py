@@ -1,30 +1,15 @@
-"""pytest plugin: a test target ``tilelang-metal-emulated``, the real tilelang-metal programs run by the Metal
-emulator (``intent.compile(k, target="tilelang-metal", emulate=True)``), so the kernel suite can run them on any OS:
+"""pytest plugin: how long the emulated Metal cases spent compiling, at the end of a run.
+
+The test target ``tilelang-metal-emulated`` (tilelang-metal's programs run by the Metal emulator,
+``intent.compile(k, target="tilelang-metal", emulate=True)``) is the shared fixture's own (tests/conftest.py): it runs
+by default on a subset of the cases (tests/metal_subset.py), and on all of them when named:
 
     INTENT_TRACE_TEST_TARGETS=tilelang-metal-emulated PYTHONPATH=tools/pytest_plugins \\
         .venv/bin/python -m pytest -p emulate_metal tests/kernels
 
-The target name exists only for the tests' ``target`` fixture; the executables are tilelang-metal's (``.target`` is
-"tilelang-metal"). Kernels that use f64 fail by design (Metal has no 64-bit float: a LoweringError names the dtype).
+The executables are tilelang-metal's (``.target`` is "tilelang-metal"). Kernels that use f64 are not run on it (Metal
+has no 64-bit float: a LoweringError names the dtype).
 """
-import importlib
-
-from intent_trace import compiler
-from intent_trace.backends.tilelang.metal_emulation.executable import require_runtime
-from intent_trace.backends.tilelang.target import build
-
-registry = importlib.import_module("intent_trace.targets")  # the module: the package also has a function targets()
-
-NAME = "tilelang-metal-emulated"
-
-
-def _build(graph, **options):
-    return build(graph, target="tilelang-metal", emulate=True, **options)
-
-
-_build.require_runtime = require_runtime
-registry._TARGET_MODULES[NAME] = "intent_trace.backends.tilelang.registration"
-compiler.register_target(NAME, _build)
 
 
 def pytest_terminal_summary(terminalreporter):

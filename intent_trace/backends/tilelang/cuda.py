@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 
 from . import c, cuda_atomics
+from .lanes import Lanes
 
 NAME = "tilelang-cuda"
 TILELANG_TARGET = "cuda"
@@ -73,6 +74,17 @@ def launch(prelude: str | None, plan=None) -> str:
     if plan is not None:  # a grid of threads (cuda_kernels.FlatNest, ParallelGrid)
         return plan.launch(prelude)
     return f"with T.Kernel(1, threads=1, prelude={prelude}) as _:"
+
+
+def _shuffle(em, kind: str, value: str, step: int, dtype: str) -> str:
+    return f"T.shfl_{kind}({value}, {step})"  # TileLang's warp shuffles (__shfl_xor_sync, __shfl_up_sync)
+
+
+def _atomic_add(em, cell: str, value: str, dtype: str) -> str:
+    return f"T.atomic_add({cell}, {value})"  # atomicAdd on shared or global memory, every count dtype
+
+
+LANES = Lanes(shuffle=_shuffle, atomic_add=_atomic_add)
 
 
 def claim_source() -> str:

@@ -1,7 +1,8 @@
 """What the indexed grid programs share (:mod:`.cuda_histogram`, :mod:`.cuda_scatter`, :mod:`.cuda_gather`): the
 shared emitter with a block's threads bound once, phases between barriers, a grid-stride loop over a flat extent,
 and a failed check that is claimed without leaving the kernel (a thread that left before a barrier would leave its
-block waiting).
+block waiting). CUDA's and Metal's programs alike: where they differ (an atomic add's width) the target's
+``lanes`` says how (:mod:`.lanes`).
 
 With a plan's ``emulated`` the threads of a block are serial loops, one per phase: the C target runs the same
 mapping on the CPU (tests, ``tools/pytest_plugins/emulate_cuda_grids.py``), and a device atomic is the plain
@@ -10,11 +11,14 @@ read-modify-write it is for one thread at a time.
 from __future__ import annotations
 
 import contextlib
+import re
 
 from ...graph.lowering import ErrorSite
 from .emitter import TileLangEmitter
 from .extern import address
 from .storage import ERROR_PARAM
+
+_TYPED = re.compile(r"T\.(?:Cast\('(\w+)'|(u?int\d+|float\d+)\()")  # a value expression's dtype, where it says
 
 
 def block_count(total: str, per_block: int, most: int) -> str:
@@ -61,11 +65,16 @@ class GridEmitter(TileLangEmitter):
             self.line("T.sync_threads()")
 
     def atomic_add(self, cell: str, value: str) -> None:
-        """``cell += value`` as one device atomic (TileLang's, shared or global memory; emulated a plain add)."""
+        """``cell += value`` as one device atomic on shared or global memory, its old value unread (the target's
+        ``lanes.atomic_add``; emulated a plain add). ``value`` names its dtype (``T.Cast('int64', ...)`` or a typed
+        literal such as ``T.uint32(1)``): a target whose atomics depend on the width reads it there."""
         if self.emulated:
             self.line(f"{cell} = {cell} + {value}")
-        else:
-            self.line(f"T.atomic_add({cell}, {value})")
+            return
+        typed = _TYPED.match(value)
+        if typed is None:
+            raise self.reject(f"internal: the atomic add's value {value!r} does not name its dtype")
+        self.line(self.target.lanes.atomic_add(self, cell, value, typed[1] or typed[2]))
 
     def unflatten(self, j: str, shape: tuple) -> list:
         """The row-major coordinates of flat index ``j`` in ``shape`` (extent expressions)."""

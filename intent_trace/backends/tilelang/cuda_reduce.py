@@ -1,5 +1,6 @@
-"""Full reductions on CUDA: a grid of blocks folds the source into partials, a second kernel combines them and runs
-the consumers (the schedule pass's :class:`~intent_trace.schedule.reduce.FullReduction`).
+"""Full reductions on CUDA (and Metal, in its spelling: :mod:`.metal_grid`): a grid of blocks folds the source into
+partials, a second kernel combines them and runs the consumers (the schedule pass's
+:class:`~intent_trace.schedule.reduce.FullReduction`). Shuffles are the target's (``lanes.shuffle``).
 
 One program, two kernels launched in order on one stream (TileLang writes both from one ``prim_func``):
 
@@ -159,10 +160,11 @@ class BlockMixin:
     # value, its partner's) with the reduce's own combine. Two barriers: after the warps' totals are stored, after
     # the block's result is.
     def _butterfly(self, node, acc_t, accs: list, width: int) -> None:
-        step = width // 2
+        step, lanes = width // 2, self.target.lanes
+        dtypes = [self.tir(t.dtype) for t in T.leaf_types(acc_t)]
         while step:
             mine = [self.assign(a, "x") for a in accs]
-            other = [self.assign(f"T.shfl_xor({m}, {step})", "x") for m in mine]
+            other = [self.assign(lanes.shuffle(self, "xor", m, step, d), "x") for m, d in zip(mine, dtypes)]
             for acc, value in zip(accs, combine(self, node, acc_t, mine, other, [], [])):
                 self.line(f"{acc} = {value}")
             step //= 2

@@ -1,5 +1,7 @@
-"""Row groups on CUDA: a warp or a thread block per row, a cooperative reduction per level (warp shuffles), the
-row's pointwise producers and consumers fused (the schedule pass's :class:`~intent_trace.schedule.rows.RowGroup`).
+"""Row groups on CUDA (and Metal, the same program in its spelling: :mod:`.metal_grid`): a warp or a thread block per
+row, a cooperative reduction per level (warp shuffles), the row's pointwise producers and consumers fused (the
+schedule pass's :class:`~intent_trace.schedule.rows.RowGroup`). A shuffle is the target's (``lanes.shuffle``:
+``T.shfl_xor`` on CUDA, a ``simd_shuffle_xor`` helper on Metal), so "warp" below is Metal's simdgroup too.
 
 The program is the shared lowering's (:class:`.emitter.TileLangEmitter`: every element, every combine is the code
 the serial program writes, with the same helpers, so numerics come from one place); :class:`RowEmitter` changes
@@ -465,10 +467,11 @@ class RowEmitter(TileLangEmitter):
     # ^ 1). Each lane combines (its value, its partner's) with the reduce's own combine. Two barriers per
     # reduction: after the warps' totals are stored, after the row's result is.
     def _butterfly(self, node, acc_t, pos, accs: list, width: int) -> None:
-        step = width // 2
+        step, lanes = width // 2, self.target.lanes
+        dtypes = [self.tir(t.dtype) for t in T.leaf_types(acc_t)]
         while step:
             mine = [self.assign(a, "x") for a in accs]
-            other = [self.assign(f"T.shfl_xor({m}, {step})", "x") for m in mine]
+            other = [self.assign(lanes.shuffle(self, "xor", m, step, d), "x") for m, d in zip(mine, dtypes)]
             for acc, value in zip(accs, combine(self, node, acc_t, mine, other, [], pos)):
                 self.line(f"{acc} = {value}")
             step //= 2

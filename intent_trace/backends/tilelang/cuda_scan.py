@@ -1,5 +1,6 @@
-"""Scans along a long axis on CUDA: reduce-then-scan over contiguous segments (the schedule pass's
-:class:`~intent_trace.schedule.scan.AxisScan`).
+"""Scans along a long axis on CUDA (and Metal, in its spelling: :mod:`.metal_grid`): reduce-then-scan over contiguous
+segments (the schedule pass's :class:`~intent_trace.schedule.scan.AxisScan`). Shuffles are the target's
+(``lanes.shuffle``: ``T.shfl_up`` on CUDA, a ``simd_shuffle_up`` helper on Metal).
 
 The axis is cut into tiles of ``threads * UNROLL`` consecutive elements; ``G = min(tiles, BLOCKS)`` blocks each own a
 contiguous run of ``ceil(tiles / G)`` tiles. In a tile, thread ``tx`` owns the UNROLL consecutive elements
@@ -238,12 +239,16 @@ class ScanEmitter(ReduceEmitter):
         scan, acc_t, warps = self.plan.found.scan, self.acc_t, self.plan.warps
         lane, warp, tx = self.lane, self.warp, self.tx
         inc = accumulators(self, self.types, [self.assign(a, "x") for a in accs])
+        dtypes = [self.tir(t.dtype) for t in self.types]
+
+        def shuffle(value: str, step: int, dtype: str) -> str:
+            return self.target.lanes.shuffle(self, "up", value, step, dtype)
 
         def steps(names: list, width: int) -> None:
             step = 1
             while step < width:  # Hillis-Steele: lane l combines lane l - step's value on its left
                 mine = [self.assign(n, "x") for n in names]
-                other = [self.assign(f"T.shfl_up({m}, {step})", "x") for m in mine]
+                other = [self.assign(shuffle(m, step, d), "x") for m, d in zip(mine, dtypes)]
                 new = combine(self, scan, acc_t, other, mine, [], [])
                 for name, value in zip(names, self._select(f"{lane} >= {step}", new, mine)):
                     self.line(f"{name} = {value}")
@@ -266,7 +271,7 @@ class ScanEmitter(ReduceEmitter):
         total = [self.assign(f"{b}[{warps - 1}]", "r") for b in self.buffers["scanned"]]
         before = [self.assign(f"T.if_then_else({warp} > 0, {b}[T.max({warp} - 1, 0)], {i})", "x")
                   for b, i in zip(self.buffers["scanned"], self.ident)]
-        up = [self.assign(f"T.shfl_up({n}, 1)", "x") for n in inc]
+        up = [self.assign(shuffle(n, 1, d), "x") for n, d in zip(inc, dtypes)]
         left = self._select(f"{lane} > 0", up, self.ident)
         excl = combine(self, scan, acc_t, before, left, [], [])
         self.sync()  # every thread has read the buffers before the next scan writes them

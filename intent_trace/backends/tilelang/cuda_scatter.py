@@ -1,5 +1,5 @@
-"""scatter_reduce on CUDA: a grid over the updates, each applied with one device atomic (the schedule pass's
-:class:`~intent_trace.schedule.indexed.Scatter`).
+"""scatter_reduce on CUDA (and Metal, whose atomics are :mod:`.metal_atomics`'): a grid over the updates, each applied
+with one device atomic (the schedule pass's :class:`~intent_trace.schedule.indexed.Scatter`).
 
 Thread ``bx * threads + tx`` takes update ``j`` (its coordinates and value are the shared emitter's element code,
 so they are the serial program's) and combines it into the destination's element with the atomic helpers of

@@ -258,13 +258,20 @@ class TileLangEmitter(StorageMixin, EmitterCore, SourceWriter, Interpreter):
         function of In views ending in its one write, so the repeat stores the same bits, and with no branch per
         element the unrolled copies issue all their loads before waiting on any."""
         tx, v, f = self._thread(nest), self.fresh("u"), self.fresh("f")
+        # a target whose memory model makes two threads' stores of the same bits a data race (Metal) guards instead
+        guard = not nest.emulated and not self.target.lanes.repeat_writes
         self.line(f"if {nest.total} > 0:")
         self.depth += 1
         self.line(f"for {v} in T.{'unroll' if nest.unroll else 'serial'}({nest.vector}):")
         self.depth += 1
         self.memo.append({})
-        self.line(f"{f} = T.min((T.Cast('int64', bx) * {nest.vector} + {v}) * {nest.threads} + T.Cast('int64', {tx}), "
-                  f"{nest.total} - 1)")
+        j = f"(T.Cast('int64', bx) * {nest.vector} + {v}) * {nest.threads} + T.Cast('int64', {tx})"
+        if guard:
+            self.line(f"{f} = {j}")
+            self.line(f"if {f} < {nest.total}:")
+            self.depth += 1
+        else:
+            self.line(f"{f} = T.min({j}, {nest.total} - 1)")
         idx, stride = [], "1"
         if len(nest.shape) == 1:  # f is the coordinate itself (no 64-bit modulo per element)
             idx, shape = [f], ()
@@ -281,7 +288,7 @@ class TileLangEmitter(StorageMixin, EmitterCore, SourceWriter, Interpreter):
         finally:
             self.in_grid = False
             self.release(self.depth)
-            self.depth -= 3 if nest.emulated else 2
+            self.depth -= (3 if nest.emulated else 2) + guard
             self.memo.pop()
 
     def helper(self, family: str, dtypes: tuple, ret: T.DType, args: tuple) -> str:

@@ -1,4 +1,5 @@
-"""The ``tilelang-metal`` target's choices: TileLang's Metal target, one serial program, float-only helper bodies.
+"""The ``tilelang-metal`` target's choices: TileLang's Metal target, the schedule's parallel programs, float-only helper
+bodies.
 
 The lowering is the one every TileLang target shares (:mod:`.emitter`); what differs here:
 
@@ -9,8 +10,12 @@ The lowering is the one every TileLang target shares (:mod:`.emitter`); what dif
   execution backend, not exercised yet); elsewhere calling the executable raises RuntimeError
   (:func:`require_runtime`). ``emulate=True`` runs the same Metal source on any OS instead, compiled as host C++
   against an emulation header that checks bounds and data races (:mod:`.metal_emulation`, ``build(..., emulate=True)``).
-- Launch: one threadgroup of one thread runs the serial program (``T.Kernel(1, threads=1)``), as on
-  ``tilelang-cuda``: the correctness baseline. Atomics are then plain read-modify-writes, like on ``tilelang-c``.
+- Launch: the schedule's mappings, as on ``tilelang-cuda`` and by the same planners and emitters, in Metal's spelling
+  (:mod:`.metal_grid`: threadgroups of threads, simdgroup shuffles, threadgroup memory and barriers, device atomics);
+  a graph no planner takes runs in one threadgroup of one thread (``T.Kernel(1, threads=1)``, the correctness
+  baseline). Each kernel of a program of several launches carries the prelude (Metal compiles each alone).
+  TileLang's ``torch`` adapter launches one kernel: on a Mac, a program of several launches (a full reduction, a
+  scan, a histogram) needs its ``tvm_ffi`` Metal backend (untested: no Mac here).
 - Helpers: Metal has no 64-bit float, so the bodies are not :mod:`.c`'s. Per T10 the T4 functions Metal has are
   ``metal::precise::`` calls, division is the hardware's (correctly rounded in safe mode: the MSL specification's
   accuracy table, cited at :func:`_div`), NaN results and T4's special values are decided in code around them
@@ -25,7 +30,8 @@ The lowering is the one every TileLang target shares (:mod:`.emitter`); what dif
   fast math.
 - Early exit (a failed run-time check, :mod:`.storage`): TileLang drops ``T.ret`` from Metal kernels and its
   Metal code generator has no ``T.thread_return``, so :data:`early_exit` calls ``itm_return``, a macro for
-  ``return`` that every prelude defines.
+  ``return`` that every prelude defines. On a grid, the first failing thread claims the error record
+  (:func:`.metal_grid.claim_source`).
 - Workspaces: Metal kernels cannot allocate memory, so a buffer that is not small and static is a hidden buffer
   parameter the host allocates (``host_workspaces``, :mod:`.storage`); one whose size depends on data computed
   in the kernel is rejected.
@@ -36,17 +42,13 @@ The lowering is the one every TileLang target shares (:mod:`.emitter`); what dif
 """
 from __future__ import annotations
 
-import functools
-import hashlib
-import linecache
 import platform
 import re
 
 import numpy as np
 
 from ... import types as T
-from ...errors import LoweringError
-from . import c
+from . import c, metal_atomics, metal_lower
 from .integer_bodies import integer_renderers
 from .metal_math import BASE
 from .metal_quant import FAMILIES as QUANT_FAMILIES
@@ -93,10 +95,12 @@ def supports(d: T.DType) -> bool:
 
 
 def launch(prelude: str | None, plan=None) -> str:
-    """One threadgroup of one thread; the prelude always defines at least ``itm_return``. Metal has no launch
-    planners (:mod:`.targets`), so ``plan`` is always None."""
-    assert plan is None, "tilelang-metal has no launch plans"
-    return f"with T.Kernel(1, threads=1, prelude={prelude or repr(_HEADER)}) as _:"
+    """The plan's grid of threadgroups (:mod:`.metal_grid`), or one threadgroup of one thread (the serial program);
+    the prelude always defines at least ``itm_return``."""
+    prelude = prelude or repr(_HEADER)
+    if plan is not None:
+        return plan.launch(prelude)
+    return f"with T.Kernel(1, threads=1, prelude={prelude}) as _:"
 
 
 # --- helper bodies ---------------------------------------------------------------------------------------------
@@ -408,19 +412,8 @@ def helper_source(name: str, family: str, dtypes: tuple, ret: T.DType, args: tup
 
 # --- helpers with pointer operands (extern.py): atomics, the Philox block function, k-quant blocks (metal_quant) --
 # A pointer's Metal type carries its address space (device for a view, thread for a local buffer), so these are
-# templates over the pointer type. One thread runs the kernel: a plain read-modify-write in program order is a
-# correct atomic of every memory order (as on tilelang-c).
-
-def _atomic_body(op: str, d: T.DType, combine: str | None) -> str:
-    t = _m(d)
-    if op == "load":
-        return f"return ({t})*p;"
-    if op == "store":
-        return "*p = a; return 0;"
-    if op == "cas":
-        return f"{t} old = ({t})*p; if (old == a) *p = b; return old;"
-    return f"{t} old = ({t})*p; *p = {'a' if op == 'exchange' else f'{combine}(old, a)'}; return old;"
-
+# templates over the pointer type. Atomics are Metal's device atomics on 32-bit elements (metal_atomics), plain
+# read-modify-writes on the others, which only the serial program (one thread) calls.
 
 def extern_source(name: str, family: str, dtypes: tuple, ret: T.DType, args: tuple, combine: str | None = None):
     """The Metal definition of a helper with pointer operands (atomics, ``philox4x32_10``, the k-quant blocks of
@@ -431,9 +424,9 @@ def extern_source(name: str, family: str, dtypes: tuple, ret: T.DType, args: tup
         return None
     if atomic:
         (d,) = dtypes
-        if not (d.is_int or d.name == "f32"):
+        if not (d.is_int or d.name == "f32") or (family.startswith("atomic_iadd") and d.bits not in (32, 64)):
             return None
-        body = _atomic_body(family.split("_")[1], d, combine)
+        body = metal_atomics.body(family.split("_")[1], d, _m(d), combine)
     elif family == "philox4x32_10" or family in QUANT_FAMILIES:
         body = f"return itb_{family}({', '.join(names)});"
     else:
@@ -444,6 +437,7 @@ def extern_source(name: str, family: str, dtypes: tuple, ret: T.DType, args: tup
     return f"template <{template}> static inline {_m(ret)} {name}({', '.join(params)}) {{ {body} }}"
 
 
+BASE["itb_atomic_add64"] = metal_atomics.ADD64
 BASE["itb_philox_word"] = """static inline uint itb_philox_word(uint c0, uint c1, uint c2, uint c3, uint k0, uint k1,
                                    int w) {
   /* Philox4x32-10 (Random123, T8): the key is bumped before rounds 2..10; returns output word w */
@@ -486,23 +480,7 @@ def prelude(definitions: list) -> str:
 
 # --- source without a Mac; running with one -----------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=256)
-def kernel_source(program: str) -> str:
-    """The Metal Shading Language source TileLang generates from the program text (on any OS)."""
-    import tilelang
-    import tvm
-
-    digest = hashlib.sha256(program.encode()).hexdigest()[:16]
-    filename = f"<intent_trace {NAME} {digest}>"  # TileLang's frontend reads the function's source via inspect
-    linecache.cache[filename] = (len(program), None, program.splitlines(True), filename)
-    namespace: dict = {"__name__": f"intent_trace_metal_{digest}"}
-    exec(compile(program, filename, "exec"), namespace)  # noqa: S102  (our own generated text)
-    try:
-        with tvm.target.Target("metal"):
-            artifact = tilelang.lower(namespace["kernel"], target="metal")
-    except Exception as e:
-        raise LoweringError(f"target {NAME}: TileLang failed to lower the generated program to Metal: {e}") from e
-    return artifact.kernel_source
+kernel_source = metal_lower.kernel_source  # the Metal source of a program (lowered on any OS, cached)
 
 
 def to_device(tensor):

@@ -74,3 +74,8 @@ class TileLangTarget:
     multi_block: Callable | None = None
     # an ordered loop whose carry is a vector of independent lanes: one thread a lane (cuda_region_carry), asked last
     carried_lanes: Callable | None = None
+    # how the threads of a block exchange values in the block programs (shuffles, atomic adds: lanes.Lanes), None
+    # for a target that runs them only emulated (serial loops)
+    lanes: object | None = None
+    # every kernel of a program of several launches carries the prelude (Metal compiles each kernel alone)
+    prelude_every_kernel: bool = False

@@ -245,7 +245,10 @@ class StorageMixin:
             return
         self.error_sites.append(site)
         code = f"T.int64({len(self.error_sites)})"
-        if self.in_grid:  # threads may fail at once: the first to claim the record writes it (target's itc_claim)
+        # Threads may fail at once (a grid's iterations; on a target where two threads' identical stores race, every
+        # thread of a grid checking its prologue): the first to claim the record writes it (target's itc_claim).
+        lanes = self.target.lanes
+        if self.in_grid or (self.grid_planned and lanes is not None and not lanes.repeat_writes):
             self.helpers.setdefault("itc_claim", self.target.claim_source())
             claim = f"T.call_extern('bool', 'itc_claim', {address(ERROR_PARAM, ['0'])}, {code})"
             with self.block(f"if {self.flag(claim)}:"):

@@ -1,12 +1,13 @@
 """The TileLang targets as values (:class:`.spec.TileLangTarget`): ``C``, ``CUDA`` and ``METAL``, built from the
-target modules' spelling and, for CUDA, the launch planners and specialisations of :mod:`.cuda_kernels`.
+target modules' spelling and the launch planners: CUDA's and, with Metal's spelling, Metal's (:mod:`.metal_grid`);
+CUDA's tiled specialisations (:mod:`.cuda_kernels`).
 
 This is the one module that puts a target module together with the planners (so :mod:`.cuda` need not import
 :mod:`.cuda_kernels`, whose matmul programs import :mod:`.cuda` for its helper bodies).
 """
 from __future__ import annotations
 
-from . import c, cuda, cuda_indexed, cuda_kernels, cuda_region_carry, cuda_rows, cuda_scan, metal
+from . import c, cuda, cuda_indexed, cuda_kernels, cuda_region_carry, cuda_rows, cuda_scan, metal, metal_grid
 from .metal_emulation.executable import build_emulated
 from .spec import TileLangTarget
 
@@ -32,7 +33,7 @@ CUDA = TileLangTarget(
     device_tensors="cuda",  # torch CUDA tensors are kernel arguments as they are
     row_group=cuda_rows.row_plan, flat_nest=cuda_kernels.flat_nest, parallel_grid=cuda_kernels.parallel_grid,
     specializations=cuda_kernels.specializations, multi_block=cuda_scan.multi_block,
-    indexed_grid=cuda_indexed.indexed_plan, carried_lanes=cuda_region_carry.lane_plan,
+    indexed_grid=cuda_indexed.indexed_plan, carried_lanes=cuda_region_carry.lane_plan, lanes=cuda.LANES,
 )
 
 METAL = TileLangTarget(
@@ -45,6 +46,9 @@ METAL = TileLangTarget(
     compile_flags=metal.compile_flags,
     to_device=metal.to_device, synchronize=metal.synchronize, require_runtime=metal.require_runtime,
     kernel_source=metal.kernel_source, emulated_executable=build_emulated,
+    claim_source=metal_grid.claim_source, lanes=metal_grid.LANES, prelude_every_kernel=True,
+    row_group=metal_grid.row_group, flat_nest=metal_grid.flat_nest, parallel_grid=metal_grid.parallel_grid,
+    multi_block=metal_grid.multi_block, indexed_grid=metal_grid.indexed_grid,
 )
 
 TARGETS = {t.name: t for t in (C, CUDA, METAL)}

@@ -25,6 +25,14 @@ template <typename T> ptr<T> shared_array(const void* site, long n, const char* 
   r->space = THREADGROUP;
   r->base = new char[r->bytes > 0 ? r->bytes : 1];
   memset(r->base, 0xff, r->bytes);  // uninitialised threadgroup memory reads as all-ones bits
+  long total = r->bytes;
+  for (auto& s : D->shared) total += s.second->bytes;
+  if (total > THREADGROUP_BYTES && total - r->bytes <= THREADGROUP_BYTES) {
+    char s[300];
+    snprintf(s, sizeof s, "threadgroup memory of %ld bytes (with %s, line %d) exceeds the %ld bytes of an Apple GPU's "
+             "threadgroup", total, name, line, (long)THREADGROUP_BYTES);
+    report(s);
+  }
   D->shared.push_back({site, r});
   return ptr<T>((T*)r->base, r, n, 0, line);
 }
@@ -200,7 +208,7 @@ template <typename T, typename F> T itm_atomic(itm::ptr<atomic<T>> p, bool write
     itm::out_of_bounds(p.region, p.off, p.count, write, p.line);
     return T();
   }
-  if (itm::D->track) itm::record(p.region, p.off, write, true, p.line);
+  if (itm::D->track) itm::record(p.region, p.byte(p.off), sizeof(atomic<T>), write, true, p.line);
   T old = p.base[p.off].v;
   if (write) p.base[p.off].v = f(old);
   return old;

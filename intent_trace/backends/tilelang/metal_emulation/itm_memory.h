@@ -89,6 +89,7 @@ enum Space { DEVICE = 0, THREADGROUP = 1 };
 enum State { RUNNING, DONE, AT_BARRIER, AT_SIMD };
 constexpr int SIMD_WIDTH = 32;
 constexpr int MAX_REPORTS = 16;
+constexpr long THREADGROUP_BYTES = 32768;  // threadgroup memory a kernel may use on Apple GPUs (32 KiB)
 constexpr size_t GUARD = 1 << 16;  // bytes of inaccessible memory below each fiber's stack
 
 struct Access {  // one remembered access to an element
@@ -173,16 +174,19 @@ static inline bool ordered(const Access& a, const Access& b) {
   if (a.tid == b.tid || a.epoch != b.epoch) return true;
   return a.tid / SIMD_WIDTH == b.tid / SIMD_WIDTH && a.sepoch != b.sepoch;
 }
-static inline void check_pair(const Region* r, long k, const Access& old, const Access& now) {
-  if (old.tid < 0 || ordered(old, now) || (old.atomic && now.atomic) || !(old.write || now.write)) return;
+static inline bool check_pair(const Region* r, long k, const Access& old, const Access& now, bool quiet = false) {
+  if (old.tid < 0 || ordered(old, now) || (old.atomic && now.atomic) || !(old.write || now.write)) return false;
+  if (quiet) return true;
   char s[600];
   snprintf(s, sizeof s, "data race on %s %s[%ld]: %s by %s at line %d and %s by %s at line %d, with no barrier "
            "between them", space_name(r->space), r->name.c_str(), k, kind(old), who(old.group, old.tid).c_str(),
            old.line, kind(now), who(now.group, now.tid).c_str(), now.line);
   report(s);
+  return true;
 }
-static inline void record(Region* r, long k, bool write, bool atomic, int line) {
-  if (r->shadow.empty()) r->shadow.resize(r->bytes / r->elem);
+// Record one access to granule k; returns whether it raced (reported unless `quiet`: an access spanning several
+// granules reports its first race only).
+static inline bool record_granule(Region* r, long k, bool write, bool atomic, int line, bool quiet) {
   Shadow& sh = r->shadow[k];
   Access a;
   a.group = D->glin;
@@ -192,53 +196,86 @@ static inline void record(Region* r, long k, bool write, bool atomic, int line) 
   a.line = line;
   a.atomic = atomic;
   a.write = write;
-  check_pair(r, k, sh.w, a);
+  bool raced = check_pair(r, k, sh.w, a, quiet);
   if (write) {  // a later access unordered with a read before this write is unordered with this write too
-    check_pair(r, k, sh.r0, a);
-    check_pair(r, k, sh.r1, a);
+    raced = check_pair(r, k, sh.r0, a, quiet) || raced;
+    raced = check_pair(r, k, sh.r1, a, quiet) || raced;
     sh.w = a;
     sh.r0 = sh.r1 = Access();
-    return;
+    return raced;
   }
   Access* same = sh.r0.tid == a.tid && sh.r0.group == a.group ? &sh.r0
                  : sh.r1.tid == a.tid && sh.r1.group == a.group ? &sh.r1 : nullptr;
   if (same != nullptr) *same = a;
   else if (sh.r0.tid < 0 || ordered(sh.r0, a)) sh.r0 = a;  // keep the reads a later write could race with
   else sh.r1 = a;
+  return raced;
+}
+// An access of `size` bytes at byte `at` of the region: the shadow's granules are the region's declared elements
+// (a buffer parameter's or threadgroup array's type), so an access through a pointer cast to another element type
+// (TVM's merged threadgroup buffer `threadgroup uchar buf_dyn_shmem[N]` read as floats) covers every granule it
+// touches.
+static inline void record(Region* r, long at, long size, bool write, bool atomic, int line) {
+  if (r->shadow.empty()) r->shadow.resize(r->bytes / r->elem);
+  bool raced = false;
+  for (long k = at / r->elem; k <= (at + size - 1) / r->elem; ++k)
+    raced = record_granule(r, k, write, atomic, line, raced) || raced;
 }
 
-template <typename T> struct Ref;
+template <typename T> struct esize { static constexpr long value = sizeof(T); };
+template <> struct esize<void> { static constexpr long value = 1; };
+template <> struct esize<const void> { static constexpr long value = 1; };
 
-// A pointer into a device buffer or threadgroup array: every access is bounds-checked and recorded.
+template <typename T> struct Ref;
+// The value type of an expression: an element reference (Ref) reads as its element.
+template <typename T> struct value { using type = T; };
+template <typename T> struct value<Ref<T>> { using type = std::remove_const_t<T>; };
+template <typename T> using value_t = typename value<std::decay_t<T>>::type;
+
+// A pointer into a device buffer or threadgroup array: every access is bounds-checked and recorded. `base` is the
+// region's first byte (plus `shift`, a cast's misalignment) as a T*, `off` the element it points at, `count` the
+// region's elements of T: a cast to another element type (`(threadgroup float*)((threadgroup char*)buf + 32)`) keeps
+// the region and its bounds, so every access through it is checked against the whole region.
 template <typename T> struct ptr {
   T* base = nullptr;
   Region* region = nullptr;
-  long count = 0, off = 0;
+  long count = 0, off = 0, shift = 0;
   int line = 0;
   ptr() = default;
-  ptr(T* b, Region* r, long n, long o, int l) : base(b), region(r), count(n), off(o), line(l) {}
+  ptr(T* b, Region* r, long n, long o, int l, long s = 0) : base(b), region(r), count(n), off(o), shift(s), line(l) {}
   template <typename U, typename = std::enable_if_t<std::is_same<const U, T>::value && !std::is_same<U, T>::value>>
-  ptr(const ptr<U>& p) : base(p.base), region(p.region), count(p.count), off(p.off), line(p.line) {}
-  // a cast between element types of one size (TVM's `(device char*)bool_buffer`): the same elements
-  template <typename U, typename = std::enable_if_t<sizeof(U) == sizeof(T) && !std::is_same<const U, T>::value>,
+  ptr(const ptr<U>& p) : base(p.base), region(p.region), count(p.count), off(p.off), shift(p.shift), line(p.line) {}
+  // a cast between element types (TVM's `(device char*)bool_buffer`, its merged threadgroup buffer, an atomic view
+  // of an element): the same region, the same byte
+  template <typename U, typename = std::enable_if_t<!std::is_same<const U, T>::value && !std::is_same<U, T>::value>,
             typename = void>
-  explicit ptr(const ptr<U>& p) : base((T*)p.base), region(p.region), count(p.count), off(p.off), line(p.line) {}
-  ptr at_line(int l) const { return ptr(base, region, count, off, l); }
-  template <typename I> static long index(I i) {
-    static_assert(std::is_integral<I>::value, "a Metal pointer is indexed by an integer");
-    if (std::is_unsigned<I>::value && (unsigned long long)i > (unsigned long long)LONG_MAX) return LONG_MAX;
+  explicit ptr(const ptr<U>& p) : region(p.region), line(p.line) {
+    long byte = p.shift + p.off * esize<U>::value, size = esize<T>::value;
+    shift = ((byte % size) + size) % size;
+    off = (byte - shift) / size;
+    long bytes = region != nullptr ? region->bytes : 0;
+    count = bytes > shift ? (bytes - shift) / size : 0;
+    base = region != nullptr ? (T*)((char*)region->base + shift) : nullptr;
+  }
+  ptr at_line(int l) const { return ptr(base, region, count, off, l, shift); }
+  template <typename I> static long index(const I& at) {  // an integer, or an element read as one (`x[idx[i]]`)
+    using V = value_t<I>;
+    static_assert(std::is_integral<V>::value, "a Metal pointer is indexed by an integer");
+    V i = (V)at;
+    if (std::is_unsigned<V>::value && (unsigned long long)i > (unsigned long long)LONG_MAX) return LONG_MAX;
     return (long)i;
   }
   template <typename I> Ref<T> operator[](I i) const { return Ref<T>(*this, off + index(i)); }
   Ref<T> operator*() const { return Ref<T>(*this, off); }
-  template <typename I> ptr operator+(I k) const { return ptr(base, region, count, off + index(k), line); }
-  template <typename I> ptr operator-(I k) const { return ptr(base, region, count, off - index(k), line); }
+  template <typename I> ptr operator+(I k) const { return ptr(base, region, count, off + index(k), line, shift); }
+  template <typename I> ptr operator-(I k) const { return ptr(base, region, count, off - index(k), line, shift); }
   template <typename I> ptr& operator+=(I k) { off += index(k); return *this; }
   template <typename I> ptr& operator-=(I k) { off -= index(k); return *this; }
   ptr& operator++() { ++off; return *this; }
   ptr& operator--() { --off; return *this; }
   long operator-(const ptr& o) const { return off - o.off; }
   bool in_bounds(long k) const { return k >= 0 && k < count; }
+  long byte(long k) const { return shift + k * esize<T>::value; }  // element k's first byte in the region
 };
 
 template <typename T> struct Ref {
@@ -252,7 +289,7 @@ template <typename T> struct Ref {
       out_of_bounds(p.region, k, p.count, false, p.line);
       return V();
     }
-    if (D->track) record(p.region, k, false, false, p.line);
+    if (D->track) record(p.region, p.byte(k), esize<T>::value, false, false, p.line);
     return p.base[k];
   }
   void store(const V& v) const {
@@ -261,7 +298,7 @@ template <typename T> struct Ref {
       out_of_bounds(p.region, k, p.count, true, p.line);
       return;
     }
-    if (D->track) record(p.region, k, true, false, p.line);
+    if (D->track) record(p.region, p.byte(k), esize<T>::value, true, false, p.line);
     const_cast<V*>(p.base)[k] = v;
   }
   operator V() const { return load(); }
@@ -276,11 +313,8 @@ template <typename T> struct Ref {
   V operator--(int) const { V v = load(); store((V)(v - 1)); return v; }
   const Ref& operator++() const { store((V)(load() + 1)); return *this; }
   const Ref& operator--() const { store((V)(load() - 1)); return *this; }
-  ptr<T> operator&() const { return ptr<T>(p.base, p.region, p.count, k, p.line); }
+  ptr<T> operator&() const { return ptr<T>(p.base, p.region, p.count, k, p.line, p.shift); }
   Ref at_line(int l) const { return Ref(p.at_line(l), k); }
 };
 
-template <typename T> struct value { using type = T; };
-template <typename T> struct value<Ref<T>> { using type = std::remove_const_t<T>; };
-template <typename T> using value_t = typename value<std::decay_t<T>>::type;
 }  // namespace itm

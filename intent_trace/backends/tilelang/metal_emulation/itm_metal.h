@@ -8,6 +8,7 @@
 //   as their bits; arithmetic in float, rounded once to the format: exact for + - * / as float has the bits),
 //   as_type, fma, the address-space keywords (device/thread/constant vanish; `device T*` and `threadgroup T*`
 //   become itm::ptr<T>, checked pointers, and `threadgroup T x[N];` a per-threadgroup shared array).
+// - Threadgroup memory beyond an Apple GPU's 32 KiB is reported.
 // - Checked memory: every access through an itm::ptr is bounds-checked against its buffer (an out-of-bounds access
 //   is reported, never performed: a read gives 0) and, when the dispatch has more than one thread, recorded in a
 //   shadow of the buffer to detect data races: two accesses to one element from different threads, at least one a
@@ -33,10 +34,14 @@
 //   (metal::precise::, metal::fast::: exp, log, sin, pow, rsqrt, ...) is the host's libm (itm_library.h): its
 //   results are the host's, not an Apple GPU's, and the verifier does not count them as evidence about the GPU.
 //   Simdgroup reductions and matrix products use one fixed order (ascending lanes, k), an Apple GPU may use another.
+// - Threadgroups run one after another (their order seeded): a program that waits on another threadgroup's progress
+//   (a spin on its atomic) never finishes here, and no statement is made about an Apple GPU's forward progress.
 // - The race detector remembers the last write and up to two reads per element: with three or more concurrent
-//   readers of one element it can miss a race against one of them. Threadgroup memory starts as all-ones bytes
-//   (NaN, -1), so reading it before writing shows. Pointer casts between element types and 2-D threadgroup arrays
-//   are not supported.
+//   readers of one element it can miss a race against one of them, and a thread's atomic write after its own plain
+//   write hides the plain one from later accesses. Threadgroup memory starts as all-ones bytes
+//   (NaN, -1), so reading it before writing shows. A pointer cast to another element type (TVM's merged threadgroup
+//   buffer, an atomic view of an element) keeps its region: bounds are the region's, races are recorded per element
+//   of the region's declared type that the access touches. 2-D threadgroup arrays are not supported.
 #pragma once
 #include <limits.h>
 #include <math.h>

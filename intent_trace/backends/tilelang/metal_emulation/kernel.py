@@ -7,8 +7,9 @@ thread) raises :class:`EmulationError` with the reports; an out-of-bounds access
 
 Compilation: ``g++ -std=c++17 -O1`` with contraction off and no fast math (the host's IEEE arithmetic stands in for
 a Metal build with ``MTLMathModeSafe``). The emulation header is precompiled once per header text, compiler and
-flags; each kernel is one shared object named by the hash of its C++ text, under the intent_trace cache directory
-(``$INTENT_TRACE_CACHE_DIR`` or ``~/.cache/intent_trace``), so a kernel is compiled once per machine.
+flags; each kernel is one shared object named by the hash of its C++ text, under the intent_trace cache root
+(:mod:`~intent_trace.caches`: ``$INTENT_TRACE_CACHE_DIR`` or ``~/.cache/intent_trace``, a verification's own root
+while one runs), so a kernel is compiled once per machine.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import time
 
 import numpy as np
 
+from ....caches import cache_root
 from .translate import FLOAT_TYPES, translate
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -50,13 +52,13 @@ def compiler() -> str | None:
     return next((c for c in ("g++", "clang++", "c++") if shutil.which(c)), None)
 
 
-def _cache_root() -> str:
-    return os.environ.get("INTENT_TRACE_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "intent_trace")
+def _header_dir(cxx: str) -> str:
+    """The header directory under the cache root in use now (a verification redirects it: caches.cache_root)."""
+    return _header_dir_under(cxx, cache_root())
 
 
 @functools.lru_cache(maxsize=None)
-def _header_dir(cxx: str) -> str:
+def _header_dir_under(cxx: str, root: str) -> str:
     """The directory holding the headers and the precompiled itm_metal.h for these header texts, compiler and flags."""
     texts = {}
     for name in HEADERS:
@@ -64,7 +66,7 @@ def _header_dir(cxx: str) -> str:
             texts[name] = f.read()
     version = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=True).stdout
     key = hashlib.sha256("\0".join([*texts.values(), cxx, version, *FLAGS]).encode()).hexdigest()[:16]
-    directory = os.path.join(_cache_root(), f"metal-emulation-{key}")
+    directory = os.path.join(root, f"metal-emulation-{key}")
     if not os.path.exists(os.path.join(directory, "itm_metal.h")):
         os.makedirs(directory, exist_ok=True)
         tmp = tempfile.mkdtemp(dir=directory)

@@ -14,12 +14,14 @@ cannot spell as Metal does:
 - after the last line, a driver: ``itm_run`` binds the buffers and the argument struct, and runs the kernel once per
   thread through :func:`itm::dispatch`.
 
-One repair, of TVM's Metal code generator rather than of Metal (:func:`split_inline_conditionals`): a guarded load
-(``T.if_then_else``, which TileLang's safe-memory pass puts around a load it cannot prove in bounds) inside an
-assignment to a local variable comes out as ``b9 =     uchar condval;`` then the ``if``/``else`` that sets
-``condval``, then the rest of the assignment, ``((char)(condval != (uchar)0));``, at column 0: the declaration
-printed into the middle of the statement. That is no more valid Metal than C++, so the emulator moves the
-left-hand side onto the rest of the statement (same lines, so ``__LINE__`` still names the Metal line).
+One repair, of TVM's Metal code generator rather than of Metal (:func:`split_inline_conditionals`): a declaration
+TVM binds inside an expression -- a guarded load (``T.if_then_else``, which TileLang's safe-memory pass puts around a
+load it cannot prove in bounds) or a let-bound index (``rmod``/``rdiv`` of a floor modulo) -- inside an assignment to
+a local variable comes out as ``b9 =     uchar condval;`` (or ``b15 =       long rmod = ...;``), then the statements
+that compute it, then the rest of the assignment, ``((char)(condval != (uchar)0));``, at column 0: the declaration
+printed into the middle of the statement. That is no more valid Metal than C++, so the left-hand side moves onto the
+rest of the statement (same lines, so ``__LINE__`` still names the Metal line). :func:`..metal.kernel_source` applies
+the same repair, so the Metal source a Mac would compile is the repaired one.
 
 A local variable that shadows a buffer parameter's or threadgroup variable's name is not supported (its uses
 would be rewritten too; TVM never emits one). Only the kernel's own syntax is parsed (the parameter list, the argument struct TVM emits, threadgroup declarations);
@@ -35,6 +37,7 @@ _POINTER = re.compile(r"\b((?:(?:const|volatile)\s+)*)(device|threadgroup)\s+((?
                       r"([A-Za-z_][\w:]*(?:<[\w\s,:]*>)?)\s*\*\s*(?:__restrict\w*\s+)?")
 _SHARED_ARRAY = re.compile(r"^(\s*)threadgroup\s+([A-Za-z_][\w:]*(?:<[\w\s,:]*>)?)\s+([A-Za-z_]\w*)\s*\[([^\]]+)\]\s*;")
 _SHARED_SCALAR = re.compile(r"^(\s*)threadgroup\s+([A-Za-z_][\w:]*(?:<[\w\s,:]*>)?)\s+([A-Za-z_]\w*)\s*;")
+_REINTERPRET = re.compile(r"reinterpret_cast<\s*(itm::ptr<[^<>]*>)\s*>")
 _LOCAL_POINTER = re.compile(r"itm::ptr<[^>]*>\s+([A-Za-z_]\w*)\s*=")
 _KERNEL = re.compile(r"(?:\[\[\s*kernel\b[^\]]*\]\]|\bkernel)\s*void\s+([A-Za-z_]\w*)\s*\(")
 _ATTRIBUTE = re.compile(r"\[\[\s*([A-Za-z_]\w*)\s*(?:\(\s*(\d+)\s*\))?\s*\]\]")
@@ -153,24 +156,24 @@ def _body_end(lines: list, start: int) -> int:
     raise TranslationError("the kernel body is not closed")
 
 
-_INLINE_CONDITIONAL = re.compile(r"^(\s*)([^;{}]*?[^=!<>\s])\s*=(?!=)\s+([A-Za-z_][\w:]*(?:\s+[A-Za-z_][\w:]*)*)\s+"
-                                 r"(condval\w*)\s*;\s*$")
+_INLINE_DECLARATION = re.compile(r"^(\s*)([^;{}]*?[^=!<>\s])\s*=(?!=)\s+((?:[A-Za-z_][\w:]*\s+)+)([A-Za-z_]\w*)"
+                                 r"(\s*=[^;]*)?\s*;\s*$")
 
 
 def split_inline_conditionals(source: str) -> str:
-    """``lhs = T condval;`` ... ``rest;`` (TVM's guarded load inside an assignment, see the module docstring)
-    rewritten as ``T condval;`` ... ``lhs = rest;``, on the same lines. TranslationError when the statement's rest
-    (the next line at column 0) is missing or does not end the statement."""
+    """``lhs = T name[ = init];`` ... ``rest;`` (a declaration TVM printed inside an assignment, see the module
+    docstring) rewritten as ``T name[ = init];`` ... ``lhs = rest;``, on the same lines. TranslationError when the
+    statement's rest (the next line at column 0) is missing or does not end the statement."""
     lines = source.split("\n")
     for i, line in enumerate(lines):
-        m = _INLINE_CONDITIONAL.match(line)
+        m = _INLINE_DECLARATION.match(line)
         if m is None:
             continue
         rest = next((j for j in range(i + 1, len(lines)) if lines[j] and not lines[j][0].isspace()), None)
         if rest is None or not lines[rest].rstrip().endswith(";"):
             raise TranslationError(f"line {i + 1}: {line.strip()!r} declares {m[4]} inside an assignment, and the "
                                    f"rest of the assignment was not found")
-        lines[i] = f"{m[1]}{m[3]} {m[4]};"
+        lines[i] = f"{m[1]}{m[3]}{m[4]}{m[5] or ''};"
         lines[rest] = f"{m[1]}{m[2]} = {lines[rest]}"
     return "\n".join(lines)
 
@@ -181,6 +184,7 @@ def translate(source: str, kernel: str | None = None) -> Translation:
     text = re.sub(r"#include\s*<metal_stdlib>", '#include "itm_metal.h"', split_inline_conditionals(source))
     text = re.sub(r"#include\s*<metal_\w+>", "", text)
     text = _POINTER.sub(_pointer, text)
+    text = _REINTERPRET.sub(r"\1", text)  # reinterpret_cast<itm::ptr<A>>(p): the checked pointer's cast (same region)
     kernels = [m for m in _KERNEL.finditer(text) if kernel is None or m[1] == kernel]
     if len(kernels) != 1:
         found = [m[1] for m in _KERNEL.finditer(text)]
