@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from ... import types as T
 from ...graph.values import walk_region
-from . import cuda_kernels, cuda_rows, cuda_scan, metal_atomics
+from . import cuda_kernels, cuda_region_carry, cuda_rows, cuda_scan, metal_atomics
 from .cuda_histogram import histogram_plan
 from .cuda_scatter import scatter_plan
 from .lanes import Lanes
@@ -88,6 +88,7 @@ def claim_source() -> str:
 flat_nest = cuda_kernels.flat_nest
 row_group = cuda_rows.row_plan
 multi_block = cuda_scan.multi_block
+carried_lanes = cuda_region_carry.lane_plan  # one thread a lane: no atomics, no shuffles
 
 
 def parallel_grid(graph):

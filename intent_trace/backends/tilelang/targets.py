@@ -48,7 +48,7 @@ METAL = TileLangTarget(
     kernel_source=metal.kernel_source, emulated_executable=build_emulated,
     claim_source=metal_grid.claim_source, lanes=metal_grid.LANES, prelude_every_kernel=True,
     row_group=metal_grid.row_group, flat_nest=metal_grid.flat_nest, parallel_grid=metal_grid.parallel_grid,
-    multi_block=metal_grid.multi_block, indexed_grid=metal_grid.indexed_grid,
+    multi_block=metal_grid.multi_block, indexed_grid=metal_grid.indexed_grid, carried_lanes=metal_grid.carried_lanes,
 )
 
 TARGETS = {t.name: t for t in (C, CUDA, METAL)}
