@@ -228,6 +228,9 @@ def test_a_scatter_metal_s_atomics_cannot_do_keeps_the_serial_program():
     dest = np.array([4, 4], np.int64)
     exe = emulated(_scatter(I.i64, "max"))  # no 64-bit compare-and-swap on Metal
     assert general(exe) == "serial"
+    # the schedule says Metal's own reason first, not only the shared planners'
+    assert "target tilelang-metal cannot run its grid: a scatter's max on i64 elements (Metal has no 64-bit " \
+           "compare-and-swap)" in exe.schedule.parts[-1].reason
     exe(idx, v, dest)
     assert dest.tolist() == [4, 9]
 
@@ -251,6 +254,8 @@ def test_parallel_loops_with_atomics_run_on_threads_only_where_metal_s_atomics_c
     dest, old = np.zeros(n, np_dt), np.zeros(k, np_dt)
     exe = emulated(_atomic_loop(dtype, order))
     assert general(exe) == mapping, exe.schedule
+    if mapping == "serial":
+        assert "target tilelang-metal cannot run its grid: its parallel loop has" in exe.schedule.parts[-1].reason
     exe(idx, v, dest, old)
     assert dest.tolist() == np.bincount(idx, weights=v.astype(np.float64), minlength=n).astype(np_dt).tolist()
     for e in range(n):  # each point saw the sum of the points before it, in whatever order they ran

@@ -224,6 +224,9 @@ def _serial_reason(graph: KernelGraph, spec, launch: _Launch) -> str:
     if spec.row_group is None and spec.flat_nest is None and spec.parallel_grid is None:
         return f"target {spec.name} runs one serial program (it plans no grids of threads)"
     why = list(launch.refused)
+    own = spec.grid_refusal(graph) if spec.grid_refusal is not None else None
+    if own is not None:
+        why.insert(0, f"target {spec.name} cannot run its grid: {own}")
     if spec.row_group is not None:
         rows = recognise_rows(graph)
         if isinstance(rows, Rejected):

@@ -79,3 +79,6 @@ class TileLangTarget:
     lanes: object | None = None
     # every kernel of a program of several launches carries the prelude (Metal compiles each kernel alone)
     prelude_every_kernel: bool = False
+    # graph -> why this target's planners refuse a grid the shared planners would give (Metal's atomics), or None:
+    # the first reason a serial part gives
+    grid_refusal: Callable | None = None

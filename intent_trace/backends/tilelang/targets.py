@@ -49,6 +49,7 @@ METAL = TileLangTarget(
     claim_source=metal_grid.claim_source, lanes=metal_grid.LANES, prelude_every_kernel=True,
     row_group=metal_grid.row_group, flat_nest=metal_grid.flat_nest, parallel_grid=metal_grid.parallel_grid,
     multi_block=metal_grid.multi_block, indexed_grid=metal_grid.indexed_grid, carried_lanes=metal_grid.carried_lanes,
+    grid_refusal=metal_grid.refusal,
 )
 
 TARGETS = {t.name: t for t in (C, CUDA, METAL)}
