@@ -425,10 +425,10 @@ def exp2(x):
     return np.exp2(x)
 
 
-# exp of a float32 without a libm call, so that LLVM vectorises the loops it stands in (an `exp` call in a loop
-# is scalarised: 8 scalar `expf` calls per 8-lane vector without SVML, which pip's llvmlite is built without).
-# Computed in float64 and rounded once (T4: within 2 ulp of exp; measured: the same bits as rounding glibc's
-# double `exp`, as the C target does, on 4M samples over the whole float32 range):
+# exp without a libm call, so that LLVM vectorises the loops it stands in (an `exp` call in a loop is scalarised:
+# 8 scalar `expf` calls per 8-lane vector without SVML, which pip's llvmlite is built without). For f16/bf16
+# (and below, the float32 kernel's constants): exp of a float32 value in float64, rounded once to the format
+# (T4: computed in f32 and rounded once; the same bits as rounding glibc's double `exp`, on 4M samples):
 # - n = round(x log2 e), r = x - n ln2 with ln2 in two parts (|r| <= ln2 / 2; the product n * LN2_HI is exact),
 # - exp(r) by its Taylor series to r^12 / 12! (truncation below 2^-47 relative for |r| <= 0.35),
 # - times 2^n built from its exponent bits: |n| <= 150 after the clamp, a normal float64.
@@ -450,9 +450,39 @@ def exp_f64_of_f32(x):
     return p * i64_bits_f64((np.int64(n) + 1023) << 52)
 
 
+# float32 exp in float32 arithmetic (16 lanes a 512-bit vector, not the 8 of the float64 evaluation above: 3x
+# faster on 4M elements), for the f32 kernels; f16/bf16 keep the float64 value rounded once (T4: computed in f32
+# and rounded once, which one rounding of a value within 2^-46 is). Within 1 ulp of the correctly rounded exp on
+# every float32 (checked exhaustively: 2^32 patterns, 0.09% of them 1 ulp away, none further; T4 allows 2):
+# - n = round(x log2 e); r_hi = x - n * L1 with one FMA, exact: x and n * L1 are multiples of 2^-25 when n != 0
+#   (then |x| >= 0.34) and |r_hi| < 1/2; r_lo = -n * L2 (L1 + L2 = ln 2 to 2^-50); r + e = r_hi + r_lo exactly;
+# - exp(r + e) = 1 + r + r^2 q(r) + e (1 + r), q the Taylor series of (e^r - 1 - r) / r^2 to r^6 / 8!
+#   (truncation 2^-32 for |r| <= 0.35), the leading 1 + r split exactly (Fast2Sum) so that the one rounding of
+#   the small terms costs 1/16 ulp and the sum's last rounding 1/2 ulp;
+# - times 2^n as two exact powers 2^a 2^b (a = n >> 1): the first product is exact (a normal float32), so a
+#   subnormal or overflowing result is rounded once. The clamp to [-104, 89] keeps |n| <= 150 and is exact
+#   where it matters (exp(89) overflows, exp(-104) rounds to +0); a NaN operand gives itself quieted (x + x).
+_F32 = np.float32
+_LOG2E_F, _L1_F = _F32(_LOG2E), _F32(math.log(2.0))
+_L2_F = _F32(math.log(2.0) - float(_L1_F))
+_Q2, _Q3, _Q4, _Q5, _Q6, _Q7, _Q8 = (_F32(1.0 / math.factorial(k)) for k in range(2, 9))
+
+
 @njit(**_JIT)
 def exp_f32(x):
-    y = np.float32(exp_f64_of_f32(x))
+    c = min(max(x, _F32(-104.0)), _F32(89.0))
+    n = np.floor(c * _LOG2E_F + _F32(0.5))
+    hi = fma(n, -_L1_F, c)
+    lo = n * -_L2_F
+    r = hi + lo
+    e = (hi - r) + lo
+    q = fma(fma(fma(fma(fma(fma(_Q8, r, _Q7), r, _Q6), r, _Q5), r, _Q4), r, _Q3), r, _Q2)
+    t = fma(r * r, q, fma(e, r, e))
+    h = _F32(1.0) + r
+    p = h + (((_F32(1.0) - h) + r) + t)
+    k = np.int32(n)
+    a = k >> np.int32(1)
+    y = (p * i32_bits_f32((a + np.int32(127)) << np.int32(23))) * i32_bits_f32((k - a + np.int32(127)) << np.int32(23))
     return x + x if x != x else y
 
 
