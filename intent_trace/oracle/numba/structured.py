@@ -15,6 +15,7 @@ from ...graph import ops
 from ...graph.interpreter import rule_registrar
 from ...graph.lowering import assemble, leaf_values, merge_index
 from .inline import inline_combine, pointwise_combine, result_arrays
+from .select_reduce import keyed_reduction
 from .values import Aggregate, Array, Lazy, Scalar
 
 RULES: dict = {}
@@ -56,34 +57,39 @@ def _reduce(em, node, args):
             red_idx.append(i)
         last = red[-1]
 
+        def step_elements(k: str) -> list:
+            return [em.assign(em.elem(v, merge_index(pos, red_idx + [k], axes, rank)), "x") for v in src_leaves]
+
         def step(slot: int, k: str):
-            elems = [em.assign(em.elem(v, merge_index(pos, red_idx + [k], axes, rank)), "x") for v in src_leaves]
+            elems = step_elements(k)
             new = inline_combine(em, node, acc_t, accs[slot], elems, captures, pos)
             for name, value in zip(accs[slot], new):
                 em.line(f"{name} = {value}")
 
-        if partials > 1:
-            base = em.fresh("k")
-            bulk = em.assign(f"{last} - {last} % {partials}", "n")
-            with em.block(f"for {base} in range(0, {bulk}, {partials}):"):
-                for p in range(partials):
-                    step(p, f"{base} + {p}")
-            tail = em.fresh("k")
-            with em.block(f"for {tail} in range({bulk}, {last}):"):
-                step(0, tail)
-        else:
-            k = em.fresh("k")
-            with em.block(f"for {k} in range({last}):"):
-                step(0, k)
-        em.depth -= loops
-        while len(accs) > 1:  # combine the partial accumulators pairwise
-            merged = []
-            for a, b in zip(accs[::2], accs[1::2]):
-                new = inline_combine(em, node, acc_t, a, b, captures, pos)
-                for name, value in zip(a, new):
-                    em.line(f"{name} = {value}")
-                merged.append(a)
-            accs = merged
+        # float max/min: the keyed loop (vectorised), this general loop only where it meets a NaN
+        with keyed_reduction(em, node, accs[0][0], last, lambda k: step_elements(k)[0]):
+            if partials > 1:
+                base = em.fresh("k")
+                bulk = em.assign(f"{last} - {last} % {partials}", "n")
+                with em.block(f"for {base} in range(0, {bulk}, {partials}):"):
+                    for p in range(partials):
+                        step(p, f"{base} + {p}")
+                tail = em.fresh("k")
+                with em.block(f"for {tail} in range({bulk}, {last}):"):
+                    step(0, tail)
+            else:
+                k = em.fresh("k")
+                with em.block(f"for {k} in range({last}):"):
+                    step(0, k)
+            em.depth -= loops
+            while len(accs) > 1:  # combine the partial accumulators pairwise
+                merged = []
+                for a, b in zip(accs[::2], accs[1::2]):
+                    new = inline_combine(em, node, acc_t, a, b, captures, pos)
+                    for name, value in zip(a, new):
+                        em.line(f"{name} = {value}")
+                    merged.append(a)
+                accs = merged
         results = accs[0]
         for out, value in zip(outs, results):
             if out is not None:
