@@ -26,6 +26,7 @@ from ...graph.interpreter import Interpreter
 from ...graph.lowering import ErrorSite, components, extent_expr, intern_constant, leaf_values, name_extents
 from ...graph.values import KernelGraph, Literal, Var
 from .scalar_rules import np_type
+from .staging import Staging
 from .values import Aggregate, Array, Lazy, Scalar
 
 
@@ -63,6 +64,7 @@ class EmitterBase(SourceWriter, Interpreter):
         self.pointwise = 0  # > 0 while a combine region is inlined per element (tensors stay lazy)
         self.fusion_depth: dict = {}  # Lazy -> how many fused ops its element expression nests
         self.row = None  # (row index, row extent) while a row group's members are emitted (:mod:`.rows`)
+        self.staging = Staging()  # which error sites can be reached after a write (:mod:`.staging`)
 
     # -- text (fresh, line, assign, block come from SourceWriter) --------------------------------
     def constant(self, value, dtype: T.DType) -> str:
@@ -145,7 +147,9 @@ class EmitterBase(SourceWriter, Interpreter):
         then reads the buffer being overwritten. Numba treats a call of a compiled function as impure
         and never hoists it, so each execution gets its own array, as in the serial build.
         """
-        self.check_size(shape, np.dtype(dtype.removeprefix("np.")).itemsize, what)
+        itemsize = np.dtype(dtype.removeprefix("np.")).itemsize
+        if not self.staging.hoist_check(self, shape, itemsize, what):  # else checked before the parallel loop
+            self.check_size(shape, itemsize, what)
         name = self.fresh(prefix)
         dims = "(" + "".join(f"{s}, " for s in shape) + ")"
         if self.prange_depth:
@@ -184,7 +188,7 @@ class EmitterBase(SourceWriter, Interpreter):
         a member opens is over one row (:meth:`loop_nest`), and what a member materialises is a row
         (:meth:`materialize`)."""
         r = self.fresh("r")
-        with self.block(f"for {r} in prange({extent}):"):
+        with self.staging.parallel_loop(self, extent), self.block(f"for {r} in prange({extent}):"):
             self.uses_prange = True
             self.prange_depth += 1
             self.loop_depth += 1
@@ -269,7 +273,8 @@ class EmitterBase(SourceWriter, Interpreter):
     def run_node(self, node):
         outer, self.node = self.node, node
         try:
-            super().run_node(node)
+            with self.staging.node(self, node):
+                super().run_node(node)
             for v in node.outputs:
                 value = self.env[v]
                 if isinstance(value, Lazy) and not self.pointwise:

@@ -3,6 +3,8 @@
 Index arithmetic and view access live in :mod:`.indexing` (shared with memory and atomic)."""
 from __future__ import annotations
 
+import contextlib
+
 from ... import types as T
 from ...graph import ops
 from ...graph.interpreter import rule_registrar
@@ -196,7 +198,8 @@ def _iterate(em, node, args):
     parallel = node.op is ops.parallel and em.prange_depth == 0 and em.loop_depth == 0 and \
         not _updates_shared_state(region)
     p = em.fresh("o")
-    with parallel_frame(em, region, d, p, node.op is ops.parallel), \
+    hoisted = em.staging.parallel_loop(em, d.length) if parallel else contextlib.nullcontext()
+    with parallel_frame(em, region, d, p, node.op is ops.parallel), hoisted, \
             em.block(f"for {p} in {'prange' if parallel else 'range'}({d.length}):"):
         if parallel:
             em.uses_prange = True

@@ -104,7 +104,7 @@ def codegen_digest() -> str:
 
 
 def generate(graph: KernelGraph, checks: bool = True):
-    """(module source, error sites)."""
+    """(module source, error sites, whether a call must stage its outputs: some site can fail after a write)."""
     from .emitter import NumbaEmitter
     from .values import Scalar, View
 
@@ -148,7 +148,7 @@ def generate(graph: KernelGraph, checks: bool = True):
         "",
         *functions,
     ])
-    return source, em.error_sites
+    return source, em.error_sites, em.staging.stages(em)
 
 
 def graph_key(graph: KernelGraph, checks: bool) -> str:
@@ -167,9 +167,9 @@ def graph_key(graph: KernelGraph, checks: bool) -> str:
     return h.hexdigest()[:32]
 
 
-def _sites_source(sites) -> str:
+def _sites_source(sites, stages: bool) -> str:
     rows = ", ".join(repr((site.exception.__name__, site.message, site.note, site.texts)) for site in sites)
-    return f"ERROR_SITES = [{rows}]\n"
+    return f"ERROR_SITES = [{rows}]\nSTAGES_OUTPUTS = {bool(stages)!r}\n"
 
 
 def _site(row) -> ErrorSite:
@@ -283,8 +283,8 @@ class CpuExecutable(ExecutableDisplay):
 
     def _generate(self) -> tuple:
         if self._generated is None:
-            source, sites = generate(self.graph, self.checks)
-            self._generated = (source + "\n" + _sites_source(sites), sites)
+            source, sites, stages = generate(self.graph, self.checks)
+            self._generated = (source + "\n" + _sites_source(sites, stages), sites)
         return self._generated
 
     @property
@@ -322,9 +322,10 @@ class CpuExecutable(ExecutableDisplay):
         staged, call_args = [], []
         for i, (p, v) in enumerate(zip(self.graph.params, values)):
             if p.kind == "view":
-                # Outputs are staged whenever the kernel can fail after a write (any error site: run-time
-                # checks, and the allocation checks made whatever ``checks`` says) or an input aliases them.
-                if p.type.access != "In" and (self.module.ERROR_SITES or _aliases(i, values)):
+                # Outputs are staged whenever the kernel can fail after a write (an error site reachable after
+                # one: run-time checks, and the allocation checks made whatever ``checks`` says; see
+                # :mod:`.staging`) or an input aliases them.
+                if p.type.access != "In" and (self.module.STAGES_OUTPUTS or _aliases(i, values)):
                     check_allocation(f"the staging copy of {p.name}", v.shape, v.itemsize)
                     copy = np.array(v, copy=True)
                     staged.append((v, copy))
