@@ -10,13 +10,11 @@ of the combine gives the same value: the reduction is exactly the integer maximu
 (:func:`runtime.order_key32`: the bits, the magnitude bits flipped for negative values), which LLVM vectorises
 (a signed integer max reduction needs no reassociation licence). NaN is the one case where the order matters:
 the combine returns the first NaN, payload included. So the keyed loop also tracks the largest magnitude bits;
-when it finds a NaN (or the identity is one) the general loop runs instead, and gives the NaN the order of its
-accumulators gives. The result is bit for bit the general loop's in every case; the NaN case reads the row
-twice.
+when it finds a NaN (or the identity is one) the combine runs again in source order from the identity, as the
+generic interpreter folds, and returns the first NaN in source order. Every result is the generic
+interpreter's, bit for bit; a row with a NaN is read twice.
 """
 from __future__ import annotations
-
-import contextlib
 
 from ... import types as T
 from ...graph import ops
@@ -50,17 +48,12 @@ def _width(node) -> int:
     return 64 if leaf.dtype.name == "f64" else 32  # f16/bf16 values are held as float32
 
 
-@contextlib.contextmanager
-def keyed_reduction(em, node, acc: str, count: str, element):
-    """Around the general loop that reduces ``node`` into the local ``acc`` (the identity on entry), for a
-    :func:`keyed_select` reduce: first the keyed loop over ``count`` positions (``element(k)`` emits position
-    ``k``'s value and returns its expression), then the general loop (emitted by the caller where this yields)
-    only under ``if`` a NaN was seen; otherwise ``acc`` becomes the value of the largest (smallest) key. Any
-    other reduce: just the general loop."""
+def keyed_reduction(em, node, acc: str, count: str, element, step) -> None:
+    """Reduce a :func:`keyed_select` reduce into the local ``acc`` (the identity on entry): the keyed loop over
+    ``count`` positions (``element(k)`` emits position ``k``'s value and returns its expression), then, only
+    where it met a NaN, the combine in source order (``step(k)`` emits ``acc = combine(acc, element k)``);
+    otherwise ``acc`` becomes the value of the largest (smallest) key."""
     which = keyed_select(node)
-    if which is None:
-        yield
-        return
     key, unkey, magnitude, inf_bits = _HELPERS[_width(node)]
     best = em.assign(f"{key}({acc})", "q")
     worst_magnitude = em.assign(f"{magnitude}({acc})", "q")
@@ -69,7 +62,9 @@ def keyed_reduction(em, node, acc: str, count: str, element):
         x = element(k)
         em.line(f"{best} = {which}({best}, {key}({x}))")
         em.line(f"{worst_magnitude} = max({worst_magnitude}, {magnitude}({x}))")
-    with em.block(f"if {worst_magnitude} > {inf_bits:#x}:"):  # a NaN: the general loop picks which one
-        yield
+    with em.block(f"if {worst_magnitude} > {inf_bits:#x}:"):  # a NaN: the first one in source order
+        k = em.fresh("k")
+        with em.block(f"for {k} in range({count}):"):
+            step(k)
     with em.block("else:"):
         em.line(f"{acc} = {unkey}({best})")

@@ -15,7 +15,7 @@ from ...graph import ops
 from ...graph.interpreter import rule_registrar
 from ...graph.lowering import assemble, leaf_values, merge_index
 from .inline import inline_combine, pointwise_combine, result_arrays
-from .select_reduce import keyed_reduction
+from .select_reduce import keyed_reduction, keyed_select
 from .values import Aggregate, Array, Lazy, Scalar
 
 RULES: dict = {}
@@ -66,30 +66,31 @@ def _reduce(em, node, args):
             for name, value in zip(accs[slot], new):
                 em.line(f"{name} = {value}")
 
-        # float max/min: the keyed loop (vectorised), this general loop only where it meets a NaN
-        with keyed_reduction(em, node, accs[0][0], last, lambda k: step_elements(k)[0]):
-            if partials > 1:
-                base = em.fresh("k")
-                bulk = em.assign(f"{last} - {last} % {partials}", "n")
-                with em.block(f"for {base} in range(0, {bulk}, {partials}):"):
-                    for p in range(partials):
-                        step(p, f"{base} + {p}")
-                tail = em.fresh("k")
-                with em.block(f"for {tail} in range({bulk}, {last}):"):
-                    step(0, tail)
-            else:
-                k = em.fresh("k")
-                with em.block(f"for {k} in range({last}):"):
-                    step(0, k)
-            em.depth -= loops
-            while len(accs) > 1:  # combine the partial accumulators pairwise
-                merged = []
-                for a, b in zip(accs[::2], accs[1::2]):
-                    new = inline_combine(em, node, acc_t, a, b, captures, pos)
-                    for name, value in zip(a, new):
-                        em.line(f"{name} = {value}")
-                    merged.append(a)
-                accs = merged
+        if keyed_select(node):  # float max/min: vectorised over order keys, a sequential loop where a NaN is
+            keyed_reduction(em, node, accs[0][0], last, lambda k: step_elements(k)[0], lambda k: step(0, k))
+            accs = accs[:1]
+        elif partials > 1:
+            base = em.fresh("k")
+            bulk = em.assign(f"{last} - {last} % {partials}", "n")
+            with em.block(f"for {base} in range(0, {bulk}, {partials}):"):
+                for p in range(partials):
+                    step(p, f"{base} + {p}")
+            tail = em.fresh("k")
+            with em.block(f"for {tail} in range({bulk}, {last}):"):
+                step(0, tail)
+        else:
+            k = em.fresh("k")
+            with em.block(f"for {k} in range({last}):"):
+                step(0, k)
+        em.depth -= loops
+        while len(accs) > 1:  # combine the partial accumulators pairwise
+            merged = []
+            for a, b in zip(accs[::2], accs[1::2]):
+                new = inline_combine(em, node, acc_t, a, b, captures, pos)
+                for name, value in zip(a, new):
+                    em.line(f"{name} = {value}")
+                merged.append(a)
+            accs = merged
         results = accs[0]
         for out, value in zip(outs, results):
             if out is not None:
