@@ -107,3 +107,33 @@ def test_outlined_rows_above_the_parallel_threshold():
     exe(x, y, z)
     assert exe._pick([x, y, z]) is exe.module.kernel_parallel
     assert np.array_equal(y, x * 2) and np.array_equal(z, x.sum(axis=1))
+
+
+def test_a_buffer_every_iteration_allocates_is_allocated_once_per_call():
+    """Extents fixed on entry and no size check in the body before it: hoisted; otherwise left in place."""
+    lines = ["    for i in prange(n):", "        b = R.alloc_empty((ext1,), np.int64)", "        b[0] = a[i]",
+             "        m = i + 1000", "        c = R.alloc_empty((m,), np.int64)", "        c[0] = b[0] * 2",
+             "        e = np.float64(ext1)", "        if e * 8 > limit:", "            continue",
+             "        d = R.alloc_empty((ext1,), np.int64)", "        d[0] = c[0] + 1", "        y[i] = d[0]"]
+    out = outline("f", ["a", "y", "n", "ext1", "limit"], lines, GLOBALS)
+    (helper,) = out.helpers
+    head, loop = helper.split("    for i in range(_lo, _hi):")
+    assert "b = R.alloc_empty((ext1,), np.int64)" in head
+    assert "c = R.alloc_empty" in loop and "d = R.alloc_empty" in loop  # a body extent; after its size check
+    calls = []
+
+    class FakeRuntime:
+        @staticmethod
+        def alloc_empty(shape, dtype):
+            calls.append(shape)
+            return np.empty(shape, dtype)
+
+    for form in ("serial", "parallel"):
+        calls.clear()
+        a, y = np.arange(600, dtype=np.int64), np.zeros(600, np.int64)
+        source = "\n\n".join(out.helpers) + "\n\ndef f(a, y, n, ext1, limit):\n" + "\n".join(
+            out.serial if form == "serial" else out.parallel)
+        _run(source, R=FakeRuntime)["f"](a, y, 600, 3, 1 << 30)
+        assert np.array_equal(y, a * 2 + 1)
+        chunks = 1 if form == "serial" else CHUNKS
+        assert calls.count((3,)) == chunks + 600  # b once per call; d (after its check) once per iteration

@@ -16,6 +16,9 @@ call, and the call costs nothing beside a chunk of iterations. The iterations, t
 every statement are the loop's own, so results are unchanged; only where the iterations run is as before
 (any thread, any order).
 
+A buffer each iteration allocates at the top of the body, of extents fixed on entry, is allocated once per call
+instead (:func:`_per_iteration_buffer`): a row kernel's row buffers, once per chunk of rows.
+
 A loop is left as it is where outlining would change its meaning: when its body assigns a name used outside
 it (a value carried across iterations or out of the loop), returns, or its ``prange`` has other than one
 argument.
@@ -26,6 +29,8 @@ import ast
 import builtins
 
 import attrs
+
+from .staging import ENTRY_EXTENT
 
 CHUNKS = 256  # the most calls a parallel loop makes: enough to balance its iterations over any machine's threads
 _PREFIX = "body_"
@@ -87,6 +92,25 @@ def _free_variables(fn, loop, known: set) -> list | None:
     return sorted(_names(body, ast.Load) - stored - known)
 
 
+def _per_iteration_buffer(stmt) -> bool:
+    """``a = R.alloc_empty((extents fixed on entry,), dtype)``: a buffer every iteration allocates afresh. Its
+    contents never outlive the iteration (nothing is carried across iterations, :func:`_free_variables`) and
+    ``alloc_empty`` promises none, so one buffer serves a whole chunk: one allocation per call, not per row."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+        return False
+    call = stmt.value
+    if not (isinstance(call, ast.Call) and ast.unparse(call.func) == "R.alloc_empty" and len(call.args) == 2
+            and isinstance(call.args[0], ast.Tuple)):
+        return False
+    return all(ENTRY_EXTENT.fullmatch(ast.unparse(e)) for e in call.args[0].elts)
+
+
+def _limit_check(stmt) -> bool:
+    """An allocation's size check (``if elements * itemsize > limit: ...``): the allocation after it stays after
+    it (checked before it is attempted); buffers checked before the parallel loop (staging.py) have none."""
+    return isinstance(stmt, ast.If) and "limit" in _names([stmt.test])
+
+
 def _statements(source: str) -> list:
     return ast.parse(source).body
 
@@ -107,7 +131,10 @@ def outline(name: str, params: list, lines: list, module_names: set) -> Outlined
         extent = ast.unparse(s_loop.iter.args[0])
         func = _statements(f"def {helper}({', '.join(('_lo', '_hi', *free))}):\n"
                            f"    for {s_loop.target.id} in range(_lo, _hi):\n        pass")[0]
-        func.body[0].body = s_loop.body
+        hoisted = [stmt for before, stmt in zip([None, *s_loop.body], s_loop.body)
+                   if _per_iteration_buffer(stmt) and not _limit_check(before)]
+        func.body[0].body = [stmt for stmt in s_loop.body if stmt not in hoisted]
+        func.body[:0] = hoisted
         helpers.append(ast.unparse(func))
         extra = "".join(f", {v}" for v in free)
         n, chunks = f"_n{i}", f"_chunks{i}"

@@ -23,7 +23,7 @@ import attrs
 from ...graph.ops import region_effects
 
 # Extents defined on entry to the kernel function: a literal, an extent argument, an argument's shape.
-_ENTRY_EXTENT = re.compile(r"\d+|ext\d+|arg\d+\.shape\[\d+\]")
+ENTRY_EXTENT = re.compile(r"\d+|ext\d+|arg\d+\.shape\[\d+\]")
 
 
 @attrs.define(slots=True)
@@ -73,7 +73,7 @@ class Staging:
         """Make the allocation check of ``shape`` before the enclosing top-level parallel loop, if it is a straight
         line of the loop's body and its extents are fixed on entry; whether it did."""
         loop = self.loop
-        if loop is None or em.depth != loop.depth + 1 or not all(_ENTRY_EXTENT.fullmatch(s) for s in shape):
+        if loop is None or em.depth != loop.depth + 1 or not all(ENTRY_EXTENT.fullmatch(s) for s in shape):
             return False
         lines, depth, prange_depth = em.lines, em.depth, em.prange_depth
         em.lines, em.depth, em.prange_depth = loop.lines, loop.depth, 0
