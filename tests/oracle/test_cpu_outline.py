@@ -1,9 +1,9 @@
-"""Parallel loop bodies outlined into functions both cpu builds call (oracle/numba/outline.py, issue 19).
+"""Parallel loop bodies outlined into functions the parallel cpu build calls (oracle/numba/outline.py, issue 19).
 
-The rewrite on small functions: free variables become arguments, globals and builtins do not, a loop whose body
-assigns a name used outside it (a carried value) or returns stays as it is, loops inside branches and several
-loops in one function are each outlined, the parallel build splits the iterations into at most CHUNKS
-consecutive chunks. Then a kernel of two parallel loops over rows fewer than, not divisible by and more than
+The rewrite on small functions, run as Python against the loop it replaces: free variables become arguments,
+globals and builtins do not, a loop whose body assigns a name used outside it (a carried value) or returns stays
+as it is, loops inside branches and several loops in one function are each outlined, the iterations are split
+into at most CHUNKS consecutive chunks, a buffer every iteration allocates is allocated once per chunk. Then a kernel of two parallel loops over rows fewer than, not divisible by and more than
 the chunks, against NumPy, on the serial and parallel builds.
 """
 from __future__ import annotations
@@ -26,9 +26,11 @@ def _run(source: str, **env):
     return scope
 
 
-def _compose(out, name):
+def _forms(out, lines, params="a, y, n"):
+    """The function as written (``prange`` is ``range`` here) and as outlined."""
     helpers = "\n\n".join(out.helpers)
-    return f"{helpers}\n\ndef {name}(a, y, n):\n" + "\n".join(out.serial if name == "serial" else out.parallel)
+    return {"loop": f"def f({params}):\n" + "\n".join(lines),
+            "outlined": f"{helpers}\n\ndef f({params}):\n" + "\n".join(out.parallel)}
 
 
 def test_free_variables_become_arguments_and_chunks_cover_every_iteration():
@@ -36,14 +38,12 @@ def test_free_variables_become_arguments_and_chunks_cover_every_iteration():
     out = outline("f", ["a", "y", "n"], lines, GLOBALS)
     assert out is not None and len(out.helpers) == 1
     assert out.helpers[0].startswith("def body_0(_lo, _hi, a, s, y):")  # K0, len: global and builtin
-    assert out.serial[-1].strip() == "body_0(0, n, a, s, y)"
     assert "for i in prange(_chunks0):" in "\n".join(out.parallel)
     for n in (0, 1, 5, CHUNKS, CHUNKS + 1, 3 * CHUNKS + 7):
         a = np.arange(n, dtype=np.int64)
-        for form in ("serial", "parallel"):
+        for form, source in _forms(out, lines).items():
             y = np.full(n, -1, np.int64)
-            scope = _run(_compose(out, form))
-            scope[form](a, y, n)
+            _run(source)["f"](a, y, n)
             assert np.array_equal(y, a * 11 + n), (form, n)
 
 
@@ -69,9 +69,9 @@ def test_loops_in_branches_and_several_loops_are_each_outlined():
         want = a * (2 if n > 2 else 1) + 1
         if n <= 2:
             want[0] = n + 1
-        for form in ("serial", "parallel"):
+        for form, source in _forms(out, lines).items():
             y = np.zeros(n, np.int64)
-            _run(_compose(out, form))[form](a, y, n)
+            _run(source)["f"](a, y, n)
             assert np.array_equal(y, want), (form, n)
 
 
@@ -94,7 +94,8 @@ def test_kernels_with_outlined_loops(monkeypatch, parallel, m):
     y, z = np.full_like(x, np.nan), np.full(m, np.nan, np.float32)
     exe = intent.compile(two_loops, target="cpu")
     exe(x, y, z)
-    assert exe.source.count("def body_") == 2
+    assert exe.source.count("def body_") == 2 and exe._pick([x, y, z]) is (
+        exe.module.kernel_parallel if parallel else exe.module.kernel)
     assert np.array_equal(y, x * 2) and np.array_equal(z, x.sum(axis=1))
 
 
@@ -128,12 +129,10 @@ def test_a_buffer_every_iteration_allocates_is_allocated_once_per_call():
             calls.append(shape)
             return np.empty(shape, dtype)
 
-    for form in ("serial", "parallel"):
+    for form, source in _forms(out, lines, "a, y, n, ext1, limit").items():
         calls.clear()
         a, y = np.arange(600, dtype=np.int64), np.zeros(600, np.int64)
-        source = "\n\n".join(out.helpers) + "\n\ndef f(a, y, n, ext1, limit):\n" + "\n".join(
-            out.serial if form == "serial" else out.parallel)
         _run(source, R=FakeRuntime)["f"](a, y, 600, 3, 1 << 30)
         assert np.array_equal(y, a * 2 + 1)
-        chunks = 1 if form == "serial" else CHUNKS
-        assert calls.count((3,)) == chunks + 600  # b once per call; d (after its check) once per iteration
+        per_call = 600 if form == "loop" else CHUNKS
+        assert calls.count((3,)) == per_call + 600  # b once per chunk; d (after its check) once per iteration

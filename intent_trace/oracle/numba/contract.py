@@ -118,7 +118,9 @@ def _in_place(em, node, k: int, value, acc: T.DType):
     (nothing writes the view in between, so the caller's array is the value).
     """
     var = node.inputs[k]
-    if var.type.dtype is not acc:
+    # f16/bf16 values are held as float32 numbers: an array of them already holds their (exact) f32 conversions
+    held = var.type.dtype is acc or (acc.name == "f32" and var.type.dtype.name in NARROW)
+    if not held:
         return None
     if isinstance(value, Array):
         return value.name
@@ -128,14 +130,17 @@ def _in_place(em, node, k: int, value, acc: T.DType):
             defs = em._contract_defs = {v: n for n in em.graph.walk() for v in n.outputs}
         read = defs.get(var)
         view = em.env.get(read.inputs[0]) if read is not None and read.op is ops.read else None
-        if isinstance(view, View) and view.dtype is acc and all(kind == "all" for kind in read.attr("index")):
+        # (an f16/bf16 caller array holds bit patterns, not the float32 values: it is never the value)
+        if isinstance(view, View) and view.dtype is acc and acc.name not in NARROW and \
+                all(kind == "all" for kind in read.attr("index")):
             return view.name
     return None
 
 
-def _operand(em, node, k: int, value, acc: T.DType, normal: list, swapped: list, shape: tuple):
+def _operand(em, node, k: int, value, acc: T.DType, normal: list, swapped: list | None, shape: tuple):
     """(contiguous array name, whether its matrices are stored transposed): the operand itself when its axes
-    already come in the ``normal`` or ``swapped`` order, else a packed copy in ``normal`` order."""
+    already come in the ``normal`` or ``swapped`` order (None: only ``normal`` will do), else a packed copy in
+    ``normal`` order."""
     src = _in_place(em, node, k, value, acc)
     if src is not None:
         identity = list(range(len(shape)))
@@ -213,7 +218,7 @@ def _loops(em, node, args, acc: T.DType):
     """Integer and f16/bf16 accumulators, and every contraction inside a parallel loop: loop nests.
 
     Each operand is converted once into a contiguous array (lhs ``[B, M, K]``, rhs ``[B, K, N]``; f16/bf16
-    values are held as float32), not once per product. Each output row then accumulates ``x * rhs[k, :]`` for
+    values are held as float32), not once per product, or used in place when it already is one. Each output row then accumulates ``x * rhs[k, :]`` for
     the reduced positions k in order into its row of the workspace, starting from zero, so every output element
     is its products summed in reduction order with one rounding per product and per sum (f16/bf16: in float32,
     rounded once at the end; integers wrap), as one scalar accumulator per element gives, while the innermost
@@ -228,8 +233,8 @@ def _loops(em, node, args, acc: T.DType):
         mul, add = _int_ops(acc)
     lhs_order, rhs_order, _, _ = _packed_dims(p)
     nb, nm, nk, nn = _sizes(em, p)
-    a = _pack(em, lhs, node.inputs[0].type.dtype, acc, lhs_order, p.lhs_shape)
-    b = _pack(em, rhs, node.inputs[1].type.dtype, acc, rhs_order, p.rhs_shape)
+    a, _ = _operand(em, node, 0, lhs, acc, lhs_order, None, p.lhs_shape)  # in place when it can be
+    b, _ = _operand(em, node, 1, rhs, acc, rhs_order, None, p.rhs_shape)
     a3 = em.assign(f"{a}.reshape(({nb}, {nm}, {nk}))", "a")
     b3 = em.assign(f"{b}.reshape(({nb}, {nk}, {nn}))", "a")
     c3 = em.allocate((nb, nm, nn), np_type(work), f"the {work.name} product workspace of `contract`")

@@ -2,20 +2,19 @@
 
 Numba compiles a ``prange`` loop through its parfor passes, whose copy propagation deep-copies per-block sets of
 the body's variables: time that grows with the body's blocks times its variables (for ``attention_f16``, the
-parfor fusion and lowering passes were two thirds of its first parallel-build call), on top of compiling the
-same body again for the serial build. So each top-level ``for i in prange(n): body`` of the generated function
-becomes a function
+parfor fusion and lowering passes were two thirds of its first parallel-build call). So in the parallel build
+each top-level ``for i in prange(n): body`` of the generated function becomes a function
 
     def body_k(lo, hi, <the body's free variables>):
         for i in range(lo, hi):
             body
 
-called as ``body_k(0, n, ...)`` by the serial build and once per chunk of rows by the parallel build
-(``for i in prange(chunks)``, at most :data:`CHUNKS` chunks of consecutive iterations). Both builds share the
-body's compiled code (Numba compiles it once per signature, and caches it), the parfor passes see a loop of one
-call, and the call costs nothing beside a chunk of iterations. The iterations, their order within a chunk and
-every statement are the loop's own, so results are unchanged; only where the iterations run is as before
-(any thread, any order).
+called once per chunk of iterations (``for i in prange(chunks)``, at most :data:`CHUNKS` chunks of consecutive
+iterations): the parfor passes see a loop of one call, which costs nothing beside a chunk of iterations. The
+iterations, their order within a chunk and every statement are the loop's own, so results are unchanged; only
+where the iterations run is as before (any thread, any order). The serial build keeps its loops: a function
+call would cost it compile time (Numba links the callee's code into the caller and optimises it again there)
+and buy nothing.
 
 A buffer each iteration allocates at the top of the body, of extents fixed on entry, is allocated once per call
 instead (:func:`_per_iteration_buffer`): a row kernel's row buffers, once per chunk of rows.
@@ -39,10 +38,9 @@ _PREFIX = "body_"
 
 @attrs.frozen(slots=True)
 class Outlined:
-    """The source lines (function bodies, indented once) of the serial and parallel builds' functions, and the
-    helper functions (complete ``def`` blocks, without decorators) they call."""
+    """The source lines of the parallel build's function (its body, indented once), and the helper functions
+    (complete ``def`` blocks, without decorators) it calls."""
 
-    serial: tuple
     parallel: tuple
     helpers: tuple
 
@@ -121,34 +119,30 @@ def outline(name: str, params: list, lines: list, module_names: set) -> Outlined
     once; ``module_names``: the generated module's globals); None when none can be."""
     fn = _statements(f"def {name}({', '.join(params)}):\n" + "\n".join(lines))[0]
     known = set(module_names) | set(dir(builtins))
-    serial, parallel = fn, _statements(ast.unparse(fn))[0]  # the same statements, rewritten differently
     helpers = []
-    pairs = list(zip(_loops(serial.body), _loops(parallel.body)))
-    for i, ((s_stmts, k, s_loop), (p_stmts, _, _)) in reversed(list(enumerate(pairs))):  # last first: indices hold
-        free = _free_variables(serial, s_loop, known)
+    loops = list(_loops(fn.body))
+    for i, (stmts, k, loop) in reversed(list(enumerate(loops))):  # last first: the indices stay valid
+        free = _free_variables(fn, loop, known)
         if free is None:
             continue
         helper = f"{_PREFIX}{i}"
-        extent = ast.unparse(s_loop.iter.args[0])
+        extent = ast.unparse(loop.iter.args[0])
         func = _statements(f"def {helper}({', '.join(('_lo', '_hi', *free))}):\n"
-                           f"    for {s_loop.target.id} in range(_lo, _hi):\n        pass")[0]
-        hoisted = [stmt for before, stmt in zip([None, *s_loop.body], s_loop.body)
+                           f"    for {loop.target.id} in range(_lo, _hi):\n        pass")[0]
+        hoisted = [stmt for before, stmt in zip([None, *loop.body], loop.body)
                    if _per_iteration_buffer(stmt) and not _limit_check(before)]
-        func.body[0].body = [stmt for stmt in s_loop.body if stmt not in hoisted]
+        func.body[0].body = [stmt for stmt in loop.body if stmt not in hoisted]
         func.body[:0] = hoisted
         helpers.append(ast.unparse(func))
         extra = "".join(f", {v}" for v in free)
         n, chunks = f"_n{i}", f"_chunks{i}"
-        q = s_loop.target.id  # the loop's own index names its chunks (a name nothing else uses)
-        s_stmts[k] = _statements(f"{helper}(0, {extent}{extra})")[0]
-        p_stmts[k:k + 1] = _statements(
+        q = loop.target.id  # the loop's own index names its chunks (a name nothing else uses)
+        stmts[k:k + 1] = _statements(
             f"{n} = {extent}\n{chunks} = min({n}, {CHUNKS})\n"
             f"for {q} in prange({chunks}):\n"  # a prange index may be typed unsigned: int64 before it meets n
             f"    {helper}(np.int64({q}) * {n} // {chunks}, (np.int64({q}) + 1) * {n} // {chunks}{extra})")
     if not helpers:
         return None
 
-    def body_lines(f) -> tuple:
-        return tuple("    " + line for stmt in f.body for line in ast.unparse(stmt).splitlines())
-
-    return Outlined(body_lines(serial), body_lines(parallel), tuple(reversed(helpers)))
+    body = tuple("    " + line for stmt in fn.body for line in ast.unparse(stmt).splitlines())
+    return Outlined(body, tuple(reversed(helpers)))

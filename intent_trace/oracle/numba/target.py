@@ -131,13 +131,13 @@ def generate(graph: KernelGraph, checks: bool = True):
     signature = f"({', '.join(args)}):"
     globals_ = {"math", "np", "njit", "prange", "lazy_module", "R",
                 *(line.split(" = ", 1)[0] for line in em.constant_lines if " = " in line)}
-    # The parallel loops' bodies as functions both builds call (outline.py: Numba's parfor passes would
-    # otherwise take most of the parallel build's compile time); the loops as they are where they cannot be.
-    outlined = outline("kernel", args, lines, globals_) if em.uses_prange else None
-    serial, parallel = (outlined.serial, outlined.parallel) if outlined else (lines, lines)
+    # The parallel build's loop bodies as functions it calls per chunk of iterations (outline.py: Numba's parfor
+    # passes would otherwise take most of its compile time); the loops as they are where they cannot be.
+    outlined = outline("kernel_parallel", args, lines, globals_) if em.uses_prange else None
+    parallel = outlined.parallel if outlined else lines
     functions = [line for helper in (outlined.helpers if outlined else ())
                  for line in (f"@njit({flags})", *helper.splitlines(), "", "")]
-    functions += [f"@njit({flags})", f"def kernel{signature}", *serial, "    return", ""]
+    functions += [f"@njit({flags})", f"def kernel{signature}", *lines, "    return", ""]
     if em.uses_prange:
         # Compiled with parfors: Numba's parallel pipeline costs compile time, so it is built only when a call
         # is large enough to use both cores.
