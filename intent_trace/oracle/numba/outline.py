@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import threading
 
 import attrs
 
@@ -34,6 +35,10 @@ from .staging import ENTRY_EXTENT
 
 CHUNKS = 256  # the most calls a parallel loop makes: enough to balance its iterations over any machine's threads
 _PREFIX = "body_"
+# CPython 3.11's ast.parse is not thread-safe (its recursion-depth bookkeeping is interpreter-wide: two threads
+# parsing at once raise "SystemError: AST constructor recursion depth mismatch", python/cpython#106905), and
+# kernels compile on whichever thread calls them first: one outline at a time.
+_AST_LOCK = threading.Lock()
 
 
 @attrs.frozen(slots=True)
@@ -117,6 +122,11 @@ def _statements(source: str) -> list:
 def outline(name: str, params: list, lines: list, module_names: set) -> Outlined | None:
     """Outline the top-level prange loops of the function ``name(params)`` whose body is ``lines`` (indented
     once; ``module_names``: the generated module's globals); None when none can be."""
+    with _AST_LOCK:
+        return _outline(name, params, lines, module_names)
+
+
+def _outline(name: str, params: list, lines: list, module_names: set) -> Outlined | None:
     fn = _statements(f"def {name}({', '.join(params)}):\n" + "\n".join(lines))[0]
     known = set(module_names) | set(dir(builtins))
     helpers = []
