@@ -29,6 +29,7 @@ from pathlib import Path
 import intent_trace as intent
 from intent_trace import I
 from intent_trace.bench import compile_times
+from intent_trace.cli import quiet_third_party_logs
 from plot import add_plot_argument, finish
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))  # the examples' kernels
@@ -186,4 +187,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    with quiet_third_party_logs():  # stdout is the JSON lines: no compiler announcements between them
+        sys.exit(main())

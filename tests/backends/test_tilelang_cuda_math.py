@@ -143,7 +143,7 @@ def test_a_narrow_cuda_function_rounds_the_f32_result_once(family, d):
             continue
         assert float(np.asarray(g, np.float32).astype(np_d)) == float(g)  # a value of the narrow format
         lo, hi = sorted((float(np.asarray(r).astype(np_d)), float(g)))
-        step = float(np.finfo(np_d).eps) * max(abs(r), float(np.finfo(np_d).tiny))
+        step = float(ml_dtypes.finfo(np_d).eps) * max(abs(r), float(ml_dtypes.finfo(np_d).tiny))
         assert hi - lo <= 2 * step  # within one ulp of the format (f32's error is far below it)
 
 

@@ -254,7 +254,7 @@ def test_an_empty_source_gives_the_identity_through_the_general_program(compiled
 
 
 def test_a_sum_fold_is_within_t5s_bound(compiled):
-    B, L, S, D = 2, 150, 300, 16
+    B, L, S, D = 2, 148, 300, 16  # rows: a tail no block_M divides; out's rows of L f32: whole 16-byte units
     rng = np.random.default_rng(2)
     q, k = rng.standard_normal((B, L, D)).astype(np.float16), rng.standard_normal((B, S, D)).astype(np.float16)
     out = np.zeros((B, L), np.float32)
@@ -263,6 +263,42 @@ def test_a_sum_fold_is_within_t5s_bound(compiled):
     want, mass = terms.sum(axis=(2, 3)), np.abs(terms).sum(axis=(2, 3))
     n = S * D
     assert (np.abs(out - want) <= n * 2.0 ** -24 / (1 - n * 2.0 ** -24) * mass).all()
+
+
+@pytest.mark.parametrize("L", [150, 149])
+def test_rows_of_no_whole_16_byte_units_take_the_general_program(compiled, L):
+    # out is [B, L] f32: a row stride of 4 * L bytes, which a TMA descriptor refuses unless a multiple of 16 (the
+    # H100 run failed with "globalStrides ... must be a multiple of 16 bytes" before the rule existed)
+    B, S, D = 2, 70, 16
+    spec = _specs(score_sum_f16)["segmented_fold_d16"]
+    assert spec.aligned and not spec.applies(_extents(score_sum_f16, B=B, L=L, S=S, D=D))
+    assert spec.applies(_extents(score_sum_f16, B=B, L=L + 4 - L % 4, S=S, D=D))
+    rng = np.random.default_rng(L)
+    q, k = rng.standard_normal((B, L, D)).astype(np.float16), rng.standard_normal((B, S, D)).astype(np.float16)
+    out = np.zeros((B, L), np.float32)
+    compiled(score_sum_f16, fold=False, B=B, L=L, S=S, D=D)(q, k, out)
+    terms = np.einsum("bld,bsd->blsd", q.astype(np.float64), k.astype(np.float64))
+    n = S * D
+    bound = n * 2.0 ** -24 / (1 - n * 2.0 ** -24) * np.abs(terms).sum(axis=(2, 3))
+    assert (np.abs(out - terms.sum(axis=(2, 3))) <= bound).all()
+
+
+def test_an_input_off_a_16_byte_boundary_is_read_from_an_aligned_copy(compiled, target):
+    # a torch slice x[1:] is contiguous but starts 2 bytes into its storage: a TMA descriptor refuses its address
+    torch = pytest.importorskip("torch")
+    B, L, S, D = 1, 64, 40, 16
+    rng = np.random.default_rng(5)
+    q = rng.standard_normal((B, L, D)).astype(np.float16)
+    flat = rng.standard_normal(B * S * D + 1).astype(np.float16)
+    device = "cuda" if target == "tilelang-cuda" else "cpu"
+    k = torch.from_numpy(flat).to(device)[1:].reshape(B, S, D)
+    assert k.is_contiguous() and k.data_ptr() % 16 != 0
+    out = torch.zeros((B, L), dtype=torch.float32, device=device)
+    compiled(score_sum_f16, B=B, L=L, S=S, D=D)(torch.from_numpy(q).to(device), k, out)
+    terms = np.einsum("bld,bsd->blsd", q.astype(np.float64), flat[1:].reshape(B, S, D).astype(np.float64))
+    n = S * D
+    bound = n * 2.0 ** -24 / (1 - n * 2.0 ** -24) * np.abs(terms).sum(axis=(2, 3))
+    assert (np.abs(out.cpu().numpy() - terms.sum(axis=(2, 3))) <= bound).all()
 
 
 def _ieee_max(x: np.ndarray) -> np.ndarray:
@@ -301,7 +337,7 @@ def test_an_exact_max_keeps_nans_and_zero_signs(compiled):
 
 
 def test_the_exact_max_of_a_fold_with_contractions(compiled):
-    B, L, S, D = 2, 130, 260, 16
+    B, L, S, D = 2, 132, 260, 16
     rng = np.random.default_rng(4)
     q, k = rng.standard_normal((B, L, D)).astype(np.float16), rng.standard_normal((B, S, D)).astype(np.float16)
     k[1, 200, 3] = np.nan  # every row of batch 1 sees it: their maxima are NaN

@@ -39,6 +39,9 @@ class Specialization:
     # the schedule's record of this program (schedule.plan.Part, without ``when``), or None: program.py then names
     # it from its name (a tiled matmul or the flash-attention template)
     part: object = attrs.field(default=None, eq=False)
+    # ((graph extent index, elements), ...): extents that must be multiples of ``elements``: the innermost axes of
+    # views the program copies with TMA, whose descriptors need every row stride a multiple of 16 bytes
+    aligned: tuple = ()
 
     def applies(self, extents: dict) -> bool:
         operands = self.operands
@@ -47,6 +50,8 @@ class Specialization:
         if any(math.prod(extents[k] for k in axes) >= 2**31 for axes in operands):
             return False
         if any(extents[k] != size for k, size in self.equals):
+            return False
+        if any(extents[k] % units for k, units in self.aligned):
             return False
         return all(extents[k] > 0 and extents[k] % tile == 0 for k, tile in self.divides)
 

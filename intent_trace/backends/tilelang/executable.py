@@ -127,9 +127,9 @@ def _stage_host(p, v: np.ndarray, storage: str | None, spec):
 
 def _stage_device(p, v, storage: str | None, spec):
     """(the kernel's tensor, the commit or None) for a view bound as a tensor in the target's memory: an input is
-    read where it is (a contiguous copy only when it is strided), an output runs on a device copy that is committed
-    into the caller's tensor (strides kept) only after the kernel succeeded; either reinterpreted as the storage
-    dtype the program declares (f16 as its uint16 bits, bool as uint8)."""
+    read where it is (a copy only when it is strided or starts off a 16-byte boundary), an output runs on a device
+    copy that is committed into the caller's tensor (strides kept) only after the kernel succeeded; either
+    reinterpreted as the storage dtype the program declares (f16 as its uint16 bits, bool as uint8)."""
     value = v.dtype
     stored = _torch_dtype(np.dtype(_NP_STORAGE[storage])) if storage else value
     shape = tuple(v.shape) or (1,)
@@ -137,11 +137,14 @@ def _stage_device(p, v, storage: str | None, spec):
         work = spec.to_device(_empty_tensor(shape, np.dtype(_NP_STORAGE[storage]) if storage else
                                             p.type.dtype.np))
         return work, None
-    if p.type.access != "In" or not v.is_contiguous():
+    # an input is read where it is when it is contiguous and starts on a 16-byte boundary (a tiled program's TMA
+    # descriptors need it; a slice such as x[1:] of a torch tensor does not): every other view runs on a copy
+    copied = p.type.access != "In" or not v.is_contiguous() or v.data_ptr() % 16 != 0
+    if copied:
         check_allocation(f"the staging copy of view {p.name} of shape {tuple(v.shape)}", v.shape, v.element_size())
     import torch
 
-    work = v.clone(memory_format=torch.contiguous_format) if p.type.access != "In" else v.contiguous()
+    work = v.clone(memory_format=torch.contiguous_format) if copied else v
     work = work.reshape(shape).as_strided(shape, _compact_strides(shape))  # the strides TVM checks
     tensor = work.view(stored)
     if p.type.access == "In":
