@@ -134,9 +134,42 @@ def _vendor_math(name: str, family: str, d) -> str:
             f"return {_F32_RESULT[d.name]}; }}")
 
 
+# Conversions between f32 and f16/bf16 (T1: round to nearest even; the C bodies round through double, once): the
+# hardware's conversion instructions give the same bits for every value but a NaN (they return their canonical NaN;
+# T3 wants NumPy's payload bits), so a NaN takes the C body and every other value one instruction instead of the
+# software rounding (a row kernel's f16 loads and stores spent most of their time there).
+_HARDWARE = {  # format: (header, round f32 to it, widen it to f32, its bits, from its bits, a NaN's bits are above)
+    "f16": ("cuda_fp16.h", "__float2half_rn", "__half2float", "__half_as_ushort", "__ushort_as_half", "0x7c00u"),
+    "bf16": ("cuda_bf16.h", "__float2bfloat16_rn", "__bfloat162float", "__bfloat16_as_ushort", "__ushort_as_bfloat16",
+             "0x7f80u")}
+
+
+def _hardware_conversion(name: str, family: str, dtypes: tuple, ret, args: tuple) -> str | None:
+    """``name`` as the hardware conversion with the C body (``<name>_soft``) for NaNs, or None when it is no
+    conversion between f32 and f16/bf16 (a cast rounds f32 to the format, an encode stores a format value's bits, a
+    decode widens them)."""
+    narrow = dtypes[-1].name if family == "cast" else dtypes[0].name
+    if narrow not in _HARDWARE or (family == "cast" and (len(dtypes) != 2 or dtypes[0].name != "f32")):
+        return None
+    header, rnd, widen, bits, from_bits, nan = _HARDWARE[narrow]
+    form = {"cast": ("float", "float", "a != a", f"{widen}({rnd}(a))"),
+            "encode": ("uint16_t", "float", "a != a", f"{bits}({rnd}(a))"),
+            "decode": ("float", "uint16_t", f"(a & 0x7fffu) > {nan}", f"{widen}({from_bits}(a))")}.get(family)
+    inner = c.helper_source(f"{name}_soft", family, dtypes, ret, args, DEVICE) if form else None
+    if inner is None:
+        return None
+    result, operand, is_nan, hardware = form
+    return (f"#include <{header}>\n{inner}\n{DEVICE.function} {result} {name}({operand} a) {{ "
+            f"return {is_nan} ? {name}_soft(a) : {hardware}; }}")
+
+
 def helper_source(name: str, family: str, dtypes: tuple, ret, args: tuple) -> str | None:
     if family in c.CUDA_F32_MATH and ret.name in _F32_RESULT and dtypes == (ret,) and args == (ret,):
         return _vendor_math(name, family, ret)
+    if family in ("cast", "encode", "decode"):
+        converted = _hardware_conversion(name, family, dtypes, ret, args)
+        if converted is not None:
+            return converted
     if family in _X86_NANS and ret.name in _NAN_BITS and all(a == ret for a in args):
         inner = c.helper_source(f"{name}_ieee", family, dtypes, ret, args, DEVICE)
         return None if inner is None else _x86_nans(inner, name, ret, len(args))

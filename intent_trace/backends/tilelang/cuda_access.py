@@ -11,6 +11,7 @@ import math
 
 import attrs
 
+from ...errors import LoweringError
 from ...graph import ops
 from ...graph.patterns import pat
 # the whole-axis tests are the schedule pass's (target-neutral); re-exported for the CUDA recognisers
@@ -54,6 +55,28 @@ class Specialization:
         if any(extents[k] % units for k, units in self.aligned):
             return False
         return all(extents[k] > 0 and extents[k] % tile == 0 for k, tile in self.divides)
+
+
+def tma_rows(graph) -> tuple:
+    """((extent index, elements), ...): the innermost extent of every view of rank 2 or more must hold whole
+    16-byte units (TMA descriptors, which TileLang's tile copies use, need each row stride a multiple of 16 bytes;
+    other extents take the general program). A static innermost extent that does not is a LoweringError: no call
+    can take this program."""
+    index = {ev.extent: k for k, ev in enumerate(graph.extents)}
+    out = []
+    for p in graph.params:
+        if p.kind != "view" or len(p.type.shape) < 2:
+            continue
+        inner, size = p.type.shape[-1], p.type.dtype.np.itemsize
+        units = 16 // math.gcd(16, size)
+        if isinstance(inner, int):
+            if inner % units:
+                raise LoweringError(f"view {p.name}'s rows of {inner} x {size} bytes are no whole 16-byte units")
+        elif units > 1:
+            if inner not in index:
+                raise LoweringError(f"view {p.name}'s innermost extent {inner} is no extent of the call")
+            out.append((index[inner], units))
+    return tuple(sorted(set(out)))
 
 
 #: A division that may round differently from IEEE's (the element code would not be the serial program's).

@@ -45,7 +45,7 @@ from ...graph.values import Literal, Var
 from ...schedule import region as schedule_region
 from ...schedule.region import ROW, SLICE
 from . import c, cuda
-from .cuda_access import Specialization
+from .cuda_access import Specialization, tma_rows
 from .cuda_epilogue import declare_params
 from .cuda_region_tiles import Emulated, Spelling, Tiling
 from .emitter import Aggregate, Lazy, Scalar, TileLangEmitter
@@ -143,29 +143,8 @@ def _specialization(graph, target, plan, tiling: Tiling, emulate: bool) -> Speci
     part = plan.part(graph, block_M=tiling.block_M, block_N=tiling.block_N, head=tiling.head, threads=tiling.threads,
                      stages=tiling.stages, pipelined=f"T.Pipelined source loads, products on {cores}")
     return Specialization(f"segmented_fold_d{tiling.head}", text, divides, tuple((f, tiling.head) for f in plan.free),
-                          operands=tuple(views), stored=stored, part=part, aligned=_tma_rows(graph))
+                          operands=tuple(views), stored=stored, part=part, aligned=tma_rows(graph))
 
-
-def _tma_rows(graph) -> tuple:
-    """((extent index, elements), ...): the innermost extent of every view of rank 2 or more must hold whole
-    16-byte units (TMA descriptors, which TileLang's tile copies use, need each row stride a multiple of 16 bytes;
-    other extents take the general program). A static innermost extent that does not is a LoweringError: no call
-    can take this program."""
-    index = {ev.extent: k for k, ev in enumerate(graph.extents)}
-    out = []
-    for p in graph.params:
-        if p.kind != "view" or len(p.type.shape) < 2:
-            continue
-        inner, size = p.type.shape[-1], p.type.dtype.np.itemsize
-        units = 16 // math.gcd(16, size)
-        if isinstance(inner, int):
-            if inner % units:
-                raise LoweringError(f"view {p.name}'s rows of {inner} x {size} bytes are no whole 16-byte units")
-        elif units > 1:
-            if inner not in index:
-                raise LoweringError(f"view {p.name}'s innermost extent {inner} is no extent of the call")
-            out.append((index[inner], units))
-    return tuple(sorted(set(out)))
 
 
 @attrs.frozen
