@@ -4,8 +4,8 @@ in the suite"), checked alongside the tilelang-c runs.
 Each kernel a test runs on tilelang-c through the shared ``run`` fixture (or ``run_both``) is also lowered for
 tilelang-metal: the TileLang program here, at once (a LoweringError is a failure unless the kernel uses f64,
 which Metal lacks; so is a serial program where tilelang-cuda's general program is a grid, unless Metal's atomics
-are why), and the Metal source by ``tilelang.lower`` in one
-worker process, which uses the core the serial suite leaves idle while g++ runs. The test waits for its
+are why), and the Metal source of it and of each tiled program Metal has for the kernel (metal_matmul.py) by
+``tilelang.lower`` in one worker process, which uses the core the serial suite leaves idle while g++ runs. The test waits for its
 kernels' source at teardown; the same program text is lowered once per session.
 """
 from __future__ import annotations
@@ -104,6 +104,13 @@ def _serial_where_cuda_is_not(graph, program: str) -> str | None:
     return f"{TARGET} runs it in one thread where tilelang-cuda's general program is a grid of threads"
 
 
+def _tiled(graph) -> tuple:
+    """The texts of the tiled programs tilelang-metal has for ``graph`` (metal_matmul.py), chosen per call."""
+    from intent_trace.backends.tilelang import targets
+
+    return tuple(spec.program for spec in targets.METAL.specializations(graph, targets.METAL))
+
+
 def _prefetch(program: str) -> None:
     """In the worker: the emulated Metal program lowered and compiled (both kept on disk, keyed by their text), so
     the test's emulated-Metal case finds them. A failure is left for that case to report."""
@@ -131,25 +138,28 @@ class MetalSourceCheck:
         return self._pool.submit(function, program)
 
     @staticmethod
-    def _program(kernel, constexprs: dict) -> str | None:
+    def _programs(kernel, constexprs: dict) -> tuple:
+        """The general program's text and each tiled program's, or () when the kernel does not lower."""
         from intent_trace.backends.tilelang.target import generate_program
 
         try:
-            return generate_program(kernel.trace(**constexprs), TARGET).text
+            graph = kernel.trace(**constexprs)
+            return (generate_program(graph, TARGET).text, *_tiled(graph))
         except Exception:  # noqa: BLE001  (the case itself says why)
-            return None
+            return ()
 
     def prefetch(self, kernel, constexprs: dict) -> None:
-        """Lower and compile ``kernel``'s emulated Metal program in the worker (once per program text)."""
-        program = self._program(kernel, constexprs)
-        if program is not None and program not in self._prefetches:
-            self._prefetches[program] = self._submit(_prefetch, program)
+        """Lower and compile ``kernel``'s emulated Metal programs in the worker (once per program text)."""
+        for program in self._programs(kernel, constexprs):
+            if program not in self._prefetches:
+                self._prefetches[program] = self._submit(_prefetch, program)
 
     def wait_prefetch(self, kernel, constexprs: dict) -> None:
-        """Wait until the worker has built ``kernel``'s emulated Metal program, if it was asked to."""
-        future = self._prefetches.get(self._program(kernel, constexprs)) if self._prefetches else None
-        if future is not None:
-            future.result(timeout=600)
+        """Wait until the worker has built ``kernel``'s emulated Metal programs, if it was asked to."""
+        for program in self._programs(kernel, constexprs) if self._prefetches else ():
+            future = self._prefetches.get(program)
+            if future is not None:
+                future.result(timeout=600)
 
     def submit(self, kernel, constexprs: dict):
         """A pending check of ``kernel`` (None when it does not trace: the run will say why)."""
@@ -169,10 +179,13 @@ class MetalSourceCheck:
         serial = _serial_where_cuda_is_not(graph, program)
         if serial is not None:
             return _Done(f"{kernel!r}: {serial}")
-        future = self._verdicts.get(program)
-        if future is None:
-            future = self._verdicts[program] = self._submit(_lower, program)
-        return _Pending(repr(kernel), future)
+        futures = []
+        for text in (program, *_tiled(graph)):
+            future = self._verdicts.get(text)
+            if future is None:
+                future = self._verdicts[text] = self._submit(_lower, text)
+            futures.append(future)
+        return _Pending(repr(kernel), futures)
 
     def close(self) -> None:
         if self._pool is not None:
@@ -180,12 +193,13 @@ class MetalSourceCheck:
 
 
 class _Pending:
-    def __init__(self, what: str, future):
-        self.what, self.future = what, future
+    def __init__(self, what: str, futures: list):
+        self.what, self.futures = what, futures
 
     def wait(self) -> None:
-        why = self.future.result(timeout=600)  # a lowering that hangs fails the test instead of the whole run
-        assert why is None, f"{self.what}: no Metal source: {why}"
+        for future in self.futures:
+            why = future.result(timeout=600)  # a lowering that hangs fails the test instead of the whole run
+            assert why is None, f"{self.what}: no Metal source: {why}"
 
 
 class _Done:

@@ -194,6 +194,10 @@ def _match(graph: KernelGraph) -> MatmulMatch | None:
                        contract.outputs[0] if epilogue else None, write.inputs[1])
 
 
+#: the recogniser, shared with the other targets' tiled matmuls (:mod:`.metal_matmul`)
+match_matmul = _match
+
+
 def tensor_core(graph: KernelGraph, target, config: MatmulTiling | None = None) -> Specialization | None:
     match = _match(graph)
     if match is None or match.dtype not in ("f16", "bf16"):

@@ -185,7 +185,8 @@ class TileLangExecutable(ExecutableDisplay):
         lower = self.spec.kernel_source  # tilelang-metal: lowered to source, not compiled
         parts = [self.program, lower(self.program) if lower is not None else self.kernel.get_kernel_source()]
         for spec in self.specializations:
-            parts += [spec.program, compile_with(spec.program, self.spec).get_kernel_source()]
+            parts += [spec.program, lower(spec.program) if lower is not None
+                      else compile_with(spec.program, self.spec).get_kernel_source()]
         return "\n".join(parts)
 
     def __call__(self, *args, **constexprs) -> None:

@@ -2,7 +2,8 @@
 
 The executable is tilelang-metal's own (:class:`~..target.TileLangExecutable`: the same program, arguments, staging,
 error record and exceptions) with two things swapped: the kernel is an :class:`.ProgramKernel` (the Metal source
-TileLang generates, compiled as host C++ by :mod:`.kernel`) instead of a TileLang JIT kernel, and the "device" is
+TileLang generates, compiled as host C++ by :mod:`.kernel`) instead of a TileLang JIT kernel -- the general program's,
+or a tiled specialisation's where one applies to the call's extents (:mod:`..metal_matmul`) -- and the "device" is
 host memory (the staged arrays' torch tensors are passed as they are). Anything the emulator reports (an
 out-of-bounds access, a data race) raises :class:`~.kernel.EmulationError` and, like a failed check, commits
 nothing: the caller's arrays stay as they were.
@@ -194,14 +195,27 @@ class EmulatedMetalExecutable(TileLangExecutable):
     emulated = True
 
     def __init__(self, graph, spec, checks: bool = True):
+        self._programs: dict = {}  # program text -> its ProgramKernel (the general program, the specialisations)
         super().__init__(graph, on_host(spec), checks)
 
     @property
     def kernel(self) -> ProgramKernel:
         if self._kernel is None:
-            require_runtime()
-            self._kernel = ProgramKernel(self.program)
+            self._kernel = self._program_kernel(self.program)
         return self._kernel
+
+    def _program_kernel(self, program: str) -> ProgramKernel:
+        kernel = self._programs.get(program)
+        if kernel is None:
+            require_runtime()
+            kernel = self._programs[program] = ProgramKernel(program)
+        return kernel
+
+    def _kernel_for(self, dims: dict) -> tuple:
+        """(the emulated kernel for a call with these extents, the specialisation or None): a tiled program
+        (:mod:`..metal_matmul`) runs in the emulator as the general one does."""
+        spec = self.specialization_for(dims)
+        return (self.kernel, None) if spec is None else (self._program_kernel(spec.program), spec)
 
     def __repr__(self) -> str:
         return f"<{self.target} executable {self.graph.name} (emulated)>"

@@ -1,5 +1,6 @@
 // itm_library.h (part of itm_metal.h): threads blocking at barriers and collectives, threadgroup arrays, and
-// the Metal library functions: max/min, barriers, simdgroup functions, atomics, simdgroup matrices.
+// the Metal library functions: max/min, barriers, simdgroup functions, atomics, precise:: and fast:: math
+// (simdgroup matrices: itm_matrix.h).
 #pragma once
 
 namespace itm {
@@ -45,7 +46,8 @@ template <typename T> Ref<T> shared_scalar(const void* site, const char* name, i
 #define ITM_THREADGROUP_SCALAR(T, NAME) \
   static const char itm_site_##NAME = 0; ::itm::Ref<T> NAME = ::itm::shared_scalar<T>(&itm_site_##NAME, #NAME, __LINE__)
 
-enum Op { OP_SIMD_BARRIER = 1, OP_REDUCE, OP_SCAN, OP_SHUFFLE, OP_BROADCAST, OP_VOTE };
+// OP_MATRIX + 8 * line: a SIMD-group matrix function at that source line (itm_matrix.h)
+enum Op { OP_SIMD_BARRIER = 1, OP_REDUCE, OP_SCAN, OP_SHUFFLE, OP_BROADCAST, OP_VOTE, OP_MATRIX };
 
 // Every lane of the simdgroup that reaches a collective deposits its value; the scheduler releases the lanes at the
 // same collective once every other lane of the simdgroup is blocked or done; each then computes its own result
@@ -244,62 +246,6 @@ bool atomic_compare_exchange_weak_explicit(itm::ptr<atomic<T>> p, T* expected, U
   });
   if (!ok) *expected = seen;
   return ok;
-}
-
-// --- simdgroup matrices: every lane holds the whole matrix; a store is shared out over the lanes ---------------
-template <typename T, int R, int C> struct simdgroup_matrix {
-  T e[R * C];
-  simdgroup_matrix() : e() {}
-  explicit simdgroup_matrix(T diagonal) : e() {
-    for (int i = 0; i < R && i < C; ++i) e[i * C + i] = diagonal;
-  }
-};
-typedef simdgroup_matrix<float, 8, 8> simdgroup_float8x8;
-typedef simdgroup_matrix<half, 8, 8> simdgroup_half8x8;
-typedef simdgroup_matrix<bfloat, 8, 8> simdgroup_bfloat8x8;
-template <typename T, int R, int C> simdgroup_matrix<T, R, C> make_filled_simdgroup_matrix(T v) {
-  simdgroup_matrix<T, R, C> m;
-  for (int i = 0; i < R * C; ++i) m.e[i] = v;
-  return m;
-}
-template <typename T, int R, int C, typename P>
-void simdgroup_load(simdgroup_matrix<T, R, C>& d, P src, ulong per_row = C, ulong2 origin = ulong2(0, 0),
-                    bool transpose = false) {
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c)
-      d.e[r * C + c] = transpose ? (T)src[(origin.y + c) * per_row + origin.x + r]
-                                 : (T)src[(origin.y + r) * per_row + origin.x + c];
-}
-template <typename T, int R, int C, typename P>
-void simdgroup_store(const simdgroup_matrix<T, R, C>& m, P dst, ulong per_row = C, ulong2 origin = ulong2(0, 0),
-                     bool transpose = false) {
-  // lane l stores elements 2l and 2l+1 (row-major); the simdgroup's first lane also stores those of absent lanes
-  uint lin = itm::D->cur->lin, lane = lin % itm::SIMD_WIDTH;
-  uint lanes = itm::D->n - (lin - lane) < (uint)itm::SIMD_WIDTH ? itm::D->n - (lin - lane) : itm::SIMD_WIDTH;
-  for (int e = 0; e < R * C; ++e) {
-    uint owner = (uint)(e / 2) % itm::SIMD_WIDTH;
-    if (owner != lane && !(lane == 0 && owner >= lanes)) continue;
-    int r = e / C, c = e % C;
-    if (transpose) dst[(origin.y + c) * per_row + origin.x + r] = m.e[e];
-    else dst[(origin.y + r) * per_row + origin.x + c] = m.e[e];
-  }
-}
-template <typename T, int R, int K, int C>
-void simdgroup_multiply_accumulate(thread simdgroup_matrix<T, R, C>& d, const simdgroup_matrix<T, R, K>& a,
-                                   const simdgroup_matrix<T, K, C>& b, const simdgroup_matrix<T, R, C>& c) {
-  simdgroup_matrix<T, R, C> out;
-  for (int i = 0; i < R; ++i)
-    for (int j = 0; j < C; ++j) {
-      float acc = (float)c.e[i * C + j];  // c, then the products in k order, in float
-      for (int k = 0; k < K; ++k) acc = acc + (float)a.e[i * K + k] * (float)b.e[k * C + j];
-      out.e[i * C + j] = (T)acc;
-    }
-  d = out;
-}
-template <typename T, int R, int K, int C>
-void simdgroup_multiply(thread simdgroup_matrix<T, R, C>& d, const simdgroup_matrix<T, R, K>& a,
-                        const simdgroup_matrix<T, K, C>& b) {
-  simdgroup_multiply_accumulate(d, a, b, simdgroup_matrix<T, R, C>());
 }
 
 // metal::precise:: and metal::fast:: math as the HOST's libm (float functions, host_math.py lists them): the

@@ -318,3 +318,8 @@ template <typename T> struct Ref {
 };
 
 }  // namespace itm
+
+namespace metal {
+// as_type of an element read through a checked pointer (`as_type<half>(A[i])` of a ushort buffer): of its value
+template <typename T, typename U> static inline T as_type(const itm::Ref<U>& r) { return as_type<T>(r.load()); }
+}  // namespace metal

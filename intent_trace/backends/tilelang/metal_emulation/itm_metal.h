@@ -1,5 +1,5 @@
 // itm_metal.h: the Metal Shading Language features intent_trace's Metal programs use, as host C++17 (this file, and
-// itm_memory.h, itm_library.h, itm_dispatch.h, which it includes in that order).
+// itm_memory.h, itm_library.h, itm_matrix.h, itm_dispatch.h, which it includes in that order).
 //
 // The driver (metal_emulation/translate.py) rewrites a Metal kernel line for line (line numbers are kept, so
 // __LINE__ is the Metal source line) and includes this header instead of <metal_stdlib>. What it provides:
@@ -18,7 +18,9 @@
 //   thread of the group waits at them (a thread that returned while others wait is reported: Metal requires every
 //   thread to reach the barrier). Threadgroups run one after another, in an order picked by the seed.
 // - Simdgroups of 32 lanes (consecutive thread indices): simd_sum/product/min/max/and/or/xor, prefix sums,
-//   shuffles, broadcasts, simd_all/any, simdgroup_barrier, and simdgroup_matrix load/store/multiply(-accumulate).
+//   shuffles, broadcasts, simd_all/any, simdgroup_barrier, and simdgroup_matrix load/store/multiply(-accumulate)
+//   (itm_matrix.h: collectives over the whole matrix, uniform control flow and operands checked, Apple's rounding
+//   of the multiply-accumulate not reproduced).
 //   A simdgroup function runs over the lanes that reach it while the others are blocked or done (SIMT's active
 //   lanes); lanes reduce in ascending lane order.
 // - Atomics (atomic_int/uint/float, the *_explicit functions) with every memory order accepted.
@@ -33,7 +35,8 @@
 // - Floats: host IEEE arithmetic with contraction off stands in for MTLMathModeSafe. Metal's own math library
 //   (metal::precise::, metal::fast::: exp, log, sin, pow, rsqrt, ...) is the host's libm (itm_library.h): its
 //   results are the host's, not an Apple GPU's, and the verifier does not count them as evidence about the GPU.
-//   Simdgroup reductions and matrix products use one fixed order (ascending lanes, k), an Apple GPU may use another.
+//   Simdgroup reductions and matrix products use one fixed order (ascending lanes, k), an Apple GPU may use another;
+//   a matrix product fuses each product into a float accumulator (itm_matrix.h), Apple does not say how it rounds.
 // - Threadgroups run one after another (their order seeded): a program that waits on another threadgroup's progress
 //   (a spin on its atomic) never finishes here, and no statement is made about an Apple GPU's forward progress.
 // - The race detector remembers the last write and up to two reads per element: with three or more concurrent
@@ -66,4 +69,5 @@ typedef unsigned long ulong;
 
 #include "itm_memory.h"
 #include "itm_library.h"
+#include "itm_matrix.h"
 #include "itm_dispatch.h"

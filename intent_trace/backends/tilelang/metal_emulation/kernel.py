@@ -28,7 +28,8 @@ from ....caches import cache_root
 from .translate import FLOAT_TYPES, translate
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-HEADERS = ("itm_metal.h", "itm_memory.h", "itm_library.h", "itm_dispatch.h")  # itm_metal.h includes the others
+# itm_metal.h includes the others
+HEADERS = ("itm_metal.h", "itm_memory.h", "itm_library.h", "itm_matrix.h", "itm_dispatch.h")
 FLAGS = ("-std=c++17", "-O1", "-fPIC", "-ffp-contract=off", "-fno-fast-math", "-fno-strict-aliasing",
          "-fstack-clash-protection", "-Wno-unknown-pragmas", "-Wno-attributes")
 _REPORT_SIZE = 1 << 16
