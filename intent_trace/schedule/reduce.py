@@ -26,6 +26,7 @@ from ..graph.traits import AGGREGATE, POINTWISE
 from ..graph.values import KernelGraph, Literal, walk_region
 from .access import UNIT_DOMAIN, full_axes
 from .plan import Part
+from .prologue import extent_vars, prologue
 from .rows import Rejected, _at, _value_dtype
 
 UNIFORM, ELEMENT, REDUCED = 0, 1, 2  # what a value depends on (bits)
@@ -79,7 +80,8 @@ class _Walk:
     def __init__(self, graph: KernelGraph):
         self.graph = graph
         self.index = {ev.extent: k for k, ev in enumerate(graph.extents)}
-        self.extents = {ev: k for k, ev in enumerate(graph.extents)}
+        self.prologue = prologue(graph)  # checks made before any launch: uniform scalars here, part of no body
+        self.extents = extent_vars(graph, self.prologue)
         self.kind = {ev: UNIFORM for ev in graph.extents}
         self.kind.update({p.var: UNIFORM for p in graph.params if p.kind == "scalar"})
         self.views = {p.var: p for p in graph.params if p.kind == "view"}
@@ -110,7 +112,7 @@ class _Walk:
             if node.op is ops.write:
                 self.final_write(node)
                 continue
-            if node.op.effects - {"read"}:
+            if node.op.effects - {"read"} and node not in self.prologue:
                 self.fail(f"op {node.op.name}{_at(node)} has effects ({', '.join(sorted(node.op.effects))}): a full "
                           f"reduction's only effects are its writes of results")
             self.node(node)
@@ -145,9 +147,11 @@ class _Walk:
 
     def node(self, node) -> None:
         op = node.op
+        if node in self.prologue:  # computed before the launch: a scalar every block sees alike
+            return self.define(node, UNIFORM)
         if op is ops.domain:
             caps = match(UNIT_DOMAIN, node, {})
-            if caps is None or caps["end"] not in self.graph.extents:
+            if caps is None or caps["end"] not in self.extents:
                 self.fail(f"the domain{_at(node)} is not domain(0, E, 1) of a kernel extent E")
             self.domains[node.outputs[0]] = self.extents[caps["end"]]
             self.pre.append(node)

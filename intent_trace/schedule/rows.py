@@ -31,6 +31,7 @@ from ..graph.traits import AGGREGATE, POINTWISE, REDUCTIONS
 from ..graph.values import KernelGraph, Literal, walk_region
 from .access import UNIT_DOMAIN, unit_reshape
 from .plan import Part
+from .prologue import extent_vars, prologue
 
 UNIFORM, ROW, COL, ELEMENT = 0, 1, 2, 3  # what a value depends on (bits: the row, the column)
 _DEPENDS = {UNIFORM: "nothing", ROW: "the row", COL: "the column", ELEMENT: "the row and the column"}
@@ -117,6 +118,8 @@ def recognise(graph: KernelGraph) -> RowGroup | Rejected:
 class _Walk:
     def __init__(self, graph: KernelGraph):
         self.graph = graph
+        self.prologue = prologue(graph)  # checks made before any launch: uniform scalars here, part of no body
+        self.extent_of = extent_vars(graph, self.prologue)
         self.index = {ev.extent: k for k, ev in enumerate(graph.extents)}
         self.kind = {ev: UNIFORM for ev in graph.extents}
         self.kind.update({p.var: UNIFORM for p in graph.params if p.kind == "scalar"})
@@ -155,9 +158,9 @@ class _Walk:
             self.rows = None
             self.top(nodes[:-1])
             caps = match(UNIT_DOMAIN, self.producer(nodes, loop.inputs[0]), {})
-            if caps is None or caps["end"] not in self.graph.extents:
+            if caps is None or caps["end"] not in self.extent_of:
                 self.fail(f"the parallel loop{_at(loop)} is not over domain(0, E, 1) of a kernel extent E")
-            self.rows = caps["end"].extent
+            self.rows = self.graph.extents[self.extent_of[caps["end"]]].extent
             self.check_extents()
             (body,) = loop.regions
             self.point = body.params[0]
@@ -187,7 +190,7 @@ class _Walk:
     def top(self, nodes) -> None:
         """The nodes before the parallel loop: domains and uniform or per-column values."""
         for node in nodes:
-            if node.op.effects or node.regions:
+            if (node.op.effects or node.regions) and node not in self.prologue:
                 self.fail(f"op {node.op.name}{_at(node)} before the parallel loop has effects or regions")
             self.node(node)
 
@@ -197,7 +200,7 @@ class _Walk:
         if write.op is not ops.write:
             self.fail(f"the last op{_at(write)} is {write.op.name}, not the write of the row group's result")
         for node in body:
-            if node.op.effects - {"read"}:
+            if node.op.effects - {"read"} and node not in self.prologue:
                 self.fail(f"op {node.op.name}{_at(node)} has effects ({', '.join(sorted(node.op.effects))}): a row "
                           f"group's only effect is its final write")
             self.node(node)
@@ -252,11 +255,13 @@ class _Walk:
 
     def node(self, node) -> None:
         op = node.op
+        if node in self.prologue:  # computed before the launch: a scalar every row sees alike
+            return self.define(node, UNIFORM)
         if op is ops.domain:
             caps = match(UNIT_DOMAIN, node, {})
-            if caps is None or caps["end"] not in self.graph.extents:
+            if caps is None or caps["end"] not in self.extent_of:
                 self.fail(f"the domain{_at(node)} is not domain(0, E, 1) of a kernel extent E")
-            self.domains[node.outputs[0]] = caps["end"].extent
+            self.domains[node.outputs[0]] = self.graph.extents[self.extent_of[caps["end"]]].extent
             return
         if op is ops.read:
             return self.read(node)

@@ -1,0 +1,108 @@
+"""The prologue: checks a call can make before anything is launched, because their operands are known once the
+call's arguments are bound.
+
+A **prologue check** is a top-level node whose only effect is ``"check"`` (it may fail the run; today
+``I.assume_equal``) and whose operands are *prologue values*: kernel extents, literals, integer scalar parameters,
+``dim`` of a view parameter, and integer or bool scalars computed from those by pointwise ops (index arithmetic,
+casts, comparisons), or another check's result. Nothing it reads depends on a view's elements, a loop or a thread,
+so a target may decide it once, first, instead of where it stands in the body:
+
+- a grid program whose every thread would make the same check (and leave a block waiting at its barrier when it
+  fails), or a program of several launches whose later kernels would run after the first failed, then has no
+  error site from it; the recognisers and planners treat the check as a uniform scalar (its result is its value)
+  instead of refusing the graph, and it is part of no part's body;
+- the TileLang executable makes it on the host before any launch (``backends/tilelang/executable.py``); the cpu
+  oracle emits it before its row loops (``oracle/numba/rows.py``).
+
+:func:`prologue` finds them from effects, traits and types (never op names); ``exe.schedule`` names them on its
+``prologue`` line (:class:`.plan.Schedule`).
+"""
+from __future__ import annotations
+
+import attrs
+
+from .. import types as T
+from ..graph import ops
+from ..graph.traits import POINTWISE
+from ..graph.values import KernelGraph, Literal
+
+
+def _integral(t) -> bool:
+    """An integer or bool scalar: what index arithmetic computes (no float rounding decided on the host)."""
+    return isinstance(t, T.ScalarType) and (t.dtype.is_int or t.dtype.is_bool)
+
+
+@attrs.frozen(slots=True)
+class Prologue:
+    """The prologue of one graph. ``checks``: the prologue checks in program order; ``nodes``: the checks and the
+    top-level nodes their operands are computed from, in program order (what a host evaluates); ``extents``:
+    {prologue value: graph extent index} for the values that equal a kernel extent (their ``extent`` is that
+    extent's), so a ``domain(0, n, 1)`` of one covers that extent whole."""
+
+    checks: tuple = attrs.field(default=(), eq=False)
+    nodes: tuple = attrs.field(default=(), eq=False)
+    extents: dict = attrs.field(factory=dict, eq=False)
+    ids: frozenset = attrs.field(init=False, eq=False)
+
+    @ids.default
+    def _ids(self) -> frozenset:
+        return frozenset(id(n) for n in self.nodes)
+
+    def __bool__(self) -> bool:
+        return bool(self.checks)
+
+    def __contains__(self, node) -> bool:
+        """Whether ``node`` belongs to the prologue (a check or a node a check is computed from)."""
+        return id(node) in self.ids
+
+    def describe(self) -> tuple:
+        """One text per check: its op and where the kernel states it."""
+        return tuple(f"{n.op.name}" + (f" at {n.loc!r}" if n.loc is not None else "") for n in self.checks)
+
+
+def _value_of_view_axis(node, views: set) -> bool:
+    """``dim`` of a view parameter: the bound argument's extent."""
+    return node.op is ops.dim and node.inputs[0] in views
+
+
+def prologue(graph: KernelGraph) -> Prologue:
+    """The prologue checks of ``graph`` and the nodes they are computed from (:class:`Prologue`)."""
+    known = {ev for ev in graph.extents}
+    known.update(p.var for p in graph.params if p.kind == "scalar" and _integral(p.type))
+    views = {p.var for p in graph.params if p.kind == "view"}
+    producer, checks = {}, []
+
+    def computable(x) -> bool:
+        return _integral(x.type) if x.__class__ is Literal else x in known
+
+    for node in graph.body.nodes:
+        if node.regions or not all(_integral(v.type) for v in node.outputs):
+            continue
+        effects = node.op.effects
+        if effects == {"check"} and all(computable(x) for x in node.inputs):
+            checks.append(node)
+        elif effects or not (_value_of_view_axis(node, views) or
+                             (node.op in POINTWISE and all(computable(x) for x in node.inputs))):
+            continue
+        known.update(node.outputs)
+        producer.update((v, node) for v in node.outputs)
+    if not checks:
+        return Prologue()
+    needed, stack = set(), list(checks)
+    while stack:
+        node = stack.pop()
+        if id(node) in needed:
+            continue
+        needed.add(id(node))
+        stack.extend(producer[x] for x in node.inputs if x.__class__ is not Literal and x in producer)
+    nodes = tuple(n for n in graph.body.nodes if id(n) in needed)
+    index = {ev.extent: k for k, ev in enumerate(graph.extents)}
+    extents = {v: index[v.extent] for n in nodes for v in n.outputs if v.extent in index}
+    return Prologue(tuple(checks), nodes, extents)
+
+
+def extent_vars(graph: KernelGraph, pro: Prologue | None = None) -> dict:
+    """{value: graph extent index}: the kernel's extents, and the prologue values that equal one (a recogniser
+    accepts ``domain(0, n, 1)`` of either as a whole axis)."""
+    pro = prologue(graph) if pro is None else pro
+    return {**{ev: k for k, ev in enumerate(graph.extents)}, **pro.extents}
