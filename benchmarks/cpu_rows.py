@@ -205,9 +205,9 @@ def attention_f16_parallel_compile(quick: bool) -> dict:
             t0 = time.perf_counter()
             exe = intent.compile(attention_f16, target="cpu")
             trace_s = time.perf_counter() - t0
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             exe(q, k, v, out, 1 / math.sqrt(D))
-            first = time.perf_counter() - t0
+            first, first_cpu = time.perf_counter() - t0, time.process_time() - c0
             assert exe.module.kernel_parallel.signatures, "the call did not run the parallel build"
             assert q.size + k.size + v.size + out.size >= cpu_target.PARALLEL_THRESHOLD
         finally:
@@ -215,7 +215,10 @@ def attention_f16_parallel_compile(quick: bool) -> dict:
                 del os.environ["INTENT_TRACE_CACHE_DIR"]
             else:
                 os.environ["INTENT_TRACE_CACHE_DIR"] = old
-    return {"compile_s": round(trace_s, 3), "first_parallel_call_s": round(first, 3), "target_s": 5.0}
+    # CPU seconds as well: compiling is single-threaded, so on a machine shared with other work the process's CPU
+    # time is what the compile costs, where the wall clock also counts the time others had the cores
+    return {"compile_s": round(trace_s, 3), "first_parallel_call_s": round(first, 3),
+            "first_parallel_call_cpu_s": round(first_cpu, 3), "target_s": 5.0}
 
 
 def main(argv=None) -> None:

@@ -1,7 +1,8 @@
 """Random KIR-level programs: the cpu oracle agrees with the generic interpreter bit for bit.
 
-Both follow one numerics chapter, so every op drawn here (no transcendental functions, whose
-results the chapter only bounds) must give identical bits, NaN payloads and signed zeros
+Both follow one numerics chapter, so every op drawn here (no transcendental functions and no float
+``pow``, whose results the chapter only bounds: NumPy's float64 ``power`` is a SIMD routine on AVX-512
+hosts and glibc's ``pow`` may differ from it by an ulp) must give identical bits, NaN payloads and signed zeros
 included. Hypothesis draws the dtype, shapes, the op chain, literals, control structure and
 adversarial inputs.
 """
@@ -17,7 +18,7 @@ from conftest import bits_equal
 
 DTYPES = {"f32": I.f32, "f64": I.f64, "bf16": I.bf16, "f16": I.f16, "i32": I.i32, "i64": I.i64, "u8": I.u8,
           "i16": I.i16, "u32": I.u32}
-FLOAT_BINARY = ("add", "sub", "mul", "div", "maximum", "minimum", "pow")
+FLOAT_BINARY = ("add", "sub", "mul", "div", "maximum", "minimum")  # float pow: test_pointwise_specials, bounds
 INT_BINARY = ("add", "sub", "mul", "floordiv", "mod", "maximum", "minimum", "and_", "or_", "xor", "shl", "shr")
 FLOAT_UNARY = ("neg", "abs", "floor", "sqrt")
 INT_UNARY = ("neg", "abs", "invert")

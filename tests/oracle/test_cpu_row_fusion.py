@@ -100,19 +100,28 @@ def test_row_kernels_match_numpy(run, shape):
         assert err <= _bound(n), (kernel.name if hasattr(kernel, "name") else kernel, shape, err)
 
 
+def _function(source: str, name: str) -> str:
+    return source.split(f"def {name}(", 1)[1].split("\n@njit", 1)[0]
+
+
 def _loop_skeleton(source: str, function: str = "kernel") -> list:
     """(indent, range or prange) of every loop header of ``function`` in generated source."""
-    body = source.split(f"def {function}(", 1)[1].split("\n@njit", 1)[0]
+    body = _function(source, function)
     return [(len(m.group(1)), m.group(2)) for m in re.finditer(r"^( *)for \w+ in (prange|range)\(", body, re.M)]
 
 
 def test_both_softmax_spellings_get_one_loop_nest_over_rows():
+    """The same loop nest in both spellings: one parallel loop over rows (the parallel build runs its body,
+    oracle/numba/outline.py, per chunk of rows); no M x N temporary."""
     whole = intent.compile(softmax_whole, target="cpu", checks=False).source
     parallel = intent.compile(example("row_softmax").softmax_rows, target="cpu", checks=False).source
     assert _loop_skeleton(whole) == _loop_skeleton(parallel)
     skeleton = _loop_skeleton(whole)
     assert [k for _, k in skeleton].count("prange") == 1 and skeleton[0] == (4, "prange")
-    assert "np.empty(" not in whole.split("def kernel(", 1)[1].split("\n@njit", 1)[0]  # no M x N temporary
+    assert _loop_skeleton(whole, "body_0") == [(4, "range")] + skeleton[1:]  # rows _lo .. _hi, then the same
+    for source in (whole, parallel):
+        assert _loop_skeleton(source, "kernel_parallel") == [(4, "prange")]  # over chunks of rows
+        assert "np.empty(" not in source  # no M x N temporary
 
 
 def test_row_groups_form_only_where_a_row_reduction_feeds_the_row():

@@ -31,6 +31,7 @@ from .indexing import NUMBA
 from .inline import inline_combine, pointwise_combine, result_arrays
 from .races import note, note_region
 from .scalar_rules import SCALAR_RULES, np_type
+from .staging import Staging
 from .values import Aggregate, Array, Lazy, Scalar, shape_text
 
 
@@ -69,6 +70,7 @@ class EmitterBase(EmitterCore, SourceWriter, Interpreter):
         self.pointwise = 0  # > 0 while a combine region is inlined per element (tensors stay lazy)
         self.fusion_depth: dict = {}  # Lazy -> how many fused ops its element expression nests
         self.row = None  # (row index, row extent) while a row group's members are emitted (:mod:`.rows`)
+        self.staging = Staging()  # which error sites can be reached after a write (:mod:`.staging`)
 
     # -- text (fresh, line, assign, block come from SourceWriter) --------------------------------
     def constant(self, value, dtype: T.DType) -> str:
@@ -148,7 +150,9 @@ class EmitterBase(EmitterCore, SourceWriter, Interpreter):
         then reads the buffer being overwritten. Numba treats a call of a compiled function as impure
         and never hoists it, so each execution gets its own array, as in the serial build.
         """
-        self.check_size(shape, np.dtype(dtype.removeprefix("np.")).itemsize, what)
+        itemsize = np.dtype(dtype.removeprefix("np.")).itemsize
+        if not self.staging.hoist_check(self, shape, itemsize, what):  # else checked before the parallel loop
+            self.check_size(shape, itemsize, what)
         name = self.fresh(prefix)
         dims = "(" + "".join(f"{s}, " for s in shape) + ")"
         if self.prange_depth:
@@ -184,7 +188,7 @@ class EmitterBase(EmitterCore, SourceWriter, Interpreter):
         a member opens is over one row (:meth:`loop_nest`), and what a member materialises is a row
         (:meth:`materialize`)."""
         r = self.fresh("r")
-        with self.block(f"for {r} in prange({extent}):"):
+        with self.staging.parallel_loop(self, extent), self.block(f"for {r} in prange({extent}):"):
             self.uses_prange = True
             self.prange_depth += 1
             self.loop_depth += 1
@@ -337,7 +341,8 @@ class EmitterBase(EmitterCore, SourceWriter, Interpreter):
     def run_node(self, node):
         outer, self.node = self.node, node
         try:
-            super().run_node(node)
+            with self.staging.node(self, node):
+                super().run_node(node)
             for v in node.outputs:
                 value = self.env[v]
                 if isinstance(value, Lazy) and not self.pointwise:

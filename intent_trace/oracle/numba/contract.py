@@ -10,7 +10,9 @@ BLAS summation order is within T5's gamma_n bound), and the ``[B, M, N]`` result
 when batch axes are not leading in the result, copied) into the result's axis order.
 
 Integer accumulators wrap modulo 2^bits, and f16/bf16 accumulators are computed in float32 and
-rounded once per output; both are loop nests with one scalar accumulator per output element.
+rounded once per output; both, and every contraction inside a parallel loop (no BLAS there), are
+loop nests over operands packed as above (converted once, not once per product) that sum each output
+element's products in reduction order, vectorised along the output row (:func:`_loops`).
 An empty reduction gives the accumulator's zero on both paths.
 """
 from __future__ import annotations
@@ -116,7 +118,9 @@ def _in_place(em, node, k: int, value, acc: T.DType):
     (nothing writes the view in between, so the caller's array is the value).
     """
     var = node.inputs[k]
-    if var.type.dtype is not acc:
+    # f16/bf16 values are held as float32 numbers: an array of them already holds their (exact) f32 conversions
+    held = var.type.dtype is acc or (acc.name == "f32" and var.type.dtype.name in NARROW)
+    if not held:
         return None
     if isinstance(value, Array):
         return value.name
@@ -126,14 +130,17 @@ def _in_place(em, node, k: int, value, acc: T.DType):
             defs = em._contract_defs = {v: n for n in em.graph.walk() for v in n.outputs}
         read = defs.get(var)
         view = em.env.get(read.inputs[0]) if read is not None and read.op is ops.read else None
-        if isinstance(view, View) and view.dtype is acc and all(kind == "all" for kind in read.attr("index")):
+        # (an f16/bf16 caller array holds bit patterns, not the float32 values: it is never the value)
+        if isinstance(view, View) and view.dtype is acc and acc.name not in NARROW and \
+                all(kind == "all" for kind in read.attr("index")):
             return view.name
     return None
 
 
-def _operand(em, node, k: int, value, acc: T.DType, normal: list, swapped: list, shape: tuple):
+def _operand(em, node, k: int, value, acc: T.DType, normal: list, swapped: list | None, shape: tuple):
     """(contiguous array name, whether its matrices are stored transposed): the operand itself when its axes
-    already come in the ``normal`` or ``swapped`` order, else a packed copy in ``normal`` order."""
+    already come in the ``normal`` or ``swapped`` order (None: only ``normal`` will do), else a packed copy in
+    ``normal`` order."""
     src = _in_place(em, node, k, value, acc)
     if src is not None:
         identity = list(range(len(shape)))
@@ -143,23 +150,30 @@ def _operand(em, node, k: int, value, acc: T.DType, normal: list, swapped: list,
     return _pack(em, value, node.inputs[k].type.dtype, acc, normal, shape), False
 
 
+def _packed_dims(p: _Plan):
+    """(lhs packing order [B, M, K], rhs packing order [B, K, N], rhs's swapped order [B, N, K], lhs's [B, K, M])."""
+    bat_l, bat_r = [a for a, _ in p.batch], [b for _, b in p.batch]
+    red_l, red_r = [a for a, _ in p.reduce], [b for _, b in p.reduce]
+    return (bat_l + p.lhs_free + red_l, bat_r + red_r + p.rhs_free, bat_r + p.rhs_free + red_r,
+            bat_l + red_l + p.lhs_free)
+
+
+def _sizes(em, p: _Plan) -> tuple:
+    """(B, M, K, N): the products of the batch, lhs free, reduced and rhs free extents."""
+    return (_product(em, [p.lhs_shape[a] for a, _ in p.batch]), _product(em, [p.lhs_shape[k] for k in p.lhs_free]),
+            _product(em, [p.lhs_shape[a] for a, _ in p.reduce]), _product(em, [p.rhs_shape[k] for k in p.rhs_free]))
+
+
 def _blas(em, node, args, acc: T.DType):
     lhs, rhs = args
     p = _Plan(em, node, lhs, rhs)
-    bat_l = [a for a, _ in p.batch]
-    bat_r = [b for _, b in p.batch]
-    red_l = [a for a, _ in p.reduce]
-    red_r = [b for _, b in p.reduce]
-    nb = _product(em, [p.lhs_shape[k] for k in bat_l])
-    nm = _product(em, [p.lhs_shape[k] for k in p.lhs_free])
-    nk = _product(em, [p.lhs_shape[k] for k in red_l])
-    nn = _product(em, [p.rhs_shape[k] for k in p.rhs_free])
-    a, ta = _operand(em, node, 0, lhs, acc, bat_l + p.lhs_free + red_l, bat_l + red_l + p.lhs_free, p.lhs_shape)
-    b, tb = _operand(em, node, 1, rhs, acc, bat_r + red_r + p.rhs_free, bat_r + p.rhs_free + red_r, p.rhs_shape)
+    lhs_order, rhs_order, rhs_swapped, lhs_swapped = _packed_dims(p)
+    nb, nm, nk, nn = _sizes(em, p)
+    a, ta = _operand(em, node, 0, lhs, acc, lhs_order, lhs_swapped, p.lhs_shape)
+    b, tb = _operand(em, node, 1, rhs, acc, rhs_order, rhs_swapped, p.rhs_shape)
     a3 = em.assign(f"{a}.reshape(({nb}, {nk}, {nm}))" if ta else f"{a}.reshape(({nb}, {nm}, {nk}))", "a")
     b3 = em.assign(f"{b}.reshape(({nb}, {nn}, {nk}))" if tb else f"{b}.reshape(({nb}, {nk}, {nn}))", "a")
-    dtype = np_type(acc)
-    c3 = em.allocate((nb, nm, nn), dtype, f"the {acc.name} product workspace of `contract`")
+    c3 = em.allocate((nb, nm, nn), np_type(acc), f"the {acc.name} product workspace of `contract`")
     with em.block(f"if {nk} == 0:"):
         em.line(f"{c3}.fill(0)")
     with em.block(f"if {nk} > 0 and {nm} > 0 and {nn} > 0:"):
@@ -167,20 +181,29 @@ def _blas(em, node, args, acc: T.DType):
         with em.block(f"for {j} in range({nb}):"):
             lhs_j, rhs_j = f"{a3}[{j}]" + (".T" if ta else ""), f"{b3}[{j}]" + (".T" if tb else "")
             em.line(f"np.dot({lhs_j}, {rhs_j}, {c3}[{j}])")
+    return _result(em, node, p, c3, acc)
+
+
+def _result(em, node, p: _Plan, c3: str, acc: T.DType):
+    """The contract's value from the ``[B, M, N]`` workspace ``c3`` (work-dtype sums; f16/bf16 rounded here once):
+    a reshape of it when the result's axes come in its order and nothing is rounded, else a copy."""
+    rounds = acc.name in NARROW
     out_t = node.outputs[0].type
     if not out_t.rank:
-        return Scalar(em.assign(f"{c3}[0, 0, 0]", "v"))
+        return Scalar(em.assign(round_to(acc, f"{c3}[0, 0, 0]") if rounds else f"{c3}[0, 0, 0]", "v"))
     # c3's axes, unflattened: batch (lhs order), lhs free, rhs free.
+    bat_l = [a for a, _ in p.batch]
     natural = [p.lhs_shape[k] for k in bat_l + p.lhs_free] + [p.rhs_shape[k] for k in p.rhs_free]
     order = bat_l + p.lhs_free
-    if order == p.result_lhs:
+    if order == p.result_lhs and not rounds:
         return Array(em.assign(f"{c3}.reshape({_tuple(p.result_shape)})", "a"), p.result_shape)
     c = em.assign(f"{c3}.reshape({_tuple(natural)})", "a")
-    out = em.allocate(p.result_shape, dtype, "the result of `contract`")
+    out = em.allocate(p.result_shape, np_type(acc), "the result of `contract`")
     with em.loop_nest(p.result_shape, parallel=True) as idx:
         pos = dict(zip(p.result_lhs, idx))
         src_idx = [pos[k] for k in order] + list(idx[len(p.result_lhs):])
-        em.line(f"{out}[{', '.join(idx)}] = {c}[{', '.join(src_idx)}]")
+        value = f"{c}[{', '.join(src_idx)}]"
+        em.line(f"{out}[{', '.join(idx)}] = {round_to(acc, value) if rounds else value}")
     return Array(out, p.result_shape)
 
 
@@ -192,41 +215,41 @@ def _int_ops(acc: T.DType):
 
 
 def _loops(em, node, args, acc: T.DType):
-    """Integer and f16/bf16 accumulators: one scalar accumulator per output element."""
-    lhs, rhs = (em.materialize(v, x.type) if isinstance(v, Lazy) else v for v, x in zip(args, node.inputs))
-    src = node.inputs[0].type.dtype
+    """Integer and f16/bf16 accumulators, and every contraction inside a parallel loop: loop nests.
+
+    Each operand is converted once into a contiguous array (lhs ``[B, M, K]``, rhs ``[B, K, N]``; f16/bf16
+    values are held as float32), not once per product, or used in place when it already is one. Each output row then accumulates ``x * rhs[k, :]`` for
+    the reduced positions k in order into its row of the workspace, starting from zero, so every output element
+    is its products summed in reduction order with one rounding per product and per sum (f16/bf16: in float32,
+    rounded once at the end; integers wrap), as one scalar accumulator per element gives, while the innermost
+    loop runs along the row, over independent elements, where LLVM vectorises it."""
+    lhs, rhs = args
     p = _Plan(em, node, lhs, rhs)
-    if acc.is_float:  # f16/bf16: float32 products and sums, one rounding per output (f32/f64: their own)
+    if acc.is_float:  # f16/bf16: float32 products and sums (their values are float32 numbers already)
         work = T.f32 if acc.name in NARROW else acc
         mul, add = (lambda x, y: f"{x} * {y}"), (lambda s, t: f"{s} + {t}")
     else:
         work = acc
         mul, add = _int_ops(acc)
-    out_t = node.outputs[0].type
-    out = None
-    if out_t.rank:
-        out = em.allocate(p.result_shape, np_type(acc), "the result of `contract`")
-    red_shape = [p.lhs_shape[a] for a, _ in p.reduce]
-    with em.loop_nest(p.result_shape, parallel=True) as idx:
-        s = em.assign(f"{np_type(work)}(0)", "c")
-        red_idx = []
-        for n in red_shape:
-            k = em.fresh("k")
-            em.line(f"for {k} in range({n}):")
-            em.depth += 1
-            red_idx.append(k)
-        em.loop_depth += 1
-        li, ri = p.operand_index(list(idx), red_idx)
-        x = em.assign(cast_expr(acc, work, cast_expr(src, acc, em.elem(lhs, li))), "x")
-        y = em.assign(cast_expr(acc, work, cast_expr(src, acc, em.elem(rhs, ri))), "x")
-        em.line(f"{s} = {add(s, mul(x, y))}")
-        em.loop_depth -= 1
-        em.depth -= len(red_shape)
-        value = round_to(acc, s) if acc.is_float else s
-        if out is not None:
-            em.line(f"{out}[{', '.join(idx)}] = {value}")
-        else:
-            result = Scalar(em.assign(value, "v"))
-    if out is None:
-        return result
-    return Array(out, p.result_shape)
+    lhs_order, rhs_order, _, _ = _packed_dims(p)
+    nb, nm, nk, nn = _sizes(em, p)
+    a, _ = _operand(em, node, 0, lhs, acc, lhs_order, None, p.lhs_shape)  # in place when it can be
+    b, _ = _operand(em, node, 1, rhs, acc, rhs_order, None, p.rhs_shape)
+    a3 = em.assign(f"{a}.reshape(({nb}, {nm}, {nk}))", "a")
+    b3 = em.assign(f"{b}.reshape(({nb}, {nk}, {nn}))", "a")
+    c3 = em.allocate((nb, nm, nn), np_type(work), f"the {work.name} product workspace of `contract`")
+    rows = _product(em, [nb, nm])
+    with em.loop_nest((rows,), parallel=True) as (q,):
+        bq = em.assign(f"{q} // {nm}", "b") if nb != "1" else "0"
+        iq = em.assign(f"{q} - {bq} * {nm}", "i") if nb != "1" else q
+        crow, arow = em.assign(f"{c3}[{bq}, {iq}]", "c"), em.assign(f"{a3}[{bq}, {iq}]", "a")
+        j = em.fresh("j")
+        with em.block(f"for {j} in range({nn}):"):
+            em.line(f"{crow}[{j}] = {np_type(work)}(0)")
+        k = em.fresh("k")
+        with em.block(f"for {k} in range({nk}):"):
+            x = em.assign(cast_expr(acc, work, f"{arow}[{k}]"), "x")
+            brow = em.assign(f"{b3}[{bq}, {k}]", "r")
+            with em.block(f"for {j} in range({nn}):"):
+                em.line(f"{crow}[{j}] = {add(f'{crow}[{j}]', mul(x, cast_expr(acc, work, f'{brow}[{j}]')))}")
+    return _result(em, node, p, c3, acc)

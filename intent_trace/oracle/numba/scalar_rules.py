@@ -63,6 +63,10 @@ def div(node, d, a, b):
     if node.attr("flush_to_zero"):
         tiny = _tiny(d)
         return f"R.ftz({from_f64(d, f'np.float64(R.ftz({a}, {tiny})) / np.float64(R.ftz({b}, {tiny}))')}, {tiny})"
+    if d.name == "f32":
+        # float32 division is correctly rounded: the same bits as dividing in float64 and rounding (53 >= 2 * 24
+        # + 2), NaN payloads and the default NaN included, at twice the vector width
+        return f"np.float32({a} / {b})"
     return from_f64(d, f"np.float64({a}) / np.float64({b})")
 
 

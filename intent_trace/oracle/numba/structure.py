@@ -9,6 +9,8 @@ Only ``parallel``/``for`` is cpu's own: a top-level ``parallel`` whose body upda
 """
 from __future__ import annotations
 
+import contextlib
+
 from ...codegen import access, control, structural
 from ...codegen.control import loop_point
 from ...graph import ops
@@ -34,7 +36,8 @@ def _iterate(em, node, args):
     parallel = node.op is ops.parallel and em.prange_depth == 0 and em.loop_depth == 0 and \
         not _updates_shared_state(region)
     p = em.fresh("o")
-    with parallel_frame(em, region, d, p, node.op is ops.parallel), \
+    hoisted = em.staging.parallel_loop(em, d.length) if parallel else contextlib.nullcontext()
+    with parallel_frame(em, region, d, p, node.op is ops.parallel), hoisted, \
             em.block(f"for {p} in {'prange' if parallel else 'range'}({d.length}):"):
         if parallel:
             em.uses_prange = True

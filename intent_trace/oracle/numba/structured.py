@@ -15,6 +15,7 @@ from ...graph import ops
 from ...graph.interpreter import rule_registrar
 from ...graph.lowering import assemble, leaf_values, merge_index
 from .inline import inline_combine, result_arrays
+from .select_reduce import keyed_reduction, keyed_select
 from .values import Aggregate, Array, Lazy, Scalar
 
 RULES: dict = dict(folds.RULES)
@@ -56,13 +57,19 @@ def _reduce(em, node, args):
             red_idx.append(i)
         last = red[-1]
 
+        def step_elements(k: str) -> list:
+            return [em.assign(em.elem(v, merge_index(pos, red_idx + [k], axes, rank)), "x") for v in src_leaves]
+
         def step(slot: int, k: str):
-            elems = [em.assign(em.elem(v, merge_index(pos, red_idx + [k], axes, rank)), "x") for v in src_leaves]
+            elems = step_elements(k)
             new = inline_combine(em, node, acc_t, accs[slot], elems, captures, pos)
             for name, value in zip(accs[slot], new):
                 em.line(f"{name} = {value}")
 
-        if partials > 1:
+        if keyed_select(node):  # float max/min: vectorised over order keys, a sequential loop where a NaN is
+            keyed_reduction(em, node, accs[0][0], last, lambda k: step_elements(k)[0], lambda k: step(0, k))
+            accs = accs[:1]
+        elif partials > 1:
             base = em.fresh("k")
             bulk = em.assign(f"{last} - {last} % {partials}", "n")
             with em.block(f"for {base} in range(0, {bulk}, {partials}):"):
