@@ -24,7 +24,7 @@ import attrs
 from .. import types as T
 from ..graph import ops
 from ..graph.traits import POINTWISE
-from ..graph.values import KernelGraph, Literal
+from ..graph.values import KernelGraph, Literal, walk_region
 
 
 def _integral(t) -> bool:
@@ -42,6 +42,7 @@ class Prologue:
     checks: tuple = attrs.field(default=(), eq=False)
     nodes: tuple = attrs.field(default=(), eq=False)
     extents: dict = attrs.field(factory=dict, eq=False)
+    complete: bool = True  # every check of the graph is one of ``checks`` (its extent equalities hold before a launch)
     ids: frozenset = attrs.field(init=False, eq=False)
 
     @ids.default
@@ -86,8 +87,9 @@ def prologue(graph: KernelGraph) -> Prologue:
             continue
         known.update(node.outputs)
         producer.update((v, node) for v in node.outputs)
+    complete = sum(1 for n in walk_region(graph.body) if "check" in n.op.effects) == len(checks)
     if not checks:
-        return Prologue()
+        return Prologue(complete=complete)
     needed, stack = set(), list(checks)
     while stack:
         node = stack.pop()
@@ -96,13 +98,35 @@ def prologue(graph: KernelGraph) -> Prologue:
         needed.add(id(node))
         stack.extend(producer[x] for x in node.inputs if x.__class__ is not Literal and x in producer)
     nodes = tuple(n for n in graph.body.nodes if id(n) in needed)
-    index = {ev.extent: k for k, ev in enumerate(graph.extents)}
+    index = extent_index(graph, complete)
     extents = {v: index[v.extent] for n in nodes for v in n.outputs if v.extent in index}
-    return Prologue(tuple(checks), nodes, extents)
+    return Prologue(tuple(checks), nodes, extents, complete)
+
+
+def extent_index(graph: KernelGraph, united: bool | None = None) -> dict:
+    """{Dim: graph extent index}: each kernel extent, and the representative of its class of extents stated equal
+    (:func:`..types.representative`: the Dim the types of values made after the statement carry), mapped to the
+    index of the class's first kernel extent. Extents stated equal are then one axis to a recogniser (``w[cols]``
+    with ``w: [K]`` covers a row of ``N`` elements after ``I.assume_equal(w.shape[0], x.shape[1])``), which holds
+    in every program because the statement is a prologue check, made before any launch. Without a statement
+    each extent is its own class and this is ``{ev.extent: k}``. A class a static size represents maps no Dim
+    of its own: its values have that static size. ``united``: whether the statements are all prologue checks
+    (:attr:`Prologue.complete`; found when None); when one is made where it stands in the body, the extents stay
+    apart (what is read before it must not rely on it)."""
+    if united is None:
+        united = prologue(graph).complete
+    index: dict = {}
+    for k, ev in enumerate(graph.extents):
+        rep = T.representative(ev.extent) if united else ev.extent
+        first = index.setdefault(rep, k) if isinstance(rep, T.Dim) else k
+        index.setdefault(ev.extent, first)
+    return index
 
 
 def extent_vars(graph: KernelGraph, pro: Prologue | None = None) -> dict:
     """{value: graph extent index}: the kernel's extents, and the prologue values that equal one (a recogniser
-    accepts ``domain(0, n, 1)`` of either as a whole axis)."""
+    accepts ``domain(0, n, 1)`` of either as a whole axis); extents stated equal share one index
+    (:func:`extent_index`)."""
     pro = prologue(graph) if pro is None else pro
-    return {**{ev: k for k, ev in enumerate(graph.extents)}, **pro.extents}
+    index = extent_index(graph, pro.complete)
+    return {**{ev: index[ev.extent] for ev in graph.extents}, **pro.extents}

@@ -31,7 +31,7 @@ from ...graph import ops
 from ...graph.patterns import match
 from ...graph.traits import POINTWISE
 from ...graph.values import KernelGraph, Literal, walk_region
-from ...schedule.prologue import extent_vars, prologue
+from ...schedule.prologue import extent_index, extent_vars, prologue
 from . import cuda_matmul, cuda_region
 from .cuda_access import APPROXIMATE_DIV, FROM_DOMAIN, REJECT, full_axes, view_access
 
@@ -86,9 +86,12 @@ def flat_nest(graph: KernelGraph, emulated: bool = False) -> FlatNest | None:
     or None. Each element is computed by the emitter's own element code, so a reduction or a contraction inside
     it (a row sum, an f32 matmul) runs in its thread in the serial program's order: the same bits. Such nests
     take one element per thread (no unrolled copies of their loops). The prologue's checks (schedule.prologue) are
-    made before the launch: scalars here."""
+    made before the launch: scalars here, and extents they state equal are one (their class's first name,
+    schedule.prologue.extent_index, as the program names them). A written domain is of a kernel extent itself: the
+    emitter finds the planned loop by its extent's name, which a domain of a prologue value does not have."""
     pro = prologue(graph)
-    extents = extent_vars(graph, pro)
+    index = extent_index(graph, pro.complete)
+    extents = {ev: index[ev.extent] for ev in graph.extents}
     views = {p.var: p for p in graph.params if p.kind == "view"}
     domains, read_views = {}, set()
     nodes = graph.body.nodes
@@ -117,7 +120,7 @@ def flat_nest(graph: KernelGraph, emulated: bool = False) -> FlatNest | None:
     axes = full_axes(write, p.type, extents, domains)
     if axes is None or len(set(axes)) != len(axes) or len(axes) != len(p.type.shape):
         return None
-    if any(s is not graph.extents[a].extent for s, a in zip(p.type.shape, axes)):
+    if any(index.get(s) != a for s, a in zip(p.type.shape, axes)):
         return None  # a write of the whole view, so no element is left to an earlier value
     vector, unroll = (1, False) if loops else (VECTOR, UNROLL)
     return FlatNest(tuple(f"d{a}" for a in axes), THREADS_PER_BLOCK, vector, unroll, emulated)

@@ -15,7 +15,7 @@ from ...graph import ops
 from ...graph.values import KernelGraph
 from ...schedule import carry, indexed, region
 from ...schedule.plan import Part, Schedule
-from ...schedule.prologue import Prologue, prologue
+from ...schedule.prologue import Prologue, extent_index, prologue
 from ...schedule.rows import Rejected, RowGroup
 from ...schedule.rows import recognise as recognise_rows
 from .emitter import Scalar, TileLangEmitter, View
@@ -114,19 +114,23 @@ def _final_write_nest(graph: KernelGraph, nest) -> bool:
     nodes = graph.body.nodes
     if not nodes or nodes[-1].op is not ops.write:
         return False
-    names = {id(ev.extent): f"d{k}" for k, ev in enumerate(graph.extents)}
-    return tuple(names.get(id(s)) for s in nodes[-1].inputs[0].type.shape) == tuple(nest.shape)
+    index = extent_index(graph)  # the names _generate gives the extents
+    return tuple(f"d{index[s]}" if s in index else None for s in nodes[-1].inputs[0].type.shape) == tuple(nest.shape)
 
 
 def _generate(graph: KernelGraph, spec, checks: bool, nest, grid) -> Program:
     emitter = getattr(grid, "emitter", TileLangEmitter)  # a plan that places more than the launch has its own
     em = emitter(graph, spec, RULES, REJECTED, checks, nest=nest, grid=grid)
     dims = []
+    # Extents stated equal (I.assume_equal, every statement a prologue check) take their class's first name: the
+    # host checks the statements before any launch (executable.check_prologue; with checks=False the program trusts
+    # them, T9), so a domain(0, K) over an axis of N needs no bounds check and a plan's emitter names one extent.
+    same = extent_index(graph)
     for k, ev in enumerate(graph.extents):
         name = f"d{k}"
         dims.append(f"{name} = T.dynamic({name!r}, 'int64')")
-        em.env[ev] = Scalar(name)
-        em.dim_names[ev.extent] = name
+        em.env[ev] = Scalar(f"d{same[ev.extent]}")
+        em.dim_names[ev.extent] = f"d{same[ev.extent]}"
     params = []
     for k, p in enumerate(graph.params):
         name, t = f"p{k}", p.type
