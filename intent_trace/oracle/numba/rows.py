@@ -23,16 +23,11 @@ member defines:
   extent ``M`` (iteration ``r`` writes view row ``r`` only, so iterations never write the same element).
 
 A pure node that depends on no member (a scalar, a view read, a fill, a parameter row such as ``g[:]``) is
-*hoisted*: emitted before the row loop, in program order. So is a check that depends on no member (an
-``I.assume_equal`` of extents, :mod:`intent_trace.schedule.prologue`, which TileLang makes before any launch), so
-that a statement between the members of a chain does not split it: the cpu target runs the graphs TileLang runs in
-parallel in parallel too. A check made before the rows can only write less before it fails; when a member before it
-in program order fails as well, the check is the error reported, as on TileLang. A group never reads (in a member
-or a hoisted node) a view it writes, so hoisting a read and running rows in any order cannot change what is read. A
-member whose result is used after the group ends (or by a region result) ends the group before it: values computed
-per row do not exist outside the row loop. A group is formed only when a reduction result is consumed by another
-member by a member other than a write (the case the per-row loop improves); any other chain keeps its node-by-node
-code.
+*hoisted*: emitted before the row loop, in program order. A group never reads (in a member or a hoisted node)
+a view it writes, so hoisting a read and running rows in any order cannot change what is read. A member whose
+result is used after the group ends (or by a region result) ends the group before it: values computed per row
+do not exist outside the row loop. A group is formed only when a reduction result is consumed by another member
+by a member other than a write (the case the per-row loop improves); any other chain keeps its node-by-node code.
 """
 from __future__ import annotations
 
@@ -70,11 +65,6 @@ def _rows_of(v, extent) -> bool:
 
 def _pure(node) -> bool:
     return not node.regions and node.op.effects <= {"read"}
-
-
-def _hoistable(node) -> bool:
-    """Made before the row loop when it depends on no member: a pure node, or a check (effect "check" only)."""
-    return _pure(node) or (not node.regions and node.op.effects == {"check"})
 
 
 def _member(node, extent) -> bool:
@@ -127,7 +117,7 @@ def _scan(nodes, start: int, uses: dict):
     while k < len(nodes):
         node = nodes[k]
         depends = any(x in defined for x in node.inputs if isinstance(x, Var))
-        if not depends and _hoistable(node):
+        if not depends and _pure(node):
             hoisted.append(k)
         else:
             if extent is None:
