@@ -4,15 +4,19 @@ call's arguments are bound.
 A **prologue check** is a top-level node whose only effect is ``"check"`` (it may fail the run; today
 ``I.assume_equal``) and whose operands are *prologue values*: kernel extents, literals, integer scalar parameters,
 ``dim`` of a view parameter, and integer or bool scalars computed from those by pointwise ops (index arithmetic,
-casts, comparisons), or another check's result. Nothing it reads depends on a view's elements, a loop or a thread,
-so a target may decide it once, first, instead of where it stands in the body:
+casts, comparisons), or another check's result; and nothing before it in the body may fail (only prologue values,
+constants, domains of literal steps and whole-axis reads precede it), so making it first reports the error the
+body's order reports. Nothing it reads depends on a view's elements, a loop or a thread, so a target may decide it
+once, first, instead of where it stands in the body (a statement made after work that may fail, such as a
+histogram's bin count, stays where it stands, and the program checks it there):
 
 - a grid program whose every thread would make the same check (and leave a block waiting at its barrier when it
   fails), or a program of several launches whose later kernels would run after the first failed, then has no
   error site from it; the recognisers and planners treat the check as a uniform scalar (its result is its value)
   instead of refusing the graph, and it is part of no part's body;
 - the TileLang executable makes it on the host before any launch (``backends/tilelang/executable.py``); the cpu
-  oracle emits it before its row loops (``oracle/numba/rows.py``).
+  oracle emits it where it stands, which is before its row loops and parallel loops (nothing but prologue values
+  and nodes that cannot fail precedes it).
 
 :func:`prologue` finds them from effects, traits and types (never op names); ``exe.schedule`` names them on its
 ``prologue`` line (:class:`.plan.Schedule`).
@@ -35,7 +39,7 @@ def _integral(t) -> bool:
 @attrs.frozen(slots=True)
 class Prologue:
     """The prologue of one graph. ``checks``: the prologue checks in program order; ``nodes``: the checks and the
-    top-level nodes their operands are computed from, in program order (what a host evaluates); ``extents``:
+    prologue values before the last of them, in program order (what a host evaluates); ``extents``:
     {prologue value: graph extent index} for the values that equal a kernel extent (their ``extent`` is that
     extent's), so a ``domain(0, n, 1)`` of one covers that extent whole."""
 
@@ -66,38 +70,52 @@ def _value_of_view_axis(node, views: set) -> bool:
     return node.op is ops.dim and node.inputs[0] in views
 
 
+def _cannot_fail(node) -> bool:
+    """A node no target checks: a constant, a domain with a literal step (its length needs no check), a read of
+    whole axes. What comes before a prologue check must be such nodes or prologue values (:func:`prologue`)."""
+    if node.regions or node.op.effects - {"read"}:
+        return False
+    if not node.inputs:
+        return not node.op.effects
+    if node.op is ops.domain:
+        return isinstance(node.inputs[2], Literal)
+    return node.op is ops.read and all(k == "all" for k in node.attr("index"))
+
+
 def prologue(graph: KernelGraph) -> Prologue:
-    """The prologue checks of ``graph`` and the nodes they are computed from (:class:`Prologue`)."""
+    """The prologue checks of ``graph`` and the nodes they are computed from (:class:`Prologue`).
+
+    A check is made first only where that changes no outcome: the nodes before it in the body are prologue values
+    or nodes that cannot fail (:func:`_cannot_fail`), so when it fails it is the error the body's order reports
+    (generic's), and when something before it would fail too, it stays where it stands (the program checks it
+    there). The nodes the host evaluates are every prologue value up to the last check, in program order: an
+    integer division by zero among them raises there as in the body."""
     known = {ev for ev in graph.extents}
     known.update(p.var for p in graph.params if p.kind == "scalar" and _integral(p.type))
     views = {p.var for p in graph.params if p.kind == "view"}
-    producer, checks = {}, []
+    checks, values, first = [], [], True  # first: nothing before this node may fail
 
     def computable(x) -> bool:
         return _integral(x.type) if x.__class__ is Literal else x in known
 
     for node in graph.body.nodes:
-        if node.regions or not all(_integral(v.type) for v in node.outputs):
-            continue
-        effects = node.op.effects
-        if effects == {"check"} and all(computable(x) for x in node.inputs):
+        integral = not node.regions and all(_integral(v.type) for v in node.outputs)
+        operands = all(computable(x) for x in node.inputs)
+        if integral and node.op.effects == {"check"} and operands and first:
             checks.append(node)
-        elif effects or not (_value_of_view_axis(node, views) or
-                             (node.op in POINTWISE and all(computable(x) for x in node.inputs))):
+        elif integral and not node.op.effects and (_value_of_view_axis(node, views) or
+                                                   (node.op in POINTWISE and operands)):
+            values.append(node)
+        else:
+            first = first and _cannot_fail(node)
             continue
         known.update(node.outputs)
-        producer.update((v, node) for v in node.outputs)
     complete = sum(1 for n in walk_region(graph.body) if "check" in n.op.effects) == len(checks)
     if not checks:
         return Prologue(complete=complete)
-    needed, stack = set(), list(checks)
-    while stack:
-        node = stack.pop()
-        if id(node) in needed:
-            continue
-        needed.add(id(node))
-        stack.extend(producer[x] for x in node.inputs if x.__class__ is not Literal and x in producer)
-    nodes = tuple(n for n in graph.body.nodes if id(n) in needed)
+    made = {id(n) for n in checks} | {id(n) for n in values}
+    last = next(k for k, n in enumerate(graph.body.nodes) if n is checks[-1])
+    nodes = tuple(n for n in graph.body.nodes[:last + 1] if id(n) in made)
     index = extent_index(graph, complete)
     extents = {v: index[v.extent] for n in nodes for v in n.outputs if v.extent in index}
     return Prologue(tuple(checks), nodes, extents, complete)

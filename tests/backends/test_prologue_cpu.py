@@ -1,7 +1,8 @@
-"""The cpu oracle runs the graphs TileLang maps after an extent equality (``I.assume_equal``) in parallel too: its
-row groups (oracle/numba/rows.py) make a check that depends on no row member before the row loop, so a statement
-between the members of a chain does not split it, and its parallel build runs the rows of a parallel loop behind a
-statement. References: NumPy; a failed statement raises EXTENT_EQUAL's ValueError with the output unchanged.
+"""The cpu oracle runs the graphs TileLang maps after an extent equality (``I.assume_equal``) in parallel too. A
+prologue check stands before anything that may fail (schedule.prologue), so it is made where it stands, before the
+cpu's row loop (oracle/numba/rows.py) and its parallel build's loops; a statement made between a chain's members is
+not a prologue check and stays in place on every target, with the body's order of errors. References: NumPy; a
+failed statement raises EXTENT_EQUAL's ValueError with the output unchanged.
 """
 import re
 
@@ -9,10 +10,11 @@ import numpy as np
 import pytest
 
 import intent_trace as intent
-from backends.prologue_kernels import layer_norm_ref, softmax_after, softmax_ref
+from backends.prologue_kernels import layer_norm_after, layer_norm_ref, softmax_after, softmax_ref
 from intent_trace import I
 from intent_trace.oracle.numba import target as cpu_target
 from intent_trace.oracle.numba.rows import row_groups
+from intent_trace.schedule.prologue import prologue
 
 RNG = np.random.default_rng(1517)
 U32 = 2.0 ** -24
@@ -38,16 +40,21 @@ def _kernel_source(source: str, function: str) -> str:
     return body if end is None else body[:body.index("\n") + end.start()]
 
 
-def test_the_statement_is_made_before_the_one_row_loop():
-    exe = intent.compile(layer_norm_stated_between, target="cpu")
+def test_a_leading_statement_is_made_before_the_one_row_loop():
+    exe = intent.compile(layer_norm_after, target="cpu")
     (group,) = row_groups(exe.graph.body).values()
-    assert [n.op.name for n in group.hoisted if "check" in n.op.effects] == ["assume_equal"]
-    assert not any("check" in n.op.effects for n in group.members)
+    assert not any("check" in n.op.effects for n in (*group.hoisted, *group.members))
     body = _kernel_source(exe.source, "kernel")
     loops = [m.start() for m in re.finditer(r"^ *for \w+ in prange\(", body, re.M)]
-    assert len(loops) == 1, body  # one loop nest over the rows: the chain is not split at the statement
+    assert len(loops) == 1, body  # one loop nest over the rows
     check = re.search(r"^    if (n\d+) != (n\d+):\n        err\[0\] = 1$", body, re.M)
     assert check is not None and check.start() < loops[0], body
+
+
+def test_a_statement_between_row_members_is_not_the_prologue():
+    """A member before it may fail (the reshape's element count, an allocation): made first, it could be reported
+    instead; so it stays where it stands."""
+    assert not prologue(layer_norm_stated_between.trace())
 
 
 def _layer_norm_bound(x, w, b):
@@ -62,12 +69,13 @@ def _layer_norm_bound(x, w, b):
 
 
 @pytest.mark.parametrize("threshold", [cpu_target.PARALLEL_THRESHOLD, 0], ids=["serial", "parallel"])
-def test_layer_norm_with_the_statement_between_members_on_both_builds(monkeypatch, threshold):
+@pytest.mark.parametrize("kernel", [layer_norm_after, layer_norm_stated_between], ids=lambda k: k.name)
+def test_layer_norm_after_a_statement_on_both_builds(monkeypatch, threshold, kernel):
     monkeypatch.setattr(cpu_target, "PARALLEL_THRESHOLD", threshold)
     x = (RNG.standard_normal((7, 45)) * 2 + 1).astype(np.float32)
     w, b = RNG.standard_normal((2, 45)).astype(np.float32)
     y = np.full_like(x, np.nan)
-    exe = intent.compile(layer_norm_stated_between, target="cpu")
+    exe = intent.compile(kernel, target="cpu")
     exe(x, w, b, y)
     assert bool(getattr(exe.module, "kernel_parallel").signatures) == (threshold == 0)
     assert np.all(np.abs(y - layer_norm_ref(x, w, b)) <= _layer_norm_bound(x, w, b))

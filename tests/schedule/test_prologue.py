@@ -51,6 +51,43 @@ def test_a_statement_about_a_view_element_is_not_the_prologue():
 
 
 @intent.kernel
+def after_a_histogram(v: I.In[I.i64, ("N",)], counts: I.Out[I.i64, ("B",)], nbins: I.i32):
+    h = I.histogram(v[:], bins=nbins, count_dtype=I.i64)  # fails when nbins <= 0
+    I.assume_equal(counts.shape[0], I.cast(nbins, I.index))
+    counts[:] = h
+
+
+@intent.kernel
+def after_reads(x: I.In[I.f32, ("N",)], y: I.In[I.f32, ("H",)], out: I.Out[I.f32, ("N",)]):
+    a, d = x[:], I.domain(0, x.shape[0])  # a whole-axis read and a unit domain cannot fail
+    I.assume_equal(y.shape[0], x.shape[0])
+    out[d] = a + y[:]
+
+
+def test_a_statement_after_work_that_may_fail_stays_where_it_stands():
+    """Made first, it would be reported instead of the histogram's bin count error that precedes it (the body's
+    order, generic's); after reads and domains that cannot fail it is made first."""
+    pro = prologue(after_a_histogram.trace())
+    assert not pro and not pro.complete
+    schedule = schedule_of(after_a_histogram.trace(), targets.TARGETS["tilelang-cuda"])
+    assert schedule.prologue == () and schedule.general.mapping == "serial"
+    pro = prologue(after_reads.trace())
+    assert pro and pro.complete and [n.op.name for n in pro.nodes] == ["assume_equal"]
+
+
+def test_the_body_order_of_errors_on_every_target(target):
+    """nbins = 0 fails the histogram and the statement; the histogram's error, the first in the body, on every
+    target; nbins = 5 fails the statement only."""
+    exe = intent.compile(after_a_histogram, target=target)
+    counts = np.full(4, 6, np.int64)
+    with pytest.raises(ValueError, match=r"bins \(nbins\) is 0; the number of bins must be positive"):
+        exe(np.zeros(2, np.int64), counts, 0)
+    with pytest.raises(ValueError, match=r"I\.assume_equal: the sides differ: B .* is 4, but nbins .* is 5"):
+        exe(np.zeros(2, np.int64), counts, 5)
+    np.testing.assert_array_equal(counts, 6)
+
+
+@intent.kernel
 def _plain(x: I.In[I.f32, ("N",)], out: I.Out[I.f32, ("N",)]):
     out[:] = x[:] * 2.0
 
