@@ -61,7 +61,7 @@ def compile_with(program: str, spec):
 
 # --- the prologue ----------------------------------------------------------------------------------------
 
-def check_prologue(graph: KernelGraph, values: list, dims: dict) -> None:
+def check_prologue(graph: KernelGraph, values: list, dims: dict, nodes: tuple | None = None) -> None:
     """Make the graph's prologue checks for one call, before anything is staged or launched: a failed one raises
     its :mod:`~intent_trace.codegen.checks` exception (``I.assume_equal``'s ValueError naming both sides, with the
     note naming its op and line, as a program's error record would) and no output is touched.
@@ -75,11 +75,12 @@ def check_prologue(graph: KernelGraph, values: list, dims: dict) -> None:
     The nodes (the checks and the index arithmetic they read: a few integer operations) are evaluated by the
     reference interpreter's own rules on these values, so the host computes exactly what the language defines for
     them (wrap-around integers, truncating division) with no second evaluator to drift from it; nothing is
-    generated or ``eval``-ed, and user text reaches only the message's text fields."""
+    generated or ``eval``-ed, and user text reaches only the message's text fields. ``nodes``: the graph's
+    prologue nodes (:attr:`~intent_trace.schedule.prologue.Prologue.nodes`), found once per executable."""
     from ...oracle.generic import GenericInterpreter  # the reference rules, loaded when a graph has a prologue
 
     interpreter = GenericInterpreter(graph, values, dims)
-    for node in prologue(graph).nodes:
+    for node in prologue(graph).nodes if nodes is None else nodes:
         interpreter.run_node(node)
 
 
@@ -189,6 +190,7 @@ class TileLangExecutable(ExecutableDisplay):
         program = lower(graph, spec, checks)
         self.program, self.error_sites, self.workspaces = program.text, program.error_sites, program.workspaces
         self.prologue = program.prologue  # checks made on the host before any launch (check_prologue)
+        self._prologue_nodes = prologue(graph).nodes if self.prologue else ()
         self.allocation_limit = program.allocation_limit
         # tiled programs for recognised graphs, chosen per call by its extents (JIT specialisations)
         self.specializations = tuple(self.spec.specializations(graph, self.spec))
@@ -221,7 +223,7 @@ class TileLangExecutable(ExecutableDisplay):
         params = self.graph.params
         values, dims = bind_arguments(self.graph, args, target=self.target, device=self.spec.device_tensors)
         if self.prologue:  # before anything is staged or launched: a failed check leaves every output as it was
-            check_prologue(self.graph, values, dims)
+            check_prologue(self.graph, values, dims, self._prologue_nodes)
         kernel, special = self._kernel_for(dims)
         import torch
 
