@@ -57,7 +57,7 @@ class Prologue:
         return bool(self.checks)
 
     def __contains__(self, node) -> bool:
-        """Whether ``node`` belongs to the prologue (a check or a node a check is computed from)."""
+        """Whether ``node`` belongs to the prologue (a check, or a prologue value the host evaluates before one)."""
         return id(node) in self.ids
 
     def describe(self) -> tuple:
