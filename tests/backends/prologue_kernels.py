@@ -62,3 +62,13 @@ def layer_norm_ref(x, w, b):
     x = x.astype(np.float64)
     d = x - x.mean(axis=1, keepdims=True)
     return d / np.sqrt((d * d).mean(axis=1, keepdims=True) + 1e-5) * w + b
+
+
+@intent.kernel
+def gather_rows_after(x: I.In[I.f32, ("N",)], idx: I.In[I.i32, ("M", "K")], w: I.In[I.f32, ("J",)],
+                      y: I.Out[I.f32, ("M",)]):
+    """A top-level parallel loop (from row 1: not a row group) whose weights are stated one per row."""
+    I.assume_equal(w.shape[0], idx.shape[0])
+    ks = I.domain(0, idx.shape[1])
+    for r in I.parallel(I.domain(1, idx.shape[0])):
+        y[r] = I.reduce.sum(I.gather(x[:], idx[r, ks]), axis=0) * w[r]

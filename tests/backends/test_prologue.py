@@ -20,8 +20,8 @@ import intent_trace as intent
 from intent_trace import I
 
 pytest.importorskip("tilelang")
-from backends.prologue_kernels import (dot_after, histogram_after, layer_norm_after, layer_norm_ref,  # noqa: E402
-                                       scale_add_after, softmax_after, softmax_ref)
+from backends.prologue_kernels import (dot_after, gather_rows_after, histogram_after, layer_norm_after,  # noqa: E402
+                                       layer_norm_ref, scale_add_after, softmax_after, softmax_ref)
 from intent_trace.backends.tilelang import (cuda_indexed, cuda_kernels, cuda_rows, cuda_scan,  # noqa: E402
                                             targets)
 from intent_trace.backends.tilelang import target as tl_target  # noqa: E402
@@ -139,6 +139,30 @@ def test_a_write_nest_over_inputs_of_two_lengths_raises_and_writes_nothing(mappe
     _raises_unchanged(exe, (np.ones(6, np.float32), np.ones(5, np.float32), out), [out], _differ("H", 5, "N", 6))
 
 
+# --- a top-level parallel loop -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("m", [1, 2, 33, 100])  # only row 0 (no iteration), one, past a block's 32 threads
+def test_a_parallel_loop_after_a_statement_is_a_parallel_grid(mapped, m):
+    exe = mapped(gather_rows_after, "parallel_grid")
+    x = RNG.standard_normal(50).astype(np.float32)
+    idx = RNG.integers(0, 50, (m, 7)).astype(np.int32)
+    w = RNG.standard_normal(m).astype(np.float32)
+    y = np.full(m, 3.0, np.float32)
+    exe(x, idx, w, y)
+    t = x[idx[1:]].astype(np.float64)
+    want = t.sum(axis=1) * w[1:]
+    gamma = 8 * U32 / (1 - 8 * U32)  # 6 sums and a product (T5), the result's rounding
+    bound = gamma * np.abs(t).sum(axis=1) * np.abs(w[1:]) + U32 * np.abs(want)
+    assert y[0] == 3.0 and np.all(np.abs(y[1:] - want) <= bound)  # row 0 is not an iteration
+
+
+def test_a_parallel_loop_with_weights_of_another_length_raises_and_writes_nothing(mapped):
+    exe = mapped(gather_rows_after, "parallel_grid")
+    y = np.full(4, 3.0, np.float32)
+    args = (np.ones(5, np.float32), np.zeros((4, 2), np.int32), np.ones(3, np.float32), y)
+    _raises_unchanged(exe, args, [y], _differ("J", 3, "M", 4))
+
+
 # --- a histogram ----------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("n", [0, 1, 2049, 20000])  # empty, one, past a block's 2048 values, several blocks
@@ -181,7 +205,8 @@ def test_a_dot_product_of_two_lengths_raises_and_writes_nothing(mapped):
 
 CUDA = targets.TARGETS["tilelang-cuda"]
 MAPPINGS = [(softmax_after, "row_group"), (layer_norm_after, "row_group"), (scale_add_after, "flat_nest"),
-            (histogram_after, "privatised_histogram"), (dot_after, "full_reduce")]
+            (histogram_after, "privatised_histogram"), (dot_after, "full_reduce"),
+            (gather_rows_after, "parallel_grid")]
 
 
 @pytest.mark.parametrize("kernel,mapping", MAPPINGS, ids=lambda k: getattr(k, "name", k))
