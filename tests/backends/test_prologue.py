@@ -25,6 +25,7 @@ from backends.prologue_kernels import (dot_after, gather_rows_after, histogram_a
 from intent_trace.backends.tilelang import (cuda_indexed, cuda_kernels, cuda_rows, cuda_scan,  # noqa: E402
                                             targets)
 from intent_trace.backends.tilelang import target as tl_target  # noqa: E402
+from backends.tilelang_support import cuda_source  # noqa: E402
 from intent_trace.backends.tilelang.program import lower, schedule_of  # noqa: E402
 
 RNG = np.random.default_rng(1515)
@@ -219,6 +220,14 @@ def test_cuda_gets_the_mapping_and_its_program_records_no_check_of_the_statement
     assert not any("assume_equal" in site.message for site in program.error_sites)
     if mapping in ("row_group", "full_reduce"):  # plans that must not fail: no error record at all
         assert program.error_sites == () and ", E: T.Tensor(" not in program.text
+
+
+@pytest.mark.parametrize("kernel", [layer_norm_after, dot_after], ids=lambda k: k.name)
+def test_tilelang_lowers_the_programs_for_sm90(kernel):
+    """A class's extents named by its first name (K as N): the lowering for sm_90a takes the program (on this
+    machine: lowered, not compiled)."""
+    source = cuda_source(lower(kernel.trace(), CUDA).text)
+    assert "__global__" in source and "threadIdx.x" in source
 
 
 def test_without_checks_there_is_no_prologue():
