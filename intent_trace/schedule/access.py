@@ -5,6 +5,7 @@ fail one.
 """
 from __future__ import annotations
 
+from .. import types as T
 from ..graph import ops
 from ..graph.patterns import any_, lit, match, pat
 
@@ -63,14 +64,19 @@ def view_access(node, extents: dict, views, domains: dict):
     return None
 
 
+def _unit(s) -> bool:
+    return isinstance(s, int) and s == 1
+
+
 def unit_reshape(node) -> str | None:
     """Why a reshape is not one that only adds or drops unit axes (its sizes then agree by the types: no run-time
     check, and an element keeps its index on the other axes), or None when it is one."""
     at = f" at {node.loc!r}" if node.loc is not None else ""
     if len(node.inputs) != 1:
         return f"the reshape{at} takes extents computed in the kernel"
-    old = tuple(s for s in getattr(node.inputs[0].type, "shape", ()) if not (isinstance(s, int) and s == 1))
-    new = tuple(s for s in node.outputs[0].type.shape if not (isinstance(s, int) and s == 1))
+    # extents stated equal (I.assume_equal, a prologue check) compare by their class
+    old = tuple(T.representative(s) for s in getattr(node.inputs[0].type, "shape", ()) if not _unit(s))
+    new = tuple(T.representative(s) for s in node.outputs[0].type.shape if not _unit(s))
     if len(old) != len(new) or any(a is not b for a, b in zip(old, new)):
         return f"the reshape{at} moves elements between axes (only unit axes may be added or dropped)"
     return None

@@ -24,6 +24,7 @@ from ..graph.traits import AGGREGATE, POINTWISE
 from ..graph.values import KernelGraph, Literal, walk_region
 from .access import UNIT_DOMAIN
 from .plan import Part
+from .prologue import extent_vars, prologue
 from .rows import Rejected, _at
 
 
@@ -63,6 +64,8 @@ def recognise(graph: KernelGraph) -> CarriedLanes | Rejected:
 class _Walk:
     def __init__(self, graph: KernelGraph):
         self.graph = graph
+        self.prologue = prologue(graph)  # checks made before any launch: scalars here, part of no body
+        self.extent_of = extent_vars(graph, self.prologue)
         self.extents = {ev.extent: k for k, ev in enumerate(graph.extents)}
         self.views = {p.var: p for p in graph.params if p.kind == "view"}
         self.domains: dict = {}
@@ -128,11 +131,13 @@ class _Walk:
 
     def node(self, node) -> None:
         op = node.op
+        if node in self.prologue:  # a scalar computed before the launch: every lane sees it alike
+            return
         if op is ops.domain:
             caps = match(UNIT_DOMAIN, node, {})
-            if caps is None or caps["end"] not in self.graph.extents:
+            if caps is None or caps["end"] not in self.extent_of:
                 self.fail(f"the domain{_at(node)} is not domain(0, E, 1) of a kernel extent")
-            self.domains[node.outputs[0]] = caps["end"].extent
+            self.domains[node.outputs[0]] = self.graph.extents[self.extent_of[caps["end"]]].extent
             return
         if op is ops.dim:
             return

@@ -25,6 +25,7 @@ from ..graph.patterns import match
 from ..graph.values import KernelGraph, Literal, walk_region
 from .access import UNIT_DOMAIN, full_axes
 from .plan import Part
+from .prologue import extent_vars, prologue
 
 THREADS = 256  # a block's threads (a target may choose its own and say so in its part)
 #: The combines a scatter applies as one device atomic: the atomic_rmw kinds of the built-in combines.
@@ -48,9 +49,12 @@ def _views(graph: KernelGraph) -> dict:
 
 def _pure_producers(graph: KernelGraph, nodes, views: dict, extents: dict) -> None:
     """Every node is pure and reads kernel views over whole axes (a read of a point or of part of an axis could
-    fail a check per element, or depend on a loop)."""
+    fail a check per element, or depend on a loop), or is part of the prologue (checked before any launch)."""
     domains: dict = {}
+    pro = prologue(graph)
     for node in nodes:
+        if node in pro:
+            continue
         if node.op.effects - {"read"} or node.regions:
             raise _No(f"op {node.op.name} has effects or regions of its own before the indexed op")
         if node.op is ops.domain:
@@ -95,7 +99,7 @@ def recognise_histogram(graph: KernelGraph) -> Histogram | Rejected:
     if len(hist) != 1 or len(nodes) < 2 or nodes[-2] is not hist[0] or nodes[-1].op is not ops.write:
         return Rejected("not one histogram whose counts are the graph's one final write")
     node, write = nodes[-2], nodes[-1]
-    views, extents = _views(graph), {ev: k for k, ev in enumerate(graph.extents)}
+    views, extents = _views(graph), extent_vars(graph)
     out = views.get(write.inputs[0])
     bins, count = node.attr("bins"), node.attr("type").dtype
     if out is None or write.inputs[1] is not node.outputs[0] or out.type.access != "Out":
@@ -108,7 +112,7 @@ def recognise_histogram(graph: KernelGraph) -> Histogram | Rejected:
         if runtime not in extents:
             return Rejected("the histogram's runtime bin count is not a kernel extent (the launch that zeroes the "
                             "counts is sized by it before the kernel runs)")
-        bins = runtime.hint
+        bins = graph.extents[extents[runtime]].extent.name
     if count.name not in COUNT_DTYPES:
         return Rejected(f"counts of dtype {count} (a device atomic adds i32 and i64 counts)")
     values = node.inputs[0]
@@ -159,7 +163,7 @@ def recognise_scatter(graph: KernelGraph) -> Scatter | Rejected:
     if not nodes or nodes[-1].op is not ops.scatter_reduce:
         return Rejected("not a graph whose one effect is a final scatter_reduce")
     node = nodes[-1]
-    views, extents = _views(graph), {ev: k for k, ev in enumerate(graph.extents)}
+    views, extents = _views(graph), extent_vars(graph)
     dest = views.get(node.inputs[0])
     if dest is None:
         return Rejected("the scatter_reduce's destination is not a kernel view")
@@ -240,7 +244,7 @@ def recognise_gather_rows(graph: KernelGraph) -> GatherRows | Rejected:
     if len(nodes) < 2 or nodes[-1].op is not ops.write or nodes[-2].op is not ops.gather:
         return Rejected("not a gather whose result is the graph's one final write")
     node, write = nodes[-2], nodes[-1]
-    views, extents = _views(graph), {ev: k for k, ev in enumerate(graph.extents)}
+    views, extents = _views(graph), extent_vars(graph)
     out = views.get(write.inputs[0])
     if out is None or out.type.access != "Out" or write.inputs[1] is not node.outputs[0]:
         return Rejected("the gather is not written to an Out view")

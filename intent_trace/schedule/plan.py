@@ -20,6 +20,9 @@ of its tiled specialisations). ``mapping`` names the kind of parallel program:
 - ``gather_rows``: a grid over a gather's output rows, each row's coordinates read once, the row copied;
 - ``serial``: one thread runs the program; ``reason`` says what kept it serial.
 
+Before the parts, ``prologue`` names the checks a call makes before any part runs (:mod:`.prologue`: extent
+equalities over the bound extents and scalars), which are therefore part of no part's program.
+
 The record is data for people and tests (``exe.schedule``, ``print(exe)``): nothing is re-derived from it.
 """
 from __future__ import annotations
@@ -69,9 +72,11 @@ class Part:
 @attrs.frozen(slots=True)
 class Schedule:
     """The parts of one graph on one target, in the order a call considers them: the specialisations first (each
-    with its ``when``), the general program last."""
+    with its ``when``), the general program last; ``prologue`` the checks every call makes before any of them
+    (one text per check: its op and line)."""
 
     parts: tuple = attrs.field(converter=tuple)
+    prologue: tuple = attrs.field(default=(), converter=tuple)
 
     def __iter__(self):
         return iter(self.parts)
@@ -87,8 +92,16 @@ class Schedule:
     def mappings(self) -> tuple:
         return tuple(p.mapping for p in self.parts)
 
+    def prologue_line(self) -> str | None:
+        """``prologue: assume_equal at k.py:7; ...``: what every call checks first, or None when nothing."""
+        if not self.prologue:
+            return None
+        return f"prologue: {'; '.join(self.prologue)}: checked before any launch (their operands are extents and " \
+               f"scalars, known once the arguments are bound)"
+
     def lines(self) -> list:
-        return [p.describe() for p in self.parts]
+        first = self.prologue_line()
+        return ([first] if first else []) + [p.describe() for p in self.parts]
 
     def __str__(self) -> str:
         return "\n".join(self.lines())

@@ -26,8 +26,10 @@ from ..graph.traits import AGGREGATE, POINTWISE
 from ..graph.values import KernelGraph, Literal, walk_region
 from .access import UNIT_DOMAIN, full_axes
 from .plan import Part
+from .prologue import extent_index, extent_vars, prologue
 from .rows import Rejected, _at, _value_dtype
 
+_rep = T.representative  # an extent's class of extents stated equal (I.assume_equal): compared by it
 UNIFORM, ELEMENT, REDUCED = 0, 1, 2  # what a value depends on (bits)
 _DEPENDS = {UNIFORM: "nothing", ELEMENT: "the source's element", REDUCED: "a full reduction",
             ELEMENT | REDUCED: "the source's element and a full reduction"}
@@ -78,8 +80,9 @@ def recognise(graph: KernelGraph) -> FullReduction | Rejected:
 class _Walk:
     def __init__(self, graph: KernelGraph):
         self.graph = graph
-        self.index = {ev.extent: k for k, ev in enumerate(graph.extents)}
-        self.extents = {ev: k for k, ev in enumerate(graph.extents)}
+        self.index = extent_index(graph)  # extents stated equal (a prologue check) are one axis: compared by class
+        self.prologue = prologue(graph)  # checks made before any launch: uniform scalars here, part of no body
+        self.extents = extent_vars(graph, self.prologue)
         self.kind = {ev: UNIFORM for ev in graph.extents}
         self.kind.update({p.var: UNIFORM for p in graph.params if p.kind == "scalar"})
         self.views = {p.var: p for p in graph.params if p.kind == "view"}
@@ -99,7 +102,7 @@ class _Walk:
         if source.rank == 0 or reduces[0].attr("axes") != tuple(range(source.rank)):
             self.fail(f"the reduction{_at(reduces[0])} keeps axes of its source (a row group or an element loop "
                       f"maps it)")
-        self.shape = tuple(source.shape)
+        self.shape = tuple(map(_rep, source.shape))
         if any(s not in self.index for s in self.shape) or len(set(self.shape)) != len(self.shape):
             self.fail("the source's axes must be distinct kernel extents (a static axis is not mapped yet)")
         self.axes = tuple(self.index[s] for s in self.shape)
@@ -110,7 +113,7 @@ class _Walk:
             if node.op is ops.write:
                 self.final_write(node)
                 continue
-            if node.op.effects - {"read"}:
+            if node.op.effects - {"read"} and node not in self.prologue:
                 self.fail(f"op {node.op.name}{_at(node)} has effects ({', '.join(sorted(node.op.effects))}): a full "
                           f"reduction's only effects are its writes of results")
             self.node(node)
@@ -135,7 +138,7 @@ class _Walk:
                     continue
                 if not _value_dtype(t.dtype):
                     self.fail(f"op {node.op.name}{_at(node)} computes {t.dtype}, which has no arithmetic of its own")
-                shape = tuple(getattr(t, "shape", ()))
+                shape = tuple(map(_rep, getattr(t, "shape", ())))
                 if shape not in ((), self.shape) or (kind & ELEMENT and shape != self.shape):
                     self.fail(f"op {node.op.name}{_at(node)} has shape {shape!r}, neither the source's nor a scalar")
                 if kind & REDUCED and shape:
@@ -145,9 +148,11 @@ class _Walk:
 
     def node(self, node) -> None:
         op = node.op
+        if node in self.prologue:  # computed before the launch: a scalar every block sees alike
+            return self.define(node, UNIFORM)
         if op is ops.domain:
             caps = match(UNIT_DOMAIN, node, {})
-            if caps is None or caps["end"] not in self.graph.extents:
+            if caps is None or caps["end"] not in self.extents:
                 self.fail(f"the domain{_at(node)} is not domain(0, E, 1) of a kernel extent E")
             self.domains[node.outputs[0]] = self.extents[caps["end"]]
             self.pre.append(node)
@@ -167,7 +172,7 @@ class _Walk:
             return self.reduce(node)
         if op is ops.reshape:
             (x, *rest) = node.inputs
-            if rest or tuple(getattr(x.type, "shape", ())) != tuple(node.outputs[0].type.shape):
+            if rest or tuple(map(_rep, getattr(x.type, "shape", ()))) != tuple(map(_rep, node.outputs[0].type.shape)):
                 self.fail(f"the reshape{_at(node)} changes the shape")
             return self.define(node, self.operand(x))
         if node.regions:
@@ -184,7 +189,7 @@ class _Walk:
 
     def reduce(self, node) -> None:
         source, identity, *captures = node.inputs
-        shapes = {tuple(t.shape) for t in T.leaf_types(source.type)}
+        shapes = {tuple(map(_rep, t.shape)) for t in T.leaf_types(source.type)}
         if shapes != {self.shape} or node.attr("axes") != tuple(range(len(self.shape))):
             self.fail(f"the reduction{_at(node)} is not over every axis of the source's shape")
         if pointwise_shape(node) is None:

@@ -41,6 +41,7 @@ from ..graph.values import KernelGraph, Literal, Var, walk_region
 from . import region_laws
 from .access import UNIT_DOMAIN, unit_reshape
 from .plan import Part
+from .prologue import extent_vars, prologue
 from .rows import Rejected, _at
 
 ROW, SLICE = "R", "E"
@@ -147,6 +148,8 @@ def _consumers(graph: KernelGraph) -> dict:
 class _Walk:
     def __init__(self, graph: KernelGraph):
         self.graph = graph
+        self.prologue = prologue(graph)  # checks made before any launch: scalars here, part of no body
+        self.extent_of = extent_vars(graph, self.prologue)
         self.extents = {ev.extent: k for k, ev in enumerate(graph.extents)}
         self.params = {p.var: (k, p) for k, p in enumerate(graph.params)}
         self.uses = _consumers(graph)
@@ -182,9 +185,9 @@ class _Walk:
         batch = None
         if loop is not None:
             caps = match(UNIT_DOMAIN, next((n for n in pre if loop.inputs[0] in n.outputs), None), {})
-            if caps is None or caps["end"] not in self.graph.extents:
+            if caps is None or caps["end"] not in self.extent_of:
                 self.fail(f"the parallel loop{_at(loop)} is not over domain(0, B, 1) of a kernel extent B")
-            batch = self.extents[caps["end"].extent]
+            batch = self.extent_of[caps["end"]]
             (self.point,) = loop.regions[0].params
         self.setup_roles(fold)
         sources = self.sources(fold)
@@ -213,12 +216,15 @@ class _Walk:
             tuple(contractions), dict(self.roles))
 
     def top_node(self, node) -> None:
-        """A node before the fold's loop: domains, their indices, and scalar computations (no effects)."""
+        """A node before the fold's loop: domains, their indices, scalar computations (no effects) and the
+        prologue's checks (made before any launch)."""
+        if node in self.prologue:
+            return
         if node.op is ops.domain:
             caps = match(UNIT_DOMAIN, node, {})
-            if caps is None or caps["end"] not in self.graph.extents:
+            if caps is None or caps["end"] not in self.extent_of:
                 self.fail(f"the domain{_at(node)} is not domain(0, E, 1) of a kernel extent")
-            self.domains[node.outputs[0]] = caps["end"].extent
+            self.domains[node.outputs[0]] = self.graph.extents[self.extent_of[caps["end"]]].extent
             return
         if node.op is ops.indices:
             return

@@ -31,7 +31,9 @@ from ..graph.traits import AGGREGATE, POINTWISE, REDUCTIONS
 from ..graph.values import KernelGraph, Literal, walk_region
 from .access import UNIT_DOMAIN, unit_reshape
 from .plan import Part
+from .prologue import extent_index, extent_vars, prologue
 
+_rep = T.representative  # an extent's class of extents stated equal (I.assume_equal): compared by it
 UNIFORM, ROW, COL, ELEMENT = 0, 1, 2, 3  # what a value depends on (bits: the row, the column)
 _DEPENDS = {UNIFORM: "nothing", ROW: "the row", COL: "the column", ELEMENT: "the row and the column"}
 
@@ -117,7 +119,9 @@ def recognise(graph: KernelGraph) -> RowGroup | Rejected:
 class _Walk:
     def __init__(self, graph: KernelGraph):
         self.graph = graph
-        self.index = {ev.extent: k for k, ev in enumerate(graph.extents)}
+        self.prologue = prologue(graph)  # checks made before any launch: uniform scalars here, part of no body
+        self.extent_of = extent_vars(graph, self.prologue)
+        self.index = extent_index(graph)  # extents stated equal (a prologue check) are one axis: compared by class
         self.kind = {ev: UNIFORM for ev in graph.extents}
         self.kind.update({p.var: UNIFORM for p in graph.params if p.kind == "scalar"})
         self.views = {p.var: p for p in graph.params if p.kind == "view"}
@@ -151,13 +155,13 @@ class _Walk:
                 self.fail("a parallel row group is one top-level parallel loop, last in the graph")
             if source.rank != 1:
                 self.fail(f"the reduction{_at(reduces[0])} in the parallel loop is not of a row (rank 1)")
-            self.cols = source.shape[0]
+            self.cols = _rep(source.shape[0])
             self.rows = None
             self.top(nodes[:-1])
             caps = match(UNIT_DOMAIN, self.producer(nodes, loop.inputs[0]), {})
-            if caps is None or caps["end"] not in self.graph.extents:
+            if caps is None or caps["end"] not in self.extent_of:
                 self.fail(f"the parallel loop{_at(loop)} is not over domain(0, E, 1) of a kernel extent E")
-            self.rows = caps["end"].extent
+            self.rows = _rep(self.graph.extents[self.extent_of[caps["end"]]].extent)
             self.check_extents()
             (body,) = loop.regions
             self.point = body.params[0]
@@ -168,7 +172,7 @@ class _Walk:
             if source.rank != 2:
                 self.fail(f"the reduction{_at(reduces[0])} is of a rank-{source.rank} tensor; a tensor-form row group "
                           f"reduces the last axis of (rows, columns)")
-            self.rows, self.cols = source.shape
+            self.rows, self.cols = map(_rep, source.shape)
             self.check_extents()
             write = self.walk(nodes)
         return RowGroup(form, self.index[self.rows], self.index[self.cols], tuple(self.combines), tuple(self.levels),
@@ -187,7 +191,7 @@ class _Walk:
     def top(self, nodes) -> None:
         """The nodes before the parallel loop: domains and uniform or per-column values."""
         for node in nodes:
-            if node.op.effects or node.regions:
+            if (node.op.effects or node.regions) and node not in self.prologue:
                 self.fail(f"op {node.op.name}{_at(node)} before the parallel loop has effects or regions")
             self.node(node)
 
@@ -197,7 +201,7 @@ class _Walk:
         if write.op is not ops.write:
             self.fail(f"the last op{_at(write)} is {write.op.name}, not the write of the row group's result")
         for node in body:
-            if node.op.effects - {"read"}:
+            if node.op.effects - {"read"} and node not in self.prologue:
                 self.fail(f"op {node.op.name}{_at(node)} has effects ({', '.join(sorted(node.op.effects))}): a row "
                           f"group's only effect is its final write")
             self.node(node)
@@ -208,7 +212,7 @@ class _Walk:
     def shape_kind(self, shape) -> int | None:
         """What a value of ``shape`` may depend on, or None for a shape that is not a row group's."""
         R, C = self.rows, self.cols
-        shape = tuple(shape)
+        shape = tuple(map(_rep, shape))
         if self.parallel:  # parallel form: a row is (C,), a per-row value ()
             return {(): UNIFORM | ROW, (C,): ELEMENT}.get(shape) if all(s is C for s in shape) else None
         if shape == ():
@@ -252,11 +256,13 @@ class _Walk:
 
     def node(self, node) -> None:
         op = node.op
+        if node in self.prologue:  # computed before the launch: a scalar every row sees alike
+            return self.define(node, UNIFORM)
         if op is ops.domain:
             caps = match(UNIT_DOMAIN, node, {})
-            if caps is None or caps["end"] not in self.graph.extents:
+            if caps is None or caps["end"] not in self.extent_of:
                 self.fail(f"the domain{_at(node)} is not domain(0, E, 1) of a kernel extent E")
-            self.domains[node.outputs[0]] = caps["end"].extent
+            self.domains[node.outputs[0]] = _rep(self.graph.extents[self.extent_of[caps["end"]]].extent)
             return
         if op is ops.read:
             return self.read(node)
@@ -289,7 +295,7 @@ class _Walk:
         (the whole row of elements); fails on anything else (a point elsewhere, a partial domain)."""
         kinds, operands = [], iter(node.inputs[2:] if node.op is ops.write else node.inputs[1:])
         for axis, entry in enumerate(node.attr("index")):
-            dim = view_type.shape[axis]
+            dim = _rep(view_type.shape[axis])
             if entry == "all":
                 covered = dim
             elif entry == "domain":
@@ -318,7 +324,7 @@ class _Walk:
 
     def reduce(self, node) -> None:
         source, identity, *captures = node.inputs
-        shapes = {tuple(t.shape) for t in T.leaf_types(source.type)}
+        shapes = {tuple(map(_rep, t.shape)) for t in T.leaf_types(source.type)}
         row = (self.cols,) if self.parallel else (self.rows, self.cols)
         if len(shapes) != 1 or shapes.pop() != row or node.attr("axes") != (len(row) - 1,):
             self.fail(f"the reduction{_at(node)} is not along the last axis of a row")

@@ -17,6 +17,7 @@ from ..graph.traits import AGGREGATE, POINTWISE
 from ..graph.values import KernelGraph, Literal, walk_region
 from .access import full_axes, view_access, REJECT
 from .plan import Part
+from .prologue import extent_vars, prologue
 from .rows import Rejected, _at, _value_dtype
 
 
@@ -47,7 +48,8 @@ class AxisScan:
 
 def recognise(graph: KernelGraph) -> AxisScan | Rejected:
     """The scan of ``graph``, or why it is none."""
-    extents = {ev: k for k, ev in enumerate(graph.extents)}
+    pro = prologue(graph)  # checks made before any launch: uniform scalars here, part of no body
+    extents = extent_vars(graph, pro)
     views = {p.var: p for p in graph.params if p.kind == "view"}
     nodes = graph.body.nodes
     if len(nodes) < 2 or nodes[-2].op is not ops.scan or nodes[-1].op is not ops.write:
@@ -68,6 +70,9 @@ def recognise(graph: KernelGraph) -> AxisScan | Rejected:
         return Rejected(f"the identity of the scan{_at(scan)} is computed")
     domains, uniform, element, fused = {}, set(), {}, set()
     for node in nodes[:-2]:
+        if node in pro:
+            uniform.update(node.outputs)
+            continue
         if node.op.effects - {"read"} or node.regions:
             return Rejected(f"op {node.op.name}{_at(node)} before the scan has effects or regions")
         access = view_access(node, extents, views, domains)

@@ -34,6 +34,7 @@ from ...graph import ops
 from ...graph.lowering import runtime_bins_text
 from ...graph.traits import POINTWISE
 from ...schedule import indexed
+from ...schedule.prologue import prologue
 from .cuda_grid import GridEmitter, block_count, kernel_line
 from .emitter import as_index
 from .scalar_rules import tir_dtype
@@ -111,7 +112,8 @@ def histogram_plan(graph, emulated: bool = False, **params) -> HistogramPlan | N
     got = indexed.recognise_histogram(graph)
     if not isinstance(got, indexed.Histogram):
         return None
-    if any(n.op not in _ELEMENT_OPS for n in graph.body.nodes[:-2]):
+    pro = prologue(graph)  # checked before any launch (schedule.prologue): no check of this program
+    if any(n.op not in _ELEMENT_OPS and n not in pro for n in graph.body.nodes[:-2]):
         return None
     names = {id(ev.extent): f"d{k}" for k, ev in enumerate(graph.extents)}
     total = []

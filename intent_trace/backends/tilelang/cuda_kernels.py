@@ -31,6 +31,7 @@ from ...graph import ops
 from ...graph.patterns import match
 from ...graph.traits import POINTWISE
 from ...graph.values import KernelGraph, Literal, walk_region
+from ...schedule.prologue import extent_index, extent_vars, prologue
 from . import cuda_matmul, cuda_region
 from .cuda_access import APPROXIMATE_DIV, FROM_DOMAIN, REJECT, full_axes, view_access
 
@@ -84,8 +85,13 @@ def flat_nest(graph: KernelGraph, emulated: bool = False) -> FlatNest | None:
     """The flat mapping of a graph whose one effect is its final write of a pure function of whole-axis reads,
     or None. Each element is computed by the emitter's own element code, so a reduction or a contraction inside
     it (a row sum, an f32 matmul) runs in its thread in the serial program's order: the same bits. Such nests
-    take one element per thread (no unrolled copies of their loops)."""
-    extents = {ev: k for k, ev in enumerate(graph.extents)}
+    take one element per thread (no unrolled copies of their loops). The prologue's checks (schedule.prologue) are
+    made before the launch: scalars here, and extents they state equal are one (their class's first name,
+    schedule.prologue.extent_index, as the program names them). A written domain is of a kernel extent itself: the
+    emitter finds the planned loop by its extent's name, which a domain of a prologue value does not have."""
+    pro = prologue(graph)
+    index = extent_index(graph, pro.complete)
+    extents = {ev: index[ev.extent] for ev in graph.extents}
     views = {p.var: p for p in graph.params if p.kind == "view"}
     domains, read_views = {}, set()
     nodes = graph.body.nodes
@@ -93,6 +99,8 @@ def flat_nest(graph: KernelGraph, emulated: bool = False) -> FlatNest | None:
         return None
     loops = False  # a reduction or contraction in the element code
     for node in nodes[:-1]:
+        if node in pro:
+            continue
         if node.op.effects - {"read"}:
             return None
         access = view_access(node, extents, views, domains)
@@ -112,7 +120,7 @@ def flat_nest(graph: KernelGraph, emulated: bool = False) -> FlatNest | None:
     axes = full_axes(write, p.type, extents, domains)
     if axes is None or len(set(axes)) != len(axes) or len(axes) != len(p.type.shape):
         return None
-    if any(s is not graph.extents[a].extent for s, a in zip(p.type.shape, axes)):
+    if any(index.get(s) != a for s, a in zip(p.type.shape, axes)):
         return None  # a write of the whole view, so no element is left to an earlier value
     vector, unroll = (1, False) if loops else (VECTOR, UNROLL)
     return FlatNest(tuple(f"d{a}" for a in axes), THREADS_PER_BLOCK, vector, unroll, emulated)
@@ -151,15 +159,16 @@ def parallel_grid(graph: KernelGraph, emulated: bool = False) -> ParallelGrid | 
     """The grid mapping of a graph whose effects are one top-level parallel loop over ``domain(begin, E, 1)``
     (``begin`` a literal, ``E`` a kernel extent or a literal), else None. Nothing before the loop writes,
     allocates or reads a view the loop writes, nothing after it has an effect, and its body has no
-    scatter_reduce."""
+    scatter_reduce. The prologue's checks before it (schedule.prologue) are made before the launch."""
     nodes = graph.body.nodes
     loops = [k for k, n in enumerate(nodes) if n.op is ops.parallel]
     if len(loops) != 1:
         return None
     (at,) = loops
     loop = nodes[at]
+    pro = prologue(graph)
     for node in nodes[:at]:
-        if node.regions and node.op.effects or node.op.effects - {"read"}:
+        if node not in pro and (node.regions and node.op.effects or node.op.effects - {"read"}):
             return None
     if any(n.op.effects for n in nodes[at + 1:]):
         return None
@@ -176,7 +185,7 @@ def parallel_grid(graph: KernelGraph, emulated: bool = False) -> ParallelGrid | 
     if caps is None:
         return None
     begin, end = caps["begin"], caps["end"]
-    extents = {ev: k for k, ev in enumerate(graph.extents)}
+    extents = extent_vars(graph, pro)
     if isinstance(end, Literal):
         stop = f"T.int64({int(end.value)})"
     elif end in extents:

@@ -23,6 +23,7 @@ import attrs
 from ...graph import ops
 from ...graph.traits import POINTWISE
 from ...schedule import indexed
+from ...schedule.prologue import prologue
 from . import extern
 from .cuda_grid import GridEmitter, block_count, kernel_line
 from .emitter import as_index
@@ -75,7 +76,8 @@ def scatter_plan(graph, emulated: bool = False) -> ScatterPlan | None:
     got = indexed.recognise_scatter(graph)
     if not isinstance(got, indexed.Scatter):
         return None
-    if any(n.op not in _ELEMENT_OPS for n in graph.body.nodes[:-1]):
+    pro = prologue(graph)  # checked before any launch (schedule.prologue): no check of this program
+    if any(n.op not in _ELEMENT_OPS and n not in pro for n in graph.body.nodes[:-1]):
         return None
     total = _total(graph, got.node.attr("type").shape)
     return None if total is None else ScatterPlan(got, total, THREADS, emulated)

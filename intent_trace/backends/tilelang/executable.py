@@ -1,5 +1,9 @@
 """A TileLang program compiled and run: ``tilelang.compile`` once per text, then checked, staged calls.
 
+Checks. The program's run-time checks record an error that :meth:`TileLangExecutable.__call__` raises after the
+launch; the graph's prologue checks (:mod:`intent_trace.schedule.prologue`: ``I.assume_equal`` over extents and
+scalars) are made first, on the host (:func:`check_prologue`), and no program contains them.
+
 Caching: compiled kernels per (target, program text) in process, and TileLang's own disk cache
 (``~/.tilelang/cache``, keyed by the prim_func's script, the target and the compiler flags) makes a new process
 skip the C++ compiler. ``.source`` is the program text followed by the target source TileLang generated from it.
@@ -17,6 +21,7 @@ from ...display import ExecutableDisplay
 from ...errors import LoweringError
 from ...graph.values import KernelGraph
 from ...limits import allocation_limit, check_allocation
+from ...schedule.prologue import prologue
 from ...specialize import respecialize
 from .program import lower, schedule_of
 
@@ -52,6 +57,31 @@ def compile_with(program: str, spec):
         raise LoweringError(f"target {spec.name}: TileLang failed to compile the generated program: {e}") from e
     _KERNELS[key] = kernel
     return kernel
+
+
+# --- the prologue ----------------------------------------------------------------------------------------
+
+def check_prologue(graph: KernelGraph, values: list, dims: dict, nodes: tuple | None = None) -> None:
+    """Make the graph's prologue checks for one call, before anything is staged or launched: a failed one raises
+    its :mod:`~intent_trace.codegen.checks` exception (``I.assume_equal``'s ValueError naming both sides, with the
+    note naming its op and line, as a program's error record would) and no output is touched.
+
+    Why on the host rather than in a first program: the operands are the call's extents and integer scalars, known
+    here once the arguments are bound, so deciding them costs no launch, no synchronisation and no compilation, and
+    a grid, row-group or multi-block program that relies on them never runs when they fail (in a program, every
+    thread of a grid would make the same check, and a block's threads leaving before a barrier, or a later kernel of
+    a multi-launch program running after the first failed, is exactly what those programs must not do).
+
+    The nodes (the checks and the index arithmetic they read: a few integer operations) are evaluated by the
+    reference interpreter's own rules on these values, so the host computes exactly what the language defines for
+    them (wrap-around integers, truncating division) with no second evaluator to drift from it; nothing is
+    generated or ``eval``-ed, and user text reaches only the message's text fields. ``nodes``: the graph's
+    prologue nodes (:attr:`~intent_trace.schedule.prologue.Prologue.nodes`), found once per executable."""
+    from ...oracle.generic import GenericInterpreter  # the reference rules, loaded when a graph has a prologue
+
+    interpreter = GenericInterpreter(graph, values, dims)
+    for node in prologue(graph).nodes if nodes is None else nodes:
+        interpreter.run_node(node)
 
 
 # --- the executable --------------------------------------------------------------------------------------
@@ -162,6 +192,8 @@ class TileLangExecutable(ExecutableDisplay):
         self.checks = checks
         program = lower(graph, spec, checks)
         self.program, self.error_sites, self.workspaces = program.text, program.error_sites, program.workspaces
+        self.prologue = program.prologue  # checks made on the host before any launch (check_prologue)
+        self._prologue_nodes = prologue(graph).nodes if self.prologue else ()
         self.allocation_limit = program.allocation_limit
         # tiled programs for recognised graphs, chosen per call by its extents (JIT specialisations)
         self.specializations = tuple(self.spec.specializations(graph, self.spec))
@@ -194,6 +226,8 @@ class TileLangExecutable(ExecutableDisplay):
             return respecialize(self, constexprs)(*args)
         params = self.graph.params
         values, dims = bind_arguments(self.graph, args, target=self.target, device=self.spec.device_tensors)
+        if self.prologue:  # before anything is staged or launched: a failed check leaves every output as it was
+            check_prologue(self.graph, values, dims, self._prologue_nodes)
         kernel, special = self._kernel_for(dims)
         import torch
 

@@ -15,11 +15,12 @@ from ...graph import ops
 from ...graph.values import KernelGraph
 from ...schedule import carry, indexed, region
 from ...schedule.plan import Part, Schedule
+from ...schedule.prologue import Prologue, extent_index, prologue
 from ...schedule.rows import Rejected, RowGroup
 from ...schedule.rows import recognise as recognise_rows
 from .emitter import Scalar, TileLangEmitter, View
 from .rules import REJECTED, RULES
-from .storage import ERROR_PARAM, LIMIT_PARAM
+from .storage import ERROR_PARAM, LIMIT_PARAM, checks_on
 
 
 @attrs.frozen
@@ -30,6 +31,9 @@ class Program:
     error_sites: tuple  # ErrorSite per run-time check; the error record ``E`` is the last parameter when any
     workspaces: tuple  # storage.Workspace parameters, which follow the graph's own
     allocation_limit: bool = False  # the hidden int64 LIMIT_PARAM (limits.allocation_limit) follows them
+    # the graph's prologue checks (schedule.prologue) this program leaves to the host, which makes them before any
+    # launch (executable.check_prologue); empty when the program does not check
+    prologue: tuple = ()
 
 
 def lower(graph: KernelGraph, spec, checks: bool = True) -> Program:
@@ -110,19 +114,23 @@ def _final_write_nest(graph: KernelGraph, nest) -> bool:
     nodes = graph.body.nodes
     if not nodes or nodes[-1].op is not ops.write:
         return False
-    names = {id(ev.extent): f"d{k}" for k, ev in enumerate(graph.extents)}
-    return tuple(names.get(id(s)) for s in nodes[-1].inputs[0].type.shape) == tuple(nest.shape)
+    index = extent_index(graph)  # the names _generate gives the extents
+    return tuple(f"d{index[s]}" if s in index else None for s in nodes[-1].inputs[0].type.shape) == tuple(nest.shape)
 
 
 def _generate(graph: KernelGraph, spec, checks: bool, nest, grid) -> Program:
     emitter = getattr(grid, "emitter", TileLangEmitter)  # a plan that places more than the launch has its own
     em = emitter(graph, spec, RULES, REJECTED, checks, nest=nest, grid=grid)
     dims = []
+    # Extents stated equal (I.assume_equal, every statement a prologue check) take their class's first name: the
+    # host checks the statements before any launch (executable.check_prologue; with checks=False the program trusts
+    # them, T9), so a domain(0, K) over an axis of N needs no bounds check and a plan's emitter names one extent.
+    same = extent_index(graph)
     for k, ev in enumerate(graph.extents):
         name = f"d{k}"
         dims.append(f"{name} = T.dynamic({name!r}, 'int64')")
-        em.env[ev] = Scalar(name)
-        em.dim_names[ev.extent] = name
+        em.env[ev] = Scalar(f"d{same[ev.extent]}")
+        em.dim_names[ev.extent] = f"d{same[ev.extent]}"
     params = []
     for k, p in enumerate(graph.params):
         name, t = f"p{k}", p.type
@@ -165,7 +173,8 @@ def _generate(graph: KernelGraph, spec, checks: bool, nest, grid) -> Program:
         launch, body = _with_prelude(launch), [_with_prelude(line) for line in body]
     lines += [*dims, "", "", "@T.prim_func", f"def kernel({', '.join(params)}):", "    " + launch,
               *(body or ["        pass"]), ""]
-    return Program("\n".join(lines), tuple(em.error_sites), tuple(em.workspaces), em.uses_limit)
+    hoisted = tuple(n for n in graph.body.nodes if id(n) in em.hoisted)
+    return Program("\n".join(lines), tuple(em.error_sites), tuple(em.workspaces), em.uses_limit, hoisted)
 
 
 _LAUNCH = re.compile(r"^(\s*with T\.Kernel\((?:(?!prelude=).)*)\) as (\w+):$", re.M)
@@ -180,10 +189,12 @@ def _with_prelude(text: str) -> str:
 
 def schedule_of(graph: KernelGraph, spec, checks: bool = True, specializations=None) -> Schedule:
     """Which mapping each part of ``graph`` gets on target ``spec`` and why: the tiled specialisations (each with
-    the calls it runs for), then the general program's launch as the pre-pass plans it (:func:`plan_launch`)."""
+    the calls it runs for), then the general program's launch as the pre-pass plans it (:func:`plan_launch`); its
+    prologue names the checks the host makes before any launch (the graph's prologue checks, when it checks)."""
     if specializations is None:
         specializations = spec.specializations(graph, spec)
     names = [ev.extent.name for ev in graph.extents]
+    first = prologue(graph) if checks_on(spec, checks) else Prologue()
     parts = [_specialization_part(s, names) for s in specializations]
     launch = _plan(graph, spec, checks)
     nest, grid = launch.nest, launch.grid
@@ -199,8 +210,10 @@ def schedule_of(graph: KernelGraph, spec, checks: bool = True, specializations=N
                           "(language §5), one per thread", (("iterations", _extent_text(grid.length, names)),
                                                             ("threads", grid.threads)), nodes=(grid.node,)))
     else:
-        parts.append(Part("serial", _serial_reason(graph, spec, launch), nodes=graph.body.nodes))
-    return Schedule(parts)
+        hoisted = {id(n) for n in first.checks}  # made on the host: not the program's
+        parts.append(Part("serial", _serial_reason(graph, spec, launch),
+                          nodes=tuple(n for n in graph.body.nodes if id(n) not in hoisted)))
+    return Schedule(parts, first.describe())
 
 
 def _extent_text(text: str, names: list) -> str:

@@ -31,6 +31,11 @@ compared with the call's limit (the hidden scalar ``L``) before ``malloc``; one 
 ValueError naming it, its shape and its size (:class:`AllocationSite`). Host workspaces are checked on the host
 (:meth:`Workspace.sizes`), as are the executable's staging copies.
 
+The prologue's checks (:mod:`intent_trace.schedule.prologue`: extent equalities over the bound extents and scalars)
+are made by the executable on the host before any launch, so no program records them (:meth:`StorageMixin.checking`
+is false while their nodes are emitted): the node's value is computed as usual, its check is not written. A grid
+program then has no error site from them, and every call checks them once, before anything runs.
+
 A condition that leaves a block is evaluated once, into a local (:meth:`StorageMixin.flag`). TileLang's
 ``IfStmtBinding`` distributes an ``if`` over the statements of its body and re-evaluates the condition before
 each one when the body writes none of the buffers it reads; a ``free`` is an opaque call, not a write, so
@@ -47,6 +52,7 @@ import attrs
 from ...codegen.checks import Check
 from ...graph.lowering import ErrorSite
 from ...limits import allocation_error, check_allocation
+from ...schedule.prologue import prologue
 from .extern import address
 
 STACK_LIMIT = 1024  # elements: static buffers up to this size live on the stack
@@ -54,6 +60,12 @@ ERROR_PARAM = "E"  # the hidden int64[4] error record: code (1-based site number
 LIMIT_PARAM = "L"  # the hidden int64 scalar: the bytes one allocation may take (limits.allocation_limit)
 _KERNEL_EXTENT = re.compile(r"d\d+")  # the emitter's names of the graph's extents (target.generate_program)
 SCALAR_PARAM = re.compile(r"p(\d+)")  # the emitter's names of the graph's parameters
+
+
+def checks_on(target, checks: bool) -> bool:
+    """Whether programs for ``target`` check at run time: asked to, and the target says how a kernel leaves early
+    (``early_exit``; a target without it does not check, T9)."""
+    return bool(checks) and target.early_exit is not None
 
 
 @attrs.frozen(slots=True)
@@ -95,7 +107,7 @@ class StorageMixin:
     def init_storage(self, target, checks: bool, grid_planned: bool = False) -> None:
         # A target checks when it says how to leave its kernel early (``early_exit``: ``return 0;`` on the C target).
         self.exit_statement = target.early_exit
-        self.checks = checks and self.exit_statement is not None
+        self.checks = checks_on(target, checks)
         self.error_sites: list = []
         self.heap: list = []  # (depth of the allocating block, handle) of live heap buffers, innermost last
         self.host_workspaces = target.host_workspaces
@@ -223,6 +235,21 @@ class StorageMixin:
                 self.line(self.free_line(handle))
 
     # -- the error channel -----------------------------------------------------------------------------------
+    @property
+    def hoisted(self) -> frozenset:
+        """The ids of the nodes whose checks the host makes before any launch (the graph's prologue checks), when
+        this program checks at all."""
+        found = self.__dict__.get("_hoisted")
+        if found is None:
+            checks = prologue(self.graph).checks if self.checks else ()
+            found = self.__dict__["_hoisted"] = frozenset(id(n) for n in checks)
+        return found
+
+    def checking(self) -> bool:
+        """Whether a check made here is written: the program checks, and the node being emitted is not one the host
+        checks before the launch (:attr:`hoisted`)."""
+        return self.checks and (self.node is None or id(self.node) not in self.hoisted)
+
     def fail(self, what, *rest: str, **fields) -> None:
         """Record a run-time error here and leave the kernel. ``what`` is the failed check
         (:class:`~intent_trace.codegen.checks.Check`), ``rest`` its operands (int64 expressions) and ``fields`` its
@@ -232,7 +259,7 @@ class StorageMixin:
 
         The older spelling ``fail(exception, message, *values, **texts)`` (a template written at the call) is kept
         for the rules not yet converted to checks-as-data."""
-        if not self.checks:
+        if not self.checking():
             return
         if isinstance(what, Check):
             self.fail_at(what.site(self._note(), **fields), *rest)
@@ -241,7 +268,7 @@ class StorageMixin:
 
     def fail_at(self, site: ErrorSite, *values: str) -> None:
         """``fail`` with the error site given."""
-        if not self.checks:
+        if not self.checking():
             return
         self.error_sites.append(site)
         code = f"T.int64({len(self.error_sites)})"
@@ -265,7 +292,7 @@ class StorageMixin:
 
     def check(self, bad: str, what, *rest: str, **fields) -> None:
         """``fail(what, *rest, **fields)`` when the TIR condition ``bad`` holds."""
-        if not self.checks:
+        if not self.checking():
             return
         with self.block(f"if {self.flag(bad)}:"):
             self.fail(what, *rest, **fields)
