@@ -190,8 +190,14 @@ def _atom_text(atom) -> str:
     if isinstance(atom, T.Dim):
         return T.extent_str(atom)
     if isinstance(atom, tuple):
-        return f"({describe(atom[1])} {atom[0]} {describe(atom[2])})"
+        return f"({_operand_text(atom[1])} {atom[0]} {_operand_text(atom[2])})"
     return atom.hint or "<value>"
+
+
+def _operand_text(poly: frozenset) -> str:
+    """An operand of ``//`` or ``%``: parenthesised when it is a sum (``(M + k) // 2``, never ``M + k // 2``)."""
+    text = describe(poly)
+    return f"({text})" if len(poly) > 1 or text.startswith("-") else text
 
 
 def describe(poly: frozenset) -> str:

@@ -181,3 +181,13 @@ def test_without_the_statement_the_extents_stay_apart():
 
     with pytest.raises(TraceError, match="not provably equal"):
         k.trace()
+
+
+def test_a_sum_under_floor_division_is_named_with_its_parentheses():
+    @intent.kernel
+    def halves(x: I.In[I.f32, ("N",)], y: I.In[I.f32, ("M",)], k: I.i32):
+        I.assume_equal(x.shape[0], (y.shape[0] + I.cast(k, I.index)) // 2)
+
+    with pytest.raises(ValueError) as info:
+        halves(np.zeros(3, np.float32), np.zeros(4, np.float32), np.int32(4))
+    assert "((M + k) // 2)" in str(info.value) and "M + k // 2" not in str(info.value)
