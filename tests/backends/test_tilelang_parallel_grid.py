@@ -212,3 +212,25 @@ def test_a_check_in_a_nest_on_the_grid_is_claimed_once(emulated):
     with pytest.raises(IndexError, match=r"coordinate (7|-1) on axis 0 is outside its extent 5"):
         exe(x, idx, y)
     assert not y.any()
+
+
+@intent.kernel
+def transpose_add(x: I.In[I.i32, ("A", "B", "C")], y: I.In[I.i32, ("C",)], z: I.Out[I.i32, ("A", "B", "C")]):
+    z[:, :, :] = x[:, :, :] + y[None, None, :]
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["32-bit", "64-bit"])
+@pytest.mark.parametrize("shape", [(1, 1, 1), (3, 5, 7), (2, 1, 300), (9, 130, 1)])
+def test_flat_nest_coordinates_in_either_width(emulated, monkeypatch, shape, wide):
+    # a flat nest finds each element's coordinates with one division per axis but the first, in 32-bit arithmetic
+    # below 2**31 elements; the 64-bit branch (above it) is taken here by lowering the limit to 0
+    from intent_trace.backends.tilelang import emitter
+
+    if wide:
+        monkeypatch.setattr(emitter, "INT32_FLAT", 0)
+    program = build(transpose_add.trace(), target=TARGET).program
+    assert ("T.int64(0)" if wide else "T.int64(2147483648)") in program and "uint32" in program
+    x = RNG.integers(-1000, 1000, shape).astype(np.int32)
+    y = RNG.integers(-1000, 1000, shape[2]).astype(np.int32)
+    out = run_both(transpose_add, x, y, np.zeros(shape, np.int32))
+    np.testing.assert_array_equal(out["z"], x + y)  # every element once, at its own place

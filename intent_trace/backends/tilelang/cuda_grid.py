@@ -77,14 +77,8 @@ class GridEmitter(TileLangEmitter):
         self.line(self.target.lanes.atomic_add(self, cell, value, typed[1] or typed[2]))
 
     def unflatten(self, j: str, shape: tuple) -> list:
-        """The row-major coordinates of flat index ``j`` in ``shape`` (extent expressions)."""
-        if len(shape) == 1:
-            return [j]
-        idx, stride = [], "1"
-        for n in reversed(shape):
-            idx.append(self.assign(f"({j} // ({stride})) % {n}" if stride != "1" else f"{j} % {n}", "i"))
-            stride = n if stride == "1" else f"{stride} * {n}"
-        return idx[::-1]
+        """The row-major coordinates of flat index ``j`` in ``shape`` (extent expressions): ``coordinates``."""
+        return self.coordinates(j, shape, " * ".join(f"({n})" for n in shape))
 
     def claim(self, site: ErrorSite, *values: str) -> None:
         """Record a failed check without leaving: the first thread to claim the record writes it (the executable
