@@ -24,9 +24,9 @@ import re
 
 from ... import types as T
 from ...graph import ops
-from .lanes import BLOCK
+from .lanes import BLOCK, LANES_BY_BITS
 
-_WIDTH = {"f32": 64, "f64": 32}  # lanes.WIDTH by KIR dtype name
+_WIDTH = {"f32": LANES_BY_BITS[32], "f64": LANES_BY_BITS[64]}  # by KIR dtype name
 
 
 def lane_width(node) -> int | None:

@@ -29,7 +29,8 @@ from numba.core import cgutils
 from numba.core.datamodel import models, register_default
 from numba.extending import intrinsic
 
-WIDTH = {types.float32: 64, types.float64: 32}  # lanes per accumulator: 256 bytes either way
+LANES_BY_BITS = {32: 64, 64: 32}  # lanes per accumulator by element width: 256 bytes either way
+WIDTH = {types.float32: LANES_BY_BITS[32], types.float64: LANES_BY_BITS[64]}
 BLOCK = 256  # values computed per block (a multiple of every WIDTH)
 _I32 = ir.IntType(32)
 
