@@ -101,9 +101,9 @@ def _local_row(lines: list, x: str, k: str) -> str | None:
 
 
 def _run_row(em, state: tuple, width: int, count: str, row: str) -> None:
-    """A run read straight from ``row``, a 1-D array of at least ``count`` values: full vectors are added from the row itself
-    (a copy loop into the block would be a ``memcpy`` call per block: LLVM recognises it), the rest through the
-    block. Lane ``k mod W`` gets element ``k`` as in the block loop, so both give the same sum."""
+    """A run read straight from ``row``, a 1-D array of at least ``count`` values: full vectors are added from the
+    row itself (a copy loop into the block would be a ``memcpy`` call per block: LLVM recognises it), the rest
+    through the block. Lane ``k mod W`` gets element ``k`` as in the block loop, so both give the same sum."""
     block, lanes = state
     q = em.fresh("k")
     with em.block(f"for {q} in range({count} // {width}):"):
