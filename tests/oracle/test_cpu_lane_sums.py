@@ -13,6 +13,7 @@ rows as generic's.
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -95,6 +96,15 @@ def doubled_row_sum(x: I.In[I.f32, ("M", "N")], y: I.Out[I.f32, ("M", "N")]):
 
 
 @intent.kernel
+def doubled_and_summed(x: I.In[I.f32, ("M", "N")], c_out: I.Out[I.f32, ("M", "N")], s: I.Out[I.f32, ("M",)]):
+    """``c`` feeds a write and a sum written straight out (no row group): a 2-D local array, summed row by row
+    in place."""
+    c = x[:, :] * 2.0
+    c_out[:, :] = c
+    s[:] = I.reduce.sum(c, axis=1)
+
+
+@intent.kernel
 def plane_sum(x: I.In[I.f32, ("M", "A", "N")], y: I.Out[I.f32, ("M",)]):
     y[:] = I.reduce.sum(x[:, :, :], axis=(1, 2))
 
@@ -127,7 +137,7 @@ def test_row_sums_follow_the_lane_order_at_every_boundary(build, n, dtype):
 @pytest.mark.parametrize("n", (33, 65, 257, 1000))
 def test_strided_and_reversed_rows_are_read_at_their_stride(build, n):
     big = _rows(np.random.default_rng(7), 2 * n, np.float32)
-    for x in (big[:, ::2], big[:, ::-2], big[:, ::-1][:, :n]):
+    for x in (big[:, :n], big[:, ::2], big[:, ::-2], big[:, ::-1][:, :n]):  # unit stride, not C-contiguous: 'A' 
         y = np.full(3, np.nan, np.float32)
         call(row_sum32, x, y)
         assert bits_equal(y, lane_order([np.ascontiguousarray(x)], np.float32))
@@ -154,6 +164,15 @@ def test_a_materialised_row_is_summed_in_place_in_the_same_order(build, n):
                for line in source.splitlines())  # the local row buffer, read in place
     want = lane_order([x * np.float32(2.0)], np.float32)
     assert bits_equal(y[:, 0], want)
+
+
+@pytest.mark.parametrize("n", (1, 63, 64, 65, 300))
+def test_a_materialised_2d_local_is_summed_row_by_row_in_place(build, n):
+    x = _rows(np.random.default_rng(n + 6), n, np.float32)
+    c, s = np.full((3, n), np.nan, np.float32), np.full(3, np.nan, np.float32)
+    source = call(doubled_and_summed, x, c, s)
+    assert any("R.lanes_add(" in line and re.search(r", a\d+\[\w+\], ", line) for line in source.splitlines())
+    assert bits_equal(s, lane_order([x * np.float32(2.0)], np.float32))
 
 
 @pytest.mark.parametrize("n", (1, 64, 65, 1000))
