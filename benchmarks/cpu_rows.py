@@ -9,7 +9,7 @@ the output's own rounding), so a fast wrong answer fails the run instead of bein
 
 Cases (full size; ``--quick`` runs small shapes, still above the parallel threshold, and 3 rounds):
 softmax in the whole-tensor spelling (``benchmarks/zoo_kernels.py``) and the ``for r in I.parallel(rows)``
-spelling (``examples/row_softmax.py``), layer norm, RMSNorm (4096x1024 f32 each); f32 and f16 matmul +
+spelling (``examples/row_softmax.py``), layer norm, RMSNorm, a row sum (4096x1024 f32 each); f32 and f16 matmul +
 leaky-ReLU 1024^3 (f32 accumulation); causal attention B8 L1024 D64 f32. Also the first parallel-build
 compile (cold disk cache) of ``attention_f16`` (``examples/flash_attention.py``) and each case's compile record.
 """
@@ -43,6 +43,11 @@ LEAK = 0.01
 def rms_norm(x: I.In[I.f32, ("M", "N")], w: I.In[I.f32, ("N",)], y: I.Out[I.f32, ("M", "N")]):
     mean_square = I.reduce.sum(x[:, :] * x[:, :], axis=1) / I.cast(x.shape[1], I.f32)
     y[:, :] = x[:, :] * rows(I.rsqrt(mean_square + 1e-6), x) * w[:]
+
+
+@intent.kernel
+def row_sum(x: I.In[I.f32, ("M", "N")], y: I.Out[I.f32, ("M",)]):
+    y[:] = I.reduce.sum(x[:, :], axis=1)
 
 
 @intent.kernel
@@ -127,6 +132,7 @@ def torch_cases():
         "softmax": lambda x: torch.softmax(x, dim=1),
         "layer_norm": lambda x, g, b: F.layer_norm(x, (x.shape[1],), g, b, eps=1e-5),
         "rms_norm": lambda x, w: F.rms_norm(x, (x.shape[1],), w, eps=1e-6),
+        "row_sum": lambda x: torch.sum(x, dim=1),
         "matmul_leaky": lambda a, b: F.leaky_relu(a @ b, LEAK),
         "causal_attention": lambda q, k, v, scale: F.scaled_dot_product_attention(q, k, v, is_causal=True,
                                                                                   scale=scale),
@@ -135,14 +141,18 @@ def torch_cases():
 
 # ---- the run -------------------------------------------------------------------------------------------------
 
-def median_time(fn, rounds: int) -> float:
+def median_time(fn, rounds: int) -> tuple:
+    """(median wall seconds, median process CPU seconds) of ``rounds`` calls. The CPU seconds count every
+    thread's time, so on a machine shared with other work they show what a call costs where the wall clock also
+    counts the time others held the cores (with 2 threads they are about twice the wall time when both run)."""
     fn()  # warm: caches, thread pools, lazily compiled code
-    times = []
+    times, cpu = [], []
     for _ in range(rounds):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         fn()
         times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        cpu.append(time.process_time() - c0)
+    return statistics.median(times), statistics.median(cpu)
 
 
 def check(name: str, who: str, got, want, bound: float) -> float:
@@ -169,6 +179,9 @@ def cases(quick: bool, rng) -> list:
     q, k, v = (rng.standard_normal((B, L, D)).astype(np.float32) for _ in range(3))
     scale = 1 / math.sqrt(D)
     row_bound = (n + 32) * eps32  # a sum of n terms, exp/rsqrt within a few ulp, the final rounding
+    # a row sum: T5's n units of rounding of the sum of magnitudes, normwise against the largest row sum
+    sum_bound = (n + 1) * eps32 * float(np.max(np.abs(x).sum(axis=1, dtype=np.float64))) / float(
+        np.max(np.abs(x.astype(np.float64).sum(axis=1))))
     mm_bound = 4 * math.sqrt(side) * side * eps32  # normwise: K terms of magnitude ~1, products ~sqrt(K)
     return [
         ("softmax_whole", softmax_whole, (x,), ((m, n), np.float32), ref_softmax(x), np_softmax, "softmax",
@@ -179,6 +192,8 @@ def cases(quick: bool, rng) -> list:
          "layer_norm", row_bound),
         ("rms_norm", rms_norm, (x, g), ((m, n), np.float32), ref_rms_norm(x, g), np_rms_norm, "rms_norm",
          row_bound),
+        ("row_sum", row_sum, (x,), ((m,), np.float32), x.astype(np.float64).sum(axis=1),
+         lambda x: x.sum(axis=1), "row_sum", sum_bound),
         (f"matmul_leaky_relu_f32_{side}", matmul_leaky_f32, (a32, b32), ((side, side), np.float32),
          ref_matmul_leaky(a32, b32), np_matmul_leaky, "matmul_leaky", mm_bound),
         (f"matmul_leaky_relu_f16_{side}", matmul_leaky_f16, (a16, b16), ((side, side), np.float16),
@@ -262,16 +277,18 @@ def main(argv=None) -> None:
         for t in threads:
             numba.set_num_threads(t)
             torch.set_num_threads(t)
-            ours = median_time(lambda: call(exe), rounds)
-            ours_fast = median_time(lambda: call(fast), rounds)
-            th = median_time(lambda: torch_fns[torch_key](*t_inputs), rounds)
-            entry = {"cpu_ms": round(ours * 1e3, 3), "cpu_unchecked_ms": round(ours_fast * 1e3, 3),
-                     "torch_ms": round(th * 1e3, 3), "vs_torch": round(th / ours, 2)}
+            ours, ours_cpu = median_time(lambda: call(exe), rounds)
+            ours_fast, _ = median_time(lambda: call(fast), rounds)
+            th, th_cpu = median_time(lambda: torch_fns[torch_key](*t_inputs), rounds)
+            entry = {"cpu_ms": round(ours * 1e3, 3), "cpu_process_ms": round(ours_cpu * 1e3, 3),
+                     "cpu_unchecked_ms": round(ours_fast * 1e3, 3), "torch_ms": round(th * 1e3, 3),
+                     "torch_process_ms": round(th_cpu * 1e3, 3), "vs_torch": round(th / ours, 2)}
             if np_fn is not None:
-                tn = median_time(lambda: np_fn(*inputs), rounds)
-                entry.update(numpy_ms=round(tn * 1e3, 3), vs_numpy=round(tn / ours, 2))
+                tn, tn_cpu = median_time(lambda: np_fn(*inputs), rounds)
+                entry.update(numpy_ms=round(tn * 1e3, 3), numpy_process_ms=round(tn_cpu * 1e3, 3),
+                             vs_numpy=round(tn / ours, 2))
             else:
-                entry.update(numpy_ms=None, vs_numpy=None)
+                entry.update(numpy_ms=None, numpy_process_ms=None, vs_numpy=None)
             row[f"threads_{t}"] = entry
         row["ratio"] = row[f"threads_{threads[0]}"]["vs_torch"]
         row["reference"] = "torch CPU"

@@ -3,8 +3,9 @@
 Numba's defaults differ from the chapter (Python floor division, int32 + int32 -> int64,
 float -> int casts of NaN, no bfloat16), so every rule that needs care is one small njit
 function here (bit reinterpretations in :mod:`.bits`, the f16/bf16 conversions in :mod:`.half`,
-both reachable from here). Bit-level conversions follow NumPy (f16) and ml_dtypes (bf16) exactly,
-NaNs included, so the CPU oracle agrees with the generic interpreter bit for bit.
+the vector lanes of float sums in :mod:`.lanes`, all reachable from here). Bit-level conversions
+follow NumPy (f16) and ml_dtypes (bf16) exactly, NaNs included, so the CPU oracle agrees with the
+generic interpreter bit for bit (float sums excepted: they are summed in :mod:`.lanes`' order).
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from .bits import (JIT_FLAGS, bits_f32, bits_f64, f32_bits, f32_bits_i32, f64_bi
 from .half import (NATIVE_HALF, bf16_bits, bf16_value, f16_bits, f16_bits_native, f16_bits_soft,  # noqa: F401
                    f16_value, f16_value_native, f16_value_soft, f64_to_bf16, f64_to_f16, f64_to_f32_rto, round_bf16,
                    round_f16)
+from .lanes import lane_block, lanes_add, lanes_add_part, lanes_fill, lanes_sum  # noqa: F401
 
 
 # --- T2 integers -------------------------------------------------------------------------------

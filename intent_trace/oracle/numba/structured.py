@@ -6,6 +6,8 @@ captures and one kept shape for every accumulator component) commutes with index
 position as scalar code, here with several partial accumulators over the innermost reduced axis (re-association
 and re-ordering are the author's contract, spec §7, and the independent chains let LLVM vectorise), the output
 positions a parallel loop, and inside a row group (:mod:`.rows`) one row's value. That strategy is cpu's own.
+A float sum uses explicit vector lanes in a fixed order instead (:mod:`.lane_sum`), a float max/min order keys
+(:mod:`.select_reduce`).
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from ...graph import ops
 from ...graph.interpreter import rule_registrar
 from ...graph.lowering import assemble, leaf_values, merge_index
 from .inline import inline_combine, result_arrays
+from .lane_sum import lane_width, lanes_finish, lanes_run, lanes_start
 from .select_reduce import keyed_reduction, keyed_select
 from .values import Aggregate, Array, Lazy, Scalar
 
@@ -40,13 +43,15 @@ def _reduce(em, node, args):
     red = [src_shape[a] for a in axes]
     ident_leaves = leaf_values(identity, Aggregate)
     region_size = len(node.regions[0].nodes)
-    partials = PARTIALS if region_size <= 8 else 1
+    width = lane_width(node)  # a float sum: explicit vector lanes in a fixed order (.lane_sum)
+    partials = PARTIALS if region_size <= 8 and width is None else 1
     # Inside a row group (base.row_loop) the kept shape is [M] and this is row r's value: a scalar.
     row = em.row is not None
     outs = [None] * len(acc_leaf_types) if row else result_arrays(em, acc_leaf_types, kept)
     results: list = []
     with em.loop_nest(kept, parallel=True) as pos:
         accs = [[em.assign(em.elem(v, pos), "c") for v in ident_leaves] for _ in range(partials)]
+        lanes = lanes_start(em, accs[0][0]) if width else None
         loops = 0
         red_idx = []
         for n in red[:-1]:
@@ -66,7 +71,9 @@ def _reduce(em, node, args):
             for name, value in zip(accs[slot], new):
                 em.line(f"{name} = {value}")
 
-        if keyed_select(node):  # float max/min: vectorised over order keys, a sequential loop where a NaN is
+        if lanes:
+            lanes_run(em, lanes, width, last, lambda k: step_elements(k)[0])
+        elif keyed_select(node):  # float max/min: vectorised over order keys, a sequential loop where a NaN is
             keyed_reduction(em, node, accs[0][0], last, lambda k: step_elements(k)[0], lambda k: step(0, k))
             accs = accs[:1]
         elif partials > 1:
@@ -83,6 +90,8 @@ def _reduce(em, node, args):
             with em.block(f"for {k} in range({last}):"):
                 step(0, k)
         em.depth -= loops
+        if lanes:
+            lanes_finish(em, lanes, accs[0][0])
         while len(accs) > 1:  # combine the partial accumulators pairwise
             merged = []
             for a, b in zip(accs[::2], accs[1::2]):
