@@ -29,7 +29,8 @@ except that, on CUDA, f32 ``+ - * /`` and the vendor functions skip the x86-NaN-
 (:func:`fast_helpers`: NaN-ness and every non-NaN bit are IEEE's, a NaN's payload the hardware's, as the tensor
 cores already give it), and a cast to f16/bf16 is the hardware's round-to-nearest-even conversion. A max/min
 reduction is ``T.reduce_max`` (a NaN operand ignored) only where :mod:`~intent_trace.schedule.region_laws` proves it
-harmless, else exact on ordered integer keys (:mod:`.cuda_region_tiles`).
+harmless, else exact on ordered integer keys (:mod:`.cuda_region_tiles`). A row whose outputs hold a NaN is recomputed
+by the serial program after the tiles are staged (:mod:`.cuda_region_nan`): NaN outputs carry the oracle's payloads.
 """
 from __future__ import annotations
 

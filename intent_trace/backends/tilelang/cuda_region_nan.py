@@ -35,13 +35,12 @@ from ...graph.lowering import assemble, leaf_values
 from ...graph.values import Literal
 from ...schedule import region as schedule_region
 from ...schedule.region import ROW
+from .cuda_region_tiles import IS_NAN
 from .dialect import as_index
 from .emitter import Aggregate, Lazy, Scalar, TileLangEmitter
 from .rules import REJECTED, RULES
 from .storage import STACK_LIMIT
 
-#: ``itr_is_nan(x)``: 1 where ``x`` is a NaN (an extern call: TVM's simplifier takes ``x != x`` on floats for false)
-IS_NAN = "{fn} int itr_is_nan(float x) {{ return x != x; }}"
 #: a mutable local's allocation (``name = T.alloc_var(dtype[, init=value])``)
 _VAR = re.compile(r"^(\s*)(\w+) = T\.alloc_var\(('\w+')(?:, init=(.+))?\)$")
 
@@ -51,18 +50,11 @@ class RowEmitter(TileLangEmitter):
     fast ones), every buffer a static stack buffer sized by its bound and allocated at the top of the kernel
     (``allocs``), never a workspace or the heap."""
 
+    helper_prefix = "its_"
+
     def __init__(self, graph, target, allocs: list):
         super().__init__(graph, target, RULES, REJECTED, checks=False)
         self.allocs = allocs
-
-    def helper(self, family: str, dtypes: tuple, ret: T.DType, args: tuple) -> str:
-        name = "its_" + "_".join((family, *(d.name for d in dtypes)))
-        if name not in self.helpers:
-            source = self.target.helper_source(name, family, dtypes, ret, args)
-            if source is None:
-                raise self.reject(f"{family} on {', '.join(d.name for d in dtypes)} is not supported on this target")
-            self.helpers[name] = source
-        return name
 
     def allocate(self, shape, dtype: str, zero: bool = False) -> str:
         dims = tuple(self.host_sizes.get(s, s) for s in (tuple(shape) or ("1",)))

@@ -26,6 +26,8 @@ from .emitter import Lazy
 
 #: NVIDIA arithmetic's NaN for a NaN ``x`` (the emulation's staged outputs, :meth:`Emulated.hardware_nans`)
 CANONICAL = "{fn} float itr_canonical(float x) {{ return x != x ? itb_f32(0x7fffffffu) : x; }}"
+#: 1 where ``x`` is a NaN (a NaN output recomputed: an extern call, as TVM's simplifier takes ``x != x`` for false)
+IS_NAN = "{fn} int itr_is_nan(float x) {{ return x != x; }}"
 
 #: The key helpers, spelled for a target's dialect (``{fn}``: its qualifier for a helper TVM calls).
 _KEYS = (
@@ -151,7 +153,8 @@ class Spelling:
         dtype for the tile copies; a conversion instruction would not keep a NaN's payload)."""
         if view.dtype.name not in ("f16", "bf16"):
             return f"{view.name}[{', '.join(at)}]"
-        return decode(em, attrs.evolve(view, storage="uint16"), f"T.reinterpret({view.name}[{', '.join(at)}], 'uint16')")
+        bits = f"T.reinterpret({view.name}[{', '.join(at)}], 'uint16')"
+        return decode(em, attrs.evolve(view, storage="uint16"), bits)
 
     def fixed(self, em, dtype: str, view, value: str) -> str:
         """A recomputed value as a staged tile of ``dtype`` holds it (f16/bf16: the serial program's bits)."""
