@@ -16,7 +16,7 @@ import pytest
 import intent_trace as intent
 
 pytest.importorskip("tilelang")
-from backends.test_tilelang_cuda_region import (ATTENTION, _attention_case, _check, _reference, _specs,  # noqa: F401
+from backends.test_tilelang_cuda_region import (ATTENTION, _attention_case, _reference, _specs,  # noqa: F401
                                                 compiled)
 from schedule.region_kernels import FA, SHIFT, attention_causal_shifted_f16, attention_lse_f16, key_max_f16
 

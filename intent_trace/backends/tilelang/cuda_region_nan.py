@@ -129,7 +129,6 @@ def _serial_row(prog, row: str, i: str, staged: list) -> None:
         rem.run_node(node)
     for write, tile, view in staged:
         value = rem.env[write.inputs[1]]
-        layout = prog.layout(write.inputs[1].type)
         rest = [rem.fresh("j") for _ in tile.shape[1:]]
         with rem.block(f"for {', '.join(rest)} in T.grid({', '.join(map(str, tile.shape[1:]))}):") if rest \
                 else contextlib.nullcontext():
