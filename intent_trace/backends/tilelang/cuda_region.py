@@ -29,7 +29,8 @@ except that, on CUDA, f32 ``+ - * /`` and the vendor functions skip the x86-NaN-
 (:func:`fast_helpers`: NaN-ness and every non-NaN bit are IEEE's, a NaN's payload the hardware's, as the tensor
 cores already give it), and a cast to f16/bf16 is the hardware's round-to-nearest-even conversion. A max/min
 reduction is ``T.reduce_max`` (a NaN operand ignored) only where :mod:`~intent_trace.schedule.region_laws` proves it
-harmless, else exact on ordered integer keys (:mod:`.cuda_region_tiles`).
+harmless, else exact on ordered integer keys (:mod:`.cuda_region_tiles`). A row whose outputs hold a NaN is recomputed
+by the serial program after the tiles are staged (:mod:`.cuda_region_nan`): NaN outputs carry the oracle's payloads.
 """
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ from ...graph.lowering import assemble, broadcast_index, leaf_values
 from ...graph.values import Literal, Var
 from ...schedule import region as schedule_region
 from ...schedule.region import ROW, SLICE
-from . import c, cuda
+from . import c, cuda, cuda_region_nan
 from .cuda_access import Specialization, tma_rows
 from .cuda_epilogue import declare_params
 from .cuda_region_tiles import Emulated, Spelling, Tiling
@@ -175,7 +176,8 @@ class _Program:
                                     f"f16, bf16 and f32)")
         self.params, env = declare_params(graph, target, names)
         self.views = {var: v for var, v in env.items() if not isinstance(v, Scalar)}
-        em.env.update({var: v for var, v in env.items() if isinstance(v, Scalar)})
+        self.scalars = {var: v for var, v in env.items() if isinstance(v, Scalar)}
+        em.env.update(self.scalars)
         self.tiles: dict = {}  # id(Lazy) -> (the Lazy, kept alive so the id stays its own, its _Tile)
         self.buffers: dict = {}  # buffer name -> _Tile
         self.deps: dict = {}  # Var -> the fragments its value reads
@@ -304,19 +306,21 @@ class _Program:
         for node in plan.after:
             if node.op is not ops.dim:
                 self.run(node)
-        for write in plan.writes:
-            self.store(write, rows)
+        staged = [self.stage(write, rows) for write in plan.writes]
+        cuda_region_nan.fix_rows(self, [(write, tile, view) for write, tile, view, _ in staged])
+        for _, tile, view, axes in staged:  # a NaN row recomputed: its staged elements are the serial program's
+            self.sp.store(tile.buf, view, axes)
         return self.assemble_text()
 
-    def identity_fills(self, fold):
-        """The fill expression of each identity leaf (an aggregate of Scalars)."""
-        producers = {v: n for n in self.graph.walk() for v in n.outputs}
-        node = producers.get(fold.inputs[1])
+    def identity_fills(self, fold, em=None):
+        """The fill expression of each identity leaf (an aggregate of Scalars), as ``em`` (the program's) has them."""
+        em = em or self.em
+        node = self.producers.get(fold.inputs[1])
         items = node.inputs if node is not None and node.op is ops.tuple else (fold.inputs[1],)
         fills = []
         for x in items:
-            fill = producers[x].inputs[0]
-            fills.append(self.em.literal(fill) if isinstance(fill, Literal) else self.em.env[fill])
+            fill = self.producers[x].inputs[0]
+            fills.append(em.literal(fill) if isinstance(fill, Literal) else em.env[fill])
         return Aggregate(tuple(fills))
 
     def layout(self, t) -> tuple:
@@ -524,24 +528,26 @@ class _Program:
         return x
 
     # -- outputs ------------------------------------------------------------------------------------------
-    def store(self, write, rows: dict) -> None:
-        view_var, value = write.inputs[0], write.inputs[1]
+    def stage(self, write, rows: dict) -> tuple:
+        """(write, the output's staged tile, its view, the store's axes): its value computed in registers and staged
+        in shared memory (TileLang's fragment copy; emulated: NaNs made the hardware's canonical one)."""
+        view_var, value = write.inputs[0], self.em.env[write.inputs[1]]
         p = next(p for p in self.graph.params if p.var is view_var)
-        layout = self.layout(value.type)
+        layout = self.layout(write.inputs[1].type)
         dtype = _TILE_TIR[p.type.dtype.name]
         shape = tuple(self.role_size(r) for r in layout)
         tile = _Tile(self.sp.alloc("o", shape, dtype, "shared"), "shared", dtype, shape)
         if self.emulate:
-            self.write_tile(tile, self.em.env[value])
-        else:  # computed in registers, staged in shared memory (TileLang's fragment copy), stored in whole rows
+            self.write_tile(tile, self.sp.hardware_nans(value))
+        else:  # stored in whole rows from the shared tile
             staged = self.fragment(shape, dtype, "out")
-            self.write_tile(staged, self.em.env[value])
+            self.write_tile(staged, value)
             self.em.line(f"T.copy({staged.buf}, {tile.buf})")
         axes = [("point", "bz")] * (len(p.type.shape) - len(layout))
         for role, e in zip(layout, p.type.shape[len(axes):]):
             extent = self.dims[next(i for i, ev in enumerate(self.graph.extents) if ev.extent is e)]
             axes.append(("tile", rows.get(role, "0"), self.role_size(role), extent))
-        self.sp.store(tile.buf, self.views[view_var], axes)
+        return write, tile, self.views[view_var], axes
 
     def assemble_text(self) -> str:
         em, plan, t = self.em, self.plan, self.t

@@ -21,6 +21,13 @@ import math
 import attrs
 
 from . import c, cuda
+from .dialect import decode, encode
+from .emitter import Lazy
+
+#: NVIDIA arithmetic's NaN for a NaN ``x`` (the emulation's staged outputs, :meth:`Emulated.hardware_nans`)
+CANONICAL = "{fn} float itr_canonical(float x) {{ return x != x ? itb_f32(0x7fffffffu) : x; }}"
+#: 1 where ``x`` is a NaN (a NaN output recomputed: an extern call, as TVM's simplifier takes ``x != x`` for false)
+IS_NAN = "{fn} int itr_is_nan(float x) {{ return x != x; }}"
 
 #: The key helpers, spelled for a target's dialect (``{fn}``: its qualifier for a helper TVM calls).
 _KEYS = (
@@ -132,6 +139,29 @@ class Spelling:
     def init_of(self, kind: str) -> str:
         return _INIT[kind]
 
+    # -- NaN rows recomputed by the serial program (:mod:`.cuda_region_nan`; ``em``: its row emitter) ---------
+    def barrier(self) -> None:
+        """The block's threads wait for one another (TileLang makes it the consumer threads' barrier)."""
+        self.em.line("T.sync_threads()")
+
+    def hardware_nans(self, value):
+        """An output's value as the tile program stages it (on CUDA: as computed, NaNs the hardware's)."""
+        return value
+
+    def read(self, em, view, at: list) -> str:
+        """A view element as the serial program reads it: f16/bf16 by their bits (the view is declared in its value
+        dtype for the tile copies; a conversion instruction would not keep a NaN's payload)."""
+        if view.dtype.name not in ("f16", "bf16"):
+            return f"{view.name}[{', '.join(at)}]"
+        bits = f"T.reinterpret({view.name}[{', '.join(at)}], 'uint16')"
+        return decode(em, attrs.evolve(view, storage="uint16"), bits)
+
+    def fixed(self, em, dtype: str, view, value: str) -> str:
+        """A recomputed value as a staged tile of ``dtype`` holds it (f16/bf16: the serial program's bits)."""
+        if dtype not in ("float16", "bfloat16"):
+            return value
+        return f"T.reinterpret({encode(em, attrs.evolve(view, storage='uint16'), value)}, {dtype!r})"
+
     def keys(self) -> tuple:
         """The names of the exact key helpers (defined in the prelude)."""
         return tuple(self.helper(text.split("(")[0].split()[-1], text) for text in _KEYS)
@@ -158,6 +188,21 @@ class Emulated(Spelling):
 
     def stored(self, dtype: str, expr: str) -> str:
         return expr
+
+    def barrier(self) -> None:
+        pass  # the threads run one after another
+
+    def hardware_nans(self, value):
+        """NaNs made NVIDIA arithmetic's canonical one, as the CUDA program's would be (tests of the payloads then
+        fail unless the recomputation gives them)."""
+        name = self.helper("itr_canonical", CANONICAL)
+        return Lazy(value.shape, lambda idx: f"T.call_extern('float32', {name!r}, {self.em.elem(value, idx)})")
+
+    def read(self, em, view, at: list) -> str:
+        return decode(em, view, f"{view.name}[{', '.join(at)}]")
+
+    def fixed(self, em, dtype: str, view, value: str) -> str:
+        return value  # tiles hold f16/bf16 values as floats; the store encodes them
 
     def parallel(self, names: list, shape: tuple) -> str:
         return f"for {', '.join(names)} in T.grid({', '.join(map(str, shape))}):"

@@ -50,6 +50,7 @@ class TileLangEmitter(StorageMixin, EmitterCore, SourceWriter, Interpreter):
     rule modules, which import this module: it imports none of them)."""
 
     dialect = TILELANG  # how the shared rules (intent_trace.codegen) spell index text, selects and codecs here
+    helper_prefix = "it_"  # of the helpers' names (cuda_region_nan's second emitter in the same program: its own)
 
     def __init__(self, graph: KernelGraph, target, rules: dict, rejected: dict, checks: bool = True,
                  nest=None, grid=None):
@@ -301,7 +302,7 @@ class TileLangEmitter(StorageMixin, EmitterCore, SourceWriter, Interpreter):
         return [rest, *reversed(idx)]
 
     def helper(self, family: str, dtypes: tuple, ret: T.DType, args: tuple) -> str:
-        name = "it_" + "_".join((family, *(d.name for d in dtypes)))
+        name = self.helper_prefix + "_".join((family, *(d.name for d in dtypes)))
         if name not in self.helpers:
             source = self.target.helper_source(name, family, dtypes, ret, args)
             if source is None:
