@@ -72,3 +72,11 @@ def gather_rows_after(x: I.In[I.f32, ("N",)], idx: I.In[I.i32, ("M", "K")], w: I
     ks = I.domain(0, idx.shape[1])
     for r in I.parallel(I.domain(1, idx.shape[0])):
         y[r] = I.reduce.sum(I.gather(x[:], idx[r, ks]), axis=0) * w[r]
+
+
+@intent.kernel
+def matmul_after(a: I.In[I.f16, ("M", "K")], b: I.In[I.f16, ("J", "N")], c: I.Out[I.f32, ("M", "N")]):
+    """An f16 matmul + ReLU whose operands' K extents are stated equal: a tiled matmul (its epilogue fused) behind
+    its prologue."""
+    I.assume_equal(a.shape[1], b.shape[0])
+    c[:, :] = I.maximum(I.matmul(a[:, :], b[:, :], acc_dtype=I.f32), 0.0)

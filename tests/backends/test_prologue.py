@@ -262,3 +262,30 @@ def test_a_statement_about_a_value_read_from_a_view_is_made_in_place(run, target
     with pytest.raises(ValueError, match=r"the sides differ: M \(.*\) is 3, but <value> \(.*\) is 4"):
         run(softmax_after_a_read, x, np.array([4]), y)
     assert np.all(y == 9.0)
+
+
+# --- a tiled matmul whose K extents are stated equal ---------------------------------------------------------
+
+def test_a_tiled_matmul_behind_its_prologue(monkeypatch):
+    # a's K and b's K are two kernel extents until the statement (made on the host first) makes them one axis: the
+    # tensor-core program applies (CUDA's, lowered; emulated on the C target for the numbers)
+    from backends.prologue_kernels import matmul_after
+
+    graph = matmul_after.trace()
+    assert [s.name for s in cuda_kernels.specializations(graph, targets.CUDA)] == ["matmul_epilogue"]
+    monkeypatch.setitem(targets.TARGETS, "tilelang-c", attrs.evolve(
+        targets.C, specializations=cuda_kernels.emulated_specializations))
+    monkeypatch.setattr(tl_target, "_EXECUTABLES", {})
+    exe = intent.compile(matmul_after, target="tilelang-c")
+    for m, k, n in ((1, 8, 8), (37, 64, 24), (130, 72, 16)):  # tails no tile divides, K and N in 16-byte rows
+        sizes = {"M": m, "K": k, "J": k, "N": n}
+        assert exe.specialization_for({ev.extent: sizes[ev.extent.name] for ev in exe.graph.extents}) is not None
+        a = RNG.integers(-8, 8, (m, k)).astype(np.float16)  # exact products and sums: any order gives these bits
+        b = RNG.integers(-8, 8, (k, n)).astype(np.float16)
+        c = np.full((m, n), np.nan, np.float32)
+        exe(a, b, c)
+        np.testing.assert_array_equal(c, np.maximum(a.astype(np.float64) @ b.astype(np.float64), 0))
+    a, b, c = np.ones((4, 8), np.float16), np.ones((16, 8), np.float16), np.zeros((4, 8), np.float32)
+    with pytest.raises(ValueError, match=r"I\.assume_equal: the sides differ: K \(.*\) is 8, but J \(.*\) is 16"):
+        exe(a, b, c)
+    assert not c.any()

@@ -87,10 +87,11 @@ def graph_extent(graph: KernelGraph, extent) -> int:
 _VALUE_TIR = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
 
 
-def epilogue_nodes(graph: KernelGraph, contract, write, operand_reads) -> tuple | None:
+def epilogue_nodes(graph: KernelGraph, contract, write, operand_reads, prologue=()) -> tuple | None:
     """The nodes of the epilogue between ``contract`` and ``write`` (program order), or None when a node is not
-    one an epilogue may hold. Reads are allowed of In views other than the operands' and the output."""
-    skip = {id(contract), id(write), *(id(n) for n in operand_reads)}
+    one an epilogue may hold. Reads are allowed of In views other than the operands' and the output; ``prologue``:
+    nodes made on the host before any launch (schedule.prologue), part of no program."""
+    skip = {id(contract), id(write), *(id(n) for n in operand_reads), *(id(n) for n in prologue)}
     operand_views = {n.inputs[0] for n in operand_reads}
     out = []
     for node in graph.body.nodes:

@@ -33,6 +33,7 @@ from ... import types as DT
 from ...graph import ops
 from ...graph.patterns import any_, any_of, match, pat, producers
 from ...graph.values import KernelGraph
+from ...schedule.prologue import extent_index, extent_vars, prologue
 from . import cuda, cuda_epilogue, cuda_matmul_nan
 from .cuda_access import REJECT, Specialization, full_axes, view_access
 
@@ -134,7 +135,10 @@ CONTRACTS = {2: _contract(((1, 0),), ()), 3: _contract(((2, 1),), ((0, 0),))}
 
 
 def _match(graph: KernelGraph) -> MatmulMatch | None:
-    extents = {ev: k for k, ev in enumerate(graph.extents)}
+    # the prologue's checks (I.assume_equal of extents) are made on the host before any launch: part of no body,
+    # and the extents they state equal are one axis (a's K and b's K, say)
+    pro = prologue(graph)
+    extents, index = extent_vars(graph, pro), extent_index(graph, pro.complete)
     params = {p.var: (k, p) for k, p in enumerate(graph.params)}
     domains, reads = {}, {}
     nodes = graph.body.nodes
@@ -154,7 +158,7 @@ def _match(graph: KernelGraph) -> MatmulMatch | None:
     epilogue: tuple = ()
     if plain is None:  # a pointwise consumer of the contraction before the write (cuda_epilogue)
         operand_reads = (defs[caps["a"]], defs[caps["b"]])
-        epilogue = cuda_epilogue.epilogue_nodes(graph, contract, write, operand_reads)
+        epilogue = cuda_epilogue.epilogue_nodes(graph, contract, write, operand_reads, pro.nodes)
         if not epilogue or not any(contract.outputs[0] in n.inputs for n in epilogue):
             return None
         cast = None
@@ -162,6 +166,8 @@ def _match(graph: KernelGraph) -> MatmulMatch | None:
         cast = plain.get("cast")
     matched = {write, contract, *((defs[cast],) if cast is not None else ()), *epilogue}
     for node in nodes:  # besides the matched write, cast and contract: only full domains and whole-axis reads
+        if node in pro:
+            continue
         access = view_access(node, extents, params, domains)
         if access is REJECT or (access is None and node not in matched):
             return None
@@ -189,7 +195,7 @@ def _match(graph: KernelGraph) -> MatmulMatch | None:
     for p, axes in ((pa, (*ba, ma, kk)), (pb, (*ba, kk, nb)), (pc, (*ba, ma, nb))):
         if tuple(extents.get(graph.extents[a]) for a in axes) != axes or len(p.type.shape) != rank:
             return None
-        if any(s is not graph.extents[a].extent for s, a in zip(p.type.shape, axes)):
+        if any(index.get(s) != a for s, a in zip(p.type.shape, axes)):
             return None
     return MatmulMatch(ka, kb, kc, ma, kk, nb, dtype, out, ba[0] if ba else None,
                        contract.outputs[0] if epilogue else None, write.inputs[1])

@@ -265,7 +265,6 @@ class _Program:
         # the fold's operands, loaded once
         fold = plan.fold
         summarize, combine = fold.regions
-        n_src = len(plan.sources)
         operand_values = []
         for x in plan.operands:
             if isinstance(x, Literal):
