@@ -162,6 +162,8 @@ def bench_attention(name: str = "attention_f16", bh: int = 32, n: int = 4096, d:
 def main(argv=None) -> int:
     parser = add_plot_argument(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
     parser.add_argument("--no-zoo", action="store_true", help="the tiled cases only")
+    parser.add_argument("--only", default="", help="comma-separated case names: only these, in this order (one "
+                        "JSON line each, as they finish: a short run on a leased GPU measures what matters first)")
     args = parser.parse_args(argv)
     try:
         import torch
@@ -171,15 +173,26 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print(json.dumps({"benchmark": "gpu", "error": "no CUDA device on this machine"}))
         return 1
-    result = {"benchmark": "gpu", "device": torch.cuda.get_device_name(), "torch": torch.__version__,
-              "matmul_f16_f32acc_4096": bench_matmul(4096), "matmul_f16_f32acc_8192": bench_matmul(8192),
-              "flash_attention_bh32_l4096_d128_f16": bench_attention(target=0.8),
-              "flash_attention_fast_bh32_l4096_d128_f16": bench_attention("attention_f16_fast", target=1.0),
-              "flash_attention_causal_bh32_l4096_d128_f16": bench_attention("attention_f16_causal", target=0.9),
-              "pointwise_chain4_f32": bench_pointwise(),
-              "matmul_f32_2048": bench_matmul_f32()}
-    for name in list(result)[3:]:  # the tiled cases as lines of their own too
-        print(json.dumps({"case": name, **result[name]}), flush=True)
+    tiled = {"matmul_f16_f32acc_4096": lambda: bench_matmul(4096), "matmul_f16_f32acc_8192": lambda: bench_matmul(8192),
+             "flash_attention_bh32_l4096_d128_f16": lambda: bench_attention(target=0.8),
+             "flash_attention_fast_bh32_l4096_d128_f16": lambda: bench_attention("attention_f16_fast", target=1.0),
+             "flash_attention_causal_bh32_l4096_d128_f16": lambda: bench_attention("attention_f16_causal",
+                                                                                   target=0.9),
+             "pointwise_chain4_f32": bench_pointwise, "matmul_f32_2048": bench_matmul_f32}
+    result = {"benchmark": "gpu", "device": torch.cuda.get_device_name(), "torch": torch.__version__}
+    if args.only:
+        zoo = {case.name: case for case in gpu_zoo.cases()}
+        for name in args.only.split(","):
+            if name not in tiled and name not in zoo:
+                raise SystemExit(f"unknown case {name!r}; the cases are {', '.join([*tiled, *zoo])}")
+            result[name] = tiled[name]() if name in tiled else zoo[name].run()
+            print(json.dumps({"case": name, **result[name]}), flush=True)
+        finish(result, args)
+        return 0
+    for name, bench in tiled.items():
+        result[name] = bench()
+        if not name.startswith("matmul_f16"):  # the tiled cases as lines of their own too
+            print(json.dumps({"case": name, **result[name]}), flush=True)
     if not args.no_zoo:
         result.update(gpu_zoo.run(lambda line: print(line, flush=True)))
     finish(result, args)
