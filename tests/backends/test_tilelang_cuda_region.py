@@ -30,7 +30,8 @@ from backends.tilelang_support import cuda_source
 from intent_trace.backends.tilelang import cuda_kernels, cuda_region, targets
 from intent_trace.backends.tilelang import target as tl_target
 from schedule.region_kernels import (FA, SHIFT, attention_causal_shifted_f16, attention_lse_f16, attention_single_f16,
-                                     batched_attention, combine_unguarded, key_max_f16, outer_max_f32, score_sum_f16)
+                                     batched_attention, combine_unguarded, key_max_f16, outer_max_f32, score_sum_f16,
+                                     score_sum_stated_f16)
 
 #: the C target running CUDA's tile mappings (the segmented fold's among them), emulated
 EMULATED = attrs.evolve(targets.C, specializations=cuda_kernels.emulated_specializations, host_workspaces=True)
@@ -267,6 +268,25 @@ def test_a_sum_fold_is_within_t5s_bound(compiled):
     want, mass = terms.sum(axis=(2, 3)), np.abs(terms).sum(axis=(2, 3))
     n = S * D
     assert (np.abs(out - want) <= n * 2.0 ** -24 / (1 - n * 2.0 ** -24) * mass).all()
+
+
+def test_a_fold_behind_its_prologue(compiled):
+    # the keys' batch and head extents are stated equal to the queries' (made on the host before any launch): the
+    # fold still gets its tile program, and a call whose sides differ raises the statement's error, out unchanged
+    B, L, S, D = 2, 132, 200, 16
+    rng = np.random.default_rng(12)
+    q, k = rng.standard_normal((B, L, D)).astype(np.float16), rng.standard_normal((B, S, D)).astype(np.float16)
+    out = np.zeros((B, L), np.float32)
+    exe = compiled(score_sum_stated_f16, B=B, L=L, S=S, D=D, C=B, E=D)
+    exe(q, k, out)
+    terms = np.einsum("bld,bsd->blsd", q.astype(np.float64), k.astype(np.float64))
+    n = S * D
+    bound = n * 2.0 ** -24 / (1 - n * 2.0 ** -24) * np.abs(terms).sum(axis=(2, 3))
+    assert (np.abs(out - terms.sum(axis=(2, 3))) <= bound).all()
+    out[:] = 7
+    with pytest.raises(ValueError, match=r"I\.assume_equal: the sides differ: E \(.*\) is 8, but D \(.*\) is 16"):
+        exe(q, k[:, :, :8].copy(), out)
+    assert (out == 7).all()
 
 
 @pytest.mark.parametrize("L", [150, 149])
