@@ -274,7 +274,9 @@ UNARY_F64 = {
 
 
 def unary_math(name: str, x: np.ndarray, flush_to_zero: bool = False) -> np.ndarray:
-    """Computed in f64 from exact inputs and rounded once: within T4's bounds (sqrt exact)."""
+    """Computed in f64 from exact inputs and rounded once: within T4's bounds (sqrt exact). A NaN operand gives
+    itself back, quieted (T3: its payload and sign are values; x86's libm does so for every function here, but
+    NumPy's SIMD ``tanh`` returns its canonical NaN, which the oracle must not)."""
     if name == "floor":
         return np.floor(x)  # exact; keeps -0.0
     if name == "abs":
@@ -282,7 +284,8 @@ def unary_math(name: str, x: np.ndarray, flush_to_zero: bool = False) -> np.ndar
     if flush_to_zero:
         x = flush_subnormals(x)
     with errstate():
-        r = finish(UNARY_F64[name](x.astype(np.float64)), x.dtype)
+        wide = x.astype(np.float64)  # a NaN's payload kept (quieted by the conversion from a narrower format)
+        r = finish(np.where(np.isnan(wide), wide + 0.0, UNARY_F64[name](wide)), x.dtype)  # + 0: quiets an f64 sNaN
     return flush_subnormals(r) if flush_to_zero else r
 
 

@@ -304,14 +304,24 @@ def _math(fn, ftz=False):
     def body(d):
         if not d.is_float or (ftz and _narrow(d)):
             return None
-        if _narrow(d):
-            return f"return {_df(d)}({fn}((double)a));"
-        if not ftz:
-            return f"return (float){fn}((double)a);" if _f32(d) else f"return {fn}(a);"
-        if _f32(d):
-            return f"return itb_ftz32((float){fn}((double)itb_ftz32(a)));"
-        return f"return itb_ftz64({fn}(itb_ftz64(a)));"
+        return _QUIET_NAN[d.name == "f64"] + _math_value(fn, ftz, d)
     return body
+
+
+# T3: a NaN operand comes back quieted with its payload and sign, set bit by bit (a libm may return a signalling
+# NaN as it is, and a GPU's arithmetic returns its canonical NaN, so neither `return a` nor `a + a` would do)
+_QUIET_NAN = {False: "if (a != a) return itb_f32(itb_bits32(a) | 0x00400000u); ",
+              True: "if (a != a) return itb_f64(itb_bits64(a) | 0x0008000000000000ull); "}
+
+
+def _math_value(fn, ftz, d) -> str:
+    if _narrow(d):
+        return f"return {_df(d)}({fn}((double)a));"
+    if not ftz:
+        return f"return (float){fn}((double)a);" if _f32(d) else f"return {fn}(a);"
+    if _f32(d):
+        return f"return itb_ftz32((float){fn}((double)itb_ftz32(a)));"
+    return f"return itb_ftz64({fn}(itb_ftz64(a)));"
 
 
 def _select(d):

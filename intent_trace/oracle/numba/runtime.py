@@ -244,7 +244,7 @@ def ftz(x, tiny):
 @njit(**JIT_FLAGS)
 def lgamma(x):
     if x != x:
-        return x
+        return x + x  # quieted, its payload kept (T3)
     if math.isinf(x):
         return math.inf
     if x <= 0 and x == math.floor(x):
@@ -282,7 +282,7 @@ def _chbevl(x, v):
 def i0(x):
     """Modified Bessel I0 in float64: Cephes' Chebyshev expansions, as generic's np.i0 (oracle/cephes.py)."""
     if x != x:
-        return x
+        return x + x  # quieted, its payload kept (T3)
     ax = abs(x)
     if math.isinf(ax):
         return math.inf
