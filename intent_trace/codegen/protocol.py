@@ -29,6 +29,7 @@ import contextlib
 from .. import types as T
 from ..graph.lowering import name_extents
 from ..graph.values import Literal, Var
+from ..schedule.prologue import prologue
 from .values import Array, Lazy, Scalar
 
 
@@ -44,6 +45,14 @@ class EmitterCore:
         if isinstance(value, Array):
             return f"{value.name}[{self.dialect.subscript(idx)}]"
         return self.lazy_elem(value, idx)
+
+    @property
+    def stated_extents(self) -> dict:
+        """{value: kernel extent index} of the prologue's values stated equal to an extent (schedule.prologue)."""
+        found = self.__dict__.get("_stated_extents")
+        if found is None:
+            found = self.__dict__["_stated_extents"] = prologue(self.graph).extents
+        return found
 
     def literal(self, lit: Literal):
         return Scalar(self.constant(lit.value, lit.type.dtype))

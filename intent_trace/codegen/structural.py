@@ -144,8 +144,9 @@ def domain(em, node, args):
     if _is(node.inputs[0], 0) and _is(node.inputs[2], 1):
         start, step = "0", "1"
         end = node.inputs[1]
-        if d.extent_lengths and end.__class__ is not Literal and end.extent is not None and end in em.graph.extents:
-            length = e  # a kernel extent: never negative
+        kernel = _kernel_extent(em, end) if d.extent_lengths else None
+        if kernel is not None:
+            length = em.env[kernel].expr  # a kernel extent (or a value stated equal to one): never negative
         else:
             length = em.assign(d.nonneg(d.index(e)), "n")
     else:
@@ -155,6 +156,18 @@ def domain(em, node, args):
         length = em.assign(d.count(start, d.index(e), step), "n")
     name_extents(em.dim_names, (node.outputs[0].type.extent,), (length,))
     return Domain(start, step, length)
+
+
+def _kernel_extent(em, end):
+    """The kernel extent a domain's end is: the extent itself, or a prologue value stated equal to one
+    (``n = I.assume_equal(x.shape[0], 2 * h.shape[0])``, checked before this point runs), so the domain's loop is
+    named by the extent as a grid planned over it expects; None otherwise."""
+    if end.__class__ is Literal:
+        return None
+    if end.extent is not None and end in em.graph.extents:
+        return end
+    k = em.stated_extents.get(end)
+    return None if k is None else em.graph.extents[k]
 
 
 @rule(ops.subregion)

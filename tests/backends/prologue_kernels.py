@@ -80,3 +80,11 @@ def matmul_after(a: I.In[I.f16, ("M", "K")], b: I.In[I.f16, ("J", "N")], c: I.Ou
     its prologue."""
     I.assume_equal(a.shape[1], b.shape[0])
     c[:, :] = I.maximum(I.matmul(a[:, :], b[:, :], acc_dtype=I.f32), 0.0)
+
+
+@intent.kernel
+def scale_add_over_value(x: I.In[I.f32, ("N",)], y: I.In[I.f32, ("H",)], out: I.Out[I.f32, ("N",)]):
+    """The same nest written over the statement's value: a domain of ``n`` is one of the extent it equals."""
+    n = I.assume_equal(y.shape[0], x.shape[0])
+    d = I.domain(0, n)
+    out[d] = x[d] * 2.0 + y[d]

@@ -134,6 +134,20 @@ def test_a_write_nest_after_a_statement_is_a_flat_nest(mapped, n):
     np.testing.assert_array_equal(out, x * np.float32(2) + y)  # one product and one sum, each rounded once
 
 
+@pytest.mark.parametrize("n", [0, 3, 1025])
+def test_a_write_nest_over_the_statements_value_is_a_flat_nest(mapped, n):
+    # `d = I.domain(0, n)` with n the statement's value: its loop is the extent's, so the grid planned over it runs
+    from backends.prologue_kernels import scale_add_over_value
+
+    exe = mapped(scale_add_over_value, "flat_nest")
+    x, y = RNG.standard_normal((2, n)).astype(np.float32)
+    out = np.full(n, np.nan, np.float32)
+    exe(x, y, out)
+    np.testing.assert_array_equal(out, x * np.float32(2) + y)
+    out = np.full(4, 4.0, np.float32)
+    _raises_unchanged(exe, (np.ones(4, np.float32), np.ones(3, np.float32), out), [out], _differ("H", 3, "N", 4))
+
+
 def test_a_write_nest_over_inputs_of_two_lengths_raises_and_writes_nothing(mapped):
     exe = mapped(scale_add_after, "flat_nest")
     out = np.full(6, 4.0, np.float32)

@@ -87,11 +87,11 @@ def flat_nest(graph: KernelGraph, emulated: bool = False) -> FlatNest | None:
     it (a row sum, an f32 matmul) runs in its thread in the serial program's order: the same bits. Such nests
     take one element per thread (no unrolled copies of their loops). The prologue's checks (schedule.prologue) are
     made before the launch: scalars here, and extents they state equal are one (their class's first name,
-    schedule.prologue.extent_index, as the program names them). A written domain is of a kernel extent itself: the
-    emitter finds the planned loop by its extent's name, which a domain of a prologue value does not have."""
+    schedule.prologue.extent_index, as the program names them); a written domain may be of a prologue value stated
+    equal to an extent (the emitter names its loop by that extent: codegen.structural.domain)."""
     pro = prologue(graph)
     index = extent_index(graph, pro.complete)
-    extents = {ev: index[ev.extent] for ev in graph.extents}
+    extents = extent_vars(graph, pro)
     views = {p.var: p for p in graph.params if p.kind == "view"}
     domains, read_views = {}, set()
     nodes = graph.body.nodes
