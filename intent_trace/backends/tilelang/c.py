@@ -304,12 +304,15 @@ def _math(fn, ftz=False):
     def body(d):
         if not d.is_float or (ftz and _narrow(d)):
             return None
+        if _narrow(d):  # rounded from double as NumPy/ml_dtypes convert a NaN (_df)
+            return _math_value(fn, ftz, d)
         return _QUIET_NAN[d.name == "f64"] + _math_value(fn, ftz, d)
     return body
 
 
-# T3: a NaN operand comes back quieted with its payload and sign, set bit by bit (a libm may return a signalling
-# NaN as it is, and a GPU's arithmetic returns its canonical NaN, so neither `return a` nor `a + a` would do)
+# T3: an f32/f64 NaN operand comes back quieted with its payload and sign, set bit by bit (a libm may return a
+# signalling NaN as it is, and a GPU's arithmetic returns its canonical NaN, so neither `return a` nor `a + a` would
+# do)
 _QUIET_NAN = {False: "if (a != a) return itb_f32(itb_bits32(a) | 0x00400000u); ",
               True: "if (a != a) return itb_f64(itb_bits64(a) | 0x0008000000000000ull); "}
 
