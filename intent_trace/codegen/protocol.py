@@ -25,6 +25,7 @@ emitter (:class:`intent_trace.backends.tilelang.emitter.TileLangEmitter`) says w
 from __future__ import annotations
 
 import contextlib
+import functools
 
 from .. import types as T
 from ..graph.lowering import name_extents
@@ -46,13 +47,10 @@ class EmitterCore:
             return f"{value.name}[{self.dialect.subscript(idx)}]"
         return self.lazy_elem(value, idx)
 
-    @property
+    @functools.cached_property
     def stated_extents(self) -> dict:
         """{value: kernel extent index} of the prologue's values stated equal to an extent (schedule.prologue)."""
-        found = self.__dict__.get("_stated_extents")
-        if found is None:
-            found = self.__dict__["_stated_extents"] = prologue(self.graph).extents
-        return found
+        return prologue(self.graph).extents
 
     def literal(self, lit: Literal):
         return Scalar(self.constant(lit.value, lit.type.dtype))
