@@ -233,7 +233,7 @@ def tensor_core(graph: KernelGraph, target, config: MatmulTiling | None = None) 
     # a NaN accumulator recomputed by the serial program (cuda_matmul_nan): in the fragment, or over the staged
     # element its conversion wrote
     staged = t.shared_epilogue and not match.epilogue
-    fix = cuda_matmul_nan.recompute(graph, target, match, t, "C_f", "C_s" if staged else None, staged)
+    fix = cuda_matmul_nan.recompute(graph, target, match, t, "C_f", "C_s" if staged else None)
     fixed = "".join(f"{line}\n{pad}" for line in fix.lines)
     epilogue = (f"T.copy(C_f, C_s)\n{pad}{fixed}T.copy(C_s, C[{z}by * {t.tm}, bx * {t.tn}])" if t.shared_epilogue
                 else f"{fixed}T.copy(C_f, C[{z}by * {t.tm}, bx * {t.tn}])")
@@ -341,7 +341,7 @@ def emulated(graph: KernelGraph, target, config: MatmulTiling | None = None) -> 
     dims = "\n".join(f"d{k} = T.dynamic('d{k}', 'int64')" for k in range(len(graph.extents)))
     c = f"p{match.c}"
     operands = (f"p{match.a}", f"p{match.b}")
-    fix = cuda_matmul_nan.recompute(graph, target, match, t, "C_e", None, False, True, operands)
+    fix = cuda_matmul_nan.recompute(graph, target, match, t, "C_e", None, True, operands)
     product = cuda_matmul_nan.hardware_product(graph, target, match, t, operands)
     lines = [f"bx = T.Cast('int64', blk) % {nbx}", f"by = T.Cast('int64', blk) // {nbx} % {nby}",
              f"bz = T.Cast('int64', blk) // ({nbx} * {nby})", *fix.setup,
