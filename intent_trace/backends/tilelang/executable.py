@@ -10,6 +10,7 @@ skip the C++ compiler. ``.source`` is the program text followed by the target so
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import linecache
 
@@ -90,22 +91,13 @@ _NP_STORAGE = {"uint8": np.uint8, "int8": np.int8, "int16": np.int16, "int32": n
                "int64": np.int64}
 
 
+@functools.lru_cache(maxsize=None)
 def _torch_dtype(np_dtype):
     import torch
 
     if np.dtype(np_dtype) == _BFLOAT16:  # NumPy has no bfloat16: torch cannot take ml_dtypes' from NumPy
         return torch.bfloat16
     return torch.from_numpy(np.zeros(0, dtype=np_dtype)).dtype
-
-
-def _program_tensor(tensor, p, storage: str | None, special: bool):
-    """A view argument of ``launch`` in the dtype the chosen program declares (the same memory): the general
-    program's storage dtype (``view_storage``), a specialisation's value dtype. Either may be given."""
-    if storage is None or not hasattr(tensor, "view"):
-        return tensor
-    value, stored = _torch_dtype(p.type.dtype.np), _torch_dtype(np.dtype(storage))
-    want, other = (value, stored) if special else (stored, value)
-    return tensor.view(want) if tensor.dtype == other else tensor
 
 
 def _compact_strides(shape: tuple) -> tuple:
@@ -270,7 +262,28 @@ class TileLangExecutable(ExecutableDisplay):
         """Run on arguments already in the target's memory (e.g. CUDA torch tensors), in their value dtypes or
         their storage dtypes (``view_storage``: f16 as uint16, ...), with no checks and no staging: for benchmarks
         and pipelines that keep their data on the device. The extents come from the tensors' shapes; a
-        specialisation is used when its tiles divide them."""
+        specialisation is used when its tiles divide them. The work per call is a lookup by the shapes (the
+        kernel, the dtype each tensor is viewed as) and the launch: a small kernel's time is the device's."""
+        shapes = tuple(getattr(a, "shape", None) for a in device_args)
+        plan = self._launches.get(shapes)
+        if plan is None:
+            plan = self._launches[shapes] = self._launch_plan(device_args)
+        kernel, views, extra = plan
+        args = [a.view(view[0]) if view is not None and a.dtype == view[1] else a
+                for a, view in zip(device_args, views)]
+        if extra is not None:
+            args += extra(device_args)
+        kernel(*args)
+
+    @functools.cached_property
+    def _launches(self) -> dict:
+        """``launch``'s plans by the arguments' shapes."""
+        return {}
+
+    def _launch_plan(self, device_args) -> tuple:
+        """(the kernel for these shapes, per argument None or (the torch dtype the program reads it as, the other
+        dtype it may come in: its value or storage dtype), None or the function giving the general program's
+        trailing buffers)."""
         dims = {}
         for p, a in zip(self.graph.params, device_args):
             if p.kind == "view":
@@ -278,18 +291,30 @@ class TileLangExecutable(ExecutableDisplay):
                     if not isinstance(e, int):
                         dims[e] = n
         kernel, special = self._kernel_for(dims)
-        device_args = tuple(_program_tensor(a, p, self.spec.view_storage(p.type.dtype),
-                                            bool(special) and k not in special.stored)
-                            if p.kind == "view" else a for k, (p, a) in enumerate(zip(self.graph.params, device_args)))
-        if not special:
-            device_args = (*device_args, *self._workspace_tensors(dims, device_args))
+        views = []
+        for k, p in enumerate(self.graph.params):
+            storage = self.spec.view_storage(p.type.dtype) if p.kind == "view" else None
+            # the chosen program's dtype: the general program's storage dtype, a specialisation's value dtype
+            use_value = bool(special) and k not in special.stored
+            if storage is None:
+                views.append(None)
+                continue
+            value, stored = _torch_dtype(p.type.dtype.np), _torch_dtype(np.dtype(storage))
+            views.append((value, stored) if use_value else (stored, value))
+        if special:
+            return kernel, tuple(views), None
+
+        def extra(device_args) -> list:
+            buffers = self._workspace_tensors(dims, device_args)
             if self.allocation_limit:
-                device_args = (*device_args, allocation_limit())
+                buffers.append(allocation_limit())
             if self.error_sites:
                 import torch
 
-                device_args = (*device_args, self.spec.to_device(torch.zeros(4, dtype=torch.int64)))
-        kernel(*device_args)
+                buffers.append(self.spec.to_device(torch.zeros(4, dtype=torch.int64)))
+            return buffers
+
+        return kernel, tuple(views), extra
 
     def _workspace_tensors(self, dims: dict, args) -> list:
         """Fresh target-memory buffers for the program's workspaces (:mod:`.storage`), sized by this call."""
