@@ -434,3 +434,16 @@ def test_the_reductions_of_one_level_share_their_pass():
     fold = on_chip[:on_chip.index("T.shfl_xor(")]
     assert fold.count("T.unroll(8)") == 2 and fold.count("c4[") == 1 + 2  # the load; both folds read the slot
     assert "it_min_f32" in fold and "it_max_f32" in fold and on_chip.count("p0[") == 1
+
+
+@pytest.mark.parametrize("kernel,fn,warp", [(rms_norm, "it_sqrt_f32", 1024), (logsumexp, "it_log_f64", 512)],
+                         ids=["rms", "lse"])
+def test_a_value_of_the_rows_alone_is_computed_once_per_row(kernel, fn, warp):
+    """Tensor form: ``sqrt(mean_square + eps)`` (a vector over the rows, broadcast back over the row) is computed
+    at the row's level, before the pass that writes the row, not once per element of that pass."""
+    for tier in _tiers(_kernel_body(generate(kernel.trace(), "tilelang-cuda")), warp, 8 * warp):
+        lines = tier.splitlines()
+        (at,) = [k for k, x in enumerate(lines) if f"'{fn}'" in x]
+        row = next(x for x in lines if x.lstrip().startswith("if r") and " < d0:" in x)
+        depth = len(row) - len(row.lstrip()) + 4  # the row's own block
+        assert len(lines[at]) - len(lines[at].lstrip()) == depth, lines[at]  # in no loop over the row

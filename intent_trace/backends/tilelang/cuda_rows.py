@@ -263,6 +263,8 @@ class RowEmitter(TileLangEmitter):
             keyed.append((key, node))
         for _, node in sorted(keyed, key=lambda pair: pair[0]):
             self.run_node(node)
+            if self.row is not None:
+                self._once_per_row(node)
         return [self.operand(r) for r in region.results]
 
     def _prologue(self) -> None:
@@ -393,6 +395,26 @@ class RowEmitter(TileLangEmitter):
         (out,) = node.outputs
         self.env[out] = value
         self.bind_dims(out, value)
+
+    def _once_per_row(self, node) -> None:
+        """A value of the rows alone (tensor form: RMSNorm's ``rsqrt(mean_square + eps)``, log-softmax's
+        ``log(sum)``) computed once per row, here, at the row's level: as a lazy value every element of the final
+        write computed it again (a division and a reciprocal square root per element). The serial program computes
+        it for every row too, whatever the row's length."""
+        rows = (self.plan.rows,)
+        for out in node.outputs:
+            value = self.env.get(out)
+            if isinstance(value, Lazy) and tuple(value.shape) == rows:
+                outer, self.node = self.node, node
+                try:
+                    name = self.lazy_elem(value, [self.row])
+                    if not name.isidentifier():  # a reduction's result, a constant: already a name
+                        name = self.assign(name, "q")
+                finally:
+                    self.node = outer
+                hoisted = Lazy(rows, lambda idx, n=name: n)
+                self.env[out] = hoisted
+                self.bind_dims(out, hoisted)
 
     def _unit_reshape(self, node, args):
         """A reshape that adds or drops unit axes (the recogniser proved the sizes agree): the same elements."""
