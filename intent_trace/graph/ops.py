@@ -82,6 +82,8 @@ TRAITS = {
     "once": "evaluates each element of every operand at most once per result element",
     "rematerialized": "cheap enough to recompute per consumer instead of materialising a value used twice",
     "looping": "runs a loop for every result element (over the reduced or contracted positions)",
+    "indexed": "reads one source element per result element at coordinates it is given (constant work per "
+               "element, no loop)",
     "vendor_math": "a library function of T4 (a GPU target may use the vendor's precise implementation, T10)",
     "contraction": "a paired-axis multiply-add (T10 allows FMA inside it)",
     "reduction": "combines the elements along axes with an associative combine (T10 allows any order it permits)",
@@ -428,7 +430,8 @@ define("quantized_dot", "structured", 2, attrs=("lhs_format", "rhs_format", "acc
 
 # Indexed access beyond views (spec §13, §15). Implemented in proxies/memory.py, oracle/generic_memory.py and
 # oracle/numba/memory.py.
-define("gather", "memory", None, attrs=("has_valid", "type"), infer=S.gather_rule, traits={"element_consumer"},
+define("gather", "memory", None, attrs=("has_valid", "type"), infer=S.gather_rule,
+       traits={"element_consumer", "indexed"},
        doc="pure tensor gather: operands source tensor, one integer index per source axis (all broadcast to the "
            "result shape), [valid bool], fill (a scalar or a tensor broadcastable to the result); invalid lanes do "
            "not read and give fill")
@@ -458,7 +461,7 @@ define("scatter_reduce", "memory", None, attrs=("combine", "has_valid", "type"),
 # `data_indexed` (recorded only when set) says some coordinate is data (an integer tensor entry), so the targets
 # check that at run time, as for unique_store; without it the coordinates are domains, points and whole axes.
 _MASKED_READ = dict(attrs=("type",), effects=frozenset({"read"}), printer=masked_access, infer=S.masked_read_rule,
-                    traits={"element_consumer"})
+                    traits={"element_consumer", "indexed"})
 _MASKED_WRITE = dict(attrs=("data_indexed",), effects=frozenset({"write"}), printer=masked_access,
                      infer=S.masked_write_rule, traits={"element_consumer"}, once_operands=(1,))
 define("masked_read", "memory", None, **_MASKED_READ,

@@ -33,6 +33,12 @@ EVALUATES_ONCE = ops_with("once")
 REMATERIALIZED = ops_with("rematerialized")
 #: Runs a loop for every result element.
 LOOPING = ops_with("looping")
+#: Reads one source element per result element at given coordinates (gathers, masked reads): no loop.
+INDEXED_READS = ops_with("indexed")
+#: Computes each result element with constant work, no loop (domain arithmetic included): a nest of only these
+#: may be unrolled without copying any loop.
+CONSTANT_WORK = (POINTWISE | PERMUTATION | AGGREGATE | REMATERIALIZED | INDEXED_READS
+                 | frozenset(op for op in REGISTRY.values() if op.family == "domain"))
 #: T4 library functions (T10: a GPU target may use the vendor's precise implementation).
 VENDOR_MATH = ops_with("vendor_math")
 #: Paired-axis multiply-adds (T10: FMA allowed inside).

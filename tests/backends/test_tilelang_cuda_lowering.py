@@ -65,6 +65,20 @@ def test_flat_nest_takes_a_reduction_in_the_element_code_one_element_per_thread(
     assert cuda_kernels.flat_nest(chain4.trace()).vector == cuda_kernels.VECTOR
 
 
+@intent.kernel
+def embedding(table: I.In[I.f16, ("V", "D")], ids: I.In[I.i64, ("T",)], out: I.Out[I.f16, ("T", "D")]):
+    token = I.reshape(ids[:], (ids.shape[0], 1))
+    feature = I.reshape(I.indices(I.domain(0, table.shape[1])), (1, table.shape[1]))
+    out[:, :] = I.gather(table[:, :], (token, feature))
+
+
+def test_flat_nest_unrolls_a_gather_as_a_pointwise_write():
+    # an embedding lookup is constant work per element (graph.traits.CONSTANT_WORK): its reads in flight together
+    nest = cuda_kernels.flat_nest(embedding.trace())
+    assert nest.shape == ("d2", "d1") and nest.vector == cuda_kernels.VECTOR and nest.unroll
+    assert "T.unroll(8)" in generate(embedding.trace(), "tilelang-cuda")
+
+
 def test_flat_nest_leaves_other_graphs_to_the_general_program():
     for k in (in_place, partial):
         assert cuda_kernels.flat_nest(k.trace()) is None, k.name

@@ -29,7 +29,7 @@ import attrs
 
 from ...graph import ops
 from ...graph.patterns import match
-from ...graph.traits import POINTWISE
+from ...graph.traits import CONSTANT_WORK
 from ...graph.values import KernelGraph, Literal, walk_region
 from ...schedule.prologue import extent_index, extent_vars, prologue
 from . import cuda_matmul, cuda_region
@@ -85,7 +85,8 @@ def flat_nest(graph: KernelGraph, emulated: bool = False) -> FlatNest | None:
     """The flat mapping of a graph whose one effect is its final write of a pure function of whole-axis reads,
     or None. Each element is computed by the emitter's own element code, so a reduction or a contraction inside
     it (a row sum, an f32 matmul) runs in its thread in the serial program's order: the same bits. Such nests
-    take one element per thread (no unrolled copies of their loops). The prologue's checks (schedule.prologue) are
+    take one element per thread (no unrolled copies of their loops); a gather (an embedding lookup) is constant
+    work per element, so its nest is unrolled as a pointwise one is (its reads in flight together). The prologue's checks (schedule.prologue) are
     made before the launch: scalars here, and extents they state equal are one (their class's first name,
     schedule.prologue.extent_index, as the program names them); a written domain may be of a prologue value stated
     equal to an extent (the emitter names its loop by that extent: codegen.structural.domain)."""
@@ -108,7 +109,7 @@ def flat_nest(graph: KernelGraph, emulated: bool = False) -> FlatNest | None:
             return None
         if node.op is ops.read:
             read_views.add(access[0])
-        elif access is None and not (node.op in POINTWISE or node.op is ops.broadcast):
+        elif access is None and node.op not in CONSTANT_WORK:
             loops = True  # any other pure op (its workspaces, if any, make the emitter fall back: storage.py)
         if match(APPROXIMATE_DIV, node, {}) is not None:
             return None
