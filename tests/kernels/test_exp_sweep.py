@@ -3,8 +3,8 @@
 The cpu target computes float32 exp without a libm call (``runtime.exp_f32``: a float64 polynomial rounded
 once, so that LLVM vectorises the loops it stands in); f16/bf16 round the same float64 value once. The
 reference is independent: NumPy's float64 ``exp`` rounded once to the format (ml_dtypes for bf16). T4 allows
-2 ulp; every target here is within 1 (a float64 within 2^-46 of exp, rounded once), so a polynomial with a lost
-term or a wrong reduction constant fails. NaN operands give themselves quieted; +-inf, +-0, overflow and
+2 ulp; every target but a GPU's vendor library (T10) is within 1 (a float64 within 2^-46 of exp, rounded once),
+so a polynomial with a lost term or a wrong reduction constant fails. NaN operands give themselves quieted; +-inf, +-0, overflow and
 gradual underflow are covered by the sweep (every 997th float32 pattern, every f16/bf16 pattern) and named
 below.
 """
@@ -14,6 +14,7 @@ import pytest
 
 import intent_trace as intent
 from intent_trace import I
+from intent_trace.oracle.verification.kernel_bounds import VENDOR_ULPS
 
 FORMATS = {"f32": (I.f32, np.float32, np.uint32, 32), "f16": (I.f16, np.float16, np.uint16, 16),
            "bf16": (I.bf16, ml_dtypes.bfloat16, np.uint16, 16)}
@@ -46,7 +47,10 @@ def _ordered(bits, width):
 
 
 @pytest.mark.parametrize("name", sorted(FORMATS))
-def test_exp_is_within_one_ulp_of_the_rounded_exact_value(run, name):
+def test_exp_is_within_one_ulp_of_the_rounded_exact_value(run, target, name):
+    """One ulp of the correctly rounded value; on a GPU target's f32, the vendor library's documented bound (T10:
+    CUDA's ``expf`` is 2 ulp in the CUDA C Programming Guide's table, kernel_bounds.VENDOR_ULPS). A 16-bit format
+    rounds the f32 value once, so it stays within one of its own ulps there too."""
     dt, np_t, bits_t, width = FORMATS[name]
     x = _inputs(name)
     y = np.zeros_like(x)
@@ -57,7 +61,8 @@ def test_exp_is_within_one_ulp_of_the_rounded_exact_value(run, name):
     got_bits, ref_bits = y.view(bits_t), ref.view(bits_t)
     distance = np.abs(_ordered(got_bits[~nan], width) - _ordered(ref_bits[~nan], width))
     worst = int(np.argmax(distance))
-    assert distance.max() <= 1, (x[~nan][worst], y[~nan][worst], ref[~nan][worst])
+    bound = VENDOR_ULPS.get(target, {}).get("exp", 1) if name == "f32" else 1
+    assert distance.max() <= bound, (x[~nan][worst], y[~nan][worst], ref[~nan][worst])
     if name == "bf16":  # computed in f32 (T4): the f32 NaN, quieted, converted as ml_dtypes converts it
         wide = x[nan].astype(np.float32).view(np.uint32) | np.uint32(0x400000)
         expected = wide.view(np.float32).astype(np_t).view(bits_t)
