@@ -434,17 +434,26 @@ def simt(graph: KernelGraph, target) -> Specialization | None:
             f"        for j in T.unroll({per}):",
             f"            {acc} = T.call_extern('float32', 'fmaf', a[i], b[j], {acc})"]
     init = [f"for i in T.unroll({per}):", f"    for j in T.unroll({per}):", f"        {acc} = T.float32(0)"]
-    store = [f"for i in T.unroll({per}):",
-             f"    for j in T.unroll({per}):",
-             f"        if {row} < d{m} and {col} < d{n}:",
-             f"            if T.call_extern('int32', 'itc_is_nan', {acc}) != 0:  # the serial program, x86's NaNs",
-             "                s[0] = T.float32(0)",
-             f"                for kr in T.serial(d{k}):",
-             "                    s[0] = T.call_extern('float32', 'it_add_f32', s[0],",
-             f"                                         T.call_extern('float32', 'it_mul_f32', A[{row}, kr], "
+    # a thread whose register block holds a NaN recomputes it; the others store their block as it is (the
+    # recomputing loops, unrolled once per element, stay out of the common path, as in cuda_matmul_nan)
+    each = [f"for i in T.unroll({per}):", f"    for j in T.unroll({per}):"]
+    store = ["nan_l[0] = 0", *each,
+             f"        if T.call_extern('int32', 'itc_is_nan', {acc}) != 0:",
+             "            nan_l[0] = 1",
+             "if nan_l[0] != 0:",
+             *(f"    {x}" for x in each),
+             f"            if {row} < d{m} and {col} < d{n}:",
+             f"                if T.call_extern('int32', 'itc_is_nan', {acc}) != 0:  # the serial program, x86's NaNs",
+             "                    s[0] = T.float32(0)",
+             f"                    for kr in T.serial(d{k}):",
+             "                        s[0] = T.call_extern('float32', 'it_add_f32', s[0],",
+             f"                                             T.call_extern('float32', 'it_mul_f32', A[{row}, kr], "
              f"B[kr, {col}]))",
-             f"                {acc} = s[0]",
-             f"            C[{row}, {col}] = {acc}"]
+             f"                    {acc} = s[0]",
+             f"                C[{row}, {col}] = {acc}",
+             "else:", *(f"    {x}" for x in each),
+             f"            if {row} < d{m} and {col} < d{n}:",
+             f"                C[{row}, {col}] = {acc}"]
     sync = "" if emulated else "\n            T.sync_threads()"
     if emulated:
         launch = (f"with T.Kernel(T.ceildiv(d{n}, {tile}) * T.ceildiv(d{m}, {tile}), prelude=PRELUDE) as blk:\n"
@@ -473,7 +482,8 @@ def kernel({params}):
         {registers}
         a = T.alloc_local(({per},), 'float32')
         b = T.alloc_local(({per},), 'float32')
-        s = T.alloc_local((1,), 'float32'){binding}
+        s = T.alloc_local((1,), 'float32')
+        nan_l = T.alloc_local((1,), 'int32'){binding}
 {phase(init, 8)}
         for ko in T.serial(T.ceildiv(d{k}, {tk})):
 {phase(load, 12)}{sync}

@@ -304,15 +304,17 @@ class TileLangExecutable(ExecutableDisplay):
         if special:
             return kernel, tuple(views), None
 
-        def extra(device_args) -> list:
-            buffers = self._workspace_tensors(dims, device_args)
-            if self.allocation_limit:
-                buffers.append(allocation_limit())
-            if self.error_sites:
-                import torch
+        # the error record: made once (launch never reads it; a kernel that fails a check stops either way)
+        trailing = []
+        if self.allocation_limit:
+            trailing.append(allocation_limit())
+        if self.error_sites:
+            import torch
 
-                buffers.append(self.spec.to_device(torch.zeros(4, dtype=torch.int64)))
-            return buffers
+            trailing.append(self.spec.to_device(torch.zeros(4, dtype=torch.int64)))
+
+        def extra(device_args) -> list:  # workspaces fresh per call: launches on several streams may overlap
+            return [*self._workspace_tensors(dims, device_args), *trailing]
 
         return kernel, tuple(views), extra
 
