@@ -79,6 +79,24 @@ def test_flat_nest_unrolls_a_gather_as_a_pointwise_write():
     assert "T.unroll(8)" in generate(embedding.trace(), "tilelang-cuda")
 
 
+def test_a_flat_element_s_coordinates_are_divided_once():
+    # TVM substitutes a plain binding into each use, and the CUDA compiler did not merge the copies: the embedding's
+    # quotient was computed six times per element. Its coordinates are locals (emitter.variable), one division each.
+    from backends.tilelang_support import cuda_source
+
+    source = cuda_source(generate(embedding.trace(), "tilelang-cuda"))
+    assert source.count("/ ((uint)d1)") == 1 and source.count("% d1") == 1  # the 32-bit and the 64-bit path
+
+
+def test_a_cuda_f16_decode_selects_its_nan_case_without_a_branch():
+    # a row's loads are each decoded as they arrive: a call of the software body on a NaN made every load wait for
+    # the previous one's branch; the NaN case is its bits widened, selected
+    for d in (I.f16, I.bf16):
+        text = cuda.helper_source(f"it_decode_{d.name}", "decode", (d,), d, (I.u16,))
+        body = text[text.index(f"it_decode_{d.name}(uint16_t a)"):]
+        assert "_soft(" not in body and " ? itb_f32(" in body
+
+
 def test_flat_nest_leaves_other_graphs_to_the_general_program():
     for k in (in_place, partial):
         assert cuda_kernels.flat_nest(k.trace()) is None, k.name

@@ -159,8 +159,17 @@ def _hardware_conversion(name: str, family: str, dtypes: tuple, ret, args: tuple
     if inner is None:
         return None
     result, operand, is_nan, hardware = form
+    # a decode's NaN is widened by its bits (the C body's NaN case, written out): a select of two cheap values, not
+    # a branch, so that a row's loads, each decoded as it arrives, are all issued before the first is waited on
+    soft = _NAN_DECODE[narrow] if family == "decode" else f"{name}_soft(a)"
     return (f"#include <{header}>\n{inner}\n{DEVICE.function} {result} {name}({operand} a) {{ "
-            f"return {is_nan} ? {name}_soft(a) : {hardware}; }}")
+            f"return {is_nan} ? {soft} : {hardware}; }}")
+
+
+#: a NaN's bits widened to f32 as the C bodies' decode does (itb_f16_decode's all-ones exponent case; bf16 is f32's
+#: upper half)
+_NAN_DECODE = {"f16": "itb_f32(((uint32_t)(a & 0x8000u) << 16) | 0x7f800000u | ((uint32_t)(a & 0x3ffu) << 13))",
+               "bf16": "itb_f32((uint32_t)a << 16)"}
 
 
 def helper_source(name: str, family: str, dtypes: tuple, ret, args: tuple) -> str | None:

@@ -273,7 +273,7 @@ class TileLangEmitter(StorageMixin, EmitterCore, SourceWriter, Interpreter):
             self.line(f"if {f} < {nest.total}:")
             self.depth += 1
         else:
-            self.line(f"{f} = T.min({j}, {nest.total} - 1)")
+            f = self.variable("int64", f"T.min({j}, {nest.total} - 1)", "f")
         coordinates = self.coordinates(f, nest.shape, nest.total)
         self.in_grid = True  # a failed check claims the error record (threads fail at once)
         try:
@@ -292,14 +292,21 @@ class TileLangEmitter(StorageMixin, EmitterCore, SourceWriter, Interpreter):
         instructions on a GPU, which a 2-D flat nest paid three times per element)."""
         if len(shape) == 1:
             return [flat]
-        small = self.assign(f"{total} < T.int64({INT32_FLAT})", "s")
+        small = self.variable("bool", f"{total} < T.int64({INT32_FLAT})", "s")
         rest, idx = flat, []
         for n in reversed(shape[1:]):
-            q = self.assign(f"T.if_then_else({small}, T.Cast('int64', T.Cast('uint32', {rest}) // "
-                            f"T.Cast('uint32', {n})), {rest} // ({n}))", "q")
-            idx.append(self.assign(f"{rest} - {q} * ({n})", "i"))
+            q = self.variable("int64", f"T.if_then_else({small}, T.Cast('int64', T.Cast('uint32', {rest}) // "
+                              f"T.Cast('uint32', {n})), {rest} // ({n}))", "q")
+            idx.append(self.variable("int64", f"{rest} - {q} * ({n})", "i"))
             rest = q
         return [rest, *reversed(idx)]
+
+    def variable(self, dtype: str, value: str, prefix: str) -> str:
+        """A local holding ``value``, computed once: TVM substitutes a plain binding's expression into each of its
+        uses, and the CUDA compiler did not merge the copies (an embedding gather's element divided six times)."""
+        name = self.fresh(prefix)
+        self.line(f"{name} = T.alloc_var({dtype!r}, init={value})")
+        return name
 
     def helper(self, family: str, dtypes: tuple, ret: T.DType, args: tuple) -> str:
         name = self.helper_prefix + "_".join((family, *(d.name for d in dtypes)))
