@@ -74,11 +74,35 @@ class FlatNest:
     def total(self) -> str:
         return " * ".join(self.shape) or "1"
 
+    @property
+    def width(self) -> int:
+        """The elements of one block."""
+        return self.threads * self.vector
+
+    @property
+    def outer(self) -> str:
+        """The rows: the product of every axis but the last."""
+        return " * ".join(self.shape[:-1]) or "1"
+
+    @property
+    def wide(self) -> str:
+        """Whether the nest is spread row by row (rank 2 or more, the last axis at least a block's elements; the
+        emitter's ``_flat_loop``): a block is then a chunk of one row."""
+        return f"{self.shape[-1]} >= T.int64({self.width})"
+
+    @property
+    def chunks(self) -> str:
+        """The blocks of one row, spread row by row."""
+        return f"T.ceildiv({self.shape[-1]}, T.int64({self.width}))"
+
     def launch(self, prelude: str | None) -> str:
         extra = f", prelude={prelude}" if prelude else ""
         threads = "" if self.emulated else f", threads={self.threads}"
+        blocks = f"T.ceildiv({self.total}, {self.width})"
+        if len(self.shape) > 1:
+            blocks = f"T.if_then_else({self.wide}, {self.outer} * {self.chunks}, {blocks})"
         # at least one block: CUDA refuses a zero grid, and an empty nest must still launch (and do nothing)
-        return f"with T.Kernel(T.max(T.ceildiv({self.total}, {self.threads * self.vector}), 1){threads}{extra}) as bx:"
+        return f"with T.Kernel(T.max({blocks}, 1){threads}{extra}) as bx:"
 
 
 def flat_nest(graph: KernelGraph, emulated: bool = False) -> FlatNest | None:

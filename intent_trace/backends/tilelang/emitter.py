@@ -258,23 +258,55 @@ class TileLangEmitter(StorageMixin, EmitterCore, SourceWriter, Interpreter):
         """Each thread takes ``nest.vector`` elements, ``nest.threads`` apart (coalesced), of the flattened nest.
         Past the end a thread recomputes the last element instead of skipping its own: the element code is a pure
         function of In views ending in its one write, so the repeat stores the same bits, and with no branch per
-        element the unrolled copies issue all their loads before waiting on any."""
+        element the unrolled copies issue all their loads before waiting on any.
+
+        A nest of rank 2 or more whose last axis fills a block's elements (``nest.width``) is spread row by row
+        instead (``cuda_kernels.FlatNest.launch``: a block is a chunk of one row, one uniform test): the row's
+        coordinates are found once per thread and the last one is the thread's offset, so no element divides (a
+        flat element divides once per axis, which a gather's nest paid in full: compute-bound)."""
         tx, v, f = self._thread(nest), self.fresh("u"), self.fresh("f")
         # a target whose memory model makes two threads' stores of the same bits a data race (Metal) guards instead
         guard = not nest.emulated and not self.target.lanes.repeat_writes
         self.line(f"if {nest.total} > 0:")
         self.depth += 1
+        rows = len(nest.shape) > 1
+        if rows:
+            wide, chunks = self.variable("bool", nest.wide, "w"), nest.chunks
+            row = self.variable("int64", f"T.if_then_else({wide}, T.Cast('int64', bx) // ({chunks}), T.int64(0))",
+                                "r")
+            start = self.variable("int64", f"(T.Cast('int64', bx) - {row} * ({chunks})) * T.int64({nest.width})",
+                                  "o")
+            outer = self.coordinates(row, nest.shape[:-1], nest.outer)  # once: the block's row
         self.line(f"for {v} in T.{'unroll' if nest.unroll else 'serial'}({nest.vector}):")
         self.depth += 1
         self.memo.append({})
         j = f"(T.Cast('int64', bx) * {nest.vector} + {v}) * {nest.threads} + T.Cast('int64', {tx})"
-        if guard:
-            self.line(f"{f} = {j}")
-            self.line(f"if {f} < {nest.total}:")
+        if rows:
+            at = [self.variable("int64", "T.int64(0)", "c") for _ in nest.shape]
+            last = f"{start} + T.Cast('int64', {v}) * T.int64({nest.threads}) + T.Cast('int64', {tx})"
+            f = self.variable("int64", j if guard else f"T.min({j}, {nest.total} - 1)", "f")
+            self.line(f"if {wide}:")
             self.depth += 1
+            for name, value in zip(at, [*outer, last if guard else f"T.min({last}, {nest.shape[-1]} - 1)"]):
+                self.line(f"{name} = {value}")
+            self.depth -= 1
+            self.line("else:")
+            self.depth += 1
+            for name, value in zip(at, self.coordinates(f, nest.shape, nest.total)):
+                self.line(f"{name} = {value}")
+            self.depth -= 1
+            coordinates = at
+            if guard:
+                self.line(f"if T.if_then_else({wide}, {at[-1]} < {nest.shape[-1]}, {f} < {nest.total}):")
+                self.depth += 1
         else:
-            f = self.variable("int64", f"T.min({j}, {nest.total} - 1)", "f")
-        coordinates = self.coordinates(f, nest.shape, nest.total)
+            if guard:
+                self.line(f"{f} = {j}")
+                self.line(f"if {f} < {nest.total}:")
+                self.depth += 1
+            else:
+                f = self.variable("int64", f"T.min({j}, {nest.total} - 1)", "f")
+            coordinates = self.coordinates(f, nest.shape, nest.total)
         self.in_grid = True  # a failed check claims the error record (threads fail at once)
         try:
             yield coordinates
