@@ -16,9 +16,8 @@ import intent_trace as intent
 from intent_trace import I
 
 pytest.importorskip("tilelang")
-from backends.tilelang_support import cuda_source
+from backends.tilelang_support import cuda_source, mapped_compiler
 from intent_trace.backends.tilelang import cuda_region_carry, targets
-from intent_trace.backends.tilelang import target as tl_target
 from intent_trace.backends.tilelang.target import build, generate
 from intent_trace.schedule import carry
 from intent_trace.schedule.rows import Rejected
@@ -96,17 +95,7 @@ def test_near_misses_keep_one_thread_and_say_why(kernel, why):
 
 @pytest.fixture
 def lanes(target, monkeypatch):
-    if target == "tilelang-c":
-        monkeypatch.setitem(targets.TARGETS, target, EMULATED)
-        monkeypatch.setattr(tl_target, "_EXECUTABLES", {})
-
-    def compiled(kernel):
-        exe = intent.compile(kernel, target=target)
-        if target in LANE_TARGETS:
-            assert exe.schedule.general.mapping == "carried_lanes", exe.schedule
-        return exe
-
-    return compiled
+    return mapped_compiler(target, monkeypatch, EMULATED, "carried_lanes", LANE_TARGETS)
 
 
 @pytest.mark.parametrize("C, D", [(37, 300), (0, 5), (9, 1), (3, 128)], ids=["tail-lanes", "no-steps", "one-lane",

@@ -15,8 +15,8 @@ import intent_trace as intent
 from intent_trace import I
 
 pytest.importorskip("tilelang")
+from backends.tilelang_support import mapped_compiler
 from intent_trace.backends.tilelang import cuda_kernels, targets
-from intent_trace.backends.tilelang import target as tl_target
 
 RNG = np.random.default_rng(2027)
 #: the C target running tilelang-cuda's flat nests, a block's threads one after another
@@ -45,15 +45,12 @@ def embedding(table: I.In[I.f16, ("V", "D")], ids: I.In[I.i64, ("T",)], out: I.O
 
 @pytest.fixture
 def compiled(target, monkeypatch):
-    if target == "tilelang-c":
-        monkeypatch.setitem(targets.TARGETS, target, EMULATED)
-        monkeypatch.setattr(tl_target, "_EXECUTABLES", {})
+    mapped = mapped_compiler(target, monkeypatch, EMULATED, "flat_nest")
 
     def compiled(kernel):
-        exe = intent.compile(kernel, target=target)
-        if target in ("tilelang-c", "tilelang-cuda"):
-            assert exe.schedule.general.mapping == "flat_nest", exe.schedule
-            assert "T.if_then_else(d1 >= T.int64(1024)" in exe.program or kernel is shift3d
+        exe = mapped(kernel)
+        if target in ("tilelang-c", "tilelang-cuda") and kernel is not shift3d:  # both mappings, one uniform test
+            assert "T.if_then_else(d1 >= T.int64(1024)" in exe.program
         return exe
 
     return compiled

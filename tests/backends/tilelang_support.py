@@ -117,3 +117,23 @@ def affine(x: I.In[I.f32, ("M", "N")], y: I.Out[I.f32, ("M", "N")]):
 def row_prefix_max(x: I.In[I.f32, ("M", "N")], out: I.Out[I.f32, ("M",)]):
     m, n = I.domain(0, x.shape[0]), I.domain(0, x.shape[1])
     out[m] = I.reduce.max(I.cumsum(x[m, n], axis=1), axis=1)  # the scan needs a buffer of N per element
+
+
+def mapped_compiler(target: str, monkeypatch, emulated, mapping: str, mapped_targets=("tilelang-c", "tilelang-cuda")):
+    """``compiled(kernel)`` for a test of one CUDA mapping: the kernel built for ``target``, on tilelang-c with the
+    target value ``emulated`` (the C target running the CUDA mapping, a block's threads one after another); on a
+    target of ``mapped_targets`` the test fails unless the general program is ``mapping``."""
+    from intent_trace.backends.tilelang import target as tl_target
+    from intent_trace.backends.tilelang import targets
+
+    if target == "tilelang-c":
+        monkeypatch.setitem(targets.TARGETS, target, emulated)
+        monkeypatch.setattr(tl_target, "_EXECUTABLES", {})
+
+    def compiled(kernel):
+        exe = intent.compile(kernel, target=target)
+        if target in mapped_targets:
+            assert exe.schedule.general.mapping == mapping, exe.schedule
+        return exe
+
+    return compiled
