@@ -34,6 +34,11 @@ _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 _KERNELS: dict = {}  # (target, program text) -> compiled TileLang kernel
 
 
+def compiled(target: str, program: str) -> bool:
+    """Whether this process has compiled ``program`` for the target called ``target``."""
+    return (target, program) in _KERNELS
+
+
 def compile_with(program: str, spec):
     """Run the program text to get its prim_func and compile it with TileLang for target ``spec`` (cached per
     target and text)."""

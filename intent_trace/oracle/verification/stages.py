@@ -71,6 +71,13 @@ class _Runner:
         self.receipts: dict = {}
         self.host_math: dict = {}  # receipt id -> host libm functions of its program (emulated runs only)
 
+    def prefetch(self, kernels) -> None:
+        """Compile ``kernels``' programs before their cases run, in parallel where the target's builder can
+        (``precompile``: TileLang's programs in worker processes); the cases then find them compiled."""
+        precompile = getattr(compiler.builder_for(self.target), "precompile", None)
+        if precompile is not None and not self.emulate:
+            precompile([self.executable(k) for k in kernels])
+
     def executable(self, kernel):
         exe = self._executables.get(kernel)
         if exe is None:
@@ -262,6 +269,22 @@ def _subject_evidence(stage, profile_id, subject, reference, candidate, alterati
 
 # --- Stage Two ------------------------------------------------------------------------------------
 
+def _target_kernels(cat, authority) -> list:
+    """The witness kernels Stage Two will run on the target: the active, certified plans' and the subjects'."""
+    kernels = []
+    for c in cat.classifications:
+        reference_plan = f64_authority(c.plan) or c.plan
+        if c.active and authority.get(reference_plan) is not None:
+            try:
+                kernels.append(operation_kernel(operation(c.plan.operation), c.plan))
+            except RECOVERABLE:  # its cases report it
+                continue
+    names = subject_kernels()
+    kernels += [names[s.subject.name] for s in cat.subjects
+                if authority.get(s.subject) is not None and s.subject.name in names]
+    return kernels
+
+
 def require_runtime(profile, emulate: bool = False) -> None:
     """Raise the actionable RuntimeError when the profile's provider or runtime (or, with ``emulate``, its host
     emulator) is missing."""
@@ -297,6 +320,7 @@ def run_target_stage(profile, oracle_result, *, emulate: bool = False) -> StageR
     stage = VerificationStage.TARGET
     oracle = _Runner(ORACLE_PROFILE_ID, verification_profile(ORACLE_PROFILE_ID).target)
     target = _Runner(profile.profile_id, profile.target, emulate)
+    target.prefetch(_target_kernels(cat, authority))
     evidence = []
     total = len(cat.classifications) + len(cat.subjects)
     for i, c in enumerate(cat.classifications):
