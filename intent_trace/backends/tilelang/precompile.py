@@ -15,6 +15,7 @@ compile flags and pass configurations are the call's (they depend on the target 
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import multiprocessing
 import os
 import tempfile
@@ -45,17 +46,24 @@ def precompile(executables, workers: int | None = None) -> int:
     if workers < 2:
         return 0
     context = multiprocessing.get_context("spawn")  # a fresh interpreter: no inherited TileLang or CUDA state
+    levels = {name: lg.level for name, lg in logging.root.manager.loggerDict.items()
+              if isinstance(lg, logging.Logger) and lg.level}  # a caller that quiets the compilers' logs (the CLI)
     with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context, initializer=_start,
-                                                initargs=(caches.cache_root(), tempfile.gettempdir())) as pool:
+                                                initargs=(caches.cache_root(), tempfile.gettempdir(), levels)) as pool:
         list(pool.map(_compile, jobs))
     return len(jobs)
 
 
-def _start(root: str, scratch: str) -> None:
+def _start(root: str, scratch: str, levels: dict) -> None:
     """A worker's caches: the caller's root (its TileLang cache comes with the environment) and scratch
-    directory, so its compile flags (the C target's precompiled header lives under the root) and files match."""
+    directory, so its compile flags (the C target's precompiled header lives under the root) and files match; and
+    the caller's logger levels, set after TileLang has configured its own."""
     os.environ[caches.ENV_VAR] = root
     tempfile.tempdir = scratch
+    import tilelang  # noqa: F401  (its loggers exist now)
+
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
 
 
 def _compile(job: tuple) -> str | None:
