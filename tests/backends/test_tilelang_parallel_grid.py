@@ -178,8 +178,11 @@ def test_row_sums_and_matmul_one_element_per_thread(emulated, shape):
 def test_a_pointwise_nest_takes_eight_elements_per_thread(emulated):
     program = build(affine.trace(), target=TARGET).program
     assert "for tx" in program and "T.unroll(8)" in program
-    assert "- 1)" in program.split("T.unroll(8)")[1].split("\n")[1]  # spare threads repeat the last element
-    for m, n in ((0, 3), (3, 5), (37, 31)):  # 1147 elements: two blocks of 1024, the second mostly spare
+    # spare threads repeat the last element: of the nest (flat), of the row (a row's chunk, rows of 1024 or more)
+    body = program.split("T.unroll(8)")[1]
+    assert "d0 * d1 - 1)" in body and ", d1 - 1)" in body
+    # 1147 elements: two blocks of 1024, the second mostly spare; rows of 1030: two chunks a row, the second spare
+    for m, n in ((0, 3), (3, 5), (37, 31), (2, 1030)):
         x = RNG.standard_normal((m, n)).astype(np.float32)
         out = run_both(affine, x, np.zeros((m, n), np.float32))
         np.testing.assert_array_equal(out["y"], (x * np.float32(1.5)) - np.float32(0.25))
