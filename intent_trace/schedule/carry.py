@@ -25,7 +25,8 @@ from ..graph.values import KernelGraph, Literal, walk_region
 from .access import UNIT_DOMAIN
 from .plan import Part
 from .prologue import extent_vars, prologue
-from .rows import Rejected, _at
+from .recognition import NotRecognised, Rejected, run_walk
+from .recognition import at as _at
 
 
 @attrs.frozen(slots=True)
@@ -49,16 +50,9 @@ class CarriedLanes:
                     nodes=(self.loop, *self.writes))
 
 
-class _NotLanes(Exception):
-    pass
-
-
 def recognise(graph: KernelGraph) -> CarriedLanes | Rejected:
     """The lane loop of ``graph``, or why it is none."""
-    try:
-        return _Walk(graph).run()
-    except _NotLanes as e:
-        return Rejected(str(e))
+    return run_walk(_Walk(graph))
 
 
 class _Walk:
@@ -76,7 +70,7 @@ class _Walk:
         self.lane = None
 
     def fail(self, why: str):
-        raise _NotLanes(why)
+        raise NotRecognised(why)
 
     def run(self) -> CarriedLanes:
         nodes = self.graph.body.nodes

@@ -26,6 +26,7 @@ from ..graph.values import KernelGraph, Literal, walk_region
 from .access import UNIT_DOMAIN, full_axes
 from .plan import Part
 from .prologue import extent_vars, prologue
+from .recognition import NotRecognised, Rejected
 
 THREADS = 256  # a block's threads (a target may choose its own and say so in its part)
 #: The combines a scatter applies as one device atomic: the atomic_rmw kinds of the built-in combines.
@@ -34,13 +35,6 @@ ATOMIC_COMBINES = {ops.add: "add", ops.maximum: "max", ops.minimum: "min", ops.a
 COUNT_DTYPES = frozenset({"i32", "i64"})  # counts a device atomic adds natively (wrap-around, T2)
 
 
-@attrs.frozen(slots=True)
-class Rejected:
-    reason: str
-
-
-class _No(Exception):
-    pass
 
 
 def _views(graph: KernelGraph) -> dict:
@@ -56,7 +50,7 @@ def _pure_producers(graph: KernelGraph, nodes, views: dict, extents: dict) -> No
         if node in pro:
             continue
         if node.op.effects - {"read"} or node.regions:
-            raise _No(f"op {node.op.name} has effects or regions of its own before the indexed op")
+            raise NotRecognised(f"op {node.op.name} has effects or regions of its own before the indexed op")
         if node.op is ops.domain:
             caps = match(UNIT_DOMAIN, node, {})
             if caps is not None and caps["end"] in extents:
@@ -65,7 +59,7 @@ def _pure_producers(graph: KernelGraph, nodes, views: dict, extents: dict) -> No
         if node.op is ops.read:
             p = views.get(node.inputs[0])
             if p is None or full_axes(node, p.type, extents, domains) is None:
-                raise _No("a read that is not of whole axes of a kernel view")
+                raise NotRecognised("a read that is not of whole axes of a kernel view")
 
 
 # --- histogram ------------------------------------------------------------------------------------------------
@@ -120,7 +114,7 @@ def recognise_histogram(graph: KernelGraph) -> Histogram | Rejected:
         return Rejected("the histogram's values are not a tensor")
     try:
         _pure_producers(graph, nodes[:-2], views, extents)
-    except _No as e:
+    except NotRecognised as e:
         return Rejected(str(e))
     if any(n.op is ops.read and n.inputs[0] is write.inputs[0] for n in nodes):
         return Rejected("the counts' view is also read")
@@ -178,7 +172,7 @@ def recognise_scatter(graph: KernelGraph) -> Scatter | Rejected:
         return Rejected("a scatter_reduce of a literal value or index")
     try:
         _pure_producers(graph, nodes[:-1], views, extents)
-    except _No as e:
+    except NotRecognised as e:
         return Rejected(str(e))
     if any(n.op is ops.read and n.inputs[0] is node.inputs[0] for n in nodes):
         return Rejected("the destination is also read (its updates would race with the reads)")
@@ -268,7 +262,7 @@ def recognise_gather_rows(graph: KernelGraph) -> GatherRows | Rejected:
         return Rejected("a leading gather index varies along the row")
     try:
         _pure_producers(graph, nodes[:-2], views, extents)
-    except _No as e:
+    except NotRecognised as e:
         return Rejected(str(e))
     if any(n.op is ops.read and n.inputs[0] is write.inputs[0] for n in nodes):
         return Rejected("the written view is also read")

@@ -27,7 +27,9 @@ from ..graph.values import KernelGraph, Literal, walk_region
 from .access import UNIT_DOMAIN, full_axes
 from .plan import Part
 from .prologue import extent_index, extent_vars, prologue
-from .rows import Rejected, _at, _value_dtype
+from .recognition import NotRecognised, Rejected, run_walk
+from .recognition import at as _at
+from .rows import _value_dtype
 
 _rep = T.representative  # an extent's class of extents stated equal (I.assume_equal): compared by it
 UNIFORM, ELEMENT, REDUCED = 0, 1, 2  # what a value depends on (bits)
@@ -65,16 +67,9 @@ class FullReduction:
                     self.fused, nodes=(*self.reductions, self.write))
 
 
-class _NotFull(Exception):
-    pass
-
-
 def recognise(graph: KernelGraph) -> FullReduction | Rejected:
     """The full reduction of ``graph``, or why it is none."""
-    try:
-        return _Walk(graph).run()
-    except _NotFull as e:
-        return Rejected(str(e))
+    return run_walk(_Walk(graph))
 
 
 class _Walk:
@@ -91,7 +86,7 @@ class _Walk:
         self.reductions, self.pre, self.post = [], [], []
 
     def fail(self, why: str):
-        raise _NotFull(why)
+        raise NotRecognised(why)
 
     def run(self) -> FullReduction:
         nodes = self.graph.body.nodes

@@ -42,7 +42,8 @@ from . import region_laws
 from .access import UNIT_DOMAIN, unit_reshape
 from .plan import Part
 from .prologue import extent_vars, prologue
-from .rows import Rejected, _at
+from .recognition import NotRecognised, Rejected, run_walk
+from .recognition import at as _at
 
 ROW, SLICE = "R", "E"
 #: A reduction's combine: one op of its two parameters, and what a tile reduction calls it.
@@ -120,16 +121,9 @@ class SegmentedFold:
                     self.fused, nodes=(self.fold, *self.writes))
 
 
-class _NotFold(Exception):
-    pass
-
-
 def recognise(graph: KernelGraph) -> SegmentedFold | Rejected:
     """The segmented fold of ``graph``, or why it is none."""
-    try:
-        return _Walk(graph).run()
-    except _NotFold as e:
-        return Rejected(str(e))
+    return run_walk(_Walk(graph))
 
 
 def _consumers(graph: KernelGraph) -> dict:
@@ -160,7 +154,7 @@ class _Walk:
         self.point = None
 
     def fail(self, why: str):
-        raise _NotFold(why)
+        raise NotRecognised(why)
 
     # -- structure --------------------------------------------------------------------------------------------
     def run(self) -> SegmentedFold:

@@ -24,7 +24,7 @@ import struct
 from .. import types as T
 from ..graph import ops
 from ..graph.traits import AGGREGATE, MATH_FUNCTIONS
-from .rows import _at
+from .recognition import at as _at
 
 #: Ops whose float result is NaN when the named operands are NaN, whatever the others (IEEE arithmetic, IEEE 754-2019
 #: maximum/minimum, and T4's functions: "NaN in gives NaN out"); ``pow`` is not one (C99: pow(NaN, 0) = 1). An

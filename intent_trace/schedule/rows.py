@@ -32,6 +32,8 @@ from ..graph.values import KernelGraph, Literal, walk_region
 from .access import UNIT_DOMAIN, unit_reshape
 from .plan import Part
 from .prologue import extent_index, extent_vars, prologue
+from .recognition import NotRecognised, Rejected, run_walk
+from .recognition import at as _at
 
 _rep = T.representative  # an extent's class of extents stated equal (I.assume_equal): compared by it
 UNIFORM, ROW, COL, ELEMENT = 0, 1, 2, 3  # what a value depends on (bits: the row, the column)
@@ -93,27 +95,9 @@ class RowGroup:
                     self.fused, nodes=(*self.reductions, self.write))
 
 
-@attrs.frozen(slots=True)
-class Rejected:
-    """Why a graph is not a row group (for the schedule's serial or other parts)."""
-
-    reason: str
-
-
-class _NotRows(Exception):
-    pass
-
-
-def _at(node) -> str:
-    return f" at {node.loc!r}" if node is not None and node.loc is not None else ""
-
-
 def recognise(graph: KernelGraph) -> RowGroup | Rejected:
     """The row group of ``graph``, or why it is none."""
-    try:
-        return _Walk(graph).run()
-    except _NotRows as e:
-        return Rejected(str(e))
+    return run_walk(_Walk(graph))
 
 
 class _Walk:
@@ -133,7 +117,7 @@ class _Walk:
         self.parallel = any(n.op is ops.parallel for n in graph.body.nodes)
 
     def fail(self, why: str):
-        raise _NotRows(why)
+        raise NotRecognised(why)
 
     # -- the two forms ------------------------------------------------------------------------------------
     def run(self) -> RowGroup:

@@ -18,7 +18,9 @@ from ..graph.values import KernelGraph, Literal, walk_region
 from .access import full_axes, view_access, REJECT
 from .plan import Part
 from .prologue import extent_vars, prologue
-from .rows import Rejected, _at, _value_dtype
+from .recognition import Rejected
+from .recognition import at as _at
+from .rows import _value_dtype
 
 
 @attrs.frozen(slots=True)

@@ -16,7 +16,8 @@ from ...graph.values import KernelGraph
 from ...schedule import carry, indexed, region
 from ...schedule.plan import Part, Schedule
 from ...schedule.prologue import Prologue, extent_index, prologue
-from ...schedule.rows import Rejected, RowGroup
+from ...schedule.recognition import Rejected
+from ...schedule.rows import RowGroup
 from ...schedule.rows import recognise as recognise_rows
 from .emitter import Scalar, TileLangEmitter, View
 from .rules import REJECTED, RULES
