@@ -127,8 +127,9 @@ def test_a_bf16_output_of_an_inf_minus_inf(compiled, target):
 
 def test_the_k_loop_is_unchanged_and_the_fix_follows_it():
     # plain f16 output: the converted tile is staged, then (after a barrier) a NaN element's bits are the serial
-    # program's cast; an epilogue starts from the fixed fragment; both lower for sm_90a
-    for kernel, dest in ((mm_f16, "C_s[fi, fj] = T.reinterpret("), (mm_row_scale, "C_f[fi, fj] = fs[0]")):
+    # program's cast; an epilogue starts each element from a local holding the accumulator, recomputed where it is a
+    # NaN, and never writes the accumulator fragment back (wgmma's registers); both lower for sm_90a
+    for kernel, dest in ((mm_f16, "C_s[fi, fj] = T.reinterpret("), (mm_row_scale, "fa[0] = fs[0]")):
         program = cuda_matmul.tensor_core(kernel.trace(), targets.CUDA).program
         loop, rest = re.split(r"\n        (?=\S)", program[program.index("for ko in T.Pipelined"):], maxsplit=1)
         assert "itr_is_nan" not in loop and "it_add_f32" not in loop
@@ -137,5 +138,6 @@ def test_the_k_loop_is_unchanged_and_the_fix_follows_it():
             assert rest.index("T.copy(C_f, C_s)") < rest.index("T.sync_threads()") < rest.index(dest) < \
                 rest.index("T.copy(C_s, C[")
         else:
-            assert rest.index(dest) < rest.index("for ei, ej in T.Parallel")
+            assert rest.index("for ei, ej in T.Parallel") < rest.index("fa[0] = C_f[ei, ej]") < rest.index(dest)
+            assert "C_f[fi, fj] = " not in rest  # the fix keeps it in the local (an f32 output's store is the tile's)
         assert "wgmma" in cuda_source(program)

@@ -233,7 +233,8 @@ def tensor_core(graph: KernelGraph, target, config: MatmulTiling | None = None) 
     # a NaN accumulator recomputed by the serial program (cuda_matmul_nan): in the fragment, or over the staged
     # element its conversion wrote
     staged = t.shared_epilogue and not match.epilogue
-    fix = cuda_matmul_nan.recompute(graph, target, match, t, "C_f", "C_s" if staged else None)
+    fix = cuda_matmul_nan.recompute(graph, target, match, t, "C_f", "C_s" if staged else None,
+                                    fused=bool(match.epilogue))
     fixed = "".join(f"{line}\n{pad}" for line in fix.lines)
     epilogue = (f"T.copy(C_f, C_s)\n{pad}{fixed}T.copy(C_s, C[{z}by * {t.tm}, bx * {t.tn}])" if t.shared_epilogue
                 else f"{fixed}T.copy(C_f, C[{z}by * {t.tm}, bx * {t.tn}])")
@@ -241,7 +242,7 @@ def tensor_core(graph: KernelGraph, target, config: MatmulTiling | None = None) 
     c_shared += "".join(f"\n        {line}" for line in fix.setup)
     helpers = fix.helpers
     if match.epilogue:
-        fused = _fused_epilogue(graph, target, match, t, pad, z)
+        fused = _fused_epilogue(graph, target, match, t, pad, z, fix.element)
         if fused is None:
             return None
         params, c_shared, epilogue = fused.params, c_shared + fused.setup, fixed + fused.text
@@ -283,10 +284,11 @@ class _Fused:
 
 
 def _fused_epilogue(graph: KernelGraph, target, match: MatmulMatch, t: MatmulTiling, pad: str,
-                    z: str) -> _Fused | None:
+                    z: str, element: tuple) -> _Fused | None:
     """The tensor-core program's epilogue applied to each accumulator element of the fragment (``T.Parallel``
     over the tile: every thread its own fragment elements, in registers) and stored once: staged in shared
-    memory and copied out in whole rows, or copied from the fragment (clipped at the tile's tails)."""
+    memory and copied out in whole rows, or copied from the fragment (clipped at the tile's tails). ``element``
+    (cuda_matmul_nan's fused fix) starts the loop's body and leaves the accumulator element in ``fa[0]``."""
     names = {match.a: "A", match.b: "B", match.c: "C"}
     params, env = cuda_epilogue.declare_params(graph, target, names)
     out = TIR_DTYPE[match.out]
@@ -294,7 +296,7 @@ def _fused_epilogue(graph: KernelGraph, target, match: MatmulMatch, t: MatmulTil
             f"T.min(T.Cast('int64', bx * {t.tn} + ej), T.Cast('int64', d{match.n}) - T.int64(1))"]
     index = ["eb", "em", "en"] if match.batch is not None else ["em", "en"]
     out_view = env[graph.params[match.c].var]
-    code = cuda_epilogue.element_code(graph, target, env, match.contract, "C_f[ei, ej]", index,
+    code = cuda_epilogue.element_code(graph, target, env, match.contract, "fa[0]", index,
                                       match.written, out_view, None if match.out == "f32" else out)
     if code is None:
         return None
@@ -308,6 +310,7 @@ def _fused_epilogue(graph: KernelGraph, target, match: MatmulMatch, t: MatmulTil
     lines = [f"for ei, ej in T.Parallel({t.tm}, {t.tn}):"]
     if match.batch is not None:
         lines.append("    eb = T.Cast('int64', bz)")
+    lines += [f"    {line}" for line in element]
     lines += [f"    em = {rows[0]}", f"    en = {rows[1]}"]
     lines += [f"    {line}" for line in code.body] + [f"    {tile}[ei, ej] = {code.value}",
                                                       copy.format(z=z, tm=t.tm, tn=t.tn)]
@@ -331,7 +334,7 @@ def emulated(graph: KernelGraph, target, config: MatmulTiling | None = None) -> 
     params, env = cuda_epilogue.declare_params(graph, target, {})
     out_view = env[graph.params[match.c].var]
     index = ["eb", "em", "en"] if match.batch is not None else ["em", "en"]
-    code = cuda_epilogue.element_code(graph, target, env, match.contract, "C_e[ei, ej]", index, match.written,
+    code = cuda_epilogue.element_code(graph, target, env, match.contract, "fa[0]", index, match.written,
                                       out_view, None)
     if code is None:
         return None
@@ -341,7 +344,7 @@ def emulated(graph: KernelGraph, target, config: MatmulTiling | None = None) -> 
     dims = "\n".join(f"d{k} = T.dynamic('d{k}', 'int64')" for k in range(len(graph.extents)))
     c = f"p{match.c}"
     operands = (f"p{match.a}", f"p{match.b}")
-    fix = cuda_matmul_nan.recompute(graph, target, match, t, "C_e", None, True, operands)
+    fix = cuda_matmul_nan.recompute(graph, target, match, t, "C_e", None, True, operands, fused=True)
     product = cuda_matmul_nan.hardware_product(graph, target, match, t, operands)
     lines = [f"bx = T.Cast('int64', blk) % {nbx}", f"by = T.Cast('int64', blk) // {nbx} % {nby}",
              f"bz = T.Cast('int64', blk) // ({nbx} * {nby})", *fix.setup,
@@ -351,7 +354,7 @@ def emulated(graph: KernelGraph, target, config: MatmulTiling | None = None) -> 
              f"    if by * T.int64({t.tm}) + T.Cast('int64', ei) < {m} and "
              f"bx * T.int64({t.tn}) + T.Cast('int64', ej) < {n}:"]
     body = ["eb = bz"] if match.batch is not None else []
-    body += [f"em = T.min(by * T.int64({t.tm}) + T.Cast('int64', ei), {m} - T.int64(1))",
+    body += [*fix.element, f"em = T.min(by * T.int64({t.tm}) + T.Cast('int64', ei), {m} - T.int64(1))",
              f"en = T.min(bx * T.int64({t.tn}) + T.Cast('int64', ej), {n} - T.int64(1))", *code.body,
              f"{c}[{', '.join(index)}] = {code.value}"]
     lines += [f"        {line}" for line in body]
