@@ -37,12 +37,16 @@ def programs(executables) -> list:
     return list(jobs)
 
 
+#: worker processes by default: each imports TileLang and torch (about a gigabyte), so a host's every core is too many
+MAX_WORKERS = 16
+
+
 def precompile(executables, workers: int | None = None) -> int:
-    """Compile the programs of ``executables`` in up to ``workers`` processes (default: this machine's cores) into
-    TileLang's disk cache; returns how many were handed out (0 when fewer than two programs or one core make a
-    pool pointless)."""
+    """Compile the programs of ``executables`` in up to ``workers`` processes (default: this machine's cores, at most
+    :data:`MAX_WORKERS`) into TileLang's disk cache; returns how many were handed out (0 when fewer than two
+    programs or one core make a pool pointless)."""
     jobs = programs(executables)
-    workers = min(len(jobs), workers or os.cpu_count() or 1)
+    workers = min(len(jobs), workers or min(os.cpu_count() or 1, MAX_WORKERS))
     if workers < 2:
         return 0
     context = multiprocessing.get_context("spawn")  # a fresh interpreter: no inherited TileLang or CUDA state
