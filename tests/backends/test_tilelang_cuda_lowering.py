@@ -7,6 +7,7 @@ from __future__ import annotations
 import attrs
 import numpy as np
 import pytest
+from example_modules import benchmark_module
 
 import intent_trace as intent
 from intent_trace import I
@@ -65,11 +66,7 @@ def test_flat_nest_takes_a_reduction_in_the_element_code_one_element_per_thread(
     assert cuda_kernels.flat_nest(chain4.trace()).vector == cuda_kernels.VECTOR
 
 
-@intent.kernel
-def embedding(table: I.In[I.f16, ("V", "D")], ids: I.In[I.i64, ("T",)], out: I.Out[I.f16, ("T", "D")]):
-    token = I.reshape(ids[:], (ids.shape[0], 1))
-    feature = I.reshape(I.indices(I.domain(0, table.shape[1])), (1, table.shape[1]))
-    out[:, :] = I.gather(table[:, :], (token, feature))
+embedding = benchmark_module("zoo_kernels").embedding_f16  # the GPU zoo's lookup (benchmarks/zoo_kernels.py)
 
 
 def test_flat_nest_unrolls_a_gather_as_a_pointwise_write():

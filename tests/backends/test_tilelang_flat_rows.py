@@ -10,6 +10,7 @@ one after another).
 import attrs
 import numpy as np
 import pytest
+from example_modules import benchmark_module
 
 import intent_trace as intent
 from intent_trace import I
@@ -36,11 +37,7 @@ def shift3d(x: I.In[I.i32, ("A", "B", "C")], out: I.Out[I.i32, ("A", "B", "C")])
     out[:, :, :] = x[:, :, :] * 3 - 1
 
 
-@intent.kernel
-def embedding(table: I.In[I.f16, ("V", "D")], ids: I.In[I.i64, ("T",)], out: I.Out[I.f16, ("T", "D")]):
-    token = I.reshape(ids[:], (ids.shape[0], 1))
-    feature = I.reshape(I.indices(I.domain(0, table.shape[1])), (1, table.shape[1]))
-    out[:, :] = I.gather(table[:, :], (token, feature))
+embedding = benchmark_module("zoo_kernels").embedding_f16  # the GPU zoo's lookup (benchmarks/zoo_kernels.py)
 
 
 @pytest.fixture
