@@ -145,9 +145,9 @@ _HARDWARE = {  # format: (header, round f32 to it, widen it to f32, its bits, fr
 
 
 def _hardware_conversion(name: str, family: str, dtypes: tuple, ret, args: tuple) -> str | None:
-    """``name`` as the hardware conversion with the C body (``<name>_soft``) for NaNs, or None when it is no
-    conversion between f32 and f16/bf16 (a cast rounds f32 to the format, an encode stores a format value's bits, a
-    decode widens them)."""
+    """``name`` as the hardware conversion with the C body (``<name>_soft``) for NaNs (a decode: the C body's NaN
+    case written out), or None when it is no conversion between f32 and f16/bf16 (a cast rounds f32 to the format,
+    an encode stores a format value's bits, a decode widens them)."""
     narrow = dtypes[-1].name if family == "cast" else dtypes[0].name
     if narrow not in _HARDWARE or (family == "cast" and (len(dtypes) != 2 or dtypes[0].name != "f32")):
         return None
@@ -155,14 +155,19 @@ def _hardware_conversion(name: str, family: str, dtypes: tuple, ret, args: tuple
     form = {"cast": ("float", "float", "a != a", f"{widen}({rnd}(a))"),
             "encode": ("uint16_t", "float", "a != a", f"{bits}({rnd}(a))"),
             "decode": ("float", "uint16_t", f"(a & 0x7fffu) > {nan}", f"{widen}({from_bits}(a))")}.get(family)
-    inner = c.helper_source(f"{name}_soft", family, dtypes, ret, args, DEVICE) if form else None
-    if inner is None:
+    if form is None:
         return None
     result, operand, is_nan, hardware = form
-    # a decode's NaN is widened by its bits (the C body's NaN case, written out): a select of two cheap values, not
-    # a branch, so that a row's loads, each decoded as it arrives, are all issued before the first is waited on
-    soft = _NAN_DECODE[narrow] if family == "decode" else f"{name}_soft(a)"
-    return (f"#include <{header}>\n{inner}\n{DEVICE.function} {result} {name}({operand} a) {{ "
+    if family == "decode":
+        # a decode's NaN is widened by its bits: a select of two cheap values, not a branch to the C body, so that a
+        # row's loads, each decoded as it arrives, are all issued before the first is waited on
+        soft, inner = _NAN_DECODE[narrow], ""
+    else:
+        inner = c.helper_source(f"{name}_soft", family, dtypes, ret, args, DEVICE)
+        if inner is None:
+            return None
+        soft, inner = f"{name}_soft(a)", inner + "\n"
+    return (f"#include <{header}>\n{inner}{DEVICE.function} {result} {name}({operand} a) {{ "
             f"return {is_nan} ? {soft} : {hardware}; }}")
 
 
