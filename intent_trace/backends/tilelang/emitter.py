@@ -264,7 +264,7 @@ class TileLangEmitter(StorageMixin, EmitterCore, SourceWriter, Interpreter):
         instead (``cuda_kernels.FlatNest.launch``: a block is a chunk of one row, one uniform test): the row's
         coordinates are found once per thread and the last one is the thread's offset, so no element divides (a
         flat element divides once per axis, which a gather's nest paid in full: compute-bound)."""
-        tx, v, f = self._thread(nest), self.fresh("u"), self.fresh("f")
+        tx, v = self._thread(nest), self.fresh("u")
         # a target whose memory model makes two threads' stores of the same bits a data race (Metal) guards instead
         guard = not nest.emulated and not self.target.lanes.repeat_writes
         self.line(f"if {nest.total} > 0:")
@@ -281,32 +281,24 @@ class TileLangEmitter(StorageMixin, EmitterCore, SourceWriter, Interpreter):
         self.depth += 1
         self.memo.append({})
         j = f"(T.Cast('int64', bx) * {nest.vector} + {v}) * {nest.threads} + T.Cast('int64', {tx})"
+        f = self.variable("int64", j if guard else f"T.min({j}, {nest.total} - 1)", "f")
+        valid = f"{f} < {nest.total}"
         if rows:
-            at = [self.variable("int64", "T.int64(0)", "c") for _ in nest.shape]
+            coordinates = [self.variable("int64", "T.int64(0)", "c") for _ in nest.shape]
             last = f"{start} + T.Cast('int64', {v}) * T.int64({nest.threads}) + T.Cast('int64', {tx})"
-            f = self.variable("int64", j if guard else f"T.min({j}, {nest.total} - 1)", "f")
-            self.line(f"if {wide}:")
-            self.depth += 1
-            for name, value in zip(at, [*outer, last if guard else f"T.min({last}, {nest.shape[-1]} - 1)"]):
-                self.line(f"{name} = {value}")
-            self.depth -= 1
-            self.line("else:")
-            self.depth += 1
-            for name, value in zip(at, self.coordinates(f, nest.shape, nest.total)):
-                self.line(f"{name} = {value}")
-            self.depth -= 1
-            coordinates = at
-            if guard:
-                self.line(f"if T.if_then_else({wide}, {at[-1]} < {nest.shape[-1]}, {f} < {nest.total}):")
-                self.depth += 1
+            in_row = [*outer, last if guard else f"T.min({last}, {nest.shape[-1]} - 1)"]
+            with self.block(f"if {wide}:"):
+                for name, value in zip(coordinates, in_row):
+                    self.line(f"{name} = {value}")
+            with self.block("else:"):  # the divisions only here
+                for name, value in zip(coordinates, self.coordinates(f, nest.shape, nest.total)):
+                    self.line(f"{name} = {value}")
+            valid = f"T.if_then_else({wide}, {coordinates[-1]} < {nest.shape[-1]}, {valid})"
         else:
-            if guard:
-                self.line(f"{f} = {j}")
-                self.line(f"if {f} < {nest.total}:")
-                self.depth += 1
-            else:
-                f = self.variable("int64", f"T.min({j}, {nest.total} - 1)", "f")
             coordinates = self.coordinates(f, nest.shape, nest.total)
+        if guard:
+            self.line(f"if {valid}:")
+            self.depth += 1
         self.in_grid = True  # a failed check claims the error record (threads fail at once)
         try:
             yield coordinates
