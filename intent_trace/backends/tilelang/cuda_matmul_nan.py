@@ -48,16 +48,13 @@ def recompute(graph, target, match, t, acc: str, dest: str | None, emulated: boo
     epilogue's loop starts with ``Fix.element``, which leaves its element, recomputed where it is a NaN, in a local
     (on the H100 the plain matmul ran at 0.20 ms and the one whose fix wrote its wgmma accumulators back at 0.53)."""
     em = TileLangEmitter(graph, target, RULES, REJECTED, checks=False)
-    if dest is None:
-        store = f"{acc}[fi, fj] = fs[0]"
-    elif match.out == "f32":
-        store = f"{dest}[fi, fj] = fs[0]"
-    else:
-        out = getattr(DT, match.out)
-        cast = f"T.call_extern('float32', {em.helper('cast', (DT.f32, out), out, (DT.f32,))!r}, fs[0])"
-        store = f"{dest}[fi, fj] = T.reinterpret({encode(em, View(dest, (), out, dest, storage='uint16'), cast)}, " \
-                f"{_HALF[match.out]!r})"
     loop = "T.grid" if emulated else "T.Parallel"
+
+    def recomputed(i: str, j: str, value: str, store: str) -> list:
+        """Element ``(i, j)``'s recomputation: ``store`` of the serial sum where ``value`` is a NaN inside C."""
+        return [f"if {inside(match, t, i, j)} and T.call_extern('int32', {_IS_NAN!r}, {value}) != 0:",
+                *(f"    {line}" for line in serial_sum(em, match, t, operands, i, j)), f"    {store}"]
+
     # Only a tile holding a NaN runs the recomputation: one compare per element sets the tile's flag, and the
     # recomputing loop (its serial K loop unrolled once per fragment element) runs behind one uniform branch. In
     # the hot path that loop cost the f16 program half its speed on the H100 (4096^3: 0.39 ms against 0.20 ms
@@ -74,14 +71,20 @@ def recompute(graph, target, match, t, acc: str, dest: str | None, emulated: boo
         lines.append("nan_l = T.alloc_var('int32', init=nan_s[0])")
         element = (f"fa[0] = {acc}[ei, ej]",
                    "if nan_l != 0:  # the serial program, for this tile's NaN elements",
-                   f"    if {inside(match, t, 'ei', 'ej')} and T.call_extern('int32', {_IS_NAN!r}, fa[0]) != 0:",
-                   *(f"        {line}" for line in serial_sum(em, match, t, operands, "ei", "ej")),
-                   "        fa[0] = fs[0]")
+                   *(f"    {line}" for line in recomputed("ei", "ej", "fa[0]", "fa[0] = fs[0]")))
     else:
+        if dest is None:
+            store = f"{acc}[fi, fj] = fs[0]"
+        elif match.out == "f32":
+            store = f"{dest}[fi, fj] = fs[0]"
+        else:
+            out = getattr(DT, match.out)
+            cast = f"T.call_extern('float32', {em.helper('cast', (DT.f32, out), out, (DT.f32,))!r}, fs[0])"
+            bits = encode(em, View(dest, (), out, dest, storage="uint16"), cast)
+            store = f"{dest}[fi, fj] = T.reinterpret({bits}, {_HALF[match.out]!r})"
         lines += ["if nan_s[0] != 0:  # the serial program, for this tile's NaN elements",
                   f"    for fi, fj in {loop}({t.tm}, {t.tn}):",
-                  f"        if {inside(match, t)} and T.call_extern('int32', {_IS_NAN!r}, {acc}[fi, fj]) != 0:",
-                  *(f"            {line}" for line in serial_sum(em, match, t, operands)), f"            {store}"]
+                  *(f"        {line}" for line in recomputed("fi", "fj", f"{acc}[fi, fj]", store))]
     spelling = c.C_SPELLING if emulated else cuda.DEVICE
     helpers = (*em.helpers.values(), IS_NAN.format(fn=spelling.function))
     flag = "T.alloc_local" if emulated else "T.alloc_shared"
