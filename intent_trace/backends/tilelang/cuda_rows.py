@@ -408,7 +408,7 @@ class RowEmitter(TileLangEmitter):
                 outer, self.node = self.node, node
                 try:
                     name = self.lazy_elem(value, [self.row])
-                    if not name.isidentifier():  # a reduction's result, a constant: already a name
+                    if not name.isidentifier():  # an expression: held in a local (a reduction's result is a name)
                         name = self.assign(name, "q")
                 finally:
                     self.node = outer
