@@ -269,12 +269,20 @@ def _subject_evidence(stage, profile_id, subject, reference, candidate, alterati
 
 # --- Stage Two ------------------------------------------------------------------------------------
 
+def _certified(c, authority) -> tuple:
+    """(the reference plan of classification ``c``, its certificate or None, the classes the certificate lacks)."""
+    reference_plan = f64_authority(c.plan) or c.plan
+    cert = authority.get(reference_plan)
+    missing = () if cert is None else tuple(cls for cls in c.classes if cls not in cert.classes)
+    return reference_plan, cert, missing
+
+
 def _target_kernels(cat, authority) -> list:
     """The witness kernels Stage Two will run on the target: the active, certified plans' and the subjects'."""
     kernels = []
     for c in cat.classifications:
-        reference_plan = f64_authority(c.plan) or c.plan
-        if c.active and authority.get(reference_plan) is not None:
+        _, cert, missing = _certified(c, authority)
+        if c.active and cert is not None and not missing:
             try:
                 kernels.append(operation_kernel(operation(c.plan.operation), c.plan))
             except RECOVERABLE:  # its cases report it
@@ -328,9 +336,7 @@ def run_target_stage(profile, oracle_result, *, emulate: bool = False) -> StageR
         if not c.active:
             evidence.extend(_deferred_evidence(stage, profile.profile_id, c, oracle, target))
             continue
-        reference_plan = f64_authority(c.plan) or c.plan
-        cert = authority.get(reference_plan)
-        missing = () if cert is None else tuple(cls for cls in c.classes if cls not in cert.classes)
+        reference_plan, cert, missing = _certified(c, authority)
         if cert is None or missing:
             why = (f"no valid cpu-compiled certificate for {reference_plan.plan_id}: "
                    f"{authority.why_not(reference_plan)}" if cert is None else
