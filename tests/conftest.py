@@ -20,8 +20,8 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 #: tilelang-metal's programs run by the Metal emulator on this machine (``intent.compile(k, target="tilelang-metal",
 #: emulate=True)``), under a name of the tests' own (not one of intent.targets(): a kernel test builds for it).
 EMULATED_METAL = "tilelang-metal-emulated"
-# Targets that execute on this machine (no GPU): each kernel test runs on all of them (emulated Metal on a subset,
-# below). INTENT_TRACE_TEST_TARGETS (comma-separated) picks others, e.g. tilelang-cuda on a GPU machine.
+# Targets that execute on this machine (no GPU): each kernel test runs on all of them (emulated Metal where Metal
+# can: no f64; below). INTENT_TRACE_TEST_TARGETS (comma-separated) picks others, e.g. tilelang-cuda on a GPU machine.
 DEFAULT_TEST_TARGETS = ("generic", "cpu", "tilelang-c", EMULATED_METAL)
 _CHOSEN = os.environ.get("INTENT_TRACE_TEST_TARGETS")
 EXECUTABLE_TARGETS = tuple(t for t in (_CHOSEN or ",".join(DEFAULT_TEST_TARGETS)).split(",") if t)
@@ -78,8 +78,8 @@ def run(target, request):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Emulated Metal cases run where metal_subset.py says (every kernel test's first case by default, not f64)."""
-    keep, drop = metal_subset.select(items, EMULATED_METAL, full=_CHOSEN is not None)
+    """Emulated Metal cases run where metal_subset.py says (every case but f64; a subset on request)."""
+    keep, drop = metal_subset.select(items, EMULATED_METAL, full=os.environ.get("INTENT_TRACE_METAL_SUBSET") != "1")
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
