@@ -145,9 +145,9 @@ _HARDWARE = {  # format: (header, round f32 to it, widen it to f32, its bits, fr
 
 
 def _hardware_conversion(name: str, family: str, dtypes: tuple, ret, args: tuple) -> str | None:
-    """``name`` as the hardware conversion with the C body (``<name>_soft``) for NaNs (a decode: the C body's NaN
-    case written out), or None when it is no conversion between f32 and f16/bf16 (a cast rounds f32 to the format,
-    an encode stores a format value's bits, a decode widens them)."""
+    """``name`` as the hardware conversion with the C body (``<name>_soft``) for NaNs (a decode or an encode: the C
+    body's NaN case written out), or None when it is no conversion between f32 and f16/bf16 (a cast rounds f32 to
+    the format, an encode stores a format value's bits, a decode widens them)."""
     narrow = dtypes[-1].name if family == "cast" else dtypes[0].name
     if narrow not in _HARDWARE or (family == "cast" and (len(dtypes) != 2 or dtypes[0].name != "f32")):
         return None
@@ -158,10 +158,11 @@ def _hardware_conversion(name: str, family: str, dtypes: tuple, ret, args: tuple
     if form is None:
         return None
     result, operand, is_nan, hardware = form
-    if family == "decode":
-        # a decode's NaN is widened by its bits: a select of two cheap values, not a branch to the C body, so that a
-        # row's loads, each decoded as it arrives, are all issued before the first is waited on
-        soft, inner = _NAN_DECODE[narrow], ""
+    if family in ("decode", "encode"):
+        # a NaN is widened or narrowed by its bits: a select of two cheap values, not a branch to the C body, so that a
+        # row's loads, each decoded as it arrives, are all issued before the first is waited on, and a gather's
+        # elements, each stored as it arrives, are not issued one after another
+        soft, inner = _NAN_BITS_OF[family][narrow], ""
     else:
         inner = c.helper_source(f"{name}_soft", family, dtypes, ret, args, DEVICE)
         if inner is None:
@@ -175,6 +176,12 @@ def _hardware_conversion(name: str, family: str, dtypes: tuple, ret, args: tuple
 #: upper half)
 _NAN_DECODE = {"f16": "itb_f32(((uint32_t)(a & 0x8000u) << 16) | 0x7f800000u | ((uint32_t)(a & 0x3ffu) << 13))",
                "bf16": "itb_f32((uint32_t)a << 16)"}
+#: an f32 NaN's bits narrowed as the C bodies' encode does (itb_f16_encode: the payload's top ten bits, 0x7c01 when
+#: they are all zero, which would be infinity; bf16 is f32's upper half)
+_NAN_ENCODE = {"f16": "(uint16_t)(((itb_bits32(a) >> 16) & 0x8000u) | ((itb_bits32(a) >> 13) & 0x3ffu ? "
+                      "0x7c00u | ((itb_bits32(a) >> 13) & 0x3ffu) : 0x7c01u))",
+               "bf16": "(uint16_t)(itb_bits32(a) >> 16)"}
+_NAN_BITS_OF = {"decode": _NAN_DECODE, "encode": _NAN_ENCODE}
 
 
 def helper_source(name: str, family: str, dtypes: tuple, ret, args: tuple) -> str | None:
