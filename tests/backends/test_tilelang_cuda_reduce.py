@@ -20,6 +20,7 @@ Sums are checked against T5's bound (a parallel order is not the serial one, T10
 integer combines and integer sums must be exact.
 """
 import math
+import re
 
 import attrs
 import ml_dtypes
@@ -32,6 +33,7 @@ from intent_trace import I
 pytest.importorskip("tilelang")
 from backends.tilelang_support import cuda_source
 from conftest import EXECUTABLE_TARGETS
+from backends.cuda_ptx import assemble, longest_load_run
 from intent_trace.backends.tilelang import cuda_reduce, targets
 from intent_trace.backends.tilelang import target as tl_target
 from intent_trace.backends.tilelang.program import lower
@@ -101,8 +103,15 @@ def test_the_cuda_program_is_a_grid_of_blocks_then_one_block():
     assert ("with T.Kernel(T.min(T.max(T.ceildiv(d0, T.int64(2048)), T.int64(1)), T.int64(1024)), threads=256, "
             "prelude=PRELUDE) as bx:") in grid
     assert final.startswith(", threads=256) as bx:") and "prelude" not in final  # the prelude is the module's
-    # a grid-stride loop over chunks, 8 unrolled reads a thread, then the tail under a guard per element
-    assert grid.count("T.unroll(8)") == 2 and grid.count("p0[") == 2 and "T.floormod(n" in grid
+    # a grid-stride loop over chunks, 8 unrolled reads a thread, then the tail under a guard per element; in each,
+    # the 8 reads into registers first, then the 8 combines (a combine's NaN branch would hold the next read)
+    assert grid.count("T.unroll(8)") == 4 and grid.count("p0[") == 2 and "T.floormod(n" in grid
+    assert "T.alloc_local((8,), 'float32')" in grid
+    loops = grid.split("T.unroll(8)")[1:]
+    for load, fold in (loops[0:2], loops[2:4]):
+        assert "p0[" in load and "it_add_f32" not in load and re.search(r"\bf\d+\[u\d+\] = t\d+", load)
+        assert "p0[" not in fold.split("if b")[0] and "it_add_f32" in fold
+    assert final.count("T.unroll(4)") == 2 and "T.alloc_local((4,), 'float32')" in final  # the partials: the same
     for text in (grid, final):
         assert text.count("T.get_thread_binding()") == 1 and text.count("T.sync_threads()") == 2
         assert text.count("T.shfl_xor(") == 5 + 3  # within warps, then across the 8 warps' totals
@@ -154,6 +163,23 @@ def test_tilelang_lowers_the_program_for_sm90(kernel):
     assert source.count("__global__ void __launch_bounds__(256") == 2  # the grid, then the final block
     assert "__syncthreads();" in source and "__shfl_xor_sync(" in source and "__shared__" in source
     assert "blockIdx.x" in source
+
+
+def test_a_thread_has_a_chunk_of_loads_in_flight_and_every_block_is_resident(tmp_path):
+    """In the PTX the local nvcc makes of the grid kernel, a thread issues its 8 loads of a chunk with no branch
+    between them (folded as read, each load waited on the previous combine's NaN branch: one in flight), and ptxas
+    gives it at most 32 registers, so 8 blocks of 256 threads fit an SM and 1024 blocks are resident at once on a
+    132-SM H100/H200 (more registers would run the grid in two waves)."""
+    source = cuda_source(generate(full_sum.trace(), "tilelang-cuda"))
+    main = source[source.index("kernel_kernel(float*"):]
+    main = main[:main.index("it_add_f32(")]  # the CUDA source: a chunk's loads into registers before its combines
+    assert "p0[" in main and re.search(r"\bf\d+\[u\w+\] = t\d+;", main)
+    got = assemble(source, tmp_path)
+    if got is None:  # no nvcc here: the source's order alone
+        return
+    grid = got.ptx["kernel_kernel"]
+    assert longest_load_run(grid, "ld.global.nc.f32") == 8  # the final kernel's guarded loads: predicated by ptxas
+    assert got.registers["kernel_kernel"] <= 32
 
 
 def test_other_graphs_keep_their_programs():

@@ -38,7 +38,7 @@ from ...graph import ops
 from ...graph.lowering import assemble, leaf_values
 from ...schedule import reduce as schedule_reduce
 from .accumulate import accumulators, combine
-from .emitter import Aggregate, Scalar, TileLangEmitter
+from .emitter import Aggregate, Lazy, Scalar, TileLangEmitter
 from .scalar_rules import constant_expr
 from .storage import Workspace
 
@@ -286,22 +286,23 @@ class ReduceEmitter(BlockMixin, TileLangEmitter):
         b = self.assign("T.Cast('int64', bx)", "b")
         chunk = plan.threads * plan.unroll
         folds = self._folds()
+        reads = self._source_reads()
         with self.phase() as tx:
             accs = [accumulators(self, T.leaf_types(acc_t), inits) for _, acc_t, _, inits in folds]
+            slots = [self.assign(f"T.alloc_local(({plan.unroll},), {d!r})", "f") for _, d in reads]
             t = self.assign(f"T.Cast('int64', {tx})", "t")
             chunks = self.assign(f"T.floordiv({plan.total}, T.int64({chunk}))", "n")
-            k, u = self.fresh("k"), self.fresh("u")
-            with self.block(f"for {k} in T.serial(T.floordiv({chunks} + {g} - T.int64(1) - {b}, {g})):"), \
-                    self.block(f"for {u} in T.unroll({plan.unroll}):"):
-                j = self.assign(f"(({k} * {g} + {b}) * T.int64({plan.unroll}) + T.Cast('int64', {u})) * "
-                                f"T.int64({plan.threads}) + {t}", "j")
-                self._fold(folds, accs, j)
-            with self.block(f"if {b} == T.floormod({chunks}, {g}):"), \
-                    self.block(f"for {u} in T.unroll({plan.unroll}):"):  # the tail: the next block in turn
-                j = self.assign(f"{chunks} * T.int64({chunk}) + T.Cast('int64', {u}) * T.int64({plan.threads}) + "
-                                f"{t}", "j")
-                with self.block(f"if {j} < {plan.total}:"):
-                    self._fold(folds, accs, j)
+            k = self.fresh("k")
+
+            def fold(idx):
+                self._fold(folds, accs, idx)
+
+            with self.block(f"for {k} in T.serial(T.floordiv({chunks} + {g} - T.int64(1) - {b}, {g})):"):
+                self._prefetched(lambda u: f"(({k} * {g} + {b}) * T.int64({plan.unroll}) + T.Cast('int64', {u})) * "
+                                           f"T.int64({plan.threads}) + {t}", None, reads, slots, fold)
+            with self.block(f"if {b} == T.floormod({chunks}, {g}):"):  # the tail: the next block in turn
+                self._prefetched(lambda u: f"{chunks} * T.int64({chunk}) + T.Cast('int64', {u}) * "
+                                           f"T.int64({plan.threads}) + {t}", plan.total, reads, slots, fold)
             for (node, *_), names in zip(folds, accs):
                 self.store_thread(buffers[id(node)], tx, names)
         results = [self.block_combine(node, acc_t, buffers[id(node)], names)
@@ -310,6 +311,36 @@ class ReduceEmitter(BlockMixin, TileLangEmitter):
             for (node, *_), values in zip(folds, results):
                 for space, value, dtype in zip(self.partials[id(node)], values, self._dtypes(node)):
                     self.line(f"{space}[bx] = {value if dtype != 'bool' else f'T.Cast({_storage(dtype)!r}, {value})'}")
+
+    def _source_reads(self) -> list:
+        """(lazy value, TIR dtype) of each whole-axis read of the source (the recogniser admits no other read of
+        it): what a chunk loads before it folds anything."""
+        reads = []
+        for node in self.plan.reduction.pre:
+            value = self.env.get(node.outputs[0]) if node.op is ops.read else None
+            if isinstance(value, Lazy):
+                (t,) = T.leaf_types(node.outputs[0].type)
+                reads.append((value, self.tir(t.dtype)))
+        return reads
+
+    def _prefetched(self, flat, bound, reads, slots, fold) -> None:
+        """UNROLL elements of a chunk (flat indices ``flat(u)``, each below ``bound`` when one is given): every read
+        of each element into its slot first, then the elements folded in order, each read found in its slot. The
+        combine helpers branch on NaN, and a load written after a branch waits for it: folded as they are read, a
+        thread had one load in flight (the SASS: LDG, FADD, BRA, LDG, ...); loaded first, it has UNROLL."""
+        u = self.fresh("u")
+        for load in (True, False):
+            with self.block(f"for {u} in T.unroll({self.plan.unroll}):"):
+                j = self.assign(flat(u), "j")
+                with self.block(f"if {j} < {bound}:") if bound else contextlib.nullcontext():
+                    idx = self._index(j)
+                    for (value, _), slot in zip(reads, slots):
+                        if load:
+                            self.line(f"{slot}[{u}] = {self.elem(value, idx)}")
+                        else:  # the element's read is its slot (the lazy values' memo, for this element)
+                            self.memo[-1][(id(value), tuple(idx))] = (value, f"{slot}[{u}]")
+                    if not load:
+                        fold(idx)
 
     def _final_pass(self) -> None:
         plan, red = self.plan, self.plan.reduction
@@ -321,15 +352,24 @@ class ReduceEmitter(BlockMixin, TileLangEmitter):
         folds = self._folds()
         with self.phase() as tx:
             accs = [accumulators(self, T.leaf_types(acc_t), inits) for _, acc_t, _, inits in folds]
+            count = -(-plan.blocks // plan.threads)
+            leaves = [(node, space, dtype) for node, *_ in folds
+                      for space, dtype in zip(self.partials[id(node)], self._dtypes(node))]
+            slots = [self.assign(f"T.alloc_local(({count},), {_storage(d)!r})", "f") for _, _, d in leaves]
             k = self.fresh("k")
-            with self.block(f"for {k} in T.unroll({-(-plan.blocks // plan.threads)}):"):
-                i = self.assign(f"T.Cast('int64', {k}) * T.int64({plan.threads}) + T.Cast('int64', {tx})", "i")
-                with self.block(f"if {i} < {g}:"):
-                    for (node, acc_t, _, _), names in zip(folds, accs):
-                        self.node = node
-                        items = [self._partial(space, i, dtype) for space, dtype in
-                                 zip(self.partials[id(node)], self._dtypes(node))]
-                        self._combine_into(node, acc_t, names, items)
+            for load in (True, False):  # every partial loaded before any is folded (see _prefetched)
+                with self.block(f"for {k} in T.unroll({count}):"):
+                    i = self.assign(f"T.Cast('int64', {k}) * T.int64({plan.threads}) + T.Cast('int64', {tx})", "i")
+                    with self.block(f"if {i} < {g}:"):
+                        if load:
+                            for (_, space, _), slot in zip(leaves, slots):
+                                self.line(f"{slot}[{k}] = {space}[{i}]")
+                            continue
+                        for (node, acc_t, _, _), names in zip(folds, accs):
+                            self.node = node
+                            items = [self._partial(slot, k, dtype)
+                                     for (n, _, dtype), slot in zip(leaves, slots) if n is node]
+                            self._combine_into(node, acc_t, names, items)
             for (node, *_), names in zip(folds, accs):
                 self.store_thread(buffers[id(node)], tx, names)
         results = [self.block_combine(node, acc_t, buffers[id(node)], names)
@@ -364,9 +404,8 @@ class ReduceEmitter(BlockMixin, TileLangEmitter):
         self.node = None
         return folds
 
-    def _fold(self, folds, accs, j: str) -> None:
-        """Element ``j`` (flat, row-major) of the source folded into every reduction's accumulators."""
-        idx = self._index(j)
+    def _fold(self, folds, accs, idx: list) -> None:
+        """The source's element at coordinates ``idx`` folded into every reduction's accumulators."""
         for (node, acc_t, source, _), names in zip(folds, accs):
             self.node = node
             items = [self.elem(v, idx) for v in leaf_values(source, Aggregate)]
