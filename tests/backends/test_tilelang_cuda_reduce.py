@@ -343,3 +343,19 @@ def test_wrong_dtype_and_extent_leave_the_output_unchanged(compiled):
     with pytest.raises(ValueError):
         exe(np.zeros(5, np.float32), np.zeros(2, np.float32))
     assert y[0] == 7.0
+
+
+def test_the_partials_are_made_in_the_targets_memory_not_copied_there():
+    """A CUDA launch's workspaces are torch tensors made on the device: a host tensor moved there (``.cuda()``) is a
+    blocking copy, a stream synchronisation before every launch. Checked without a GPU: the target's memory here is
+    torch's ``meta`` device, and moving a host tensor there fails the test."""
+    exe = tl_target.build(full_sum.trace(), target="tilelang-cuda")
+
+    def to_device(tensor):
+        assert tensor.device.type == "meta", "a host workspace copied to the device"
+        return tensor
+
+    exe.spec = attrs.evolve(exe.spec, device_tensors="meta", to_device=to_device)
+    (n,) = [ev.extent for ev in exe.graph.extents]
+    (w,) = exe._workspace_tensors({n: 1 << 24}, ())
+    assert w.device.type == "meta" and tuple(w.shape) == (cuda_reduce.BLOCKS,) and w.dtype.itemsize == 4
