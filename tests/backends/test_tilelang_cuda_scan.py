@@ -16,6 +16,7 @@ NaN/inf. Floating sums: T5's bound per prefix (a scan may be re-associated, T10)
 combine that is associative but not commutative (forward fill: re-ordering would break it) exactly.
 """
 import math
+import re
 
 import attrs
 import numpy as np
@@ -24,6 +25,7 @@ import pytest
 import intent_trace as intent
 
 pytest.importorskip("tilelang")
+from backends.cuda_ptx import assemble
 from backends.tilelang_support import cuda_source
 from conftest import EXECUTABLE_TARGETS
 from intent_trace.backends.tilelang import cuda_scan, targets
@@ -90,7 +92,16 @@ def test_the_cuda_program_is_two_grids_with_shuffles_up():
     assert scan.count("T.shfl_up(") == 2 * (5 + 3 + 1)  # the carry's fold, then each tile
     assert totals.count("T.sync_threads()") == 3 and scan.count("T.sync_threads()") == 6
     assert "W0[bx] = " in totals and "p1[" not in totals and "p1[j" in scan and "W0[i" in scan
-    assert totals.count("T.unroll(4)") == 1 and scan.count("T.unroll(4)") == 3  # a thread's run of 4 elements
+    # a thread's run of 4 elements: loaded into registers, then folded (a combine's NaN branch would hold the next
+    # load); in the scan the carry's totals the same way, then the run loaded, folded and, from the registers
+    # (no second read), its prefixes written
+    assert totals.count("T.unroll(4)") == 2 and scan.count("T.unroll(4)") == 2 + 2 + 1
+    assert totals.count("p0[") == 1 and scan.count("p0[") == 1 and "T.alloc_local((4,), 'float32')" in scan
+    for text in (totals, scan[re.search(r"for k\d+ in T.serial\(n", scan).start():]):  # the tiles
+        load, fold = text.split("T.unroll(4)")[1:3]
+        assert "p0[" in load and "it_add_f32" not in load and "p0[" not in fold and "it_add_f32" in fold
+    prefixes = scan.split("T.unroll(4)")[-1]
+    assert "p1[j" in prefixes and "p0[" not in prefixes and re.search(r"\bf\d+\[u\d+\]", prefixes)
     assert "E: T.Tensor" not in program and "shfl_xor" not in program
 
 
@@ -114,10 +125,13 @@ def test_the_emulated_program_loops_over_the_threads_of_each_phase():
 
 @pytest.mark.parametrize("kernel", [cumsum_f32, cummax_f32, forward_fill],
                          ids=lambda k: k.name)
-def test_tilelang_lowers_the_program_for_sm90(kernel):
+def test_tilelang_lowers_the_program_for_sm90(kernel, tmp_path):
     source = cuda_source(generate(kernel.trace(), "tilelang-cuda"))
     assert source.count("__global__ void __launch_bounds__(256") == 2
     assert "__shfl_up_sync(" in source and "__syncthreads();" in source and "__shared__" in source
+    got = assemble(source, tmp_path)  # the local nvcc, where there is one
+    if got is not None and kernel is cumsum_f32:  # at most 32 registers: 8 blocks of 256 an SM, the grid resident
+        assert max(got.registers.values()) <= 32, got.registers
 
 
 # --- the numbers ----------------------------------------------------------------------------------------------

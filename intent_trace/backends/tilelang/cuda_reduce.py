@@ -286,7 +286,7 @@ class ReduceEmitter(BlockMixin, TileLangEmitter):
         b = self.assign("T.Cast('int64', bx)", "b")
         chunk = plan.threads * plan.unroll
         folds = self._folds()
-        reads = self._source_reads()
+        reads = self._source_reads(red.pre)
         with self.phase() as tx:
             accs = [accumulators(self, T.leaf_types(acc_t), inits) for _, acc_t, _, inits in folds]
             slots = [self.assign(f"T.alloc_local(({plan.unroll},), {d!r})", "f") for _, d in reads]
@@ -312,16 +312,27 @@ class ReduceEmitter(BlockMixin, TileLangEmitter):
                 for space, value, dtype in zip(self.partials[id(node)], values, self._dtypes(node)):
                     self.line(f"{space}[bx] = {value if dtype != 'bool' else f'T.Cast({_storage(dtype)!r}, {value})'}")
 
-    def _source_reads(self) -> list:
-        """(lazy value, TIR dtype) of each whole-axis read of the source (the recogniser admits no other read of
-        it): what a chunk loads before it folds anything."""
+    def _source_reads(self, nodes) -> list:
+        """(lazy value, TIR dtype) of each read among ``nodes`` (a fold's producers) that is read per element: what
+        a thread loads into registers before it folds anything."""
         reads = []
-        for node in self.plan.reduction.pre:
+        for node in nodes:
             value = self.env.get(node.outputs[0]) if node.op is ops.read else None
             if isinstance(value, Lazy):
                 (t,) = T.leaf_types(node.outputs[0].type)
                 reads.append((value, self.tir(t.dtype)))
         return reads
+
+    def load_reads(self, reads, slots, at: str, idx: list) -> None:
+        """The element at ``idx`` of every read into its slot (at ``at``)."""
+        for (value, _), slot in zip(reads, slots):
+            self.line(f"{slot}[{at}] = {self.elem(value, idx)}")
+
+    def seed_reads(self, reads, slots, at: str, idx: list) -> None:
+        """The element at ``idx`` of every read is its slot from here on in this block (the lazy values' memo), so
+        the producers and the fold computed at ``idx`` read registers."""
+        for (value, _), slot in zip(reads, slots):
+            self.memo[-1][(id(value), tuple(idx))] = (value, f"{slot}[{at}]")
 
     def _prefetched(self, flat, bound, reads, slots, fold) -> None:
         """UNROLL elements of a chunk (flat indices ``flat(u)``, each below ``bound`` when one is given): every read
@@ -334,12 +345,10 @@ class ReduceEmitter(BlockMixin, TileLangEmitter):
                 j = self.assign(flat(u), "j")
                 with self.block(f"if {j} < {bound}:") if bound else contextlib.nullcontext():
                     idx = self._index(j)
-                    for (value, _), slot in zip(reads, slots):
-                        if load:
-                            self.line(f"{slot}[{u}] = {self.elem(value, idx)}")
-                        else:  # the element's read is its slot (the lazy values' memo, for this element)
-                            self.memo[-1][(id(value), tuple(idx))] = (value, f"{slot}[{u}]")
-                    if not load:
+                    if load:
+                        self.load_reads(reads, slots, u, idx)
+                    else:
+                        self.seed_reads(reads, slots, u, idx)
                         fold(idx)
 
     def _final_pass(self) -> None:
