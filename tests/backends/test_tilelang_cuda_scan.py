@@ -19,10 +19,12 @@ import math
 import re
 
 import attrs
+import ml_dtypes
 import numpy as np
 import pytest
 
 import intent_trace as intent
+from intent_trace import I
 
 pytest.importorskip("tilelang")
 from backends.cuda_ptx import assemble
@@ -39,9 +41,11 @@ RNG = np.random.default_rng(31)
 TILE = cuda_scan.THREADS * cuda_scan.UNROLL  # 1024
 SIZES = (0, 1, 3, 4, 5, 31, 32, 33, 127, 128, 129, 255, 256, 257, 1023, 1024, 1025, 4097, 100003)
 SMALL = (0, 1, 33, 1025, 4097, 100003)
-#: a tile for every block of the full grid, then three tiles a block with a tail (grid targets only: the
+#: a tile for every block of the full grid (one element short, exactly, one over), then three tiles a block with a
+#: tail (grid targets only: the
 #: oracle's interpreter takes minutes at these sizes; NumPy is the reference)
-LARGE = (TILE * cuda_scan.BLOCKS, TILE * cuda_scan.BLOCKS * 2 + 777)
+LARGE = (TILE * cuda_scan.BLOCKS - 1, TILE * cuda_scan.BLOCKS, TILE * cuda_scan.BLOCKS + 1,
+         TILE * cuda_scan.BLOCKS * 2 + 777)
 U32, U64 = 2.0 ** -24, 2.0 ** -53
 EMULATED = attrs.evolve(targets.C, multi_block=lambda g: cuda_scan.multi_block(g, emulated=True),
                         host_workspaces=True)
@@ -214,6 +218,30 @@ def test_every_block_and_several_tiles_a_block(grid_target, n, monkeypatch):
     z = np.zeros(n, np.int64)
     tl_target.build(cumsum_i32.trace(), target=grid_target)(i, z)
     assert np.array_equal(z, np.cumsum(i.astype(np.int64)))
+
+
+@intent.kernel
+def cumsum_of_f16(x: I.In[I.f16, ("N",)], y: I.Out[I.f32, ("N",)]):
+    y[:] = I.cumsum(I.cast(x[:], I.f32), axis=0)
+
+
+@intent.kernel
+def cumsum_of_bf16(x: I.In[I.bf16, ("N",)], y: I.Out[I.f32, ("N",)]):
+    y[:] = I.cumsum(I.cast(x[:], I.f32), axis=0)
+
+
+@pytest.mark.parametrize("n", SMALL)
+def test_half_precision_sources_held_in_registers(compiled, n):
+    """The run's reads are held in registers in the view's value dtype (f16, bf16: stored as their bits, decoded
+    where read) and converted where folded and again where the prefixes are written."""
+    for kernel, dtype in ((cumsum_of_f16, np.float16), (cumsum_of_bf16, ml_dtypes.bfloat16)):
+        x = (RNG.standard_normal(n) * 100).astype(dtype)
+        if n > 2:
+            x[n // 2] = -0.0
+        y = np.full(n, np.nan, np.float32)
+        compiled(kernel)(x, y)
+        exact = x.astype(np.float64)
+        assert np.all(np.abs(y - np.cumsum(exact)) <= _prefix_bound(exact, U32))
 
 
 def test_wrong_dtype_and_extent_leave_the_output_unchanged(compiled):
