@@ -14,6 +14,10 @@ the combine of every element before its run, the block the tile's total. Two ker
    carry combined with its exclusive prefix, and each element's prefix is written as it is combined (before it
    for an exclusive scan).
 
+In both, a thread's run is read into registers before any element is folded (its loads all in flight: a
+combine's NaN branch would otherwise hold the next load), and the second kernel writes the prefixes from those
+registers: each kernel reads the source once.
+
 Every combine keeps the left operand earlier in the axis: the scan is re-associated, never re-ordered (language
 §8, T10), so any associative combine is right; a floating sum is within T5's bound per prefix, and integer, max
 and min scans are the serial program's exactly. With ``emulated`` the threads of a block are serial loops, one
