@@ -8,8 +8,9 @@ One program, two kernels launched in order on one stream (TileLang writes both f
    elements are chunks of ``threads * UNROLL``; block ``b`` takes chunks ``b, b + G, ...`` (a grid-stride loop, so
    any ``n`` runs on at most BLOCKS blocks, every one resident at once on an H200), and in a chunk thread ``tx``
    takes elements ``tx, tx + threads, ...`` (coalesced: a warp reads 32 neighbours), unrolled, its reads into a
-   register array before any is folded, so each thread has UNROLL reads in flight (:meth:`ReduceEmitter._prefetched`). The chunk no block holds whole (the tail) is folded under a
-   guard per element by the next block in turn. The producers of the source (pointwise ops of whole-axis reads)
+   register array before any is folded, so each thread has UNROLL reads in flight
+   (:meth:`ReduceEmitter._prefetched`). The chunk no block holds whole (the tail) is folded under a guard per
+   element by the next block in turn. The producers of the source (pointwise ops of whole-axis reads)
    are the shared emitter's element code at each element (fused: computed where they are read). The block's
    threads combine their accumulators with warp shuffles (a butterfly of ``T.shfl_xor``) and the warps' totals
    through shared memory; thread 0 stores the block's partial in the workspace ``W`` (one slot per block, one
