@@ -48,8 +48,8 @@ CHUNK = cuda_reduce.THREADS * cuda_reduce.UNROLL  # 2048 elements: a block's chu
 #: past one grid-stride round (1024 blocks of 2048) and a tail past it
 SIZES = (0, 1, 2, 31, 33, 255, 256, 257, 2047, 2048, 2049, 6001, 65536 + 7)
 SMALL = (0, 1, 257, 2049, 6001, 65536 + 7)
-#: one grid-stride round (one element short, exactly, one over), and two rounds with a tail: run on the grid targets only (the oracle's
-#: interpreter takes minutes at these sizes; NumPy is the reference)
+#: one grid-stride round (one element short, exactly, one over), and two rounds with a tail: run on the grid
+#: targets only (the oracle's interpreter takes minutes at these sizes; NumPy is the reference)
 LARGE = (CHUNK * cuda_reduce.BLOCKS - 1, CHUNK * cuda_reduce.BLOCKS, CHUNK * cuda_reduce.BLOCKS + 1,
          CHUNK * cuda_reduce.BLOCKS * 2 + 2053)
 U32, U64 = 2.0 ** -24, 2.0 ** -53
