@@ -20,6 +20,7 @@ Sums are checked against T5's bound (a parallel order is not the serial one, T10
 integer combines and integer sums must be exact.
 """
 import math
+import re
 
 import attrs
 import ml_dtypes
@@ -32,6 +33,7 @@ from intent_trace import I
 pytest.importorskip("tilelang")
 from backends.tilelang_support import cuda_source
 from conftest import EXECUTABLE_TARGETS
+from backends.cuda_ptx import assemble, longest_load_run
 from intent_trace.backends.tilelang import cuda_reduce, targets
 from intent_trace.backends.tilelang import target as tl_target
 from intent_trace.backends.tilelang.program import lower
@@ -46,9 +48,10 @@ CHUNK = cuda_reduce.THREADS * cuda_reduce.UNROLL  # 2048 elements: a block's chu
 #: past one grid-stride round (1024 blocks of 2048) and a tail past it
 SIZES = (0, 1, 2, 31, 33, 255, 256, 257, 2047, 2048, 2049, 6001, 65536 + 7)
 SMALL = (0, 1, 257, 2049, 6001, 65536 + 7)
-#: one grid-stride round exactly, and two rounds with a tail: run on the grid targets only (the oracle's
-#: interpreter takes minutes at these sizes; NumPy is the reference)
-LARGE = (CHUNK * cuda_reduce.BLOCKS, CHUNK * cuda_reduce.BLOCKS * 2 + 2053)
+#: one grid-stride round (one element short, exactly, one over), and two rounds with a tail: run on the grid
+#: targets only (the oracle's interpreter takes minutes at these sizes; NumPy is the reference)
+LARGE = (CHUNK * cuda_reduce.BLOCKS - 1, CHUNK * cuda_reduce.BLOCKS, CHUNK * cuda_reduce.BLOCKS + 1,
+         CHUNK * cuda_reduce.BLOCKS * 2 + 2053)
 U32, U64 = 2.0 ** -24, 2.0 ** -53
 EMULATED = attrs.evolve(targets.C, multi_block=lambda g: cuda_reduce.multi_block(g, emulated=True),
                         host_workspaces=True)
@@ -101,8 +104,15 @@ def test_the_cuda_program_is_a_grid_of_blocks_then_one_block():
     assert ("with T.Kernel(T.min(T.max(T.ceildiv(d0, T.int64(2048)), T.int64(1)), T.int64(1024)), threads=256, "
             "prelude=PRELUDE) as bx:") in grid
     assert final.startswith(", threads=256) as bx:") and "prelude" not in final  # the prelude is the module's
-    # a grid-stride loop over chunks, 8 unrolled reads a thread, then the tail under a guard per element
-    assert grid.count("T.unroll(8)") == 2 and grid.count("p0[") == 2 and "T.floormod(n" in grid
+    # a grid-stride loop over chunks, 8 unrolled reads a thread, then the tail under a guard per element; in each,
+    # the 8 reads into registers first, then the 8 combines (a combine's NaN branch would hold the next read)
+    assert grid.count("T.unroll(8)") == 4 and grid.count("p0[") == 2 and "T.floormod(n" in grid
+    assert "T.alloc_local((8,), 'float32')" in grid
+    loops = grid.split("T.unroll(8)")[1:]
+    for load, fold in (loops[0:2], loops[2:4]):
+        assert "p0[" in load and "it_add_f32" not in load and re.search(r"\bf\d+\[u\d+\] = t\d+", load)
+        assert "p0[" not in fold.split("if b")[0] and "it_add_f32" in fold
+    assert final.count("T.unroll(4)") == 2 and "T.alloc_local((4,), 'float32')" in final  # the partials: the same
     for text in (grid, final):
         assert text.count("T.get_thread_binding()") == 1 and text.count("T.sync_threads()") == 2
         assert text.count("T.shfl_xor(") == 5 + 3  # within warps, then across the 8 warps' totals
@@ -154,6 +164,23 @@ def test_tilelang_lowers_the_program_for_sm90(kernel):
     assert source.count("__global__ void __launch_bounds__(256") == 2  # the grid, then the final block
     assert "__syncthreads();" in source and "__shfl_xor_sync(" in source and "__shared__" in source
     assert "blockIdx.x" in source
+
+
+def test_a_thread_has_a_chunk_of_loads_in_flight_and_every_block_is_resident(tmp_path):
+    """In the PTX the local nvcc makes of the grid kernel, a thread issues its 8 loads of a chunk with no branch
+    between them (folded as read, each load waited on the previous combine's NaN branch: one in flight), and ptxas
+    gives it at most 32 registers, so 8 blocks of 256 threads fit an SM and 1024 blocks are resident at once on a
+    132-SM H100/H200 (more registers would run the grid in two waves)."""
+    source = cuda_source(generate(full_sum.trace(), "tilelang-cuda"))
+    main = source[source.index("kernel_kernel(float*"):]
+    main = main[:main.index("it_add_f32(")]  # the CUDA source: a chunk's loads into registers before its combines
+    assert "p0[" in main and re.search(r"\bf\d+\[u\w+\] = t\d+;", main)
+    got = assemble(source, tmp_path)
+    if got is None:  # no nvcc here: the source's order alone
+        return
+    grid = got.ptx["kernel_kernel"]
+    assert longest_load_run(grid, "ld.global.nc.f32") == 8  # the final kernel's guarded loads: predicated by ptxas
+    assert got.registers["kernel_kernel"] <= 32
 
 
 def test_other_graphs_keep_their_programs():
@@ -317,3 +344,19 @@ def test_wrong_dtype_and_extent_leave_the_output_unchanged(compiled):
     with pytest.raises(ValueError):
         exe(np.zeros(5, np.float32), np.zeros(2, np.float32))
     assert y[0] == 7.0
+
+
+def test_the_partials_are_made_in_the_targets_memory_not_copied_there():
+    """A CUDA launch's workspaces are torch tensors made on the device: a host tensor moved there (``.cuda()``) is a
+    blocking copy, a stream synchronisation before every launch. Checked without a GPU: the target's memory here is
+    torch's ``meta`` device, and moving a host tensor there fails the test."""
+    exe = tl_target.build(full_sum.trace(), target="tilelang-cuda")
+
+    def to_device(tensor):
+        assert tensor.device.type == "meta", "a host workspace copied to the device"
+        return tensor
+
+    exe.spec = attrs.evolve(exe.spec, device_tensors="meta", to_device=to_device)
+    (n,) = [ev.extent for ev in exe.graph.extents]
+    (w,) = exe._workspace_tensors({n: 1 << 24}, ())
+    assert w.device.type == "meta" and tuple(w.shape) == (cuda_reduce.BLOCKS,) and w.dtype.itemsize == 4

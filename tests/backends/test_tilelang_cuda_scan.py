@@ -16,14 +16,18 @@ NaN/inf. Floating sums: T5's bound per prefix (a scan may be re-associated, T10)
 combine that is associative but not commutative (forward fill: re-ordering would break it) exactly.
 """
 import math
+import re
 
 import attrs
+import ml_dtypes
 import numpy as np
 import pytest
 
 import intent_trace as intent
+from intent_trace import I
 
 pytest.importorskip("tilelang")
+from backends.cuda_ptx import assemble
 from backends.tilelang_support import cuda_source
 from conftest import EXECUTABLE_TARGETS
 from intent_trace.backends.tilelang import cuda_scan, targets
@@ -37,9 +41,11 @@ RNG = np.random.default_rng(31)
 TILE = cuda_scan.THREADS * cuda_scan.UNROLL  # 1024
 SIZES = (0, 1, 3, 4, 5, 31, 32, 33, 127, 128, 129, 255, 256, 257, 1023, 1024, 1025, 4097, 100003)
 SMALL = (0, 1, 33, 1025, 4097, 100003)
-#: a tile for every block of the full grid, then three tiles a block with a tail (grid targets only: the
+#: a tile for every block of the full grid (one element short, exactly, one over), then three tiles a block with a
+#: tail (grid targets only: the
 #: oracle's interpreter takes minutes at these sizes; NumPy is the reference)
-LARGE = (TILE * cuda_scan.BLOCKS, TILE * cuda_scan.BLOCKS * 2 + 777)
+LARGE = (TILE * cuda_scan.BLOCKS - 1, TILE * cuda_scan.BLOCKS, TILE * cuda_scan.BLOCKS + 1,
+         TILE * cuda_scan.BLOCKS * 2 + 777)
 U32, U64 = 2.0 ** -24, 2.0 ** -53
 EMULATED = attrs.evolve(targets.C, multi_block=lambda g: cuda_scan.multi_block(g, emulated=True),
                         host_workspaces=True)
@@ -90,7 +96,16 @@ def test_the_cuda_program_is_two_grids_with_shuffles_up():
     assert scan.count("T.shfl_up(") == 2 * (5 + 3 + 1)  # the carry's fold, then each tile
     assert totals.count("T.sync_threads()") == 3 and scan.count("T.sync_threads()") == 6
     assert "W0[bx] = " in totals and "p1[" not in totals and "p1[j" in scan and "W0[i" in scan
-    assert totals.count("T.unroll(4)") == 1 and scan.count("T.unroll(4)") == 3  # a thread's run of 4 elements
+    # a thread's run of 4 elements: loaded into registers, then folded (a combine's NaN branch would hold the next
+    # load); in the scan the carry's totals the same way, then the run loaded, folded and, from the registers
+    # (no second read), its prefixes written
+    assert totals.count("T.unroll(4)") == 2 and scan.count("T.unroll(4)") == 2 + 2 + 1
+    assert totals.count("p0[") == 1 and scan.count("p0[") == 1 and "T.alloc_local((4,), 'float32')" in scan
+    for text in (totals, scan[re.search(r"for k\d+ in T.serial\(n", scan).start():]):  # the tiles
+        load, fold = text.split("T.unroll(4)")[1:3]
+        assert "p0[" in load and "it_add_f32" not in load and "p0[" not in fold and "it_add_f32" in fold
+    prefixes = scan.split("T.unroll(4)")[-1]
+    assert "p1[j" in prefixes and "p0[" not in prefixes and re.search(r"\bf\d+\[u\d+\]", prefixes)
     assert "E: T.Tensor" not in program and "shfl_xor" not in program
 
 
@@ -114,10 +129,13 @@ def test_the_emulated_program_loops_over_the_threads_of_each_phase():
 
 @pytest.mark.parametrize("kernel", [cumsum_f32, cummax_f32, forward_fill],
                          ids=lambda k: k.name)
-def test_tilelang_lowers_the_program_for_sm90(kernel):
+def test_tilelang_lowers_the_program_for_sm90(kernel, tmp_path):
     source = cuda_source(generate(kernel.trace(), "tilelang-cuda"))
     assert source.count("__global__ void __launch_bounds__(256") == 2
     assert "__shfl_up_sync(" in source and "__syncthreads();" in source and "__shared__" in source
+    got = assemble(source, tmp_path)  # the local nvcc, where there is one
+    if got is not None and kernel is cumsum_f32:  # at most 32 registers: 8 blocks of 256 an SM, the grid resident
+        assert max(got.registers.values()) <= 32, got.registers
 
 
 # --- the numbers ----------------------------------------------------------------------------------------------
@@ -200,6 +218,30 @@ def test_every_block_and_several_tiles_a_block(grid_target, n, monkeypatch):
     z = np.zeros(n, np.int64)
     tl_target.build(cumsum_i32.trace(), target=grid_target)(i, z)
     assert np.array_equal(z, np.cumsum(i.astype(np.int64)))
+
+
+@intent.kernel
+def cumsum_of_f16(x: I.In[I.f16, ("N",)], y: I.Out[I.f32, ("N",)]):
+    y[:] = I.cumsum(I.cast(x[:], I.f32), axis=0)
+
+
+@intent.kernel
+def cumsum_of_bf16(x: I.In[I.bf16, ("N",)], y: I.Out[I.f32, ("N",)]):
+    y[:] = I.cumsum(I.cast(x[:], I.f32), axis=0)
+
+
+@pytest.mark.parametrize("n", SMALL)
+def test_half_precision_sources_held_in_registers(compiled, n):
+    """The run's reads are held in registers in the view's value dtype (f16, bf16: stored as their bits, decoded
+    where read) and converted where folded and again where the prefixes are written."""
+    for kernel, dtype in ((cumsum_of_f16, np.float16), (cumsum_of_bf16, ml_dtypes.bfloat16)):
+        x = (RNG.standard_normal(n) * 100).astype(dtype)
+        if n > 2:
+            x[n // 2] = -0.0
+        y = np.full(n, np.nan, np.float32)
+        compiled(kernel)(x, y)
+        exact = x.astype(np.float64)
+        assert np.all(np.abs(y - np.cumsum(exact)) <= _prefix_bound(exact, U32))
 
 
 def test_wrong_dtype_and_extent_leave_the_output_unchanged(compiled):

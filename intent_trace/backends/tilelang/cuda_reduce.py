@@ -7,9 +7,10 @@ One program, two kernels launched in order on one stream (TileLang writes both f
 1. **the grid**: ``G = min(ceil(n / (threads * UNROLL)), BLOCKS)`` blocks of ``threads``. The source's ``n``
    elements are chunks of ``threads * UNROLL``; block ``b`` takes chunks ``b, b + G, ...`` (a grid-stride loop, so
    any ``n`` runs on at most BLOCKS blocks, every one resident at once on an H200), and in a chunk thread ``tx``
-   takes elements ``tx, tx + threads, ...`` (coalesced: a warp reads 32 neighbours), unrolled, so each thread has
-   UNROLL reads in flight before its first combine. The chunk no block holds whole (the tail) is folded under a
-   guard per element by the next block in turn. The producers of the source (pointwise ops of whole-axis reads)
+   takes elements ``tx, tx + threads, ...`` (coalesced: a warp reads 32 neighbours), unrolled, its reads into a
+   register array before any is folded, so each thread has UNROLL reads in flight
+   (:meth:`ReduceEmitter._prefetched`). The chunk no block holds whole (the tail) is folded under a guard per
+   element by the next block in turn. The producers of the source (pointwise ops of whole-axis reads)
    are the shared emitter's element code at each element (fused: computed where they are read). The block's
    threads combine their accumulators with warp shuffles (a butterfly of ``T.shfl_xor``) and the warps' totals
    through shared memory; thread 0 stores the block's partial in the workspace ``W`` (one slot per block, one
@@ -38,7 +39,7 @@ from ...graph import ops
 from ...graph.lowering import assemble, leaf_values
 from ...schedule import reduce as schedule_reduce
 from .accumulate import accumulators, combine
-from .emitter import Aggregate, Scalar, TileLangEmitter
+from .emitter import Aggregate, Lazy, Scalar, TileLangEmitter
 from .scalar_rules import constant_expr
 from .storage import Workspace
 
@@ -286,22 +287,23 @@ class ReduceEmitter(BlockMixin, TileLangEmitter):
         b = self.assign("T.Cast('int64', bx)", "b")
         chunk = plan.threads * plan.unroll
         folds = self._folds()
+        reads = self._source_reads(red.pre)
         with self.phase() as tx:
             accs = [accumulators(self, T.leaf_types(acc_t), inits) for _, acc_t, _, inits in folds]
+            slots = [self.assign(f"T.alloc_local(({plan.unroll},), {d!r})", "f") for _, d in reads]
             t = self.assign(f"T.Cast('int64', {tx})", "t")
             chunks = self.assign(f"T.floordiv({plan.total}, T.int64({chunk}))", "n")
-            k, u = self.fresh("k"), self.fresh("u")
-            with self.block(f"for {k} in T.serial(T.floordiv({chunks} + {g} - T.int64(1) - {b}, {g})):"), \
-                    self.block(f"for {u} in T.unroll({plan.unroll}):"):
-                j = self.assign(f"(({k} * {g} + {b}) * T.int64({plan.unroll}) + T.Cast('int64', {u})) * "
-                                f"T.int64({plan.threads}) + {t}", "j")
-                self._fold(folds, accs, j)
-            with self.block(f"if {b} == T.floormod({chunks}, {g}):"), \
-                    self.block(f"for {u} in T.unroll({plan.unroll}):"):  # the tail: the next block in turn
-                j = self.assign(f"{chunks} * T.int64({chunk}) + T.Cast('int64', {u}) * T.int64({plan.threads}) + "
-                                f"{t}", "j")
-                with self.block(f"if {j} < {plan.total}:"):
-                    self._fold(folds, accs, j)
+            k = self.fresh("k")
+
+            def fold(idx):
+                self._fold(folds, accs, idx)
+
+            with self.block(f"for {k} in T.serial(T.floordiv({chunks} + {g} - T.int64(1) - {b}, {g})):"):
+                self._prefetched(lambda u: f"(({k} * {g} + {b}) * T.int64({plan.unroll}) + T.Cast('int64', {u})) * "
+                                           f"T.int64({plan.threads}) + {t}", None, reads, slots, fold)
+            with self.block(f"if {b} == T.floormod({chunks}, {g}):"):  # the tail: the next block in turn
+                self._prefetched(lambda u: f"{chunks} * T.int64({chunk}) + T.Cast('int64', {u}) * "
+                                           f"T.int64({plan.threads}) + {t}", plan.total, reads, slots, fold)
             for (node, *_), names in zip(folds, accs):
                 self.store_thread(buffers[id(node)], tx, names)
         results = [self.block_combine(node, acc_t, buffers[id(node)], names)
@@ -310,6 +312,45 @@ class ReduceEmitter(BlockMixin, TileLangEmitter):
             for (node, *_), values in zip(folds, results):
                 for space, value, dtype in zip(self.partials[id(node)], values, self._dtypes(node)):
                     self.line(f"{space}[bx] = {value if dtype != 'bool' else f'T.Cast({_storage(dtype)!r}, {value})'}")
+
+    def _source_reads(self, nodes) -> list:
+        """(lazy value, TIR dtype) of each read among ``nodes`` (a fold's producers) that is read per element: what
+        a thread loads into registers before it folds anything."""
+        reads = []
+        for node in nodes:
+            value = self.env.get(node.outputs[0]) if node.op is ops.read else None
+            if isinstance(value, Lazy):
+                (t,) = T.leaf_types(node.outputs[0].type)
+                reads.append((value, self.tir(t.dtype)))
+        return reads
+
+    def load_reads(self, reads, slots, at: str, idx: list) -> None:
+        """The element at ``idx`` of every read into its slot (at ``at``)."""
+        for (value, _), slot in zip(reads, slots):
+            self.line(f"{slot}[{at}] = {self.elem(value, idx)}")
+
+    def seed_reads(self, reads, slots, at: str, idx: list) -> None:
+        """The element at ``idx`` of every read is its slot from here on in this block (the lazy values' memo), so
+        the producers and the fold computed at ``idx`` read registers."""
+        for (value, _), slot in zip(reads, slots):
+            self.memo[-1][(id(value), tuple(idx))] = (value, f"{slot}[{at}]")
+
+    def _prefetched(self, flat, bound, reads, slots, fold) -> None:
+        """UNROLL elements of a chunk (flat indices ``flat(u)``, each below ``bound`` when one is given): every read
+        of each element into its slot first, then the elements folded in order, each read found in its slot. The
+        combine helpers branch on NaN, and a load written after a branch waits for it: folded as they are read, a
+        thread had one load in flight (the SASS: LDG, FADD, BRA, LDG, ...); loaded first, it has UNROLL."""
+        u = self.fresh("u")
+        for load in (True, False):
+            with self.block(f"for {u} in T.unroll({self.plan.unroll}):"):
+                j = self.assign(flat(u), "j")
+                with self.block(f"if {j} < {bound}:") if bound else contextlib.nullcontext():
+                    idx = self._index(j)
+                    if load:
+                        self.load_reads(reads, slots, u, idx)
+                    else:
+                        self.seed_reads(reads, slots, u, idx)
+                        fold(idx)
 
     def _final_pass(self) -> None:
         plan, red = self.plan, self.plan.reduction
@@ -321,15 +362,24 @@ class ReduceEmitter(BlockMixin, TileLangEmitter):
         folds = self._folds()
         with self.phase() as tx:
             accs = [accumulators(self, T.leaf_types(acc_t), inits) for _, acc_t, _, inits in folds]
+            count = -(-plan.blocks // plan.threads)
+            leaves = [(node, space, dtype) for node, *_ in folds
+                      for space, dtype in zip(self.partials[id(node)], self._dtypes(node))]
+            slots = [self.assign(f"T.alloc_local(({count},), {_storage(d)!r})", "f") for _, _, d in leaves]
             k = self.fresh("k")
-            with self.block(f"for {k} in T.unroll({-(-plan.blocks // plan.threads)}):"):
-                i = self.assign(f"T.Cast('int64', {k}) * T.int64({plan.threads}) + T.Cast('int64', {tx})", "i")
-                with self.block(f"if {i} < {g}:"):
-                    for (node, acc_t, _, _), names in zip(folds, accs):
-                        self.node = node
-                        items = [self._partial(space, i, dtype) for space, dtype in
-                                 zip(self.partials[id(node)], self._dtypes(node))]
-                        self._combine_into(node, acc_t, names, items)
+            for load in (True, False):  # every partial loaded before any is folded (see _prefetched)
+                with self.block(f"for {k} in T.unroll({count}):"):
+                    i = self.assign(f"T.Cast('int64', {k}) * T.int64({plan.threads}) + T.Cast('int64', {tx})", "i")
+                    with self.block(f"if {i} < {g}:"):
+                        if load:
+                            for (_, space, _), slot in zip(leaves, slots):
+                                self.line(f"{slot}[{k}] = {space}[{i}]")
+                            continue
+                        for (node, acc_t, _, _), names in zip(folds, accs):
+                            self.node = node
+                            items = [self._partial(slot, k, dtype)
+                                     for (n, _, dtype), slot in zip(leaves, slots) if n is node]
+                            self._combine_into(node, acc_t, names, items)
             for (node, *_), names in zip(folds, accs):
                 self.store_thread(buffers[id(node)], tx, names)
         results = [self.block_combine(node, acc_t, buffers[id(node)], names)
@@ -364,9 +414,8 @@ class ReduceEmitter(BlockMixin, TileLangEmitter):
         self.node = None
         return folds
 
-    def _fold(self, folds, accs, j: str) -> None:
-        """Element ``j`` (flat, row-major) of the source folded into every reduction's accumulators."""
-        idx = self._index(j)
+    def _fold(self, folds, accs, idx: list) -> None:
+        """The source's element at coordinates ``idx`` folded into every reduction's accumulators."""
         for (node, acc_t, source, _), names in zip(folds, accs):
             self.node = node
             items = [self.elem(v, idx) for v in leaf_values(source, Aggregate)]

@@ -14,6 +14,10 @@ the combine of every element before its run, the block the tile's total. Two ker
    carry combined with its exclusive prefix, and each element's prefix is written as it is combined (before it
    for an exclusive scan).
 
+In both, a thread's run is read into registers before any element is folded (its loads all in flight: a
+combine's NaN branch would otherwise hold the next load), and the second kernel writes the prefixes from those
+registers: each kernel reads the source once.
+
 Every combine keeps the left operand earlier in the axis: the scan is re-associated, never re-ordered (language
 §8, T10), so any associative combine is right; a floating sum is within T5's bound per prefix, and integer, max
 and min scans are the serial program's exactly. With ``emulated`` the threads of a block are serial loops, one
@@ -21,6 +25,8 @@ per phase between barriers, and each shuffle step a phase through local buffers 
 mapping on the CPU).
 """
 from __future__ import annotations
+
+import contextlib
 
 import attrs
 
@@ -145,15 +151,26 @@ class ScanEmitter(ReduceEmitter):
         b = self.assign("T.Cast('int64', bx)", "b")
         per = self.assign(f"T.ceildiv({plan.tiles()}, {g})", "q")
         count = self.assign(f"T.max(T.min({per}, {plan.tiles()} - {b} * {per}), T.int64(0))", "n")
+        # the source's reads of a thread's run, in registers from the fold to the prefixes (emulated, every
+        # thread's: the phases are loops of their own)
+        self.reads = self._source_reads(found.pre)
+        held = plan.unroll * (plan.threads if plan.emulated else 1)
+        self.slots = [self.assign(f"T.alloc_local(({held},), {d!r})", "f") for _, d in self.reads]
         if final:  # the combine of every earlier block's total, in order
             with self.phase() as tx:
                 acc = accumulators(self, self.types, self.ident)
+                totals = [self.assign(f"T.alloc_local(({plan.unroll},), {d!r})", "f") for d in dtypes]
                 v = self.fresh("u")
-                with self.block(f"for {v} in T.unroll({plan.unroll}):"):
-                    i = self.assign(f"T.Cast('int64', {tx}) * T.int64({plan.unroll}) + T.Cast('int64', {v})", "i")
-                    with self.block(f"if {i} < {b}:"):
-                        self._combine_into(scan, self.acc_t, acc, [self.assign(f"{w}[{i}]", "x")
-                                                                   for w in self.totals])
+                for load in (True, False):  # every total loaded before any is combined (cuda_reduce._prefetched)
+                    with self.block(f"for {v} in T.unroll({plan.unroll}):"):
+                        i = self.assign(f"T.Cast('int64', {tx}) * T.int64({plan.unroll}) + T.Cast('int64', {v})",
+                                        "i")
+                        with self.block(f"if {i} < {b}:"):
+                            if load:
+                                for slot, w in zip(totals, self.totals):
+                                    self.line(f"{slot}[{v}] = {w}[{i}]")
+                            else:
+                                self._combine_into(scan, self.acc_t, acc, [f"{slot}[{v}]" for slot in totals])
                 self.store_thread(self.buffers, tx, acc)
             _, total = self.block_scan(acc)
             carry = accumulators(self, self.types, total)
@@ -162,10 +179,15 @@ class ScanEmitter(ReduceEmitter):
         k = self.fresh("k")
         with self.block(f"for {k} in T.serial({count}):"):
             tile = self.assign(f"({b} * {per} + {k}) * T.int64({plan.tile})", "o")
-            with self.phase() as tx:  # each thread's run, folded in order
+            with self.phase() as tx:  # each thread's run: its reads into registers, then folded in order
                 acc = accumulators(self, self.types, self.ident)
-                with self.run_of(tile, tx) as j:
-                    self._combine_into(scan, self.acc_t, acc, self._items(j))
+                for load in (True, False):
+                    with self.run_of(tile, tx) as (at, j):
+                        if load:
+                            self.load_reads(self.reads, self.slots, at, [j])
+                        else:
+                            self.seed_reads(self.reads, self.slots, at, [j])
+                            self._combine_into(scan, self.acc_t, acc, self._items(j))
                 self.store_thread(self.buffers, tx, acc)
             excl, total = self.block_scan(acc)
             if final:
@@ -187,7 +209,8 @@ class ScanEmitter(ReduceEmitter):
         with self.phase() as tx:
             start = combine(self, scan, self.acc_t, [self.assign(c, "x") for c in carry], excl(tx), [], [])
             run = accumulators(self, self.types, start)
-            with self.run_of(tile, tx) as j:
+            with self.run_of(tile, tx) as (at, j):
+                self.seed_reads(self.reads, self.slots, at, [j])  # read once, by the fold: in registers
                 items = [self.assign(x, "x") for x in self._items(j)]
                 if not inclusive:
                     self.line(f"{view.name}[{j}] = {run[0]}")
@@ -195,20 +218,15 @@ class ScanEmitter(ReduceEmitter):
                 if inclusive:
                     self.line(f"{view.name}[{j}] = {run[0]}")
 
+    @contextlib.contextmanager
     def run_of(self, tile: str, tx: str):
-        """Thread ``tx``'s UNROLL consecutive elements of the tile starting at ``tile``, each under a guard."""
-        import contextlib
-
-        @contextlib.contextmanager
-        def walk():
-            v = self.fresh("u")
-            with self.block(f"for {v} in T.unroll({self.plan.unroll}):"):
-                j = self.assign(f"{tile} + T.Cast('int64', {tx}) * T.int64({self.plan.unroll}) + "
-                                f"T.Cast('int64', {v})", "j")
-                with self.block(f"if {j} < {self.plan.size}:"):
-                    yield j
-
-        return walk()
+        """Thread ``tx``'s UNROLL consecutive elements of the tile starting at ``tile``, each under a guard: yields
+        (the element's slot in the registers holding the run, its index)."""
+        v, unroll = self.fresh("u"), self.plan.unroll
+        with self.block(f"for {v} in T.unroll({unroll}):"):
+            j = self.assign(f"{tile} + T.Cast('int64', {tx}) * T.int64({unroll}) + T.Cast('int64', {v})", "j")
+            with self.block(f"if {j} < {self.plan.size}:"):
+                yield (f"{tx} * {unroll} + {v}" if self.plan.emulated else v), j
 
     # -- the block's scan of its threads' values ---------------------------------------------------------------
     def _scan_buffers(self, dtypes: list) -> dict:

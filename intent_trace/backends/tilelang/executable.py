@@ -114,13 +114,14 @@ def _compact_strides(shape: tuple) -> tuple:
     return tuple(reversed(strides))
 
 
-def _empty_tensor(shape: tuple, np_dtype):
+def _empty_tensor(shape: tuple, np_dtype, device: str | None = None):
     """A torch tensor with no elements, strided as TVM strides a compact buffer (each stride the product of the
     later extents, so 0 before a zero extent): TileLang's wrapper checks static strides, and ``torch.empty``
-    strides (3, 0) as (1, 1) where a buffer of static shape (M, 0) has strides (0, 1)."""
+    strides (3, 0) as (1, 1) where a buffer of static shape (M, 0) has strides (0, 1). On the host, or made on
+    ``device`` (the target's memory) directly."""
     import torch
 
-    return torch.empty_strided(tuple(shape), _compact_strides(shape), dtype=_torch_dtype(np_dtype))
+    return torch.empty_strided(tuple(shape), _compact_strides(shape), dtype=_torch_dtype(np_dtype), device=device)
 
 
 def _host_tensor(work: np.ndarray):
@@ -328,7 +329,11 @@ class TileLangExecutable(ExecutableDisplay):
         if not self.workspaces:
             return []
         extents = {k: dims[ev.extent] for k, ev in enumerate(self.graph.extents)}
-        return [self.spec.to_device(_empty_tensor(space.sizes(extents, args), np.dtype(space.dtype)))
+        # made in the target's memory where its tensors are torch's (CUDA): a host tensor moved there is a copy
+        # and a stream synchronisation per call (torch's blocking host-to-device copy), which a full sum on the
+        # H100 paid before every launch
+        device = self.spec.device_tensors
+        return [self.spec.to_device(_empty_tensor(space.sizes(extents, args), np.dtype(space.dtype), device))
                 for space in self.workspaces]
 
     def specialization_for(self, dims: dict):

@@ -1,0 +1,48 @@
+"""The local nvcc's view of a tilelang-cuda program (no GPU needed): its PTX per kernel and ptxas' register counts,
+for tests that check what the machine code does with a mapping (loads in flight, registers per thread). ``None``
+where this machine has no nvcc (the program text is then checked alone)."""
+import re
+import shutil
+import subprocess
+
+import attrs
+
+
+@attrs.frozen
+class Assembled:
+    ptx: dict  # kernel name -> its PTX body
+    registers: dict  # kernel name -> registers a thread
+
+
+def assemble(source: str, directory) -> Assembled | None:
+    """PTX and ptxas' report of CUDA ``source`` (TileLang's, for sm_90a, with the target's numerics flags)."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        return None
+    import tilelang
+
+    root = tilelang.__path__[0]
+    path = directory / "program.cu"
+    path.write_text(source)
+    flags = ["-std=c++17", "-arch=sm_90a", "--fmad=false", "-w", f"-I{root}/src", f"-I{root}/3rdparty/cutlass/include"]
+    r = subprocess.run([nvcc, *flags, "-cubin", "-Xptxas", "-v", str(path), "-o", str(path) + ".cubin"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    registers = dict(re.findall(r"Compiling entry function '(\w+)'.*?Used (\d+) registers", r.stderr, re.S))
+    p = subprocess.run([nvcc, *flags, "-ptx", str(path), "-o", str(path) + ".ptx"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr[-3000:]
+    text = (directory / "program.cu.ptx").read_text()
+    bodies = dict(re.findall(r"\.entry (\w+)\((.*?)\n}\n", text, re.S))
+    return Assembled(bodies, {k: int(v) for k, v in registers.items()})
+
+
+def longest_load_run(ptx: str, load: str = "ld.global") -> int:
+    """The most global loads the PTX issues with no branch between them (what a thread has in flight at once)."""
+    best = run = 0
+    for line in ptx.splitlines():
+        if load in line:
+            run += 1
+            best = max(best, run)
+        elif re.search(r"\bbra(\.uni)?\b|^\$L", line.strip()):
+            run = 0
+    return best
