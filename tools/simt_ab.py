@@ -19,6 +19,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT)]
 
 from gpu_zoo import cuda_time  # noqa: E402
+from matmul_sweep import compile_error  # noqa: E402
 from zoo_kernels import matmul_f32  # noqa: E402
 
 from intent_trace.backends.tilelang import cuda_matmul_simt as S  # noqa: E402
@@ -33,14 +34,6 @@ def _program(tiling, vector: bool) -> str:
     return S.simt(matmul_f32.trace(), CUDA, tiling)[0 if vector else 1].program
 
 
-def _compile(job):
-    try:
-        compile_program(_program(*job), "tilelang-cuda")
-    except Exception as e:  # reported, and the tiling skipped
-        return f"{type(e).__name__}: {str(e)[-300:]}"
-    return None
-
-
 def main() -> None:
     import torch
 
@@ -50,7 +43,7 @@ def main() -> None:
     torch.backends.cuda.matmul.allow_tf32 = False
     jobs = sorted({(t, n % 4 == 0) for t in TILINGS for n in sizes}, key=lambda j: (TILINGS.index(j[0]), j[1]))
     with concurrent.futures.ProcessPoolExecutor(8, mp_context=multiprocessing.get_context("spawn")) as pool:
-        errors = dict(zip(jobs, pool.map(_compile, jobs)))
+        errors = dict(zip(jobs, pool.map(compile_error, [_program(*job) for job in jobs])))
     for n in sizes:
         a, b = torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")
         c, ref = torch.empty(n, n, device="cuda"), torch.empty(n, n, device="cuda")

@@ -201,3 +201,21 @@ def test_wrong_dtype_and_extents_leave_the_output_unchanged(compiled):
     with pytest.raises(ValueError, match="K"):
         exe(np.ones((2, 3), np.float32), np.ones((5, 4), np.float32), c)
     assert np.all(c == 5.0)
+
+
+@pytest.mark.parametrize("tiling", [cuda_matmul_simt.SimtTiling(16, 1), cuda_matmul_simt.SimtTiling(8, 1)],
+                         ids=["tk16", "tk8-one-block"])
+@pytest.mark.parametrize("m,k,n", [(257, 36, 132), (130, 37, 129)], ids=["16-byte", "elements"])
+def test_the_tilings_tools_simt_ab_compares_are_right_too(monkeypatch, tiling, m, k, n):
+    """Any tiling the A/B tool may pick (cuda_matmul_simt.SIMT): the emulated program within T5's bound at tails."""
+    monkeypatch.setattr(cuda_matmul_simt, "SIMT", tiling)
+    monkeypatch.setitem(targets.TARGETS, "tilelang-c", EMULATED)
+    monkeypatch.setattr(tl_target, "_EXECUTABLES", {})
+    exe = intent.compile(matmul_f32, target="tilelang-c")
+    spec = exe.specialization_for(dict(zip((ev.extent for ev in exe.graph.extents), (m, k, n))))
+    assert f"A_s = T.alloc_local((2, {tiling.tk}, 132), 'float32')" in spec.program
+    a = RNG.standard_normal((m, k)).astype(np.float32)
+    b = RNG.standard_normal((k, n)).astype(np.float32)
+    c = np.full((m, n), np.nan, np.float32)
+    exe(a, b, c)
+    _check(c, a, b, "tilelang-c")
