@@ -31,12 +31,18 @@ def _program(tiling, n: int | None) -> str:
     return text if n is None else re.sub(r"T\.dynamic\('d\d+', 'int32'\)", str(n), text)
 
 
-def _compile(job):
+def compile_error(program: str) -> str | None:
+    """Compile a tilelang-cuda program text (in a worker process: TileLang's disk cache keeps it); the error, if any
+    (reported, and the tiling skipped)."""
     try:
-        compile_program(_program(*job), "tilelang-cuda")
-    except Exception as e:  # reported, and the tiling skipped
+        compile_program(program, "tilelang-cuda")
+    except Exception as e:
         return f"{type(e).__name__}: {str(e)[-300:]}"
     return None
+
+
+def _compile(job):
+    return compile_error(_program(*job))
 
 
 def main() -> None:

@@ -165,8 +165,8 @@ def test_matmul_tensor_cores_only_for_half_precision_operands():
         m, k, n = I.domain(0, a.shape[0]), I.domain(0, a.shape[1]), I.domain(0, b.shape[1])
         c[m, n] = I.matmul(a[m, k], b[k, n], acc_dtype=I.f32)
 
-    (spec32,) = cuda_kernels.specializations(matmul_f32.trace(), targets.CUDA)  # f32 operands on tensor cores would be TF32
-    assert "T.gemm" not in spec32.program
+    specs32 = cuda_kernels.specializations(matmul_f32.trace(), targets.CUDA)  # f32 operands on tensor cores: TF32
+    assert len(specs32) == 2 and not any("T.gemm" in s.program for s in specs32)  # 16-byte and element variants
     (spec,) = cuda_kernels.specializations(mm16.trace(), targets.CUDA)
     assert "T.gemm(A_s, B_s, C_f," in spec.program and "'bfloat16'" in spec.program
     # any M; N and K in whole 16-byte rows (the tile copies mask the tails)
@@ -205,7 +205,8 @@ def test_batched_half_matmul_gets_the_tensor_core_program_over_a_grid_of_batch_e
 def test_f32_matmul_gets_the_cuda_core_program_and_keeps_its_nan_check():
     from backends.tilelang_support import cuda_source
 
-    (spec,) = cuda_kernels.specializations(matmul_f32.trace(), targets.CUDA)
+    vector, spec = cuda_kernels.specializations(matmul_f32.trace(), targets.CUDA)
+    assert vector.applies({0: 256, 1: 16, 2: 128}) and not vector.applies({0: 256, 1: 16, 2: 129})
     # any extents: the tile loads read zeros past M, N and K, only elements inside C are stored
     assert "T.gemm" not in spec.program and spec.applies({0: 256, 1: 16, 2: 128}) and spec.applies(
         {0: 255, 1: 12, 2: 129}) and not spec.applies({0: 256, 1: 0, 2: 128})

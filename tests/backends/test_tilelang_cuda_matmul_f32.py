@@ -1,18 +1,25 @@
-"""The f32 matmul on CUDA cores (cuda_matmul.simt): a 128 x 128 block tile, an 8 x 8 register block a thread, one
-fused multiply-add a product (T10), tails read as zeros and stored only inside C, NaN outputs recomputed by the
-serial program (x86's payloads).
+"""The f32 matmul on CUDA cores (cuda_matmul_simt): an SGEMM -- a 128 x 128 block tile of 256 threads, an 8 x 8
+register block a thread (two float4 fragments of A and of B a k), double-buffered shared tiles, the next tile's
+global loads in registers before the current tile's multiply-adds, 16-byte global loads and stores where K and N are
+multiples of 4 (element ones otherwise), one fused multiply-add a product (T10), tails read as zeros and stored only
+inside C, NaN outputs recomputed by the serial program (x86's payloads).
 
-On the H200 (the lead's run)::
+On the H100 (the lead's run)::
 
     INTENT_TRACE_TEST_TARGETS=tilelang-cuda .venv/bin/python -m pytest -q -p no:cacheprovider \\
         tests/backends/test_tilelang_cuda_matmul_f32.py tests/backends/test_tilelang_cuda.py -k "f32"
 
 The program text: never ``T.gemm`` (f32 tensor-core MMAs are TF32: Hopper's wgmma has no FP32 operands), ``fmaf``
-in the inner loop, and TileLang lowers it for sm_90a. The numbers: on every executable target against NumPy float64
-within T5's bound ((K + 1) u sum |a||b|, plus the subnormal products' absolute error), at extents no tile divides;
-NaN results keep the serial program's payload bits; on tilelang-c the C target runs the CUDA program emulated (its
-blocks one after another, each phase between barriers a serial loop over the block's threads).
+in the inner loop; TileLang lowers it for sm_90a and the local nvcc assembles it without spills, with 16-byte
+global and shared loads. The numbers: on every executable target against NumPy float64 within T5's bound ((K + 1) u
+sum |a||b|, plus the subnormal products' absolute error), at extents no tile divides, both variants; NaN results keep
+the serial program's payload bits; on tilelang-c the C target runs the CUDA program emulated (its blocks one after
+another, each phase between barriers a serial loop over the block's threads).
 """
+import re
+import shutil
+import subprocess
+
 import attrs
 import numpy as np
 import pytest
@@ -22,13 +29,14 @@ from intent_trace import I
 
 pytest.importorskip("tilelang")
 from backends.tilelang_support import cuda_source
-from intent_trace.backends.tilelang import cuda_kernels, cuda_matmul, targets
+from intent_trace.backends.tilelang import cuda_kernels, cuda_matmul_simt, targets
 from intent_trace.backends.tilelang import target as tl_target
 
 RNG = np.random.default_rng(3232)
 U32 = 2.0 ** -24
 EMULATED = attrs.evolve(targets.C, specializations=cuda_kernels.emulated_specializations)
 SIMT_TARGETS = ("tilelang-c", "tilelang-cuda")
+VECTOR = "16-byte accesses"  # the first line of the variant with 16-byte loads and stores
 
 
 @intent.kernel
@@ -37,24 +45,78 @@ def matmul_f32(a: I.In[I.f32, ("M", "K")], b: I.In[I.f32, ("K", "N")], c: I.Out[
     c[m, n] = I.matmul(a[m, k], b[k, n], acc_dtype=I.f32)
 
 
-def test_the_program_accumulates_with_fma_on_cuda_cores_at_any_extents():
-    (spec,) = cuda_kernels.specializations(matmul_f32.trace(), targets.CUDA)
-    p = spec.program
-    assert "T.gemm" not in p and "T.call_extern('float32', 'fmaf', a[i], b[j], acc[i * 8 + j])" in p
-    assert "T.if_then_else(by * 128 + (l * 256 + tx) // 16 < d0 and ko * 16 + (l * 256 + tx) % 16 < d1" in p
-    assert "if by * 128 + tx // 16 + 16 * i < d0 and bx * 128 + tx % 16 + 16 * j < d2:" in p
-    assert spec.applies({0: 1, 1: 1, 2: 1}) and spec.applies({0: 130, 1: 37, 2: 129})
-    assert not spec.applies({0: 0, 1: 4, 2: 4})  # an empty extent: the general program
-    source = cuda_source(p)
-    assert "fmaf(a[" in source and "mma" not in source.replace("#pragma", "") and "__syncthreads()" in source
+def _sizes(m, k, n) -> dict:
+    return {0: m, 1: k, 2: n}
+
+
+def test_the_program_is_an_sgemm_on_cuda_cores_at_any_extents():
+    vector, element = cuda_kernels.specializations(matmul_f32.trace(), targets.CUDA)
+    tk = cuda_matmul_simt.SIMT.tk
+    for spec in (vector, element):
+        p = spec.program
+        assert "T.gemm" not in p and "T.call_extern('float32', 'fmaf', a[i], b[j], acc[i * 8 + j])" in p
+        # double-buffered shared tiles (A's k-major, rows padded), one barrier a tile
+        assert f"A_s = T.alloc_shared((2, {tk}, 132), 'float32')" in p and p.count("T.sync_threads()") == 2
+        assert "a[h * 4 + v] = A_s[ko % 2, kk, " in p and "B_s[(ko + 1) % 2, tx // 32 + 8 * l, " in p
+        # the next tile's loads (into registers) come before this tile's multiply-adds
+        assert p.index("ga[l * 4 + v] = ", p.index("for ko in")) < p.index("'fmaf'")
+        assert spec.applies(_sizes(1, 4, 4)) and spec.applies(_sizes(130, 36, 132))
+        assert not spec.applies(_sizes(0, 4, 4))  # an empty extent: the general program
+    # 16-byte global loads and stores of whole 4-element groups, only where K and N are multiples of 4
+    assert VECTOR in vector.program and VECTOR not in element.program
+    assert "for v in T.vectorized(4):\n                    ga[l * 4 + v] = A[by * 128 + tx // 2, " in vector.program
+    assert "T.vectorized" in element.program and "A[T.min(by * 128 + tx // 2, d0 - 1), " in element.program
+    assert not vector.applies(_sizes(130, 37, 132)) and not vector.applies(_sizes(130, 36, 130))
+    assert element.applies(_sizes(130, 37, 129))
+    # the schedule says which program a call gets and why
+    assert vector.part.mapping == element.part.mapping == "tiled_matmul" and "CUDA cores" in vector.part.reason
+    assert vector.part.param("tile") == f"128x128x{tk}" and vector.part.param("accesses").startswith("16-byte")
+    assert element.part.param("accesses").startswith("elements")
+    for spec in (vector, element):
+        source = cuda_source(spec.program)
+        assert "fmaf(a[" in source and "mma" not in source.replace("#pragma", "") and "__syncthreads()" in source
+        assert "__launch_bounds__(256, 2)" in source
+        assert ("*(float4*)(A + " in source) == (spec is vector)  # A's global loads
+        assert "*(float4*)(a + (h" in source  # the fragments: 16-byte shared loads
 
 
 def test_the_emulated_program_is_the_cuda_one_a_thread_at_a_time():
-    spec = cuda_matmul.simt(matmul_f32.trace(), targets.C)
-    p = spec.program
-    assert p.count("for tx in T.serial(256):") == 4  # init, load, multiply-add, store: the barriers' phases
-    assert "T.sync_threads()" not in p and "acc = T.alloc_local((16384,), 'float32')" in p
-    assert "T.call_extern('float32', 'fmaf', a[i], b[j], acc[tx * 64 + i * 8 + j])" in p
+    vector, element = cuda_matmul_simt.simt(matmul_f32.trace(), targets.C)
+    for spec in (vector, element):
+        p = spec.program
+        assert p.count("for tx in T.serial(256):") == 4  # init, first tile, each tile, store: the barriers' phases
+        assert "T.sync_threads()" not in p and "acc = T.alloc_local((16384,), 'float32')" in p
+        assert "T.call_extern('float32', 'fmaf', a[i], b[j], acc[tx * 64 + i * 8 + j])" in p
+        assert "T.vectorized" not in p
+    assert vector.aligned == ((1, 4), (2, 4)) and not element.aligned
+
+
+def test_the_programs_assemble_for_sm90a_without_spills(tmp_path):
+    """The local nvcc: no spills, registers within the occupancy the program asks for (``min_blocks`` blocks of 256
+    threads an SM), 16-byte shared loads for the fragments and (K, N multiples of 4) global loads, 64 FMAs a k."""
+    nvcc, ptxas = shutil.which("nvcc"), shutil.which("ptxas") or "/usr/local/cuda/bin/ptxas"
+    if nvcc is None:
+        pytest.fail("nvcc is not on PATH")
+    t = cuda_matmul_simt.SIMT
+    for k, spec in enumerate(cuda_kernels.specializations(matmul_f32.trace(), targets.CUDA)):
+        path = tmp_path / f"simt{k}.cu"
+        path.write_text(cuda_source(spec.program))
+        import tilelang
+
+        root = tilelang.__path__[0]
+        r = subprocess.run([nvcc, "-std=c++17", "-arch=sm_90a", "-ptx", "--fmad=false", "-w", f"-I{root}/src",
+                            f"-I{root}/3rdparty/cutlass/include", str(path), "-o", str(path) + ".ptx"],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-3000:]
+        r = subprocess.run([ptxas, "-arch=sm_90a", "-v", str(path) + ".ptx", "-o", str(path) + ".cubin"],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert int(re.search(r"(\d+) bytes spill stores", r.stderr).group(1)) == 0, r.stderr
+        assert int(re.search(r"Used (\d+) registers", r.stderr).group(1)) <= 65536 // (256 * t.min_blocks)
+        ptx = (tmp_path / f"simt{k}.cu.ptx").read_text()
+        assert ptx.count("ld.shared.v4.f32") == 4 * t.tk and ptx.count("fma.rn.f32") == 64 * t.tk
+        assert ptx.count("ld.global.nc.v4.f32") == (4 if k == 0 else 0)  # A and B, first tile and the loop's
+        assert "mma" not in ptx and "tf32" not in ptx
 
 
 @pytest.fixture
@@ -65,9 +127,10 @@ def compiled(target, monkeypatch):
 
     def compiled(kernel, sizes):
         exe = intent.compile(kernel, target=target)
-        if target in SIMT_TARGETS:
+        if target in SIMT_TARGETS:  # the variant the extents select: 16-byte accesses where K and N allow them
             spec = exe.specialization_for(dict(zip((ev.extent for ev in exe.graph.extents), sizes)))
             assert spec is not None and "fmaf" in spec.program, spec
+            assert (VECTOR in spec.program) == (sizes[1] % 4 == 0 and sizes[2] % 4 == 0)
         return exe
 
     return compiled
@@ -96,7 +159,10 @@ def _check(c, a, b, target):
     return want
 
 
-@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (3, 5, 7), (128, 16, 128), (130, 37, 129), (257, 40, 300)])
+# (M, K, N): 16-byte variant where K and N are multiples of 4, element variant otherwise; tails of every axis
+# (a tile of K is 8), one-element and one-block extents
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (3, 7, 5), (7, 4, 8), (1, 256, 4), (128, 16, 128), (127, 129, 128),
+                                   (129, 36, 257), (257, 36, 132), (3, 128, 260), (130, 37, 129), (257, 40, 300)])
 def test_f32_matmul_within_t5s_bound_at_tails(compiled, target, m, k, n):
     exe = compiled(matmul_f32, (m, k, n))
     a = RNG.standard_normal((m, k)).astype(np.float32)
@@ -106,8 +172,9 @@ def test_f32_matmul_within_t5s_bound_at_tails(compiled, target, m, k, n):
     _check(c, a, b, target)
 
 
-def test_f32_matmul_nans_infs_zeros_and_subnormals(compiled, target):
-    m, k, n = 140, 24, 131
+@pytest.mark.parametrize("n", [131, 132], ids=["elements", "16-byte"])
+def test_f32_matmul_nans_infs_zeros_and_subnormals(compiled, target, n):
+    m, k = 140, 24
     exe = compiled(matmul_f32, (m, k, n))
     a = RNG.standard_normal((m, k)).astype(np.float32)
     b = RNG.standard_normal((k, n)).astype(np.float32)
@@ -122,7 +189,8 @@ def test_f32_matmul_nans_infs_zeros_and_subnormals(compiled, target):
     exe(a, b, c)
     want = _check(c, a, b, target)
     assert np.isnan(want[3]).all() and np.isnan(want[5, 7]) and np.isinf(want[9, 11])
-    assert np.isinf(c[9, 11]) and c[9, 11] > 0 and np.all(c[4][~np.isnan(want[4])] == 0) and not np.signbit(c[4][~np.isnan(want[4])]).any()
+    zeros = c[4][~np.isnan(want[4])]
+    assert np.isinf(c[9, 11]) and c[9, 11] > 0 and np.all(zeros == 0) and not np.signbit(zeros).any()
 
 
 def test_wrong_dtype_and_extents_leave_the_output_unchanged(compiled):
@@ -133,3 +201,21 @@ def test_wrong_dtype_and_extents_leave_the_output_unchanged(compiled):
     with pytest.raises(ValueError, match="K"):
         exe(np.ones((2, 3), np.float32), np.ones((5, 4), np.float32), c)
     assert np.all(c == 5.0)
+
+
+@pytest.mark.parametrize("tiling", [cuda_matmul_simt.SimtTiling(16, 1), cuda_matmul_simt.SimtTiling(8, 1)],
+                         ids=["tk16", "tk8-one-block"])
+@pytest.mark.parametrize("m,k,n", [(257, 36, 132), (130, 37, 129)], ids=["16-byte", "elements"])
+def test_the_tilings_tools_simt_ab_compares_are_right_too(monkeypatch, tiling, m, k, n):
+    """Any tiling the A/B tool may pick (cuda_matmul_simt.SIMT): the emulated program within T5's bound at tails."""
+    monkeypatch.setattr(cuda_matmul_simt, "SIMT", tiling)
+    monkeypatch.setitem(targets.TARGETS, "tilelang-c", EMULATED)
+    monkeypatch.setattr(tl_target, "_EXECUTABLES", {})
+    exe = intent.compile(matmul_f32, target="tilelang-c")
+    spec = exe.specialization_for(dict(zip((ev.extent for ev in exe.graph.extents), (m, k, n))))
+    assert f"A_s = T.alloc_local((2, {tiling.tk}, 132), 'float32')" in spec.program
+    a = RNG.standard_normal((m, k)).astype(np.float32)
+    b = RNG.standard_normal((k, n)).astype(np.float32)
+    c = np.full((m, n), np.nan, np.float32)
+    exe(a, b, c)
+    _check(c, a, b, "tilelang-c")

@@ -32,7 +32,7 @@ from ...graph.patterns import match
 from ...graph.traits import CONSTANT_WORK
 from ...graph.values import KernelGraph, Literal, walk_region
 from ...schedule.prologue import extent_index, extent_vars, prologue
-from . import cuda_matmul, cuda_region
+from . import cuda_matmul, cuda_matmul_simt, cuda_region
 from .cuda_access import APPROXIMATE_DIV, FROM_DOMAIN, REJECT, full_axes, view_access
 
 
@@ -40,7 +40,7 @@ def specializations(graph: KernelGraph, target) -> list:
     """The tiled programs of ``graph`` on ``target`` (the CUDA target value, which passes itself): tensor-core
     matmuls per tiling, the f32 matmul on CUDA cores, flash attention."""
     specs = [cuda_matmul.tensor_core(graph, target, config) for config in cuda_matmul.CONFIGS]
-    specs.append(cuda_matmul.simt(graph, target))
+    specs += cuda_matmul_simt.simt(graph, target)
     specs += cuda_region.specializations(graph, target)
     return [spec for spec in specs if spec is not None]
 
@@ -48,8 +48,8 @@ def specializations(graph: KernelGraph, target) -> list:
 def emulated_specializations(graph: KernelGraph, target) -> list:
     """The tiled mappings above that have an emulation on ``target`` (the C target: tests and
     ``tools/pytest_plugins``): the tensor-core matmul's fused epilogue (cuda_matmul.emulated) and the f32 matmul on
-    CUDA cores (cuda_matmul.simt)."""
-    specs = [cuda_matmul.emulated(graph, target), cuda_matmul.simt(graph, target)]
+    CUDA cores (cuda_matmul_simt.simt)."""
+    specs = [cuda_matmul.emulated(graph, target), *cuda_matmul_simt.simt(graph, target)]
     specs += cuda_region.emulated(graph, target)
     return [spec for spec in specs if spec is not None]
 

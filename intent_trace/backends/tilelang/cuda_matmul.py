@@ -5,7 +5,7 @@
   elements: the TMA descriptors' stride rule; other N, K take the general program). TileLang's tile copies are
   bounds-predicated (TMA loads zero-fill outside the tensor, its stores and the fallback copies clip), so the
   last block's tile reads zeros past M, N and K -- each adds an exact ``+0`` product -- and writes only the
-  elements inside C. The f32 program indexes its tiles itself and still needs tiles that divide the extents.
+  elements inside C.
 
 - Batched: ``out[b, m, n] = cast?(contract(a[b, m, k], b[b, k, n], batch=((0, 0),)))`` is the same program with
   the batch entry as the grid's third axis (tensor cores only).
@@ -17,13 +17,11 @@
   scalars)`` -- bias, activation, residual, scales, the cast -- on tensor cores, the expression applied to each
   accumulator element of the fragment (the shared emitter's element code: the serial program's helpers) before the
   tile's one store; :func:`emulated` runs the same mapping on the C target for the tests.
-- f32 operands (:func:`simt`): never ``T.gemm`` (that would be TF32, a reduced-precision inner product: Hopper's
-  wgmma takes no FP32 operands, TileLang's ``tl_templates/cuda/instruction/wgmma.h`` defines 32-bit operands only
-  as ``kTensorFloat32``, and ``contrib/cutedsl/ptx_mma.py`` maps float32 operands to the ``tf32`` MMAs). Each
-  thread keeps an 8 x 8 block of outputs in registers and adds their products in ascending k with fused
-  multiply-adds (T10), any M, N, K (zero-filled tile loads, stores inside C). NVIDIA arithmetic would give a NaN
-  result its canonical payload, so an output that ends NaN is recomputed by the serial program's own helpers
-  (x86 NaN rules, :mod:`.cuda`), element by element.
+- f32 operands (:func:`.cuda_matmul_simt.simt`): never ``T.gemm`` (that would be TF32, a reduced-precision inner
+  product: Hopper's wgmma takes no FP32 operands, TileLang's ``tl_templates/cuda/instruction/wgmma.h`` defines
+  32-bit operands only as ``kTensorFloat32``, and ``contrib/cutedsl/ptx_mma.py`` maps float32 operands to the
+  ``tf32`` MMAs) but an SGEMM on CUDA cores, fused multiply-adds (T10), any M, N, K, NaN outputs recomputed by the
+  serial program's helpers.
 """
 from __future__ import annotations
 
@@ -375,122 +373,3 @@ def kernel({params}):
     stored = tuple(k for k, p in enumerate(graph.params) if p.kind == "view" and target.view_storage(p.type.dtype))
     align = 16 // 2
     return match.specialization(program, 1, align, align, stored)
-
-
-# the f32 program: a 128 x 128 block tile of 256 threads, each an 8 x 8 register block (rows tx // 16 + 16 i,
-# columns tx % 16 + 16 j: a warp's B reads hit 16 banks, its A reads two broadcast words), k in steps of 16
-SIMT_TILE, SIMT_K, SIMT_THREADS = 128, 16, 256
-
-
-def simt(graph: KernelGraph, target) -> Specialization | None:
-    """The f32 program on CUDA cores (never ``T.gemm``: f32 tensor-core MMAs are TF32, wgmma has no FP32
-    operands). Each product is added with one fused multiply-add (``fmaf``: T10 allows FMA inside a contraction;
-    the result is within T5's bound, not the serial program's bits) into the thread's 8 x 8 register block, in
-    ascending k. Tails: the tiles' loads read zero past M, N and K (each an exact ``+0`` product, from clamped,
-    in-bounds addresses) and only elements inside C are stored, so any M, N, K > 0 runs. An output that ends NaN
-    is recomputed by the serial program's helpers (x86's NaN payloads, :mod:`.cuda`), as the general program
-    gives it.
-
-    ``target`` other than CUDA (the C target: tests and ``tools/pytest_plugins``): the same program emulated --
-    the grid's blocks one after another (the block index split into ``bx, by``), each phase between barriers a
-    serial loop over the block's 256 threads, every thread's register block a row of one local buffer."""
-    match = _match(graph)
-    if match is None or match.dtype != "f32" or match.out != "f32" or match.batch is not None or match.epilogue:
-        return None
-    emulated = target.name != cuda.NAME
-    f32 = DT.f32
-    helpers = [target.helper_source(f"it_{op}_f32", op, (f32,), f32, (f32, f32)) for op in ("mul", "add")]
-    # in C: TVM's simplifier takes ``x != x`` on floats for false
-    spelling = 'extern "C" inline' if emulated else "__device__ __forceinline__"
-    helpers.append(f"{spelling} int itc_is_nan(float x) {{ return x != x; }}")
-    m, n, k, tile, tk, threads = match.m, match.n, match.k, SIMT_TILE, SIMT_K, SIMT_THREADS
-    names = {match.a: "A", match.b: "B", match.c: "C"}
-    dims, params = match.header(graph) if not emulated else (
-        "\n".join(f"d{x} = T.dynamic('d{x}', 'int32')" for x in range(len(graph.extents))),
-        cuda_epilogue.declare_params(graph, target, names)[0])
-    per = tile // 16  # a thread's rows (and columns) in the block tile
-    loads = tile * tk // threads
-    row, col = f"by * {tile} + tx // 16 + 16 * i", f"bx * {tile} + tx % 16 + 16 * j"
-    e = f"(l * {threads} + tx)"  # the element this thread loads in step l of a tile's cooperative copy
-    ar, ak = f"by * {tile} + {e} // {tk}", f"ko * {tk} + {e} % {tk}"
-    bk, bc = f"ko * {tk} + {e} // {tile}", f"bx * {tile} + {e} % {tile}"
-    acc = f"acc[tx * {per * per} + i * {per} + j]" if emulated else f"acc[i * {per} + j]"
-
-    def phase(lines: list, depth: int) -> str:
-        """One phase between barriers: every thread's code (emulated: a serial loop over the block's threads)."""
-        pad = " " * depth
-        if emulated:
-            return f"{pad}for tx in T.serial({threads}):\n" + "\n".join(f"{pad}    {x}" for x in lines)
-        return "\n".join(f"{pad}{x}" for x in lines)
-
-    load = [f"for l in T.unroll({loads}):",
-            f"    A_s[{e} % {tk}, {e} // {tk}] = T.if_then_else({ar} < d{m} and {ak} < d{k}, "
-            f"A[T.min({ar}, d{m} - 1), T.min({ak}, d{k} - 1)], T.float32(0))",
-            f"    B_s[{e} // {tile}, {e} % {tile}] = T.if_then_else({bk} < d{k} and {bc} < d{n}, "
-            f"B[T.min({bk}, d{k} - 1), T.min({bc}, d{n} - 1)], T.float32(0))"]
-    step = [f"for kk in T.unroll({tk}):",
-            f"    for i in T.unroll({per}):",
-            f"        a[i] = A_s[kk, tx // 16 + 16 * i]",
-            f"    for j in T.unroll({per}):",
-            f"        b[j] = B_s[kk, tx % 16 + 16 * j]",
-            f"    for i in T.unroll({per}):",
-            f"        for j in T.unroll({per}):",
-            f"            {acc} = T.call_extern('float32', 'fmaf', a[i], b[j], {acc})"]
-    init = [f"for i in T.unroll({per}):", f"    for j in T.unroll({per}):", f"        {acc} = T.float32(0)"]
-    # a thread whose register block holds a NaN recomputes it; the others store their block as it is (the
-    # recomputing loops, unrolled once per element, stay out of the common path, as in cuda_matmul_nan)
-    each = [f"for i in T.unroll({per}):", f"    for j in T.unroll({per}):"]
-    store = ["nan_l[0] = 0", *each,
-             f"        if T.call_extern('int32', 'itc_is_nan', {acc}) != 0:",
-             "            nan_l[0] = 1",
-             "if nan_l[0] != 0:",
-             *(f"    {x}" for x in each),
-             f"            if {row} < d{m} and {col} < d{n}:",
-             f"                if T.call_extern('int32', 'itc_is_nan', {acc}) != 0:  # the serial program, x86's NaNs",
-             "                    s[0] = T.float32(0)",
-             f"                    for kr in T.serial(d{k}):",
-             "                        s[0] = T.call_extern('float32', 'it_add_f32', s[0],",
-             f"                                             T.call_extern('float32', 'it_mul_f32', A[{row}, kr], "
-             f"B[kr, {col}]))",
-             f"                    {acc} = s[0]",
-             f"                C[{row}, {col}] = {acc}",
-             "else:", *(f"    {x}" for x in each),
-             f"            if {row} < d{m} and {col} < d{n}:",
-             f"                C[{row}, {col}] = {acc}"]
-    sync = "" if emulated else "\n            T.sync_threads()"
-    if emulated:
-        launch = (f"with T.Kernel(T.ceildiv(d{n}, {tile}) * T.ceildiv(d{m}, {tile}), prelude=PRELUDE) as blk:\n"
-                  f"        bx = blk % T.ceildiv(d{n}, {tile})\n        by = blk // T.ceildiv(d{n}, {tile})")
-        memory, binding = "alloc_local", ""
-        registers = f"acc = T.alloc_local(({threads * per * per},), 'float32')"
-    else:
-        launch = (f"with T.Kernel(T.ceildiv(d{n}, {tile}), T.ceildiv(d{m}, {tile}), threads={threads}, "
-                  f"prelude=PRELUDE) as (bx, by):")
-        memory, binding = "alloc_shared", "\n        tx = T.get_thread_binding()"
-        registers = f"acc = T.alloc_local(({per * per},), 'float32')"
-    program = f'''# Generated by intent_trace (target {target.name}): tiled f32 matmul specialisation of a KIR graph{
-        ", the CUDA program emulated" if emulated else ""}.
-import tilelang.language as T
-
-PRELUDE = {target.prelude(helpers)!r}
-
-{dims}
-
-
-@T.prim_func
-def kernel({params}):
-    {launch}
-        A_s = T.{memory}(({tk}, {tile}), 'float32')  # A's tile, k-major
-        B_s = T.{memory}(({tk}, {tile}), 'float32')
-        {registers}
-        a = T.alloc_local(({per},), 'float32')
-        b = T.alloc_local(({per},), 'float32')
-        s = T.alloc_local((1,), 'float32')
-        nan_l = T.alloc_local((1,), 'int32'){binding}
-{phase(init, 8)}
-        for ko in T.serial(T.ceildiv(d{k}, {tk})):
-{phase(load, 12)}{sync}
-{phase(step, 12)}{sync}
-{phase(store, 8)}
-'''
-    return match.specialization(program, 1, 1, 1)

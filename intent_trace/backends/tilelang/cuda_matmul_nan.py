@@ -4,7 +4,7 @@
 inputs" unspecified (``wgmma.mma_async``, "Precision and rounding"), so not even which of several NaN products wins is
 defined, and NVIDIA arithmetic returns its canonical NaN (``0x7FFFFFFF``) rather than an operand's payload or x86's
 default NaN (``0xFFC00000``: ``inf * 0``, ``inf - inf``). T10 asks for the serial program's payloads. As the f32 program
-on CUDA cores does (:func:`.cuda_matmul.simt`), the product's hot loop stays as it is and only a NaN pays: after the
+on CUDA cores does (:func:`.cuda_matmul_simt.simt`), the product's hot loop stays as it is and only a NaN pays: after the
 K loop, each accumulator element (one compare each, in the thread that holds it) that is NaN is computed again by the
 serial program's helpers -- ``s = 0; s = add(s, mul(a[k], b[k]))`` over k in order, each operand decoded from its
 bits and widened to f32 as the serial program reads it -- and the fused epilogue, whose element code is already the

@@ -1,0 +1,257 @@
+"""The f32 matmul on CUDA cores: ``C[m, n] = contract(A[m, k], B[k, n], acc_dtype=f32)`` as an SGEMM of the kind
+CUTLASS's SIMT kernels are (never ``T.gemm``: f32 tensor-core MMAs are TF32, a reduced-precision product, and
+Hopper's wgmma takes no FP32 operands).
+
+The block computes a 128 x 128 tile of C with 256 threads, ``SimtTiling.tk`` values of k at a time:
+
+- Each thread owns an 8 x 8 block of C in registers, as 2 x 2 blocks of 4 x 4: rows ``4 ty + {0..3}`` and
+  ``64 + 4 ty + {0..3}``, columns ``4 tc + {0..3}`` and ``64 + 4 tc + {0..3}``. Its A and B fragments of one k are
+  then two 16-byte shared loads each (LDS.128). A warp is 4 ``ty`` by 8 ``tc``: the eight threads of a quarter
+  warp read 128 contiguous bytes of B and one broadcast float4 of A, so no shared load conflicts.
+- Products are added with one fused multiply-add each (``fmaf``; T10 allows FMA inside a contraction; the result
+  is within T5's bound, not the serial program's bits) in ascending k.
+- A's tile is stored k-major (``A_s[k, m]``, so that a thread's four rows are contiguous); its rows are padded to
+  132 floats, which puts the two threads that load the two halves of one A row (k 0-3 and 4-7) 16 banks apart:
+  the transposed stores have no bank conflict.
+- Double buffering: the next tile's global loads go into registers before the current tile's multiply-adds, and
+  into the other shared buffer after them; one barrier a tile.
+- Global loads and the stores of C are 16 bytes (``T.vectorized``) where every row of A, B and C is a whole
+  number of 16-byte units (K and N multiples of 4: ``Specialization.aligned``; the executable gives every view a
+  16-byte aligned start); a 4-element group is then inside the matrix or wholly outside it, so one bounds check a
+  group. Other K, N take the same program with element loads and stores, each checked.
+- Tails: loads past M, N and K read zeros (an exact ``+0`` product each: both operands of a k past K are zero),
+  and only elements inside C are stored, so any M, N, K > 0 runs.
+- NaN: NVIDIA arithmetic gives a NaN result its canonical payload, so a thread whose block holds a NaN recomputes
+  each of its NaN outputs with the serial program's own helpers (x86 NaN rules, :mod:`.cuda`) before storing; the
+  flag check keeps that loop off the common path.
+
+``target`` other than CUDA (the C target: tests and ``tools/pytest_plugins``): the same program emulated -- the
+grid's blocks one after another (the block index split into ``bx, by``), each phase between barriers a serial loop
+over the block's 256 threads, every thread's register block a row of one local buffer, 16-byte accesses as loops
+of four elements.
+"""
+from __future__ import annotations
+
+import attrs
+
+from ... import types as DT
+from ...schedule.plan import Part
+from . import cuda, cuda_epilogue
+from .cuda_matmul import match_matmul
+
+TILE, THREADS, PAD = 128, 256, 4  # the block's tile of C, its threads, the padding of A_s's rows (bank conflicts)
+PER = 8  # a thread's rows (and columns) of C
+
+
+@attrs.frozen
+class SimtTiling:
+    """``tk``: the values of k a shared tile holds (a multiple of 8: each of 256 threads loads whole float4 groups
+    of A's 128 x tk and B's tk x 128); ``min_blocks``: the blocks an SM must hold at once (``__launch_bounds__``:
+    registers are capped at 65536 / (256 * min_blocks))."""
+
+    tk: int = 8
+    min_blocks: int = 2
+
+
+#: the tiling the programs use (tools/simt_ab.py compares others on the GPU)
+SIMT = SimtTiling()
+
+# a thread's place in the 16 x 16 grid of 4 x 4 groups: warp w = tx // 32 covers ty 4 (w // 2) .. +3, tc 8 (w % 2) .. +7
+_TY, _TC = "(tx // 64 * 4 + tx % 32 // 8)", "(tx // 32 % 2 * 8 + tx % 8)"
+
+
+def _row(i: str) -> str:
+    """The tile row of a thread's register row ``i`` (0..7)."""
+    return f"{_TY} * 4 + ({i}) // 4 * 64 + ({i}) % 4"
+
+
+def _col(j: str) -> str:
+    return f"{_TC} * 4 + ({j}) // 4 * 64 + ({j}) % 4"
+
+
+@attrs.frozen
+class _Program:
+    """The text of one variant: ``vector`` its 16-byte accesses (K, N multiples of 4), ``emulated`` on the C
+    target. ``m, k, n``: the graph extent indices."""
+
+    m: int
+    k: int
+    n: int
+    t: SimtTiling
+    vector: bool
+    emulated: bool
+
+    @property
+    def vec(self) -> str:
+        """The loop of a 16-byte access (emulated: four element accesses)."""
+        return "T.serial" if self.emulated else "T.vectorized"
+
+    def acc(self, j: str = "j") -> str:
+        """Register ``(i, j)`` of the thread's block (emulated: of thread ``tx``'s row of the block's buffer)."""
+        return f"acc[tx * 64 + i * 8 + {j}]" if self.emulated else f"acc[i * 8 + {j}]"
+
+    def fetch(self, tile: str) -> list:
+        """Tile ``tile``'s global loads into this thread's registers ``ga``, ``gb`` (``tk / 8`` float4 groups each):
+        A's row ``tx // 2``, k ``tx % 2 * 4 + 8 l`` (two threads a 32-byte row piece); B's k ``tx // 32 + 8 l``,
+        columns ``tx % 32 * 4`` (a warp 512 contiguous bytes)."""
+        m, k, n = f"d{self.m}", f"d{self.k}", f"d{self.n}"
+        ar, ak = f"by * {TILE} + tx // 2", f"({tile}) * {self.t.tk} + tx % 2 * 4 + 8 * l"
+        bk, bc = f"({tile}) * {self.t.tk} + tx // 32 + 8 * l", f"bx * {TILE} + tx % 32 * 4"
+        lines = [f"for l in T.unroll({self.t.tk // 8}):"]
+        if self.vector:  # a group is wholly inside or wholly outside (K, N multiples of 4)
+            for g, a, cond, at in (("ga", "A", f"{ar} < {m} and {ak} < {k}", f"{ar}, {ak} + v"),
+                                   ("gb", "B", f"{bk} < {k} and {bc} < {n}", f"{bk}, {bc} + v")):
+                lines += [f"    if {cond}:", f"        for v in {self.vec}(4):",
+                          f"            {g}[l * 4 + v] = {a}[{at}]", "    else:",
+                          f"        for v in {self.vec}(4):", f"            {g}[l * 4 + v] = T.float32(0)"]
+            return lines
+        lines += ["    for v in T.unroll(4):",
+                  f"        ga[l * 4 + v] = T.if_then_else({ar} < {m} and {ak} + v < {k}, "
+                  f"A[T.min({ar}, {m} - 1), T.min({ak} + v, {k} - 1)], T.float32(0))",
+                  f"        gb[l * 4 + v] = T.if_then_else({bk} < {k} and {bc} + v < {n}, "
+                  f"B[T.min({bk}, {k} - 1), T.min({bc} + v, {n} - 1)], T.float32(0))"]
+        return lines
+
+    def stash(self, buf: str) -> list:
+        """The registers ``ga``, ``gb`` into shared buffer ``buf``: A transposed (four element stores, no bank
+        conflict: the padded rows), B as it is (one 16-byte store a group)."""
+        return [f"for l in T.unroll({self.t.tk // 8}):",
+                "    for v in T.unroll(4):",
+                f"        A_s[{buf}, tx % 2 * 4 + 8 * l + v, tx // 2] = ga[l * 4 + v]",
+                f"    for v in {self.vec}(4):",
+                f"        B_s[{buf}, tx // 32 + 8 * l, tx % 32 * 4 + v] = gb[l * 4 + v]"]
+
+    def step(self, buf: str) -> list:
+        """The multiply-adds of shared buffer ``buf``: per k, the thread's fragments (two float4 of A's rows, two of
+        B's columns) and its 64 fused multiply-adds."""
+        return [f"for kk in T.unroll({self.t.tk}):",
+                "    for h in T.unroll(2):",
+                f"        for v in {self.vec}(4):",
+                f"            a[h * 4 + v] = A_s[{buf}, kk, {_TY} * 4 + h * 64 + v]",
+                f"        for v in {self.vec}(4):",
+                f"            b[h * 4 + v] = B_s[{buf}, kk, {_TC} * 4 + h * 64 + v]",
+                f"    for i in T.unroll({PER}):",
+                f"        for j in T.unroll({PER}):",
+                f"            {self.acc()} = T.call_extern('float32', 'fmaf', a[i], b[j], {self.acc()})"]
+
+    def store(self) -> list:
+        """The thread's block into C (inside C only). A thread whose block holds a NaN first recomputes each NaN
+        output with the serial program's helpers (x86's payloads) into its register; the recomputing loops,
+        unrolled once per element, stay behind one flag, off the common path, and the stores are the common
+        path's (one copy: nvcc merged a second copy's element stores with the 16-byte ones and split those)."""
+        m, k, n, acc = f"d{self.m}", f"d{self.k}", f"d{self.n}", self.acc()
+        row, col = f"by * {TILE} + {_row('i')}", f"bx * {TILE} + {_col('j')}"
+        each = [f"for i in T.unroll({PER}):", f"    for j in T.unroll({PER}):"]
+        lines = ["nan_l[0] = 0", *each,
+                 f"        if T.call_extern('int32', 'itc_is_nan', {acc}) != 0:",
+                 "            nan_l[0] = 1",
+                 "if nan_l[0] != 0:", *(f"    {x}" for x in each),
+                 f"            if {row} < {m} and {col} < {n} and "
+                 f"T.call_extern('int32', 'itc_is_nan', {acc}) != 0:  # the serial program",
+                 "                s[0] = T.float32(0)",
+                 f"                for kr in T.serial({k}):",
+                 "                    s[0] = T.call_extern('float32', 'it_add_f32', s[0],",
+                 f"                                         T.call_extern('float32', 'it_mul_f32', A[{row}, kr], "
+                 f"B[kr, {col}]))",
+                 f"                {acc} = s[0]"]
+        if not self.vector:
+            return lines + each + [f"        if {row} < {m} and {col} < {n}:", f"            C[{row}, {col}] = {acc}"]
+        # a group of four columns: inside C or wholly outside it (N a multiple of 4), one 16-byte store
+        group = f"bx * {TILE} + {_col('h * 4')}"
+        return lines + [f"for i in T.unroll({PER}):", "    for h in T.unroll(2):",
+                        f"        if {row} < {m} and {group} < {n}:",
+                        f"            for v in {self.vec}(4):",
+                        f"                C[{row}, {group} + v] = {self.acc('h * 4 + v')}"]
+
+    def phase(self, lines: list, depth: int) -> str:
+        """One phase between barriers: every thread's code (emulated: a serial loop over the block's threads)."""
+        pad = " " * depth
+        if self.emulated:
+            return f"{pad}for tx in T.serial({THREADS}):\n" + "\n".join(f"{pad}    {x}" for x in lines)
+        return "\n".join(f"{pad}{x}" for x in lines)
+
+    def body(self) -> str:
+        """The kernel's body: registers, the first tile staged, the K loop (the next tile's loads, this tile's
+        multiply-adds, the next tile stored to the other buffer, one barrier), the stores."""
+        tk, nk = self.t.tk, f"T.ceildiv(d{self.k}, {self.t.tk})"
+        sync = [] if self.emulated else ["T.sync_threads()"]
+        nxt = "ko + 1 < " + nk
+        loop = ([f"if {nxt}:", *(f"    {x}" for x in self.fetch("ko + 1"))] + self.step("ko % 2")
+                + [f"if {nxt}:", *(f"    {x}" for x in self.stash("(ko + 1) % 2"))])
+        init = [f"for i in T.unroll({PER}):", f"    for j in T.unroll({PER}):", f"        {self.acc()} = T.float32(0)"]
+        regs = THREADS * PER * PER if self.emulated else PER * PER
+        memory = "alloc_local" if self.emulated else "alloc_shared"
+        head = [f"A_s = T.{memory}((2, {tk}, {TILE + PAD}), 'float32')  # A's tiles, k-major, rows padded",
+                f"B_s = T.{memory}((2, {tk}, {TILE}), 'float32')",
+                f"acc = T.alloc_local(({regs},), 'float32')",
+                f"a = T.alloc_local(({PER},), 'float32')", f"b = T.alloc_local(({PER},), 'float32')",
+                f"ga = T.alloc_local(({tk // 2},), 'float32')", f"gb = T.alloc_local(({tk // 2},), 'float32')",
+                "s = T.alloc_local((1,), 'float32')", "nan_l = T.alloc_local((1,), 'int32')"]
+        if not self.emulated:
+            head += ["tx = T.get_thread_binding()", f"T.annotate_min_blocks_per_sm({self.t.min_blocks})"]
+        if self.vector:  # lets TileLang prove the 16-byte alignment of the row starts
+            head += [f"T.assume(d{self.k} % 4 == 0)", f"T.assume(d{self.n} % 4 == 0)"]
+        pad = " " * 8
+        first = self.fetch("0") + self.stash("0")
+        return "\n".join([*(pad + x for x in head), self.phase(init, 8), self.phase(first, 8),
+                          *(pad + x for x in sync), f"{pad}for ko in T.serial({nk}):", self.phase(loop, 12),
+                          *(pad + "    " + x for x in sync), self.phase(self.store(), 8)])
+
+
+_REASON = ("a recognised f32 contraction: an SGEMM on CUDA cores (f32 tensor-core MMAs are TF32), fused "
+           "multiply-adds (T10), tails masked, NaN outputs recomputed by the serial program")
+
+
+def simt(graph, target, tiling: SimtTiling | None = None) -> list:
+    """The f32 programs on CUDA cores (see the module's docstring) for a plain f32 matmul, or ``[]``: the variant
+    with 16-byte accesses for K, N multiples of 4 first, then the one with element accesses for every other call."""
+    match = match_matmul(graph)
+    if match is None or match.dtype != "f32" or match.out != "f32" or match.batch is not None or match.epilogue:
+        return []
+    t = tiling or SIMT
+    emulated = target.name != cuda.NAME
+    f32 = DT.f32
+    helpers = [target.helper_source(f"it_{op}_f32", op, (f32,), f32, (f32, f32)) for op in ("mul", "add")]
+    # in C: TVM's simplifier takes ``x != x`` on floats for false
+    spelling = 'extern "C" inline' if emulated else "__device__ __forceinline__"
+    helpers.append(f"{spelling} int itc_is_nan(float x) {{ return x != x; }}")
+    names = {match.a: "A", match.b: "B", match.c: "C"}
+    dims, params = match.header(graph) if not emulated else (
+        "\n".join(f"d{x} = T.dynamic('d{x}', 'int32')" for x in range(len(graph.extents))),
+        cuda_epilogue.declare_params(graph, target, names)[0])
+    m, n = match.m, match.n
+    if emulated:
+        launch = (f"with T.Kernel(T.ceildiv(d{n}, {TILE}) * T.ceildiv(d{m}, {TILE}), prelude=PRELUDE) as blk:\n"
+                  f"        bx = blk % T.ceildiv(d{n}, {TILE})\n        by = blk // T.ceildiv(d{n}, {TILE})")
+    else:
+        launch = (f"with T.Kernel(T.ceildiv(d{n}, {TILE}), T.ceildiv(d{m}, {TILE}), threads={THREADS}, "
+                  f"prelude=PRELUDE) as (bx, by):")
+    specs = []
+    for vector in (True, False):
+        body = _Program(m, match.k, n, t, vector, emulated).body()
+        what = f"{', the CUDA program emulated' if emulated else ''}{', 16-byte accesses' if vector else ''}"
+        title = (f"# Generated by intent_trace (target {target.name}): tiled f32 matmul specialisation of a KIR "
+                 f"graph{what}.")
+        program = f'''{title}
+import tilelang.language as T
+
+PRELUDE = {target.prelude(helpers)!r}
+
+{dims}
+
+
+@T.prim_func
+def kernel({params}):
+    {launch}
+{body}
+'''
+        spec = match.specialization(program, 1, 1, 1)
+        accesses = "16-byte (K and N multiples of 4)" if vector else "elements (K or N not a multiple of 4)"
+        described = (("program", spec.name), ("operands", "f32"), ("tile", f"{TILE}x{TILE}x{t.tk}"),
+                  ("threads", THREADS), ("per_thread", f"{PER}x{PER}"),
+                  ("pipelining", "double-buffered shared tiles, next tile in registers"),
+                  ("accesses", accesses))
+        part = Part("tiled_matmul", _REASON, described, nodes=tuple(graph.body.nodes))
+        aligned = ((match.k, 4), (match.n, 4)) if vector else ()
+        specs.append(attrs.evolve(spec, part=part, aligned=aligned))
+    return specs
