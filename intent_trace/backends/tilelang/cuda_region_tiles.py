@@ -57,10 +57,41 @@ class Tiling:
 
 
 class Spelling:
-    """The CUDA spelling; :class:`Emulated` overrides what differs. ``em`` is the shared emitter writing the lines."""
+    """The CUDA spelling; :class:`Emulated` overrides what differs. ``em`` is the shared emitter writing the lines.
+
+    The class attributes say what the program (:mod:`.cuda_region`) does around the primitives, per target."""
 
     emulated = False
     dialect = cuda.DEVICE
+    language = "tilelang.language"  # the module the program imports as T
+    note = ""  # added to the program's first comment line
+    extent_dtype = "int32"  # the dynamic extents' dtype
+    shared_limit = 227 * 1024  # a block's shared memory (an sm_90 block's)
+    tma = True  # tile copies are TMA copies: rows of whole 16-byte units (cuda_access.tma_rows)
+    fast_bodies = True  # the element code's f32 ops and vendor functions without the x86-NaN decision (fast_helpers)
+    value_views = True  # views declared in their value dtypes (f16 as float16), not their storage dtypes
+    hardware_casts = True  # a tile of a cast to f16/bf16 rounds by the tile's own conversion (RNE)
+    stage_in_place = False  # outputs staged straight into their shared tile (else through a fragment and T.copy)
+    reuse_shared = False  # a computed shared tile may be overwritten in place once its readers are dead
+    product_scope = "fragment"  # where a product's result lives
+    reduced_scope = "fragment"  # where a row reduction's source lives
+
+    @staticmethod
+    def pipelined(f32: bool) -> str:
+        """The schedule's note on the source loop and the products."""
+        cores = "CUDA cores (f32: FMA)" if f32 else "T.gemm on tensor cores"
+        return f"T.Pipelined source loads, products on {cores}"
+
+    @staticmethod
+    def left_scope(simt: bool) -> str:
+        """Where a product's left operand lives: f16/bf16 in a register fragment (``T.gemm`` reads it there), f32
+        in shared memory (the product on CUDA cores)."""
+        return "shared" if simt else "fragment"
+
+    @staticmethod
+    def place(shape: tuple, scope: str) -> str:
+        """Where a computed tile the program asks for in ``scope`` lives (on CUDA: there)."""
+        return scope
 
     def __init__(self, em, tiling: Tiling):
         self.em, self.t = em, tiling
@@ -172,6 +203,10 @@ class Emulated(Spelling):
 
     emulated = True
     dialect = c.C_SPELLING
+    note = ", the CUDA program emulated"
+    extent_dtype = "int64"
+    fast_bodies = value_views = hardware_casts = False
+    stage_in_place = True
 
     def tile_dtype(self, tir: str) -> str:
         return "float32" if tir in ("float16", "bfloat16") else tir
