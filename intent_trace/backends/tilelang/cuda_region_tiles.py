@@ -145,6 +145,28 @@ class Spelling:
     def store(self, tile: str, view, axes: list) -> None:
         self.em.line(f"T.copy({tile}, {view.name}[{', '.join(a[1] for a in axes)}])")
 
+    # element by element (the emulation's and Metal's loads and stores; CUDA's are T.copy): ``index`` casts an index
+    # expression to the coordinates' integer type, ``one`` is 1 in it
+    index, one = "T.Cast('int64', {})", "T.int64(1)"
+
+    def _tile_loop(self, axes: list):
+        names = [self.em.fresh("e") for a in axes if a[0] == "tile"]
+        return names, self.em.block(self.parallel(names, tuple(a[2] for a in axes if a[0] == "tile")))
+
+    def _coords(self, axes: list, names: list) -> tuple:
+        """The clamped view coordinates of a tile element and whether it is inside the view."""
+        coords, inside, k = [], [], 0
+        for a in axes:
+            if a[0] == "point":
+                coords.append(a[1])
+                continue
+            _, first, _, extent = a
+            at = f"{self.index.format(first)} + {self.index.format(names[k])}"
+            coords.append(f"T.min({at}, {self.index.format(extent)} - {self.one})")
+            inside.append(f"{at} < {self.index.format(extent)}")
+            k += 1
+        return coords, " and ".join(inside) or "True"
+
     # -- compute ------------------------------------------------------------------------------------------
     def gemm(self, a: str, b: str, out: str, trans_a: bool, trans_b: bool, shape: tuple) -> None:
         flags = (", transpose_A=True" if trans_a else "") + (", transpose_B=True" if trans_b else "")
@@ -251,24 +273,6 @@ class Emulated(Spelling):
         nbx, nbz = blocks
         return (f"with T.Kernel(T.max({nbx} * {nbz}, 1), prelude={prelude}) as blk:",
                 [f"bx = blk % {nbx}", f"bz = blk // {nbx}"])
-
-    def _tile_loop(self, axes: list):
-        names = [self.em.fresh("e") for a in axes if a[0] == "tile"]
-        return names, self.em.block(self.parallel(names, tuple(a[2] for a in axes if a[0] == "tile")))
-
-    def _coords(self, axes: list, names: list) -> tuple:
-        """The clamped view coordinates of a tile element and whether it is inside the view."""
-        coords, inside, k = [], [], 0
-        for a in axes:
-            if a[0] == "point":
-                coords.append(a[1])
-                continue
-            _, first, _, extent = a
-            at = f"T.Cast('int64', {first}) + T.Cast('int64', {names[k]})"
-            coords.append(f"T.min({at}, T.Cast('int64', {extent}) - T.int64(1))")
-            inside.append(f"{at} < T.Cast('int64', {extent})")
-            k += 1
-        return coords, " and ".join(inside) or "True"
 
     def load(self, tile: str, view, axes: list) -> None:
         from .views import decode

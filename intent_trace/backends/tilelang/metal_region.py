@@ -108,24 +108,8 @@ class MetalSpelling(Spelling):
     def source_loop(self, var: str, count: str) -> str:
         return f"for {var} in T.serial({count}):"
 
-    # -- memory -------------------------------------------------------------------------------------------
-    def _coords(self, axes: list, names: list) -> tuple:
-        """A tile element's view coordinates, clamped into the view, and whether it lies inside it."""
-        coords, inside, k = [], [], 0
-        for a in axes:
-            if a[0] == "point":
-                coords.append(a[1])
-                continue
-            _, first, _, extent = a
-            at = f"{first} + {names[k]}"
-            coords.append(f"T.min({at}, {extent} - 1)")
-            inside.append(f"{at} < {extent}")
-            k += 1
-        return coords, " and ".join(inside) or "True"
-
-    def _tile_loop(self, axes: list):
-        names = [self.em.fresh("e") for a in axes if a[0] == "tile"]
-        return names, self.em.block(self.parallel(names, tuple(a[2] for a in axes if a[0] == "tile")))
+    # -- memory: element by element, in 32-bit coordinates (every operand stays under 2**31 elements) ----------
+    index, one = "{}", "1"
 
     def load(self, tile: str, view, axes: list) -> None:
         names, loop = self._tile_loop(axes)
