@@ -5,7 +5,7 @@ Metal emulator against NumPy float64 references and hand-derived NaN bits.
   Metal, named first by the schedule with its tiles; its Metal source is parallel (threadgroups over rows and the
   batch, 128 threads each), multiplies on simdgroup matrices, reduces rows with simd_shuffle_xor butterflies, and calls
   the Metal target's own exp and exp2 (metal::precise::), no software routine; the tiles fit 32 KiB.
-- The numbers: every fold kernel at extents no tile divides (L, S = 1, 7, 65, 130; S below one block), batch > 1,
+- The numbers: every fold kernel (f16, bf16 and f32 operands) at extents no tile divides (L, S = 1, 7, 65, 130; S below one block), batch > 1,
   causal with fully masked rows, NaN and infinite inputs (NaN outputs with x86's payloads, as the cpu oracle and the
   hand-derived bits say), an exact max (IEEE maximum: NaN wins, -0 < +0), a sum within T5's bound, a second output.
   Attention's bound is the example's (P rounded to f16 relative to each slice's max: 2^-9 max|v|).
@@ -14,10 +14,12 @@ Metal emulator against NumPy float64 references and hand-derived NaN bits.
 import math
 import re
 
+import ml_dtypes
 import numpy as np
 import pytest
 
 import intent_trace as intent
+from intent_trace import I
 
 pytest.importorskip("tilelang")
 from backends.test_tilelang_cuda_region import _attention_case, _check, _ieee_max, _reference  # noqa: E402
@@ -31,6 +33,27 @@ from schedule.region_kernels import (FA, SHIFT, attention_causal_shifted_f16, at
                                      attention_single_f16, key_max_f16, outer_max_f32, score_sum_f16)
 
 ATTENTION = (FA.attention_f16, FA.attention_f16_fast, FA.attention_f16_causal)
+
+
+@intent.fn
+def _summarize_bf16(k, v, q, scale):
+    """``summarize_f16`` with bf16 operands: P rounded to bf16 before the PV product."""
+    s = I.matmul(q, k, transpose_rhs=True, acc_dtype=I.f32) * scale
+    m = I.reduce.max(s, axis=1)
+    p = I.exp(s - FA.rows(m, s))
+    return m, I.reduce.sum(p, axis=1), I.matmul(I.cast(p, I.bf16), v, acc_dtype=I.f32)
+
+
+@intent.kernel
+def attention_bf16(q: I.In[I.bf16, ("B", "L", "D")], k: I.In[I.bf16, ("B", "S", "D")],
+                   v: I.In[I.bf16, ("B", "S", "D")], out: I.Out[I.bf16, ("B", "L", "D")], scale: I.f32):
+    for b in I.parallel(I.domain(0, q.shape[0])):
+        queries = q[b, :, :]
+        L, D = queries.shape
+        identity = (I.full((L,), -math.inf, I.f32), I.zeros((L,), I.f32), I.zeros((L, D), I.f32))
+        m, l, acc = I.region_fold(source=(k[b, :, :], v[b, :, :]), axis=0, summarize=_summarize_bf16,
+                                  combine=FA.combine, identity=identity, operands=(queries, scale))
+        out[b, :, :] = I.cast(acc / FA.rows(l, acc), I.bf16)
 
 
 def _emulated(kernel, **sizes):
@@ -116,6 +139,22 @@ def test_attention_matches_numpy(kernel, B, L, S, D):
     _check(out, _reference(*args, causal=kernel is FA.attention_f16_causal), bound)
     want = FA.reference_f16(*args, causal=kernel is FA.attention_f16_causal)  # the example's own reference
     assert np.abs(out.astype(np.float64) - want).max() <= bound
+
+
+def test_bf16_attention_on_bfloat_simdgroup_matrices():
+    # P rounded to bf16 relative to each slice's max, the output rounded to bf16: within about 2^-7 max|v|
+    B, L, S, D = 2, 33, 40, 16
+    rng = np.random.default_rng(7)
+    q, k, v = (rng.standard_normal(s).astype(ml_dtypes.bfloat16) for s in ((B, L, D), (B, S, D), (B, S, D)))
+    scale = 0.25
+    assert "simdgroup_bfloat8x8" in metal.kernel_source(_specs(attention_bf16)["segmented_fold_d16"].program)
+    out = np.zeros((B, L, D), ml_dtypes.bfloat16)
+    _emulated(attention_bf16, B=B, L=L, S=S, D=D)(q, k, v, out, scale)
+    s = np.einsum("bld,bsd->bls", q.astype(np.float64), k.astype(np.float64)) * scale
+    p = np.exp(s - s.max(axis=2, keepdims=True))
+    want = np.einsum("bls,bsd->bld", p, v.astype(np.float64)) / p.sum(axis=2, keepdims=True)
+    # (2^-8 for P, 2^-8 (1 + 2^-8) for the output's rounding, f32 sums far below the 1% margin)
+    assert np.abs(out.astype(np.float64) - want).max() <= 1.01 * 2.0 ** -7 * np.abs(v.astype(np.float64)).max()
 
 
 def test_f32_attention_matches_the_examples_reference():

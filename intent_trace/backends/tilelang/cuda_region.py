@@ -419,7 +419,7 @@ class _Program:
             if mask is not None:
                 axis, pad = mask
                 inside = f"kb * {self.t.block_N} + {names[axis]} < {self.dims[self.plan.source]}"
-                pad = pad if tile.dtype == "float32" else f"T.Cast({tile.dtype!r}, {pad})"
+                pad = pad if tile.dtype == "float32" else self.sp.narrow_pad(tile.dtype, pad)
                 expr = f"T.if_then_else({inside}, {expr}, {pad})"
             self.em.line(f"{tile.buf}[{', '.join(names)}] = {expr}")
 

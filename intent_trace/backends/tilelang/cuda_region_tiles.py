@@ -120,6 +120,11 @@ class Spelling:
         """``expr`` (a value as the emitter holds it) as stored in a tile of ``dtype``."""
         return f"T.Cast({dtype!r}, {expr})" if dtype in ("float16", "bfloat16") else expr
 
+    @staticmethod
+    def narrow_pad(dtype: str, pad: str) -> str:
+        """The padding ``pad`` (a float32 expression) in a tile of f16/bf16 ``dtype``."""
+        return f"T.Cast({dtype!r}, {pad})"
+
     def helper(self, name: str, text: str) -> str:
         self.em.helpers.setdefault(name, text.format(fn=self.dialect.function))
         return name

@@ -115,7 +115,7 @@ class MetalSpelling(Spelling):
         names, loop = self._tile_loop(axes)
         with loop:
             coords, inside = self._coords(axes, names)
-            zero = f"T.Cast({_TILE_TIR[view.dtype.name]!r}, 0)"  # the tile's dtype (f16 as float16)
+            zero = self.narrow_pad(_TILE_TIR[view.dtype.name], "T.float32(0)")
             self.em.line(f"{tile}[{', '.join(names)}] = T.if_then_else({inside}, "
                          f"{view.name}[{', '.join(coords)}], {zero})")
 
@@ -125,6 +125,16 @@ class MetalSpelling(Spelling):
             coords, inside = self._coords(axes, names)
             with self.em.block(f"if {inside}:"):
                 self.em.line(f"{view.name}[{', '.join(coords)}] = {tile}[{', '.join(names)}]")
+
+    @staticmethod
+    def narrow_pad(dtype: str, pad: str) -> str:
+        """A tile's zero padding in its dtype. A bfloat zero is its bits: TVM's Metal code generator prints a bfloat
+        constant with the half suffix (``0.000000e+00h``), which Metal does not convert to bfloat implicitly."""
+        if pad != "T.float32(0)":
+            raise LoweringError(f"a {dtype} tile padded with {pad} (only products pad narrow tiles, with 0)")
+        if dtype == "bfloat16":
+            return "T.reinterpret(T.uint16(0), 'bfloat16')"
+        return "T.float32(0)" if dtype == "float32" else f"T.Cast({dtype!r}, {pad})"
 
     # -- compute ------------------------------------------------------------------------------------------
     def gemm(self, a: str, b: str, out: str, trans_a: bool, trans_b: bool, shape: tuple) -> None:
