@@ -128,13 +128,13 @@ class MetalSpelling(Spelling):
 
     @staticmethod
     def narrow_pad(dtype: str, pad: str) -> str:
-        """A tile's zero padding in its dtype. A bfloat zero is its bits: TVM's Metal code generator prints a bfloat
+        """A tile's padding in its dtype. A bfloat zero is its bits: TVM's Metal code generator prints a bfloat
         constant with the half suffix (``0.000000e+00h``), which Metal does not convert to bfloat implicitly."""
-        if pad != "T.float32(0)":
-            raise LoweringError(f"a {dtype} tile padded with {pad} (only products pad narrow tiles, with 0)")
         if dtype == "bfloat16":
+            if pad != "T.float32(0)":  # only a product pads a bf16 tile (its operand), with 0
+                raise LoweringError(f"a bf16 tile padded with {pad}")
             return "T.reinterpret(T.uint16(0), 'bfloat16')"
-        return "T.float32(0)" if dtype == "float32" else f"T.Cast({dtype!r}, {pad})"
+        return pad if dtype == "float32" else Spelling.narrow_pad(dtype, pad)
 
     # -- compute ------------------------------------------------------------------------------------------
     def gemm(self, a: str, b: str, out: str, trans_a: bool, trans_b: bool, shape: tuple) -> None:
