@@ -2,7 +2,7 @@
 the Metal emulator against NumPy references and hand-computed values.
 
 - Every mapping tilelang-cuda's general program gets, tilelang-metal's gets too (kernels without f64), and so does
-  every tiled matmul (but the segmented fold, CUDA's alone so far); the zoo kernels' Metal programs, general and
+  every tiled program (matmuls, the segmented fold: metal_region.py); the zoo kernels' Metal programs, general and
   tiled, are parallel: more than one threadgroup, more than one thread a threadgroup, and no software exp or
   division routine.
 - What Metal spells differently: simdgroup shuffles of every accumulator dtype (bool, 8- to 64-bit integers,
@@ -83,21 +83,18 @@ def test_every_example_gets_the_mapping_cuda_s_general_program_gets(name):
     assert schedule_of(graph, targets.METAL).general.mapping == cuda.mapping
 
 
-#: CUDA's tiled programs Metal does not have yet: the segmented fold (flash attention: cuda_region.py)
-CUDA_ONLY = frozenset({"segmented_fold"})
-
-
 @pytest.mark.parametrize("name", sorted({*SCHEDULE_KERNELS, *EXAMPLE_KERNELS}))
 def test_metal_gets_a_tiled_program_where_cuda_does(name):
     """A matmul CUDA tiles (tensor cores or CUDA cores) is tiled on Metal too (simdgroup matrices:
-    test_tilelang_metal_matmul.py), and Metal tiles nothing CUDA does not."""
+    test_tilelang_metal_matmul.py), so is a segmented fold (flash attention: test_tilelang_metal_region.py), and Metal
+    tiles nothing CUDA does not."""
     kernel, constexprs = EXAMPLE_KERNELS.get(name) or (SCHEDULE_KERNELS[name], {})
     graph = kernel.trace(**constexprs)
     if metal_cannot_run(graph) is not None:
         return
     cuda = schedule_of(graph, targets.CUDA).mappings()[:-1]
     metal = schedule_of(graph, targets.METAL).mappings()[:-1]
-    assert set(metal) == set(cuda) - CUDA_ONLY, (metal, cuda)
+    assert set(metal) == set(cuda), (metal, cuda)
 
 
 ZOO_SHAPES = 4096  # every extent of the inspected launch: large enough that every grid has several threadgroups

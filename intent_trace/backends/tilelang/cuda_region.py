@@ -58,7 +58,7 @@ from .rules import REJECTED, RULES
 CONFIGS = (Tiling(128), Tiling(64), Tiling(32), Tiling(16))
 #: f32 products on CUDA cores keep both operands in shared memory (f32 tiles: twice the bytes): half the tiles
 SIMT_CONFIGS = tuple(attrs.evolve(t, block_M=64, block_N=64) for t in CONFIGS)
-SHARED_BYTES = 227 * 1024  # an sm_90 block's shared memory
+SHARED_BYTES = Spelling.shared_limit  # an sm_90 block's shared memory
 _TILE_TIR = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
 _PAD = {"max": "-T.infinity('float32')", "min": "T.infinity('float32')", "sum": "T.float32(-0.0)"}
 _RAW = frozenset({"add", "sub", "mul", "div"})
@@ -107,7 +107,7 @@ def program_for(graph, target, tiling: Tiling) -> str | None:
     plan = schedule_region.recognise(graph)
     if not isinstance(plan, schedule_region.SegmentedFold):
         return None
-    return _specialization(graph, target, plan, tiling, False).program
+    return specialization(graph, target, plan, tiling, Spelling).program
 
 
 def _specializations(graph, target, emulate: bool) -> list:
@@ -117,34 +117,37 @@ def _specializations(graph, target, emulate: bool) -> list:
     out = []
     for tiling in _tilings(plan):
         try:
-            out.append(_specialization(graph, target, plan, tiling, emulate))
-        except _TooLarge:
+            out.append(specialization(graph, target, plan, tiling, Emulated if emulate else Spelling))
+        except TooLarge:
             continue  # this head size's tiles do not fit a block's shared memory: the others may
         except LoweringError:
             return []  # an op the element code cannot place here (a dtype it does not hold): the general program
     return out
 
 
-class _TooLarge(LoweringError):
-    pass
+class TooLarge(LoweringError):
+    """The tiles of one tiling take more shared memory than a block has (another tiling may fit)."""
 
 
-def _specialization(graph, target, plan, tiling: Tiling, emulate: bool) -> Specialization:
-    program = _Program(graph, target, plan, tiling, emulate)
+def specialization(graph, target, plan, tiling: Tiling, spelling) -> Specialization:
+    """The program of the segmented fold ``plan`` with ``tiling``, written in ``spelling`` (a class of
+    :mod:`.cuda_region_tiles`' or another target's: :mod:`.metal_region`); :class:`TooLarge` when its shared tiles
+    exceed ``spelling.shared_limit``, another LoweringError when its element code cannot be placed."""
+    program = _Program(graph, target, plan, tiling, spelling)
     text = program.text()
-    if program.sp.shared_bytes > SHARED_BYTES:
-        raise _TooLarge(f"the tiles of head size {tiling.head} take {program.sp.shared_bytes} bytes of shared memory")
+    if program.sp.shared_bytes > spelling.shared_limit:
+        raise TooLarge(f"the tiles of head size {tiling.head} take {program.sp.shared_bytes} bytes of shared memory")
     divides = ((plan.rows, 1), (plan.source, 1)) + (((plan.batch, 1),) if plan.batch is not None else ())
     views = [tuple(k for k, ev in enumerate(graph.extents) for e in p.type.shape if ev.extent is e)
              for p in graph.params if p.kind == "view"]
-    stored = tuple(k for k, p in enumerate(graph.params) if p.kind == "view" and target.view_storage(p.type.dtype)) \
-        if emulate else ()
-    cores = "CUDA cores (f32: FMA)" if any(n.inputs[0].type.dtype is T.f32 for n in plan.contractions) else \
-        "T.gemm on tensor cores"
+    stored = () if spelling.value_views else \
+        tuple(k for k, p in enumerate(graph.params) if p.kind == "view" and target.view_storage(p.type.dtype))
+    f32 = any(n.inputs[0].type.dtype is T.f32 for n in plan.contractions)
     part = plan.part(graph, block_M=tiling.block_M, block_N=tiling.block_N, head=tiling.head, threads=tiling.threads,
-                     stages=tiling.stages, pipelined=f"T.Pipelined source loads, products on {cores}")
+                     stages=tiling.stages, pipelined=spelling.pipelined(f32))
     return Specialization(f"segmented_fold_d{tiling.head}", text, divides, tuple((f, tiling.head) for f in plan.free),
-                          operands=tuple(views), stored=stored, part=part, aligned=tma_rows(graph))
+                          operands=tuple(views), stored=stored, part=part,
+                          aligned=tma_rows(graph) if spelling.tma else ())
 
 
 
@@ -160,16 +163,17 @@ class _Tile:
 class _Program:
     """Writes one program: the shared emitter ``em`` writes every line (its element code and these primitives)."""
 
-    def __init__(self, graph, target, plan, tiling: Tiling, emulate: bool):
+    def __init__(self, graph, target, plan, tiling: Tiling, spelling):
         self.graph, self.plan, self.t, self.target = graph, plan, tiling, target
-        spec = target if emulate else attrs.evolve(target, helper_source=fast_helpers(target.helper_source))
+        fast = spelling.fast_bodies
+        spec = attrs.evolve(target, helper_source=fast_helpers(target.helper_source)) if fast else target
         em = TileLangEmitter(graph, spec, RULES, REJECTED, checks=False)
         em.materialized = frozenset()
         em.snapshots = type(em.snapshots)()
         em.depth = 2
-        self.em, self.emulate = em, emulate
-        self.sp = (Emulated if emulate else Spelling)(em, tiling)
-        names = {} if emulate else {k: f"p{k}" for k, p in enumerate(graph.params) if p.kind == "view"}
+        self.em = em
+        self.sp = spelling(em, tiling)
+        names = {k: f"p{k}" for k, p in enumerate(graph.params) if p.kind == "view"} if spelling.value_views else {}
         for p in graph.params:
             if p.kind == "view" and p.type.dtype.name not in _TILE_TIR:
                 raise LoweringError(f"the segmented fold reads or writes {p.name} of {p.type.dtype} (tiles hold "
@@ -204,10 +208,17 @@ class _Program:
 
     def bind(self, var, tile: _Tile) -> None:
         self.em.env[var] = self.tile_value(tile)
-        self.deps[var] = frozenset({tile.buf}) if tile.scope == "fragment" else frozenset()
+        self.deps[var] = frozenset({tile.buf}) if self.reuses(tile) else frozenset()
 
-    def fragment(self, shape: tuple, dtype: str = "float32", prefix: str = "f") -> _Tile:
-        return _Tile(self.sp.alloc(prefix, shape, dtype, "fragment"), "fragment", dtype, tuple(shape))
+    def reuses(self, tile: _Tile) -> bool:
+        """Whether a value may be written over ``tile`` once its readers are dead: a fragment, or a computed shared
+        tile where the spelling reuses those (a loaded view's tile never)."""
+        return tile.scope == "fragment" or (self.sp.reuse_shared and not tile.loaded)
+
+    def fragment(self, shape: tuple, dtype: str = "float32", prefix: str = "f", scope: str = "fragment") -> _Tile:
+        """A computed tile; ``scope`` where the program asks for it, the spelling says where it lives."""
+        scope = self.sp.place(tuple(shape), scope)
+        return _Tile(self.sp.alloc(prefix, shape, dtype, scope), scope, dtype, tuple(shape))
 
     def run(self, node) -> None:
         """One node by the shared emitter (element code), its value's fragments recorded. A reshape only adds or
@@ -359,13 +370,13 @@ class _Program:
             last[x] = len(region.nodes)
         return last
 
-    def reusable(self, var, shape: tuple, dtype: str, pos: int, last: dict) -> _Tile | None:
-        """A fragment ``var``'s value reads, of this shape and dtype, that no other live value reads."""
+    def reusable(self, var, shape: tuple, dtype: str, pos: int, last: dict, scope: str = "fragment") -> _Tile | None:
+        """A tile of ``scope`` ``var``'s value reads, of this shape and dtype, that no other live value reads."""
         for buf in sorted(self.deps.get(var, ())):
             if buf in self.pinned:
                 continue
             tile = self.buffers.get(buf)
-            if tile is None or tile.shape != shape or tile.dtype != dtype:
+            if tile is None or tile.shape != shape or tile.dtype != dtype or tile.scope != scope:
                 continue
             if all(u is var or buf not in d or last.get(u, -1) < pos for u, d in self.deps.items()):
                 return tile
@@ -382,10 +393,12 @@ class _Program:
             return tile
         shape = tuple(int(s) for s in value.shape)
         cast = self.producers.get(var)
-        if not self.emulate and cast is not None and cast.op is ops.cast and _TILE_TIR.get(
+        if self.sp.hardware_casts and cast is not None and cast.op is ops.cast and _TILE_TIR.get(
                 cast.attr("dtype").name) == dtype and cast.inputs[0].type.dtype is T.f32:
             value = self.em.env[cast.inputs[0]]  # the tile's own conversion rounds (RNE), as the cast helper does
-        target = self.reusable(var, shape, dtype, pos, last) if scope == "fragment" else None
+        scope = self.sp.place(shape, scope)
+        reuse = scope == "fragment" or self.sp.reuse_shared
+        target = self.reusable(var, shape, dtype, pos, last, scope) if reuse else None
         if target is None:
             target = _Tile(self.sp.alloc("m", shape, dtype, scope), scope, dtype, shape)
         if pad is None or slice_axis is None:
@@ -406,7 +419,7 @@ class _Program:
             if mask is not None:
                 axis, pad = mask
                 inside = f"kb * {self.t.block_N} + {names[axis]} < {self.dims[self.plan.source]}"
-                pad = pad if tile.dtype == "float32" else f"T.Cast({tile.dtype!r}, {pad})"
+                pad = pad if tile.dtype == "float32" else self.sp.narrow_pad(tile.dtype, pad)
                 expr = f"T.if_then_else({inside}, {expr}, {pad})"
             self.em.line(f"{tile.buf}[{', '.join(names)}] = {expr}")
 
@@ -426,7 +439,8 @@ class _Program:
         if r.kind != "sum" and not self.plan.tolerant:
             self.exact(node, r, out, width, pos, last)
         else:
-            src = self.materialize(source, "float32", pos, last, pad=pad, slice_axis=1 if pad else None)
+            src = self.materialize(source, "float32", pos, last, self.sp.reduced_scope, pad=pad,
+                                   slice_axis=1 if pad else None)
             clear = _is_init(r.kind, r.identity)
             if not clear:
                 self.fill(out, Scalar(identity))
@@ -437,7 +451,7 @@ class _Program:
         """IEEE 754-2019 maximum/minimum over ordered integer keys (:mod:`.cuda_region_tiles`)."""
         key_max, key_min, unkey = self.sp.keys()
         key = key_max if r.kind == "max" else key_min
-        keys = self.fragment((self.t.block_M, width), "int32", "key")
+        keys = self.fragment((self.t.block_M, width), "int32", "key", self.sp.reduced_scope)
         value = self.em.env[node.inputs[0]]
         pad = "T.int32(-2147483648)" if r.kind == "max" else "T.int32(2147483647)"
         wrapped = Lazy(value.shape, lambda idx: f"T.call_extern('int32', {key!r}, {self.em.elem(value, idx)})")
@@ -462,14 +476,14 @@ class _Program:
         ((la, ra),) = node.attr("reduce")
         simt = lhs.type.dtype is T.f32
         operands = []
-        for x, axis, scope in ((lhs, la, "shared" if simt else "fragment"), (rhs, ra, "shared")):
+        for x, axis, scope in ((lhs, la, self.sp.left_scope(simt)), (rhs, ra, "shared")):
             dtype = _TILE_TIR[x.type.dtype.name]
             reduced = self.layout(x.type)[axis] == SLICE
             operands.append(self.materialize(x, dtype, pos, last, scope, "T.float32(0)" if reduced else None,
                                              axis if reduced else None))
         a, b = operands
         shape = tuple(self.role_size(r) for r in self.layout(node.outputs[0].type))
-        out = self.fragment(shape, prefix="acc")
+        out = self.fragment(shape, prefix="acc", scope=self.sp.product_scope)
         (self.sp.simt_gemm if simt else self.sp.gemm)(a.buf, b.buf, out.buf, la == 0, ra == 1, (*shape, a.shape[la]))
         self.bind(node.outputs[0], out)
 
@@ -536,7 +550,7 @@ class _Program:
         dtype = _TILE_TIR[p.type.dtype.name]
         shape = tuple(self.role_size(r) for r in layout)
         tile = _Tile(self.sp.alloc("o", shape, dtype, "shared"), "shared", dtype, shape)
-        if self.emulate:
+        if self.sp.stage_in_place:
             self.write_tile(tile, self.sp.hardware_nans(value))
         else:  # stored in whole rows from the shared tile
             staged = self.fragment(shape, dtype, "out")
@@ -554,12 +568,11 @@ class _Program:
         blocks = [rows] + ([self.dims[plan.batch]] if plan.batch is not None else [])
         prelude = self.target.prelude(list(em.helpers.values()))
         launch, coords = self.sp.kernel(blocks, "PRELUDE")
-        width = "int64" if self.emulate else "int32"
+        width = self.sp.extent_dtype
         dims = "\n".join(f"d{k} = T.dynamic('d{k}', {width!r})" for k in range(len(self.graph.extents)))
         body = [*coords, *self.sp.allocs, *em.constant_lines]
         lines = [f"# Generated by intent_trace (target {em.target_name}): a segmented fold (region_fold) as a tile "
-                 f"program{', the CUDA program emulated' if self.emulate else ''}.",
-                 "import tilelang.language as T", "", f"PRELUDE = {prelude!r}", "", dims, "", "", "@T.prim_func",
+                 f"program{self.sp.note}.", f"import {self.sp.language} as T", "", f"PRELUDE = {prelude!r}", "", dims, "", "", "@T.prim_func",
                  f"def kernel({self.params}):", f"    {launch}", *("        " + x for x in body), *em.lines, ""]
         return "\n".join(lines)
 

@@ -57,10 +57,41 @@ class Tiling:
 
 
 class Spelling:
-    """The CUDA spelling; :class:`Emulated` overrides what differs. ``em`` is the shared emitter writing the lines."""
+    """The CUDA spelling; :class:`Emulated` overrides what differs. ``em`` is the shared emitter writing the lines.
+
+    The class attributes say what the program (:mod:`.cuda_region`) does around the primitives, per target."""
 
     emulated = False
     dialect = cuda.DEVICE
+    language = "tilelang.language"  # the module the program imports as T
+    note = ""  # added to the program's first comment line
+    extent_dtype = "int32"  # the dynamic extents' dtype
+    shared_limit = 227 * 1024  # a block's shared memory (an sm_90 block's)
+    tma = True  # tile copies are TMA copies: rows of whole 16-byte units (cuda_access.tma_rows)
+    fast_bodies = True  # the element code's f32 ops and vendor functions without the x86-NaN decision (fast_helpers)
+    value_views = True  # views declared in their value dtypes (f16 as float16), not their storage dtypes
+    hardware_casts = True  # a tile of a cast to f16/bf16 rounds by the tile's own conversion (RNE)
+    stage_in_place = False  # outputs staged straight into their shared tile (else through a fragment and T.copy)
+    reuse_shared = False  # a computed shared tile may be overwritten in place once its readers are dead
+    product_scope = "fragment"  # where a product's result lives
+    reduced_scope = "fragment"  # where a row reduction's source lives
+
+    @staticmethod
+    def pipelined(f32: bool) -> str:
+        """The schedule's note on the source loop and the products."""
+        cores = "CUDA cores (f32: FMA)" if f32 else "T.gemm on tensor cores"
+        return f"T.Pipelined source loads, products on {cores}"
+
+    @staticmethod
+    def left_scope(simt: bool) -> str:
+        """Where a product's left operand lives: f16/bf16 in a register fragment (``T.gemm`` reads it there), f32
+        in shared memory (the product on CUDA cores)."""
+        return "shared" if simt else "fragment"
+
+    @staticmethod
+    def place(shape: tuple, scope: str) -> str:
+        """Where a computed tile the program asks for in ``scope`` lives (on CUDA: there)."""
+        return scope
 
     def __init__(self, em, tiling: Tiling):
         self.em, self.t = em, tiling
@@ -89,6 +120,11 @@ class Spelling:
         """``expr`` (a value as the emitter holds it) as stored in a tile of ``dtype``."""
         return f"T.Cast({dtype!r}, {expr})" if dtype in ("float16", "bfloat16") else expr
 
+    @staticmethod
+    def narrow_pad(dtype: str, pad: str) -> str:
+        """The padding ``pad`` (a float32 expression) in a tile of f16/bf16 ``dtype``."""
+        return f"T.Cast({dtype!r}, {pad})"
+
     def helper(self, name: str, text: str) -> str:
         self.em.helpers.setdefault(name, text.format(fn=self.dialect.function))
         return name
@@ -113,6 +149,28 @@ class Spelling:
 
     def store(self, tile: str, view, axes: list) -> None:
         self.em.line(f"T.copy({tile}, {view.name}[{', '.join(a[1] for a in axes)}])")
+
+    # element by element (the emulation's and Metal's loads and stores; CUDA's are T.copy): ``index`` casts an index
+    # expression to the coordinates' integer type, ``one`` is 1 in it
+    index, one = "T.Cast('int64', {})", "T.int64(1)"
+
+    def _tile_loop(self, axes: list):
+        names = [self.em.fresh("e") for a in axes if a[0] == "tile"]
+        return names, self.em.block(self.parallel(names, tuple(a[2] for a in axes if a[0] == "tile")))
+
+    def _coords(self, axes: list, names: list) -> tuple:
+        """The clamped view coordinates of a tile element and whether it is inside the view."""
+        coords, inside, k = [], [], 0
+        for a in axes:
+            if a[0] == "point":
+                coords.append(a[1])
+                continue
+            _, first, _, extent = a
+            at = f"{self.index.format(first)} + {self.index.format(names[k])}"
+            coords.append(f"T.min({at}, {self.index.format(extent)} - {self.one})")
+            inside.append(f"{at} < {self.index.format(extent)}")
+            k += 1
+        return coords, " and ".join(inside) or "True"
 
     # -- compute ------------------------------------------------------------------------------------------
     def gemm(self, a: str, b: str, out: str, trans_a: bool, trans_b: bool, shape: tuple) -> None:
@@ -172,6 +230,10 @@ class Emulated(Spelling):
 
     emulated = True
     dialect = c.C_SPELLING
+    note = ", the CUDA program emulated"
+    extent_dtype = "int64"
+    fast_bodies = value_views = hardware_casts = False
+    stage_in_place = True
 
     def tile_dtype(self, tir: str) -> str:
         return "float32" if tir in ("float16", "bfloat16") else tir
@@ -216,24 +278,6 @@ class Emulated(Spelling):
         nbx, nbz = blocks
         return (f"with T.Kernel(T.max({nbx} * {nbz}, 1), prelude={prelude}) as blk:",
                 [f"bx = blk % {nbx}", f"bz = blk // {nbx}"])
-
-    def _tile_loop(self, axes: list):
-        names = [self.em.fresh("e") for a in axes if a[0] == "tile"]
-        return names, self.em.block(self.parallel(names, tuple(a[2] for a in axes if a[0] == "tile")))
-
-    def _coords(self, axes: list, names: list) -> tuple:
-        """The clamped view coordinates of a tile element and whether it is inside the view."""
-        coords, inside, k = [], [], 0
-        for a in axes:
-            if a[0] == "point":
-                coords.append(a[1])
-                continue
-            _, first, _, extent = a
-            at = f"T.Cast('int64', {first}) + T.Cast('int64', {names[k]})"
-            coords.append(f"T.min({at}, T.Cast('int64', {extent}) - T.int64(1))")
-            inside.append(f"{at} < T.Cast('int64', {extent})")
-            k += 1
-        return coords, " and ".join(inside) or "True"
 
     def load(self, tile: str, view, axes: list) -> None:
         from .views import decode

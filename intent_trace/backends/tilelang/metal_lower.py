@@ -16,6 +16,7 @@ import functools
 import hashlib
 import linecache
 import os
+import re
 import tempfile
 
 from ...caches import cache_path
@@ -29,11 +30,26 @@ NAME = "tilelang-metal"
 def kernel_source(program: str) -> str:
     """The Metal source of the program text, repaired: TVM's Metal code generator prints a declaration it binds
     inside an expression into the middle of an assignment (invalid Metal), which is moved out on the same lines
-    (:func:`~.metal_emulation.translate.split_inline_conditionals`)."""
+    (:func:`~.metal_emulation.translate.split_inline_conditionals`), and a bfloat constant as a half literal
+    (:func:`bfloat_literals`)."""
     try:
-        return split_inline_conditionals(_tilelang_metal(program))
+        return bfloat_literals(split_inline_conditionals(_tilelang_metal(program)))
     except TranslationError as e:
         raise LoweringError(f"target {NAME}: TileLang's Metal source has a statement it cannot repair: {e}") from e
+
+
+_BFLOAT_LOCAL = re.compile(r"^\s*bfloat\s+(\w+)\s*;", re.M)
+
+
+def bfloat_literals(source: str) -> str:
+    """TVM's Metal code generator prints a bfloat constant with the half suffix: the zero a guarded load of a bfloat
+    buffer falls back to comes out as ``bfloat condval; ... condval = 0.000000e+00h;``, a half that Metal does not
+    convert to bfloat implicitly. Each such assignment to a bfloat local becomes ``bfloat(0.000000e+00f)``."""
+    names = set(_BFLOAT_LOCAL.findall(source))
+    if not names:
+        return source
+    assign = re.compile(r"\b(" + "|".join(map(re.escape, sorted(names))) + r")(\s*=\s*)(-?[\d.]+(?:e[+-]?\d+)?)h\s*;")
+    return assign.sub(r"\1\2bfloat(\3f);", source)
 
 
 def _tilelang_metal(program: str) -> str:

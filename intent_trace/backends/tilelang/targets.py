@@ -1,6 +1,6 @@
 """The TileLang targets as values (:class:`.spec.TileLangTarget`): ``C``, ``CUDA`` and ``METAL``, built from the
 target modules' spelling and the launch planners: CUDA's and, with Metal's spelling, Metal's (:mod:`.metal_grid`);
-CUDA's tiled specialisations (:mod:`.cuda_kernels`) and Metal's (:mod:`.metal_matmul`).
+CUDA's tiled specialisations (:mod:`.cuda_kernels`) and Metal's (:mod:`.metal_matmul`, :mod:`.metal_region`).
 
 This is the one module that puts a target module together with the planners (so :mod:`.cuda` need not import
 :mod:`.cuda_kernels`, whose matmul programs import :mod:`.cuda` for its helper bodies).
@@ -8,7 +8,7 @@ This is the one module that puts a target module together with the planners (so 
 from __future__ import annotations
 
 from . import (c, cuda, cuda_indexed, cuda_kernels, cuda_region_carry, cuda_rows, cuda_scan, metal, metal_grid,
-               metal_matmul)
+               metal_matmul, metal_region)
 from .metal_emulation.executable import build_emulated
 from .spec import TileLangTarget
 
@@ -37,6 +37,11 @@ CUDA = TileLangTarget(
     indexed_grid=cuda_indexed.indexed_plan, carried_lanes=cuda_region_carry.lane_plan, lanes=cuda.LANES,
 )
 
+def _metal_specializations(graph, target) -> list:
+    """tilelang-metal's tiled programs: the simdgroup-matrix matmul, then the segmented fold's."""
+    return metal_matmul.specializations(graph, target) + metal_region.specializations(graph, target)
+
+
 METAL = TileLangTarget(
     name=metal.NAME, tilelang_target=metal.TILELANG_TARGET, execution_backend=metal.EXECUTION_BACKEND,
     language=metal.LANGUAGE,
@@ -50,7 +55,7 @@ METAL = TileLangTarget(
     claim_source=metal_grid.claim_source, lanes=metal_grid.LANES, prelude_every_kernel=True,
     row_group=metal_grid.row_group, flat_nest=metal_grid.flat_nest, parallel_grid=metal_grid.parallel_grid,
     multi_block=metal_grid.multi_block, indexed_grid=metal_grid.indexed_grid, carried_lanes=metal_grid.carried_lanes,
-    grid_refusal=metal_grid.refusal, specializations=metal_matmul.specializations,
+    grid_refusal=metal_grid.refusal, specializations=_metal_specializations,
 )
 
 TARGETS = {t.name: t for t in (C, CUDA, METAL)}

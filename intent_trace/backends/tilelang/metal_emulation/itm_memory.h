@@ -302,6 +302,9 @@ template <typename T> struct Ref {
     const_cast<V*>(p.base)[k] = v;
   }
   operator V() const { return load(); }
+  // an explicit conversion of a half or bfloat element to a number (`(float)A[i]`: one step, as Metal's cast)
+  template <typename U, typename = std::enable_if_t<std::is_arithmetic<U>::value && !std::is_arithmetic<V>::value>>
+  explicit operator U() const { return (U)load(); }
   template <typename U> const Ref& operator=(const U& v) const { store((V)v); return *this; }
   const Ref& operator=(const Ref& o) const { store(o.load()); return *this; }
 #define ITM_COMPOUND(OP) \

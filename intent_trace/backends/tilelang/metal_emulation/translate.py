@@ -7,6 +7,7 @@ cannot spell as Metal does:
 - ``#include <metal_stdlib>`` becomes the emulation header; the other ``<metal_*>`` includes vanish;
 - ``device T*`` / ``threadgroup T*`` become ``itm::ptr<T>`` (checked pointers), ``threadgroup T x[N];`` and
   ``threadgroup T x;`` per-threadgroup shared storage (``ITM_THREADGROUP_*``);
+- a half literal ``1.5h`` becomes ``half(1.5f)`` (exact: TVM prints a float16 constant's value in full);
 - the kernel loses its attributes: ``[[kernel]]`` becomes ``static``, parameter attributes (``[[buffer(i)]]``,
   ``[[thread_position_in_threadgroup]]``, ...) are read into :class:`Param` and dropped;
 - in the kernel body every use of a buffer parameter or threadgroup variable ``x`` becomes ``x.at_line(N)``, so
@@ -43,6 +44,8 @@ _KERNEL = re.compile(r"(?:\[\[\s*kernel\b[^\]]*\]\]|\bkernel)\s*void\s+([A-Za-z_
 _ATTRIBUTE = re.compile(r"\[\[\s*([A-Za-z_]\w*)\s*(?:\(\s*(\d+)\s*\))?\s*\]\]")
 _STRUCT = re.compile(r"struct\s+([A-Za-z_]\w*)\s*\{([^}]*)\}\s*;")
 _FIELD = re.compile(r"^\s*([A-Za-z_][\w:]*)\s+([A-Za-z_]\w*)\s*(\[\s*\d+\s*\])?\s*;\s*$", re.S)
+#: a half literal (``0.000000e+00h``: TVM prints a float16 constant so), which C++ spells as a conversion
+_HALF_LITERAL = re.compile(r"(?<![\w.])(\d+\.\d*(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)h\b")
 FLOAT_TYPES = frozenset({"float", "half", "bfloat"})
 BUILTINS = frozenset({
     "thread_position_in_threadgroup", "threadgroup_position_in_grid", "threadgroups_per_grid",
@@ -185,6 +188,7 @@ def translate(source: str, kernel: str | None = None) -> Translation:
     text = re.sub(r"#include\s*<metal_\w+>", "", text)
     text = _POINTER.sub(_pointer, text)
     text = _REINTERPRET.sub(r"\1", text)  # reinterpret_cast<itm::ptr<A>>(p): the checked pointer's cast (same region)
+    text = _HALF_LITERAL.sub(r"half(\1f)", text)
     kernels = [m for m in _KERNEL.finditer(text) if kernel is None or m[1] == kernel]
     if len(kernels) != 1:
         found = [m[1] for m in _KERNEL.finditer(text)]
