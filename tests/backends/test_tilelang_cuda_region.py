@@ -340,16 +340,17 @@ def _ieee_max(x: np.ndarray) -> np.ndarray:
     return out
 
 
-def test_an_exact_max_keeps_nans_and_zero_signs(compiled):
-    # out[i] = max_j a[i] * b[j]: products that are NaN, infinities and zeros of both signs; the max is the output
-    # (region_laws refuses the cheap reduction), so every bit must be IEEE maximum's
-    L, S = 200, 300
+def check_exact_max(compiled, L: int, S: int, zero_at: int, nan_at: int) -> None:
+    """out[i] = max_j a[i] * b[j]: products that are NaN, infinities and zeros of both signs; the max is the output
+    (region_laws refuses the cheap reduction), so every bit must be IEEE maximum's. ``b[zero_at]`` is +0 (rows whose
+    max is a zero of either sign: +0 times a row's +a is +0, -0 for a negative a), ``a[nan_at]`` a NaN; pick them in
+    a tail block. ``compiled(kernel, **extents)`` gives the executable (tilelang-metal's test calls this too)."""
     rng = np.random.default_rng(9)
     a = rng.standard_normal(L).astype(np.float32)
     b = -np.abs(rng.standard_normal(S)).astype(np.float32)
     a[:8] = [0.0, -0.0, np.nan, np.inf, -np.inf, 1.0, -1.0, 0.0]
-    b[131] = 0.0  # +0 times a row's +a is +0, -0 for a negative a: rows whose max is a zero of either sign
-    a[150] = np.nan
+    b[zero_at] = 0.0
+    a[nan_at] = np.nan
     out = np.zeros(L, np.float32)
     compiled(outer_max_f32, L=L, S=S)(a, b, out)
     with np.errstate(invalid="ignore"):  # 0 * inf
@@ -358,6 +359,10 @@ def test_an_exact_max_keeps_nans_and_zero_signs(compiled):
     same = ~np.isnan(want)
     assert (out[same].view(np.uint32) == want[same].view(np.uint32)).all()  # zero signs included
     assert math.copysign(1, out[0]) > 0 and math.copysign(1, out[6]) > 0 and np.isnan(out[2])
+
+
+def test_an_exact_max_keeps_nans_and_zero_signs(compiled):
+    check_exact_max(compiled, L=200, S=300, zero_at=131, nan_at=150)
 
 
 def test_the_exact_max_of_a_fold_with_contractions(compiled):

@@ -46,13 +46,17 @@ def _same_nans(out: np.ndarray, want: np.ndarray) -> None:
     assert np.array_equal(got, exp), [(hex(a), hex(b)) for a, b in zip(got, exp) if a != b][:5]
 
 
-@pytest.mark.parametrize("kernel", ATTENTION, ids=lambda k: k.name)
-def test_planted_nans_give_the_oracle_s_payloads(compiled, kernel):
-    # 150 queries and keys: a tail of rows and a tail block of keys (128 + 22). Batch 0: one query row (q[0, 3, 5])
-    # and a V element only (v[0, 140, 4], in the tail block); batch 1: the first key; batch 2: the last key.
-    B, L, S, D = 3, 150, 150, 16
+def check_planted_nans(compiled, kernel, block: int, tail: int) -> None:
+    """NaNs planted in an attention kernel's operands, whose source is a block of keys and a tail (``block + tail``
+    queries and keys): the NaN outputs hold the payloads derived by hand and the oracle's. Batch 0: one query row
+    (q[0, 3, 5]) and a V element only (v[0, block + tail // 2, 4], in the tail block); batch 1: the first key;
+    batch 2: the last key. ``compiled(kernel, **extents)`` gives the executable (the target's; tilelang-metal's
+    test calls this too)."""
+    B, D = 3, 16
+    L = S = block + tail
     (q, k, v, scale), bound = _attention_case(B, L, S, D, seed=21)
-    q[0, 3, 5], v[0, 140, 4], k[1, 0, 2], k[2, S - 1, 7] = _nan(Q_NAN), _nan(NEG_NAN), _nan(S_NAN), _nan(NEG_S_NAN)
+    q[0, 3, 5], v[0, block + tail // 2, 4] = _nan(Q_NAN), _nan(NEG_NAN)
+    k[1, 0, 2], k[2, S - 1, 7] = _nan(S_NAN), _nan(NEG_S_NAN)
     out = np.zeros((B, L, D), np.float16)
     compiled(kernel, B=B, L=L, S=S, D=D)(q, k, v, out, scale)
     causal = kernel is FA.attention_f16_causal
@@ -71,6 +75,11 @@ def test_planted_nans_give_the_oracle_s_payloads(compiled, kernel):
     _same_nans(out, oracle)
     ref = _reference(q, k, v, scale, causal=causal)
     assert np.abs(out[~nan].astype(np.float64) - ref[~nan]).max() <= bound
+
+
+@pytest.mark.parametrize("kernel", ATTENTION, ids=lambda k: k.name)
+def test_planted_nans_give_the_oracle_s_payloads(compiled, kernel):
+    check_planted_nans(compiled, kernel, block=128, tail=22)  # the CUDA program's key blocks are 128
 
 
 def test_invalid_operations_give_x86_s_default_nan(compiled):

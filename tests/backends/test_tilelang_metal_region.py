@@ -22,15 +22,14 @@ import intent_trace as intent
 from intent_trace import I
 
 pytest.importorskip("tilelang")
-from backends.test_tilelang_cuda_region import _attention_case, _check, _ieee_max, _reference  # noqa: E402
-from backends.test_tilelang_cuda_region_nan import (DEFAULT_F16, NEG_NAN, NEG_S_NAN, Q_NAN, S_NAN,  # noqa: E402
-                                                    _nan, _oracle, _same_nans)
+from backends.test_tilelang_cuda_region import _attention_case, _check, _reference, check_exact_max  # noqa: E402
+from backends.test_tilelang_cuda_region_nan import DEFAULT_F16, _oracle, _same_nans, check_planted_nans  # noqa: E402
 from backends.test_tilelang_metal_grid import SOFTWARE, _check_parallel_program  # noqa: E402
 from intent_trace.backends.tilelang import metal, metal_region, targets  # noqa: E402
 from intent_trace.backends.tilelang.metal_emulation.executable import ProgramKernel, launch_sizes  # noqa: E402
 from intent_trace.backends.tilelang.metal_emulation.kernel import EmulatedKernel, EmulationError  # noqa: E402
 from schedule.region_kernels import (FA, SHIFT, attention_causal_shifted_f16, attention_lse_f16,  # noqa: E402
-                                     attention_single_f16, key_max_f16, outer_max_f32, score_sum_f16)
+                                     attention_single_f16, key_max_f16, score_sum_f16)
 
 ATTENTION = (FA.attention_f16, FA.attention_f16_fast, FA.attention_f16_causal)
 
@@ -194,28 +193,7 @@ def test_fully_masked_rows_give_x86_s_default_nan():
 
 @pytest.mark.parametrize("kernel", ATTENTION, ids=lambda k: k.name)
 def test_planted_nans_give_the_oracle_s_payloads(kernel):
-    # 40 queries and keys: a tail of rows and a tail block of keys (32 + 8). Batch 0: one query row (q[0, 3, 5])
-    # and a V element only (v[0, 35, 4], in the tail block); batch 1: the first key; batch 2: the last key.
-    B, L, S, D = 3, 40, 40, 16
-    (q, k, v, scale), bound = _attention_case(B, L, S, D, seed=21)
-    q[0, 3, 5], v[0, 35, 4], k[1, 0, 2], k[2, S - 1, 7] = _nan(Q_NAN), _nan(NEG_NAN), _nan(S_NAN), _nan(NEG_S_NAN)
-    out = np.zeros((B, L, D), np.float16)
-    _emulated(kernel, B=B, L=L, S=S, D=D)(q, k, v, out, scale)
-    causal = kernel is FA.attention_f16_causal
-    # by hand (x86: an operation's first NaN operand, quieted): a score row that sees a NaN key, or a NaN query,
-    # makes its output row NaN with that payload; a NaN v element its column in every row (0 * NaN is NaN)
-    want = np.full(out.shape, 0, np.uint16)
-    want[0, :, 4] = NEG_NAN
-    want[0, 3, :] = Q_NAN  # the query's NaN reaches p before v's: mul(p, v) keeps its first operand's payload
-    want[1, :, :] = Q_NAN  # S_NAN quieted
-    want[2, (np.arange(L) >= S - 1) if causal else slice(None), :] = NEG_S_NAN | 0x0200
-    nan = want != 0
-    assert np.array_equal(np.isnan(out), nan)
-    assert np.array_equal(out.view(np.uint16)[nan], want[nan])
-    (oracle,) = _oracle(kernel, (q, k, v), [out], scale)
-    _same_nans(out, oracle)
-    ref = _reference(q, k, v, scale, causal=causal)
-    assert np.abs(out[~nan].astype(np.float64) - ref[~nan]).max() <= bound
+    check_planted_nans(_emulated, kernel, block=32, tail=8)  # Metal's key blocks are 32
 
 
 def test_f32_attention_nans_keep_their_payloads():
@@ -236,22 +214,7 @@ def test_f32_attention_nans_keep_their_payloads():
 
 
 def test_an_exact_max_keeps_nans_and_zero_signs():
-    # out[i] = max_j a[i] * b[j] is the output, so the max is IEEE maximum's bit for bit (ordered integer keys)
-    L, S = 40, 70
-    rng = np.random.default_rng(9)
-    a = rng.standard_normal(L).astype(np.float32)
-    b = -np.abs(rng.standard_normal(S)).astype(np.float32)
-    a[:8] = [0.0, -0.0, np.nan, np.inf, -np.inf, 1.0, -1.0, 0.0]
-    b[66] = 0.0  # in the tail block: +0 times a row's +a is +0, -0 for a negative a
-    a[35] = np.nan
-    out = np.zeros(L, np.float32)
-    _emulated(outer_max_f32, L=L, S=S)(a, b, out)
-    with np.errstate(invalid="ignore"):  # 0 * inf
-        want = _ieee_max((a[:, None] * b[None, :]).astype(np.float32))
-    assert np.array_equal(np.isnan(out), np.isnan(want))
-    same = ~np.isnan(want)
-    assert (out[same].view(np.uint32) == want[same].view(np.uint32)).all()  # zero signs included
-    assert math.copysign(1, out[0]) > 0 and math.copysign(1, out[6]) > 0 and np.isnan(out[2])
+    check_exact_max(_emulated, L=40, S=70, zero_at=66, nan_at=35)  # 66: in the tail block of keys
 
 
 def test_the_exact_max_of_a_fold_with_contractions():
