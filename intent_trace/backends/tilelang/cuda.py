@@ -110,10 +110,14 @@ def _x86_nans(inner: str, name: str, d, arity: int) -> str:
     """``name``: the C body (``inner``, defined as ``<name>_ieee``) with x86's NaN results decided around it."""
     t, to_float, to_bits, quiet_bit, default = _NAN_BITS[d.name]
     names = "abc"[:arity]
-    # a NaN operand makes the result NaN, so only a NaN result looks at the operands: one compare on the fast path
-    checks = " ".join(f"if ({n} != {n}) return {to_float}({to_bits}({n}) | {quiet_bit});" for n in names)
+    # a NaN operand makes the result NaN, so only a NaN result looks at the operands: one compare on the fast path.
+    # Selects, not returns: nvcc made each early return a branch region (a row's write pass paid three per element
+    # and could not schedule one element's loads and stores across the next one's); the default NaN is quiet already
+    bits = "uint32_t" if d.name == "f32" else "uint64_t"
+    picks = " ".join(f"q = {n} != {n} ? {to_bits}({n}) : q;" for n in reversed(names))  # the first NaN operand's
     return (f"{inner}\n{DEVICE.function} {t} {name}({', '.join(f'{t} {n}' for n in names)}) {{ "
-            f"{t} r = {name}_ieee({', '.join(names)}); if (r == r) return r; {checks} return {to_float}({default}); }}")
+            f"{t} r = {name}_ieee({', '.join(names)}); {bits} q = {default}; {picks} "
+            f"return r == r ? r : {to_float}(q | {quiet_bit}); }}")
 
 
 # T4 functions (T10): on f32, and on f16/bf16 computed in f32 and rounded once, a helper calls CUDA's precise
@@ -158,18 +162,12 @@ def _hardware_conversion(name: str, family: str, dtypes: tuple, ret, args: tuple
     if form is None:
         return None
     result, operand, is_nan, hardware = form
-    if family in ("decode", "encode"):
-        # a NaN is widened or narrowed by its bits: a select of two cheap values, not a branch to the C body, so that a
-        # row's loads, each decoded as it arrives, are all issued before the first is waited on, and a gather's
-        # elements, each stored as it arrives, are not issued one after another
-        soft, inner = _NAN_BITS_OF[family][narrow], ""
-    else:
-        inner = c.helper_source(f"{name}_soft", family, dtypes, ret, args, DEVICE)
-        if inner is None:
-            return None
-        soft, inner = f"{name}_soft(a)", inner + "\n"
-    return (f"#include <{header}>\n{inner}{DEVICE.function} {result} {name}({operand} a) {{ "
-            f"return {is_nan} ? {soft} : {hardware}; }}")
+    # a NaN is widened, narrowed or rounded by its bits: a select of two cheap values, not a branch to the C body, so
+    # that a row's loads, each decoded as it arrives, are all issued before the first is waited on, a gather's
+    # elements, each stored as it arrives, are not issued one after another, and a row's write pass (a cast to f16
+    # per element) has no branch region per element
+    return (f"#include <{header}>\n{DEVICE.function} {result} {name}({operand} a) {{ "
+            f"return {is_nan} ? {_NAN_BITS_OF[family][narrow]} : {hardware}; }}")
 
 
 #: a NaN's bits widened to f32 as the C bodies' decode does (itb_f16_decode's all-ones exponent case; bf16 is f32's
@@ -181,7 +179,11 @@ _NAN_DECODE = {"f16": "itb_f32(((uint32_t)(a & 0x8000u) << 16) | 0x7f800000u | (
 _NAN_ENCODE = {"f16": "(uint16_t)(((itb_bits32(a) >> 16) & 0x8000u) | ((itb_bits32(a) >> 13) & 0x3ffu ? "
                       "0x7c00u | ((itb_bits32(a) >> 13) & 0x3ffu) : 0x7c01u))",
                "bf16": "(uint16_t)(itb_bits32(a) >> 16)"}
-_NAN_BITS_OF = {"decode": _NAN_DECODE, "encode": _NAN_ENCODE}
+#: an f32 NaN rounded to the format and widened back, as the C bodies' cast does (itb_df16/itb_dbf16 of the NaN
+#: widened to double, which quiets it on x86: f16 keeps the quieted payload's top ten bits, bf16 none)
+_NAN_CAST = {"f16": "itb_f32((itb_bits32(a) & 0x80000000u) | 0x7fc00000u | (itb_bits32(a) & 0x003fe000u))",
+             "bf16": "itb_f32((itb_bits32(a) & 0x80000000u) | 0x7fc00000u)"}
+_NAN_BITS_OF = {"decode": _NAN_DECODE, "encode": _NAN_ENCODE, "cast": _NAN_CAST}
 
 
 def helper_source(name: str, family: str, dtypes: tuple, ret, args: tuple) -> str | None:

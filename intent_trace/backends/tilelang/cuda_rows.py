@@ -321,7 +321,7 @@ class RowEmitter(TileLangEmitter):
             self.line("T.sync_threads()")
 
     def parts(self) -> tuple:
-        return ("slots",) if self.on_chip else ("main", "tail")
+        return ("whole", "edge") if self.on_chip else ("main", "tail")
 
     @contextlib.contextmanager
     def strided(self, tx: str, part: str):
@@ -329,19 +329,26 @@ class RowEmitter(TileLangEmitter):
         ``threads * u`` elements the row holds whole, unrolled (each thread issues its ``u`` loads before it waits
         on any: a thread has that many reads in flight; ``u`` is UNROLL, or up to PASS_UNROLL where the kernel
         holds slots), and ``"tail"``, the rest, each under a guard.
-        On chip one part, ``"slots"``: every slot unrolled, a chunk of UNROLL slots under a guard that the row
-        reaches it (one uniform branch per chunk), each element under its own; ``self.slot`` is its register."""
+        On chip, every slot unrolled, chunks of UNROLL slots in two parts: ``"whole"``, the chunks the row fills
+        for every thread (one uniform branch per chunk, no branch per element: the chunk's code is straight, its
+        loads and stores scheduled freely), and ``"edge"``, the one chunk the row ends in, each element under its
+        own guard (the same unrolled loop, one uniform test per chunk); ``self.slot`` is the element's register.
+        The chunks come in the slots' order (the edge is the last chunk the row reaches)."""
         n, u, cols = self.width, UNROLL, self.plan.cols
-        if part == "slots":
+        if part in ("whole", "edge"):
             c, v = self.fresh("c"), self.fresh("u")
-            with self.block(f"for {c} in T.unroll({self.slots // u}):"), \
-                    self.block(f"if T.Cast('int64', {c}) * T.int64({n * u}) < {cols}:"), \
+            start, end = f"T.Cast('int64', {c}) * T.int64({n * u})", f"T.Cast('int64', {c} + 1) * T.int64({n * u})"
+            test = f"{end} <= {cols}" if part == "whole" else f"{start} < {cols} and {cols} < {end}"
+            with self.block(f"for {c} in T.unroll({self.slots // u}):"), self.block(f"if {test}:"), \
                     self.block(f"for {v} in T.unroll({u}):"):
                 slot = f"{c} * {u} + {v}"
                 j = self.assign(f"T.Cast('int64', {slot}) * T.int64({n}) + T.Cast('int64', {tx})", "j")
-                with self.block(f"if {j} < {cols}:"):
-                    self.slot = f"{tx} * {self.plan.slots} + {slot}" if self.plan.emulated else slot
+                self.slot = f"{tx} * {self.plan.slots} + {slot}" if self.plan.emulated else slot
+                if part == "whole":
                     yield j
+                else:
+                    with self.block(f"if {j} < {cols}:"):
+                        yield j
             return
         u = min(max(self.plan.slots, UNROLL), PASS_UNROLL)
         chunks = f"T.floordiv({cols}, T.int64({n * u}))"
@@ -416,6 +423,17 @@ class RowEmitter(TileLangEmitter):
                 self.env[out] = hoisted
                 self.bind_dims(out, hoisted)
 
+    def _load_phase(self, loads: list) -> None:
+        """The row's element reads into this thread's slots, every load issued before any is used."""
+        pos, outer = self.position(), self.node
+        with self.phase() as tx:
+            for part in self.parts():
+                with self.strided(tx, part) as j:
+                    for node, buffer, source in loads:
+                        self.node = node
+                        self.line(f"{buffer}[{self.slot}] = {self.elem(source, [*pos, j])}")
+        self.node = outer
+
     def _unit_reshape(self, node, args):
         """A reshape that adds or drops unit axes (the recogniser proved the sizes agree): the same elements."""
         (x,) = args
@@ -438,10 +456,7 @@ class RowEmitter(TileLangEmitter):
         reduction's partials are combined (:meth:`_shuffles`)."""
         pos, outer = self.position(), self.node
         if self.loads:  # on chip, before the first fold: every element read into its slots (all loads in flight)
-            with self.phase() as tx, self.strided(tx, "slots") as j:
-                for node, buffer, source in self.loads:
-                    self.node = node
-                    self.line(f"{buffer}[{self.slot}] = {self.elem(source, [*pos, j])}")
+            self._load_phase(self.loads)
             self.loads = []
         folds = []
         for node in nodes:
