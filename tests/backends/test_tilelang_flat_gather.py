@@ -163,3 +163,40 @@ def test_the_lookup_s_loads_come_before_its_claim_in_the_ptx_for_sm90a(tmp_path)
     atomics = [k for k, line in enumerate(ptx) if "atom.global.cas" in line]
     assert len(loads) >= 8 and len(atomics) == 1  # every element's table load; one claim
     assert max(loads) < atomics[0]  # no claim between one element's loads and the next one's
+
+
+def test_two_sites_failing_in_one_thread_report_one_failure_whole(compiled):
+    # positions 5 and 5 + 128 are two elements of one thread (elements are a block's size apart): a bad row in one,
+    # a bad column in the other; the record is one failure's code, coordinate and extent (the extent is written at
+    # the claim from the code, the coordinate kept in the thread's one value slot), never a mix of the two
+    exe = compiled(gather2)
+    x = RNG.standard_normal((4, 6)).astype(ml_dtypes.bfloat16)
+    for first, second in [(5, 133), (133, 5)]:
+        r = RNG.integers(0, 4, 1030).astype(np.int32)
+        c = RNG.integers(0, 6, 1030).astype(np.int32)
+        r[first], c[second] = 9, -7
+        _raises_unchanged(exe, (x, r, c), [np.full(1030, 5.0, ml_dtypes.bfloat16)],
+                          r"coordinate (9 on axis 0 is outside its extent 4|-7 on axis 1 is outside its extent 6)")
+
+
+def test_the_lookup_s_value_is_bound_before_its_store_and_its_failure_kept_in_two_locals():
+    body = _kernel_body(generate(embedding.trace(), "tilelang-cuda"))
+    lines = body.splitlines()
+    (store,) = [k for k, line in enumerate(lines) if re.match(r"\s+p2\[", line)]
+    value = re.fullmatch(r"\s+p2\[c\d+, c\d+\] = (x\d+)", lines[store])
+    assert value is not None  # the store reads a local: TileLang's guard around it holds the store alone
+    assert re.fullmatch(rf"\s+{value[1]} = T\.alloc_var\('uint16', init=T\.call_extern\('uint16', 'it_encode_f16', "
+                        r"t\d+\)\)", lines[store - 1])
+    # the carried failure: an int32 site code and one int64 slot (the coordinate); the extents come at the claim
+    assert len(re.findall(r"ec\d+ = T\.alloc_var\('int32'", body)) == 1
+    assert len(re.findall(r"ev\d+ = T\.alloc_var\('int64'", body)) == 1
+    claim = body[body.index("itc_claim"):]
+    assert "T.Cast('int64', d0)" in claim and "T.Cast('int64', d1)" in claim
+
+
+def test_the_lookup_s_cuda_store_guard_holds_only_the_store():
+    source = cuda_source(generate(embedding.trace(), "tilelang-cuda"))
+    kernel = source[source.index("__global__ void __launch_bounds__"):]
+    (store,) = re.findall(r"p2\[[^\]]*\] = ([^;]*);", kernel)
+    assert re.fullmatch(r"x\d+", store)  # the encode is computed before TileLang's bounds guard, not inside it
+    assert kernel.index("it_encode_f16(") < kernel.index(f"] = {store};")
