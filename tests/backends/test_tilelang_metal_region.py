@@ -4,10 +4,13 @@ Metal emulator against NumPy float64 references and hand-derived NaN bits.
 - The program: the flash-attention examples (accurate, exp2-approximate, causal; f16 and f32) get a segmented fold on
   Metal, named first by the schedule with its tiles; its Metal source is parallel (threadgroups over rows and the
   batch, 128 threads each), multiplies on simdgroup matrices, reduces rows with simd_shuffle_xor butterflies, and calls
-  the Metal target's own exp and exp2 (metal::precise::), no software routine; the tiles fit 32 KiB.
-- The numbers: every fold kernel (f16, bf16 and f32 operands) at extents no tile divides (L, S = 1, 7, 65, 130; S below one block), batch > 1,
-  causal with fully masked rows, NaN and infinite inputs (NaN outputs with x86's payloads, as the cpu oracle and the
-  hand-derived bits say), an exact max (IEEE maximum: NaN wins, -0 < +0), a sum within T5's bound, a second output.
+  the Metal target's own exp and exp2 (metal::precise::), no software routine; the tiles fit 32 KiB (counted from the
+  source's threadgroup declarations). f32 at head size 128, which no four-simdgroup shape fits, is 8 x 16 tiles in two
+  simdgroups (each product split between them), and that shape displaces no program a four-simdgroup shape fits.
+- The numbers: every fold kernel (f16, bf16 and f32 operands; f32 at head sizes 16 and 128) at extents no tile divides
+  (L, S = 1, 7, 20, 45, 65, 130; S below one block), batch > 1, causal with fully masked rows, NaN and infinite
+  inputs (NaN outputs with x86's payloads, as the cpu oracle and the hand-derived bits say), an exact max (IEEE
+  maximum: NaN wins, -0 < +0), a sum within T5's bound, a second output.
   Attention's bound is the example's (P rounded to f16 relative to each slice's max: 2^-9 max|v|).
 - What the emulator catches: the barrier after a row reduction's result removed is a data race naming both threads.
 """
@@ -20,12 +23,15 @@ import pytest
 
 import intent_trace as intent
 from intent_trace import I
+from intent_trace.schedule import region as schedule_region
 
 pytest.importorskip("tilelang")
 from backends.test_tilelang_cuda_region import _attention_case, _check, _reference, check_exact_max  # noqa: E402
 from backends.test_tilelang_cuda_region_nan import DEFAULT_F16, _oracle, _same_nans, check_planted_nans  # noqa: E402
 from backends.test_tilelang_metal_grid import SOFTWARE, _check_parallel_program  # noqa: E402
 from intent_trace.backends.tilelang import metal, metal_region, targets  # noqa: E402
+from intent_trace.backends.tilelang.cuda_region import TooLarge, specialization  # noqa: E402
+from intent_trace.backends.tilelang.cuda_region_tiles import Tiling  # noqa: E402
 from intent_trace.backends.tilelang.metal_emulation.executable import ProgramKernel, launch_sizes  # noqa: E402
 from intent_trace.backends.tilelang.metal_emulation.kernel import EmulatedKernel, EmulationError  # noqa: E402
 from schedule.region_kernels import (FA, SHIFT, attention_causal_shifted_f16, attention_lse_f16,  # noqa: E402
@@ -67,15 +73,27 @@ def _specs(kernel) -> dict:
     return {s.name: s for s in metal_region.specializations(kernel.trace(), targets.METAL)}
 
 
+_SIZEOF = {"uchar": 1, "char": 1, "half": 2, "bfloat": 2, "short": 2, "ushort": 2, "float": 4, "int": 4, "uint": 4}
+
+
+def _threadgroup_bytes(body: str) -> int:
+    """The threadgroup memory a kernel's Metal source declares: every ``threadgroup T name[N]`` array, whatever
+    TileLang's layout put in it (its tiles are pointers into one such buffer)."""
+    arrays = re.findall(r"\bthreadgroup\s+(\w+)\s+\w+\[(\d+)\]", body)
+    assert arrays, "no threadgroup array"
+    return sum(_SIZEOF[t] * int(n) for t, n in arrays)
+
+
 # --- the program ---------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kernel", (*ATTENTION, FA.attention), ids=lambda k: k.name)
 def test_attention_is_a_parallel_tile_program_on_simdgroup_matrices(kernel):
     specs = _specs(kernel)
-    heads = [64, 32, 16] if kernel is FA.attention else [128, 64, 32, 16]  # f32 tiles of 128 exceed 32 KiB
-    assert list(specs) == [f"segmented_fold_d{h}" for h in heads]
+    assert list(specs) == [f"segmented_fold_d{h}" for h in (128, 64, 32, 16)]
     for name, spec in specs.items():
         program = spec.program
+        # f32 at head 128: two simdgroups of 8 x 16 tiles (four-simdgroup tiles exceed 32 KiB), else four
+        width = 64 if (kernel is FA.attention and name == "segmented_fold_d128") else 128
         assert "T.Kernel(T.ceildiv(d1, " in program if kernel is not FA.attention else "T.Kernel(T.ceildiv(d0, "
         assert program.count("T.gemm(") == 2 and "T.reduce_" not in program and "T.Pipelined" not in program
         _check_parallel_program(f"{kernel.name}.{name}", program, len(kernel.trace().extents))
@@ -86,8 +104,7 @@ def test_attention_is_a_parallel_tile_program_on_simdgroup_matrices(kernel):
                      "simdgroup_store(", "threadgroup_barrier(mem_flags::mem_threadgroup)"):
             assert call in body, (name, call)
         assert re.search(r"itm_shuffle_xor_float32\(", body)  # the row max and sum: simdgroup butterflies
-        threadgroup = int(re.search(r"threadgroup uchar buf_dyn_shmem\[(\d+)\]", body)[1])
-        assert threadgroup <= 32 * 1024 and spec.part.param("threads") == 128
+        assert _threadgroup_bytes(body) <= 32 * 1024 and spec.part.param("threads") == width
         called = set(re.findall(r"\b(it\w*)\(", body))
         assert not called & set(SOFTWARE), called & set(SOFTWARE)
         if kernel is FA.attention_f16_fast:  # exp2 (approximate=True without flush_to_zero: precise, metal.py)
@@ -97,7 +114,7 @@ def test_attention_is_a_parallel_tile_program_on_simdgroup_matrices(kernel):
         extents = {f"d{k}": 130 for k in range(len(kernel.trace().extents))}
         ((blocks, threads),) = launch_sizes(program, extents)
         block_m = spec.part.param("block_M")
-        assert threads == 128 and blocks[0] == math.ceil(130 / block_m)
+        assert threads == width and blocks[0] == math.ceil(130 / block_m)
         assert len(blocks) == (1 if kernel is FA.attention else 2)  # the batch is the grid's second axis
 
 
@@ -110,6 +127,54 @@ def test_the_schedule_says_segmented_fold_with_its_tiles_on_metal():
     assert "simdgroup matrices" in part.param("pipelined")
     assert [p.param("block_M") for p in exe.schedule.parts[1:4]] == [32, 32, 32]
     assert {"exp", "ge", "select", "cast", "div"} <= set(part.fused)
+
+
+def test_f32_attention_at_head_128_splits_its_products_between_two_simdgroups():
+    # no four-simdgroup shape fits 32 KiB with f32 tiles of 128 (T.gemm needs an 8 x 8 output block per simdgroup:
+    # 16 x 16 at least, whose q, K, V and product tiles are 8 KiB each), so 8 rows x 16 keys in two simdgroups
+    graph = FA.attention.trace()
+    plan = schedule_region.recognise(graph)
+    for block_m, block_n, threads in metal_region.SHAPES[:-1]:
+        with pytest.raises(TooLarge):
+            specialization(graph, targets.METAL, plan, Tiling(128, block_m, block_n, threads=threads),
+                           metal_region.MetalSpelling)
+    part = intent.compile(FA.attention, target="tilelang-metal").schedule.parts[0]
+    assert part.mapping == "segmented_fold" and part.when == "L > 0, S > 0, D == 128"
+    assert (part.param("block_M"), part.param("block_N"), part.param("head"), part.param("threads")) == \
+        (8, 16, 128, 64)
+    program = _specs(FA.attention)["segmented_fold_d128"].program
+    assert "threads=64" in program and program.count("T.gemm(") == 2
+    body = metal.kernel_source(program).split("[[kernel", 1)[1]
+    assert "max_total_threads_per_threadgroup(64)" in body
+    assert body.count("simdgroup_float8x8 C_simd") == 2  # each product's accumulators: simdgroup matrices
+    assert _threadgroup_bytes(body) <= 32 * 1024
+    # each product's output split between the simdgroups (1 x 2): every simdgroup stores its own 8 x 8 blocks
+    stores = re.findall(r"simdgroup_store\(C_simd(?:_\d+)?\[\w+\], \(&\((\w+)\[([^;]*)\)\)", body)
+    assert len({tile for tile, _ in stores}) == 2 and all("__simd_group_id" in at for _, at in stores), stores
+
+
+@pytest.mark.parametrize("kernel", (*ATTENTION, attention_bf16, attention_lse_f16, key_max_f16, FA.attention),
+                         ids=lambda k: k.name)
+def test_the_two_simdgroup_shape_takes_only_what_four_simdgroups_cannot(kernel):
+    # every program a four-simdgroup shape fits is the text it was before the 8 x 16 shape (f16 at every head)
+    graph = kernel.trace()
+    plan = schedule_region.recognise(graph)
+    for name, spec in _specs(kernel).items():
+        head = spec.part.param("head")
+        before = None
+        for block_m, block_n, threads in metal_region.SHAPES:
+            if threads != metal_region.THREADS:
+                continue
+            try:
+                before = specialization(graph, targets.METAL, plan, Tiling(head, block_m, block_n, threads=threads),
+                                        metal_region.MetalSpelling).program
+                break
+            except TooLarge:
+                continue
+        if kernel is FA.attention and head == 128:
+            assert before is None and spec.part.param("threads") == 64
+        else:
+            assert spec.program == before, name
 
 
 def test_the_exact_max_reduces_ordered_keys_with_integer_shuffles():
@@ -163,6 +228,30 @@ def test_f32_attention_matches_the_examples_reference():
     out = np.zeros((L, D), np.float32)
     _emulated(FA.attention, L=L, S=S, D=D)(q, k, v, out, 0.25)
     assert np.abs(out - FA.reference(q, k, v, 0.25)).max() < 1e-4  # the example's own check
+
+
+def test_f32_attention_at_head_128_matches_the_examples_reference():
+    L, S, D = 20, 45, 128  # tails of rows (8-row tiles) and of keys (16-key blocks)
+    rng = np.random.default_rng(21)
+    q, k, v = (rng.standard_normal(s).astype(np.float32) for s in ((L, D), (S, D), (S, D)))
+    exe = _emulated(FA.attention, L=L, S=S, D=D)
+    out = np.zeros((L, D), np.float32)
+    exe(q, k, v, out, 0.0625)
+    assert np.abs(out - FA.reference(q, k, v, 0.0625)).max() < 1e-4  # the example's own check
+    # NaNs: a signalling one in a query (its row quieted), one in the tail block of values (its column)
+    q[11, 100] = np.array([0x7F800001], np.uint32).view(np.float32)[0]
+    v[42, 77] = np.array([0xFFC00123], np.uint32).view(np.float32)[0]
+    out = np.zeros((L, D), np.float32)
+    exe(q, k, v, out, 0.0625)
+    bits = out.view(np.uint32)
+    assert (bits[11] == 0x7FC00001).all()
+    others = np.arange(L) != 11
+    assert (bits[others, 77] == 0xFFC00123).all()
+    (oracle,) = _oracle(FA.attention, (q, k, v), [out], 0.0625)
+    _same_nans(out, oracle)
+    with np.errstate(invalid="ignore"):  # NumPy's cast of the signalling NaN
+        want = FA.reference(q, k, v, 0.0625)
+    assert np.abs(np.delete(out[others], 77, axis=1) - np.delete(want[others], 77, axis=1)).max() < 1e-4
 
 
 def test_attention_without_a_batch_loop():

@@ -6,7 +6,7 @@ same element code, the same NaN-row recomputation by the serial program, :mod:`.
 :class:`MetalSpelling`, which places the tiles where TileLang 0.1.15's Metal path can use them:
 
 - **Products** are ``T.gemm`` of two threadgroup tiles (``GemmMetalSimdGroup``: ``simdgroup_load`` of 8 x 8
-  operands and ``simdgroup_multiply_accumulate``, the threadgroup's four simdgroups splitting the output), for f16,
+  operands and ``simdgroup_multiply_accumulate``, the threadgroup's simdgroups splitting the output), for f16,
   bf16 and f32 operands alike (Metal's f32 simdgroup product is a true f32 one, no TF32; FMA and any order inside
   a contraction: T10). Its result is a threadgroup tile too: a Metal fragment a ``T.gemm`` accumulates into becomes
   opaque ``simdgroup_float8x8`` matrices (``MetalFragmentToSimdgroup``) that element code cannot index, while a
@@ -26,6 +26,15 @@ same element code, the same NaN-row recomputation by the serial program, :mod:`.
   writes them from thread-level code. Computed threadgroup tiles are overwritten in place once dead (the scores,
   then ``p``, in the first product's tile), so the tiles fit Apple's 32 KiB of threadgroup memory: per head size the
   largest of :data:`SHAPES` that does (counted without TileLang's own reuse).
+- **Shapes and threads.** ``T.gemm`` (``GemmMetalSimdGroup.lower``) splits a product's output among the simdgroups
+  (``GemmWarpPolicy.compute_warp_partition``, ``m_warp * n_warp`` = simdgroups) in whole 8 x 8 matrices, so a
+  product needs at least one 8 x 8 block of output per simdgroup: four simdgroups (128 threads) take 16 x 16 and up,
+  and TileLang refuses 16 x 8 with them ("m_warp * n_warp must equal num_warps"). An f32 fold of head size 128 fits
+  none of the 128-thread shapes (at 16 x 16 its q, K, V and product tiles are 8 KiB each: 42368 bytes counted, 34176
+  in TileLang's own layout), so the last shape is 8 rows x 16 keys in two simdgroups (64 threads, each product split
+  1 x 2): 29376 bytes counted, 25280 in TileLang's layout. (16 x 8 in two simdgroups, half the K/V reloads, is
+  33664 bytes counted: it fits only in TileLang's layout, 25472, which places the staged output over the dead
+  product tile; the count does not model that.)
 - **Helpers** are the Metal target's own (:mod:`.metal`: ``metal::precise::exp``, ``exp2``, and ``fast::`` for
   ``approximate=True``; the x86 NaN-payload compare-and-select), not CUDA's bare ones, and a cast to f16 is the
   serial program's helper. The source loop is plain ``T.serial`` (no asynchronous copies on Metal); tile loads are
@@ -45,8 +54,9 @@ from .cuda_region_tiles import Spelling, Tiling
 
 THREADS = 128  # four simdgroups: Metal's T.gemm splits each product 2 x 2 among them
 HEADS = (128, 64, 32, 16)  # head sizes with a program, as on CUDA
-#: (block_M, block_N) tried in order per head size; the first whose threadgroup tiles fit 32 KiB is the program's
-SHAPES = ((32, 32), (16, 32), (16, 16))
+#: (block_M, block_N, threads) tried in order per head size; the first whose threadgroup tiles fit 32 KiB is the
+#: program's. The last, two simdgroups of 8 x 16 tiles, is for f32 at head size 128 (the module docstring).
+SHAPES = ((32, 32, THREADS), (16, 32, THREADS), (16, 16, THREADS), (8, 16, 64))
 _TILE_TIR = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}  # a view's tiles (views in value dtypes)
 THREADGROUP_BYTES = 32 * 1024  # threadgroup memory of every Apple GPU (MTLDevice.maxThreadgroupMemoryLength)
 #: Metal's fmax/fmin: a NaN operand ignored (the cheap max/min, where region_laws proves it harmless)
@@ -62,8 +72,8 @@ def specializations(graph, target) -> list:
         return []
     out = []
     for head in HEADS if plan.free else HEADS[:1]:
-        for block_m, block_n in SHAPES:
-            tiling = Tiling(head, block_M=block_m, block_N=block_n, threads=THREADS)
+        for block_m, block_n, threads in SHAPES:
+            tiling = Tiling(head, block_M=block_m, block_N=block_n, threads=threads)
             try:
                 out.append(specialization(graph, target, plan, tiling, MetalSpelling))
                 break
