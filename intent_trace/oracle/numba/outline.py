@@ -150,7 +150,7 @@ def _outline(name: str, params: list, lines: list, module_names: set) -> Outline
         stmts[k:k + 1] = _statements(
             f"{n} = {extent}\n{chunks} = min({n}, {CHUNKS})\n"
             f"for {q} in prange({chunks}):\n"  # a prange index may be typed unsigned: int64 before it meets n
-            f"    {helper}(np.int64({q}) * {n} // {chunks}, (np.int64({q}) + 1) * {n} // {chunks}{extra})")
+            f"    R.call_outlined({helper}, np.int64({q}) * {n} // {chunks}, (np.int64({q}) + 1) * {n} // {chunks}{extra})")
     if not helpers:
         return None
 

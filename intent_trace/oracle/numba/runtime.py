@@ -25,6 +25,7 @@ from .half import (NATIVE_HALF, bf16_bits, bf16_value, f16_bits, f16_bits_native
                    f16_value, f16_value_native, f16_value_soft, f64_to_bf16, f64_to_f16, f64_to_f32_rto, round_bf16,
                    round_f16)
 from .lanes import lane_block, lanes_add, lanes_add_part, lanes_fill, lanes_sum  # noqa: F401
+from .outlined_call import call_outlined  # noqa: F401
 
 
 # --- T2 integers -------------------------------------------------------------------------------
