@@ -22,6 +22,8 @@ GLOBALS = {"np", "R", "prange", "K0"}
 class Runtime:
     """The runtime helpers the outlined form calls, in Python."""
 
+    min2 = staticmethod(min)
+
     @staticmethod
     def call_outlined(body, *args):
         return body(*args)

@@ -148,7 +148,7 @@ def _outline(name: str, params: list, lines: list, module_names: set) -> Outline
         n, chunks = f"_n{i}", f"_chunks{i}"
         q = loop.target.id  # the loop's own index names its chunks (a name nothing else uses)
         stmts[k:k + 1] = _statements(
-            f"{n} = {extent}\n{chunks} = min({n}, {CHUNKS})\n"
+            f"{n} = {extent}\n{chunks} = R.min2({n}, {CHUNKS})\n"
             f"for {q} in prange({chunks}):\n"  # a prange index may be typed unsigned: int64 before it meets n
             f"    R.call_outlined({helper}, np.int64({q}) * {n} // {chunks}, (np.int64({q}) + 1) * {n} // {chunks}{extra})")
     if not helpers:

@@ -25,6 +25,7 @@ from .half import (NATIVE_HALF, bf16_bits, bf16_value, f16_bits, f16_bits_native
                    f16_value, f16_value_native, f16_value_soft, f64_to_bf16, f64_to_f16, f64_to_f32_rto, round_bf16,
                    round_f16)
 from .lanes import lane_block, lanes_add, lanes_add_part, lanes_fill, lanes_sum  # noqa: F401
+from .minmax import max2, min2  # noqa: F401
 from .outlined_call import call_outlined  # noqa: F401
 
 
@@ -458,3 +459,21 @@ def alloc_empty(shape, dtype):
 def alloc_full(shape, fill):
     """An array of ``fill``'s type (the caller converts it), every element ``fill``."""
     return np.full(shape, fill)
+
+
+# --- allocation limits ---------------------------------------------------------------------------------------------
+
+@njit(**JIT_FLAGS)
+def exceeds(err, site, elements, itemsize, limit):
+    """Whether ``elements`` (a float64 count: a product of int64 extents may overflow, a float only rounds) of
+    ``itemsize`` bytes exceed the call's allocation limit; if so the error record of ``site`` is written (its
+    values: the elements, the bytes, the limit). One call in place of the record's stores keeps every checked
+    allocation of a kernel two statements long (Numba's compile time grows with a function's statements)."""
+    nbytes = elements * itemsize
+    if nbytes > limit:
+        err[0] = site
+        err[1] = np.int64(min(elements, 9.0e18))
+        err[2] = np.int64(min(nbytes, 9.0e18))
+        err[3] = np.int64(limit)
+        return True
+    return False
