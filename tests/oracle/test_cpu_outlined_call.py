@@ -2,7 +2,9 @@
 
 The parallel build's code holds a call of the body, not a copy of it; an error the body raises reaches the caller;
 a new process loads the parallel build from Numba's disk cache (the body's symbol defined by the cached entry's
-reload hook), also when the body's own cache entry is gone. Results against NumPy.
+reload hook), also when the body's own cache entry is gone. The new process's first compile resolves an intrinsic
+(``R.max2``) as the first attribute of the lazily imported runtime (runtime.py refreshes Numba's typing context
+on import). Results against NumPy.
 """
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 from numba import njit
+from numba.core.registry import cpu_target as _cpu_target
 from numba.extending import intrinsic
 
 from ..cephes import I0_A, I0_B
@@ -477,3 +478,11 @@ def exceeds(err, site, elements, itemsize, limit):
         err[3] = np.int64(limit)
         return True
     return False
+
+
+# Generated code reaches this module through ``lazy_module`` (lazy.py): it is first imported inside Numba's typing
+# of a kernel, by the attribute access that resolves ``R.<helper>``. Numba's typing context knows the intrinsics
+# registered since its last refresh (minmax, outlined_call, bits) only after another refresh, which the
+# enclosing compile made before this import: refresh it now, so the access that triggered the import resolves.
+_cpu_target.typing_context.refresh()
+_cpu_target.target_context.refresh()
