@@ -149,7 +149,8 @@ class EmitterBase(EmitterCore, SourceWriter, Interpreter):
         ValueError naming ``what``, its element count and its size, and the executable then discards the
         staged outputs. (A bare MemoryError or Numba's "array is too big" says neither what nor why.)
 
-        Inside a ``prange`` body it is made by a runtime function, never by ``np.empty``/``np.full``
+        An empty array is always made by a runtime function (cached on disk, where ``np.empty`` is compiled
+        again by every process), a filled one inside a ``prange`` body too, never by ``np.empty``/``np.full``
         there: Numba's parfor pass hoists every ``np.empty`` (and the ``np.empty`` it makes of
         ``np.zeros``/``np.full``) whose arguments are loop invariant out of the parallel loop, at any
         nesting depth inside it, and reuses one buffer for every execution of that statement. A loop
@@ -164,10 +165,12 @@ class EmitterBase(EmitterCore, SourceWriter, Interpreter):
         # a literal extent as an int64 value: one specialisation of the allocation for every shape of a rank (Numba
         # compiles a function once per literal value it is called with)
         dims = "(" + "".join(f"np.int64({s}), " if s.isdigit() else f"{s}, " for s in shape) + ")"
-        if self.prange_depth:
-            call = f"R.alloc_empty({dims}, {dtype})" if fill is None else f"R.alloc_full({dims}, {dtype}({fill}))"
-        else:
-            call = f"np.empty({dims}, dtype={dtype})" if fill is None else f"np.full({dims}, {fill}, dtype={dtype})"
+        if fill is None:  # the runtime's (cached) allocation everywhere: Numba compiles np.empty per process
+            call = f"R.alloc_empty({dims}, {dtype})"
+        elif self.prange_depth:
+            call = f"R.alloc_full({dims}, {dtype}({fill}))"
+        else:  # (outside a prange loop the parallel build's parfor pass fills this one in parallel)
+            call = f"np.full({dims}, {fill}, dtype={dtype})"
         self.line(f"{name} = {call}")
         return name
 

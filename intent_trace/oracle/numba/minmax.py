@@ -1,4 +1,5 @@
-"""``min``/``max`` of two numbers for generated code, as instructions in the caller (issue 19: compile time).
+"""``min``/``max`` of two numbers for generated code and the runtime helpers, as instructions in the caller (issue
+19: compile time).
 
 Numba's builtin ``min``/``max`` are overloads whose implementation is a jitted function compiled afresh in every
 process for every pair of argument types (never disk-cached): about 0.1 CPU s each, paid by the first kernel a

@@ -215,7 +215,7 @@ def _quantize(em, node, args):
         nb = em.assign(f"{k} // 256", "n")
     lead = tuple(x.shape[:-1])
     rows = _product(em, lead)
-    xs = em.assign(f"np.ascontiguousarray({x.name}).reshape(({rows}, {k}))", "x")
+    xs = em.assign(f"R.contiguous({x.name}).reshape(({rows}, {k}))", "x")
     out_t = node.attr("type")
     arrays = []
     for (name, ft) in out_t.fields:

@@ -343,7 +343,7 @@ _LOG2E, _LN2_HI, _LN2_LO = 1.4426950408889634, 0.6931471803691238, 1.90821492927
 @njit(**JIT_FLAGS)
 def exp_f64_of_f32(x):
     """exp(x) of a float32 (or f16/bf16 value) as a float64 within 2^-46 relative: one rounding makes the format's."""
-    c = min(max(np.float64(x), -104.0), 89.0)
+    c = min2(max2(np.float64(x), -104.0), 89.0)
     n = np.floor(c * _LOG2E + 0.5)
     r = (c - n * _LN2_HI) - n * _LN2_LO
     p = 1.0 + r * (1.0 + r * (0.5 + r * (1.6666666666666666e-01 + r * (4.1666666666666664e-02 + r * (
@@ -373,7 +373,7 @@ _Q2, _Q3, _Q4, _Q5, _Q6, _Q7, _Q8 = (_F32(1.0 / math.factorial(k)) for k in rang
 
 @njit(**JIT_FLAGS)
 def exp_f32(x):
-    c = min(max(x, _F32(-104.0)), _F32(89.0))
+    c = min2(max2(x, _F32(-104.0)), _F32(89.0))
     n = np.floor(c * _LOG2E_F + _F32(0.5))
     hi = fma(n, -_L1_F, c)
     lo = n * -_L2_F
@@ -457,6 +457,13 @@ def alloc_empty(shape, dtype):
 
 
 @njit(**JIT_FLAGS)
+def contiguous(a):
+    """``np.ascontiguousarray(a)`` (``a`` itself when it is C-contiguous), compiled once into the disk cache (Numba
+    compiles ``np.ascontiguousarray`` again in every process)."""
+    return np.ascontiguousarray(a)
+
+
+@njit(**JIT_FLAGS)
 def alloc_full(shape, fill):
     """An array of ``fill``'s type (the caller converts it), every element ``fill``."""
     return np.full(shape, fill)
@@ -473,8 +480,8 @@ def exceeds(err, site, elements, itemsize, limit):
     nbytes = elements * itemsize
     if nbytes > limit:
         err[0] = site
-        err[1] = np.int64(min(elements, 9.0e18))
-        err[2] = np.int64(min(nbytes, 9.0e18))
+        err[1] = np.int64(min2(elements, 9.0e18))
+        err[2] = np.int64(min2(nbytes, 9.0e18))
         err[3] = np.int64(limit)
         return True
     return False
