@@ -19,9 +19,19 @@ from intent_trace.oracle.numba.outline import CHUNKS, outline
 GLOBALS = {"np", "R", "prange", "K0"}
 
 
+class Runtime:
+    """The runtime helpers the outlined form calls, in Python."""
+
+    min2 = staticmethod(min)
+
+    @staticmethod
+    def call_outlined(body, *args):
+        return body(*args)
+
+
 def _run(source: str, **env):
     """Execute generated function source (the serial or parallel form) with ``prange`` as ``range``."""
-    scope = {"np": np, "prange": range, "K0": 10, **env}
+    scope = {"np": np, "prange": range, "K0": 10, "R": Runtime, **env}
     exec(source, scope)  # noqa: S102 (test-built source)
     return scope
 
@@ -123,7 +133,7 @@ def test_a_buffer_every_iteration_allocates_is_allocated_once_per_call():
     assert "c = R.alloc_empty" in loop and "d = R.alloc_empty" in loop  # a body extent; after its size check
     calls = []
 
-    class FakeRuntime:
+    class FakeRuntime(Runtime):
         @staticmethod
         def alloc_empty(shape, dtype):
             calls.append(shape)

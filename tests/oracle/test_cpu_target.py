@@ -34,7 +34,7 @@ def test_cpu_source_is_a_numba_function_without_fastmath():
 
 def test_cpu_fuses_a_pointwise_chain_without_temporaries():
     exe = intent.compile(axpy, target="cpu")
-    assert "np.empty" not in exe.source  # read -> mul -> add -> write is one loop, no array temporaries
+    assert "alloc_empty" not in exe.source  # read -> mul -> add -> write is one loop, no array temporaries
     assert "prange" in exe.source
 
 

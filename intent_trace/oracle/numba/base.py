@@ -104,20 +104,27 @@ class EmitterBase(EmitterCore, SourceWriter, Interpreter):
 
     def extent(self, e) -> str:
         # An extent given by a runtime value is computed from that value wherever it is needed.
-        name = extent_expr(e, self.dim_names, self.env, Scalar, lambda v: f"max(0, np.int64({v}))")
+        name = extent_expr(e, self.dim_names, self.env, Scalar, lambda v: f"R.max2(0, np.int64({v}))")
         if name is None:
             raise KeyError(f"internal: extent {e!r} has no runtime value here")
         return name
 
     # -- errors ----------------------------------------------------------------------------------
-    def error_exit(self, site: ErrorSite, *values: str) -> None:
+    def record(self, site: ErrorSite) -> int:
+        """Record ``site`` (noting the op being emitted); its number in the error record (``err[0]``)."""
         if self.node is not None and self.node.loc is not None:
             site.note = f"in op `{self.node.op.name}` at {self.node.loc!r}"
         self.error_sites.append(site)
-        self.line(f"err[0] = {len(self.error_sites)}")
+        return len(self.error_sites)
+
+    def leave(self) -> None:
+        self.line("continue" if self.prange_depth else "return")
+
+    def error_exit(self, site: ErrorSite, *values: str) -> None:
+        self.line(f"err[0] = {self.record(site)}")
         for k, v in enumerate(values[:3]):
             self.line(f"err[{k + 1}] = np.int64({v})")
-        self.line("continue" if self.prange_depth else "return")
+        self.leave()
 
     def check(self, bad: str, site, *values: str, **fields) -> None:
         """Record ``site`` (a :class:`~intent_trace.codegen.checks.Check` with its static and text ``fields``, or
@@ -142,7 +149,8 @@ class EmitterBase(EmitterCore, SourceWriter, Interpreter):
         ValueError naming ``what``, its element count and its size, and the executable then discards the
         staged outputs. (A bare MemoryError or Numba's "array is too big" says neither what nor why.)
 
-        Inside a ``prange`` body it is made by a runtime function, never by ``np.empty``/``np.full``
+        An empty array is always made by a runtime function (cached on disk, where ``np.empty`` is compiled
+        again by every process), a filled one inside a ``prange`` body too, never by ``np.empty``/``np.full``
         there: Numba's parfor pass hoists every ``np.empty`` (and the ``np.empty`` it makes of
         ``np.zeros``/``np.full``) whose arguments are loop invariant out of the parallel loop, at any
         nesting depth inside it, and reuses one buffer for every execution of that statement. A loop
@@ -154,11 +162,15 @@ class EmitterBase(EmitterCore, SourceWriter, Interpreter):
         if not self.staging.hoist_check(self, shape, itemsize, what):  # else checked before the parallel loop
             self.check_size(shape, itemsize, what)
         name = self.fresh(prefix)
-        dims = "(" + "".join(f"{s}, " for s in shape) + ")"
-        if self.prange_depth:
-            call = f"R.alloc_empty({dims}, {dtype})" if fill is None else f"R.alloc_full({dims}, {dtype}({fill}))"
-        else:
-            call = f"np.empty({dims}, dtype={dtype})" if fill is None else f"np.full({dims}, {fill}, dtype={dtype})"
+        # a literal extent as an int64 value: one specialisation of the allocation for every shape of a rank (Numba
+        # compiles a function once per literal value it is called with)
+        dims = "(" + "".join(f"np.int64({s}), " if s.isdigit() else f"{s}, " for s in shape) + ")"
+        if fill is None:  # the runtime's (cached) allocation everywhere: Numba compiles np.empty per process
+            call = f"R.alloc_empty({dims}, {dtype})"
+        elif self.prange_depth:
+            call = f"R.alloc_full({dims}, {dtype}({fill}))"
+        else:  # (outside a prange loop the parallel build's parfor pass fills this one in parallel)
+            call = f"np.full({dims}, {fill}, dtype={dtype})"
         self.line(f"{name} = {call}")
         return name
 
@@ -166,15 +178,16 @@ class EmitterBase(EmitterCore, SourceWriter, Interpreter):
         """Leave with the error of :func:`intent_trace.limits.allocation_error` when an array of ``shape``
         would exceed the call's limit (see :meth:`allocate`; for scratch arrays written in templates).
         The element count is a float64: a product of int64 extents may overflow, a float only rounds
-        (far above any limit)."""
+        (far above any limit). The comparison and the error record are one call (``R.exceeds``)."""
         if all(s.isdigit() for s in shape):
-            elements = "np.float64(" + str(math.prod(int(s) for s in shape)) + ")"
+            elements = f"np.float64({math.prod(int(s) for s in shape)})"
         else:
-            elements = self.assign(" * ".join(["np.float64(1.0)", *(f"np.float64({s})" for s in shape)]), "e")
-        with self.block(f"if {elements} * {itemsize} > limit:"):
-            site = ErrorSite(ValueError, "{what} needs {0} elements ({1} bytes), more than the {2} bytes one "
-                             "allocation may take on this machine", what=what)
-            self.error_exit(site, f"min({elements}, 9.0e18)", f"min({elements} * {itemsize}, 9.0e18)", "limit")
+            elements = " * ".join(f"np.float64({s})" for s in shape)
+        site = ErrorSite(ValueError, "{what} needs {0} elements ({1} bytes), more than the {2} bytes one "
+                         "allocation may take on this machine", what=what)
+        # the site and the item size as int64 values, not literals: Numba compiles a helper once per literal value
+        with self.block(f"if R.exceeds(err, np.int64({self.record(site)}), {elements}, np.int64({itemsize}), limit):"):
+            self.leave()
 
     # -- values ----------------------------------------------------------------------------------
     def lazy_elem(self, value: Lazy, idx) -> str:

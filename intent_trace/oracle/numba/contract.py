@@ -146,7 +146,7 @@ def _operand(em, node, k: int, value, acc: T.DType, normal: list, swapped: list 
         identity = list(range(len(shape)))
         for order, transposed in ((normal, False), (swapped, True)):
             if order == identity:
-                return em.assign(f"np.ascontiguousarray({src})", "a"), transposed
+                return em.assign(f"R.contiguous({src})", "a"), transposed
     return _pack(em, value, node.inputs[k].type.dtype, acc, normal, shape), False
 
 

@@ -19,6 +19,7 @@ from numba.core import config as numba_config
 from numba.extending import intrinsic
 
 from .bits import JIT_FLAGS, bits_f32, f32_bits
+from .minmax import max2
 
 @njit(**JIT_FLAGS)
 def f64_to_f32_rto(x):
@@ -145,7 +146,7 @@ def f16_bits_native(f):
     f = np.float32(f)
     u = f32_bits(f)
     payload = np.uint16((u & np.uint32(0x7FFFFF)) >> np.uint32(13))
-    nan = np.uint16((u >> np.uint32(16)) & np.uint32(0x8000)) | np.uint16(0x7C00) | max(payload, np.uint16(1))
+    nan = np.uint16((u >> np.uint32(16)) & np.uint32(0x8000)) | np.uint16(0x7C00) | max2(payload, np.uint16(1))
     return nan if f != f else _half_bits_of(f)
 
 

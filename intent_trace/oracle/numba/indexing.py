@@ -68,10 +68,10 @@ NUMBA = Dialect(
     mul=mul,
     floordiv=lambda a, b: f"{a} // {b}",
     mod=lambda a, b: f"{a} % {b}",
-    nonneg=lambda x: f"max(0, {x})",
+    nonneg=lambda x: f"R.max2(0, {x})",
     where=lambda c, a, b: f"({a} if {c} else {b})",
     serial=lambda n: f"range({n})",
-    count=lambda start, end, step: f"max(0, ({end} - {start} + {step} - 1) // {step})",
+    count=lambda start, end, step: f"R.max2(0, ({end} - {start} + {step} - 1) // {step})",
     # An index value inline: an int64 copy of a prange index stops Numba vectorising the loop.
     hold=lambda em, x, hint: _atom(x),
     # A failed check always leaves the function (checks=False leaves a negative extent to T9).

@@ -62,7 +62,7 @@ def lanes_run(em, state: tuple, width: int, count: str, element) -> None:
     b = em.fresh("k")
     with em.block(f"for {b} in range(({count} + {BLOCK - 1}) // {BLOCK}):"):
         base = em.assign(f"{b} * {BLOCK}", "n")
-        filled = em.assign(f"min({BLOCK}, {count} - {base})", "n")
+        filled = em.assign(f"R.min2({BLOCK}, {count} - {base})", "n")
         j = em.fresh("k")
         with em.block(f"for {j} in range({filled}):"):
             mark = len(em.lines)

@@ -10,7 +10,9 @@ each top-level ``for i in prange(n): body`` of the generated function becomes a 
             body
 
 called once per chunk of iterations (``for i in prange(chunks)``, at most :data:`CHUNKS` chunks of consecutive
-iterations): the parfor passes see a loop of one call, which costs nothing beside a chunk of iterations. The
+iterations): the parfor passes see a loop of one call, which costs nothing beside a chunk of iterations. The call
+is ``R.call_outlined(body_k, ...)`` (:mod:`.outlined_call`): through the body's own symbol, so the body is compiled
+once and not again in each of the modules the parfor machinery links (the gufunc, its wrappers, the kernel). The
 iterations, their order within a chunk and every statement are the loop's own, so results are unchanged; only
 where the iterations run is as before (any thread, any order). The serial build keeps its loops: a function
 call would cost it compile time (Numba links the callee's code into the caller and optimises it again there)
@@ -148,9 +150,9 @@ def _outline(name: str, params: list, lines: list, module_names: set) -> Outline
         n, chunks = f"_n{i}", f"_chunks{i}"
         q = loop.target.id  # the loop's own index names its chunks (a name nothing else uses)
         stmts[k:k + 1] = _statements(
-            f"{n} = {extent}\n{chunks} = min({n}, {CHUNKS})\n"
+            f"{n} = {extent}\n{chunks} = R.min2({n}, {CHUNKS})\n"
             f"for {q} in prange({chunks}):\n"  # a prange index may be typed unsigned: int64 before it meets n
-            f"    {helper}(np.int64({q}) * {n} // {chunks}, (np.int64({q}) + 1) * {n} // {chunks}{extra})")
+            f"    R.call_outlined({helper}, np.int64({q}) * {n} // {chunks}, (np.int64({q}) + 1) * {n} // {chunks}{extra})")
     if not helpers:
         return None
 

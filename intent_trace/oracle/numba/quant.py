@@ -162,8 +162,8 @@ if {P}mm > np.float32(0.0):
 {D}[{r}, {b}] = {P}dh
 {DM}[{r}, {b}] = {P}dmh
 for {P}j in range(8):
-    {P}ls = min(np.int64({NEAR_S}), 63) & 63
-    {P}lm = min(np.int64({NEAR_M}), 63) & 63
+    {P}ls = R.min2(np.int64({NEAR_S}), 63) & 63
+    {P}lm = R.min2(np.int64({NEAR_M}), 63) & 63
     {SC}[{r}, {b}, {P}j] = {P}ls
     {MI}[{r}, {b}, {P}j] = {P}lm
     {P}d1 = np.float32({P}dh) * np.float32({P}ls)
@@ -215,7 +215,7 @@ def _quantize(em, node, args):
         nb = em.assign(f"{k} // 256", "n")
     lead = tuple(x.shape[:-1])
     rows = _product(em, lead)
-    xs = em.assign(f"np.ascontiguousarray({x.name}).reshape(({rows}, {k}))", "x")
+    xs = em.assign(f"R.contiguous({x.name}).reshape(({rows}, {k}))", "x")
     out_t = node.attr("type")
     arrays = []
     for (name, ft) in out_t.fields:
@@ -270,8 +270,8 @@ def _quantized_dot(em, node, args):
             out_shape.append(ea or eb)
     out = em.allocate(tuple(out_shape), "np.float32", "the result of `quantized_dot`") if rank else None
     with em.loop_nest(tuple(out_shape), parallel=True) as idx:
-        li = [f"min(np.int64({idx[k + rank - la]}), {lhs[0].name}.shape[{k}] - 1)" for k in range(la)]
-        ri = [f"min(np.int64({idx[k + rank - lb]}), {rhs[0].name}.shape[{k}] - 1)" for k in range(lb)]
+        li = [f"R.min2(np.int64({idx[k + rank - la]}), {lhs[0].name}.shape[{k}] - 1)" for k in range(la)]
+        ri = [f"R.min2(np.int64({idx[k + rank - lb]}), {rhs[0].name}.shape[{k}] - 1)" for k in range(lb)]
         li = [em.assign(e, "j") for e in li]
         ri = [em.assign(e, "j") for e in ri]
 

@@ -29,7 +29,7 @@ def _slices(em, node, source):
     start = em.fresh("s")
     with em.block(f"for {start} in range(0, {n}, {SLICE}):"):
         # Slices are few and large: loop nests inside them may still run in parallel (no loop_depth).
-        length = em.assign(f"min({SLICE}, {n} - {start})", "n")
+        length = em.assign(f"R.min2({SLICE}, {n} - {start})", "n")
         em.dim_names[slice_dim] = length
         parts = []
         for leaf, t in zip(leaf_values(source, Aggregate), leaf_types):

@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 from numba import njit
+from numba.core.registry import cpu_target as _cpu_target
 from numba.extending import intrinsic
 
 from ..cephes import I0_A, I0_B
@@ -25,6 +26,8 @@ from .half import (NATIVE_HALF, bf16_bits, bf16_value, f16_bits, f16_bits_native
                    f16_value, f16_value_native, f16_value_soft, f64_to_bf16, f64_to_f16, f64_to_f32_rto, round_bf16,
                    round_f16)
 from .lanes import lane_block, lanes_add, lanes_add_part, lanes_fill, lanes_sum  # noqa: F401
+from .minmax import max2, min2  # noqa: F401
+from .outlined_call import call_outlined  # noqa: F401
 
 
 # --- T2 integers -------------------------------------------------------------------------------
@@ -340,7 +343,7 @@ _LOG2E, _LN2_HI, _LN2_LO = 1.4426950408889634, 0.6931471803691238, 1.90821492927
 @njit(**JIT_FLAGS)
 def exp_f64_of_f32(x):
     """exp(x) of a float32 (or f16/bf16 value) as a float64 within 2^-46 relative: one rounding makes the format's."""
-    c = min(max(np.float64(x), -104.0), 89.0)
+    c = min2(max2(np.float64(x), -104.0), 89.0)
     n = np.floor(c * _LOG2E + 0.5)
     r = (c - n * _LN2_HI) - n * _LN2_LO
     p = 1.0 + r * (1.0 + r * (0.5 + r * (1.6666666666666666e-01 + r * (4.1666666666666664e-02 + r * (
@@ -370,7 +373,7 @@ _Q2, _Q3, _Q4, _Q5, _Q6, _Q7, _Q8 = (_F32(1.0 / math.factorial(k)) for k in rang
 
 @njit(**JIT_FLAGS)
 def exp_f32(x):
-    c = min(max(x, _F32(-104.0)), _F32(89.0))
+    c = min2(max2(x, _F32(-104.0)), _F32(89.0))
     n = np.floor(c * _LOG2E_F + _F32(0.5))
     hi = fma(n, -_L1_F, c)
     lo = n * -_L2_F
@@ -454,6 +457,39 @@ def alloc_empty(shape, dtype):
 
 
 @njit(**JIT_FLAGS)
+def contiguous(a):
+    """``np.ascontiguousarray(a)`` (``a`` itself when it is C-contiguous), compiled once into the disk cache (Numba
+    compiles ``np.ascontiguousarray`` again in every process)."""
+    return np.ascontiguousarray(a)
+
+
+@njit(**JIT_FLAGS)
 def alloc_full(shape, fill):
     """An array of ``fill``'s type (the caller converts it), every element ``fill``."""
     return np.full(shape, fill)
+
+
+# --- allocation limits ---------------------------------------------------------------------------------------------
+
+@njit(**JIT_FLAGS)
+def exceeds(err, site, elements, itemsize, limit):
+    """Whether ``elements`` (a float64 count: a product of int64 extents may overflow, a float only rounds) of
+    ``itemsize`` bytes exceed the call's allocation limit; if so the error record of ``site`` is written (its
+    values: the elements, the bytes, the limit). One call in place of the record's stores keeps every checked
+    allocation of a kernel two statements long (Numba's compile time grows with a function's statements)."""
+    nbytes = elements * itemsize
+    if nbytes > limit:
+        err[0] = site
+        err[1] = np.int64(min2(elements, 9.0e18))
+        err[2] = np.int64(min2(nbytes, 9.0e18))
+        err[3] = np.int64(limit)
+        return True
+    return False
+
+
+# Generated code reaches this module through ``lazy_module`` (lazy.py): it is first imported inside Numba's typing
+# of a kernel, by the attribute access that resolves ``R.<helper>``. Numba's typing context knows the intrinsics
+# registered since its last refresh (minmax, outlined_call, bits) only after another refresh, which the
+# enclosing compile made before this import: refresh it now, so the access that triggered the import resolves.
+_cpu_target.typing_context.refresh()
+_cpu_target.target_context.refresh()

@@ -19,14 +19,14 @@ from __future__ import annotations
 from ... import types as T
 from ...graph import ops
 
-_SELECTS = {ops.maximum: "max", ops.minimum: "min"}
+_SELECTS = {ops.maximum: "R.max2", ops.minimum: "R.min2"}  # (minmax.py: no compile of their own)
 # dtype width -> (key helper, helper back from a key, magnitude-bits helper, magnitude bits of +inf)
 _HELPERS = {32: ("R.order_key32", "R.from_order_key32", "R.magnitude32", 0x7F800000),
             64: ("R.order_key64", "R.from_order_key64", "R.magnitude64", 0x7FF0000000000000)}
 
 
 def keyed_select(node):
-    """``"max"``/``"min"`` when ``node`` (a reduce) combines one floating leaf by that op of its two parameters
+    """``"R.max2"``/``"R.min2"`` (the integer max/min of the keys) when ``node`` (a reduce) combines one floating leaf by that op of its two parameters
     and nothing else, over one axis; else None."""
     (region,) = node.regions
     if len(region.nodes) != 1 or len(node.attr("axes")) != 1 or len(node.inputs) != 2:
@@ -61,7 +61,7 @@ def keyed_reduction(em, node, acc: str, count: str, element, step) -> None:
     with em.block(f"for {k} in range({count}):"):
         x = element(k)
         em.line(f"{best} = {which}({best}, {key}({x}))")
-        em.line(f"{worst_magnitude} = max({worst_magnitude}, {magnitude}({x}))")
+        em.line(f"{worst_magnitude} = R.max2({worst_magnitude}, {magnitude}({x}))")
     with em.block(f"if {worst_magnitude} > {inf_bits:#x}:"):  # a NaN: the first one in source order
         k = em.fresh("k")
         with em.block(f"for {k} in range({count}):"):

@@ -44,7 +44,8 @@ def _reduce(em, node, args):
     ident_leaves = leaf_values(identity, Aggregate)
     region_size = len(node.regions[0].nodes)
     width = lane_width(node)  # a float sum: explicit vector lanes in a fixed order (.lane_sum)
-    partials = PARTIALS if region_size <= 8 and width is None else 1
+    keyed = keyed_select(node) is not None  # float max/min over order keys: one accumulator
+    partials = PARTIALS if region_size <= 8 and width is None and not keyed else 1
     # Inside a row group (base.row_loop) the kept shape is [M] and this is row r's value: a scalar.
     row = em.row is not None
     outs = [None] * len(acc_leaf_types) if row else result_arrays(em, acc_leaf_types, kept)
@@ -73,9 +74,8 @@ def _reduce(em, node, args):
 
         if lanes:
             lanes_run(em, lanes, width, last, lambda k: step_elements(k)[0])
-        elif keyed_select(node):  # float max/min: vectorised over order keys, a sequential loop where a NaN is
+        elif keyed:  # float max/min: vectorised over order keys, a sequential loop where a NaN is
             keyed_reduction(em, node, accs[0][0], last, lambda k: step_elements(k)[0], lambda k: step(0, k))
-            accs = accs[:1]
         elif partials > 1:
             base = em.fresh("k")
             bulk = em.assign(f"{last} - {last} % {partials}", "n")

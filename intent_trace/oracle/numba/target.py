@@ -135,8 +135,11 @@ def generate(graph: KernelGraph, checks: bool = True):
     # passes would otherwise take most of its compile time); the loops as they are where they cannot be.
     outlined = outline("kernel_parallel", args, lines, globals_) if em.uses_prange else None
     parallel = outlined.parallel if outlined else lines
+    # An outlined body is called only by the parallel build, through its symbol (outlined_call.py): no CPython or
+    # C wrapper of its own to compile (about a tenth of its code). Calling one from Python is not supported.
+    body_flags = f"{flags}, no_cpython_wrapper=True, no_cfunc_wrapper=True"
     functions = [line for helper in (outlined.helpers if outlined else ())
-                 for line in (f"@njit({flags})", *helper.splitlines(), "", "")]
+                 for line in (f"@njit({body_flags})", *helper.splitlines(), "", "")]
     functions += [f"@njit({flags})", f"def kernel{signature}", *lines, "    return", ""]
     if em.uses_prange:
         # Compiled with parfors: Numba's parallel pipeline costs compile time, so it is built only when a call
