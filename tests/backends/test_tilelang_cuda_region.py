@@ -258,8 +258,9 @@ def test_an_empty_source_gives_the_identity_through_the_general_program(compiled
     assert np.isnan(out).all()  # acc / l = 0 / 0 of the identity (m = -inf, l = 0, acc = 0)
 
 
-def test_a_sum_fold_is_within_t5s_bound(compiled):
-    B, L, S, D = 2, 148, 300, 16  # rows: a tail no block_M divides; out's rows of L f32: whole 16-byte units
+def check_score_sum(compiled, B: int, L: int, S: int, D: int) -> None:
+    """A fold summing every score q . k of a row: within T5's bound for its S * D terms of NumPy's float64 sum.
+    ``compiled(kernel, **extents)`` gives the executable (tilelang-metal's test calls this too)."""
     rng = np.random.default_rng(2)
     q, k = rng.standard_normal((B, L, D)).astype(np.float16), rng.standard_normal((B, S, D)).astype(np.float16)
     out = np.zeros((B, L), np.float32)
@@ -268,6 +269,10 @@ def test_a_sum_fold_is_within_t5s_bound(compiled):
     want, mass = terms.sum(axis=(2, 3)), np.abs(terms).sum(axis=(2, 3))
     n = S * D
     assert (np.abs(out - want) <= n * 2.0 ** -24 / (1 - n * 2.0 ** -24) * mass).all()
+
+
+def test_a_sum_fold_is_within_t5s_bound(compiled):
+    check_score_sum(compiled, B=2, L=148, S=300, D=16)  # rows: a tail no block_M divides; out's rows: 16-byte units
 
 
 def test_a_fold_behind_its_prologue(compiled):
