@@ -112,4 +112,4 @@ def write(em, node, args):
         if mask is not None:
             em.check(d.marked(f"{mask}[{at}]"), C.UNIQUE_STORE_TWICE, view=view.label)
             em.line(f"{mask}[{at}] = {d.mark}")
-        em.line(f"{view.name}[{at}] = {em.stored(view, d.encode(em, view, v))}")
+        em.line(f"{view.name}[{at}] = {d.encode(em, view, v)}")

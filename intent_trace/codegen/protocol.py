@@ -65,13 +65,6 @@ class EmitterCore:
         self.check(f"{c} < {self.dialect.zero} or {c} >= {n}", site, *operands, **fields)
         return c
 
-    def stored(self, view, expr: str) -> str:
-        """The expression a view write stores (``expr``, already encoded to the view's storage) as the store reads
-        it: here ``expr`` itself. An emitter whose stores are guarded around their whole statement overrides it
-        (the TileLang flat nest binds it to a local first: :meth:`~intent_trace.backends.tilelang.emitter.
-        TileLangEmitter.stored`)."""
-        return expr
-
     def shape(self, t) -> tuple:
         """A tensor type's extents as expressions."""
         return tuple(self.extent(e) for e in t.shape)

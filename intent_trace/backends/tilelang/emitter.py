@@ -67,7 +67,6 @@ class TileLangEmitter(StorageMixin, EmitterCore, SourceWriter, Interpreter):
         # top-level parallel loop mapped onto threads (cuda_kernels.ParallelGrid), or neither (one serial program).
         self.flat_nest = nest
         self.grid = grid
-        self.flat_element = False  # emitting one element of the flat nest (its stores: :meth:`stored`)
         self.helpers: dict = {}  # helper name -> C++ definition
         self.constants: dict = {}
         self.constant_lines: list = []
@@ -175,17 +174,6 @@ class TileLangEmitter(StorageMixin, EmitterCore, SourceWriter, Interpreter):
 
     def race_write(self, var, view, element) -> None:
         """Not checked here (:meth:`race_read`)."""
-
-    def stored(self, view, expr: str) -> str:
-        """A flat nest's element value is bound to a local before its store: TileLang guards each store of a
-        coordinate it cannot bound (its safe-memory legalisation) with a branch around the whole statement, and the
-        element's computation (an f16 encode) inside that branch kept the next elements' loads behind it (an
-        embedding lookup had 2-3 of a thread's 8 table loads in flight). Elsewhere the store reads ``expr``."""
-        if not self.flat_element:
-            return expr
-        d = view.dtype
-        dtype = "uint16" if d.name in ("f16", "bf16") else view.storage or self.tir(d)
-        return self.variable(dtype, expr, "x")
 
     def scalar_op(self, node, d: T.DType):
         """The spelling of an elementwise op on operand expressions: a helper call (:data:`.scalar_rules.SCALAR_RULES`),
@@ -313,11 +301,11 @@ class TileLangEmitter(StorageMixin, EmitterCore, SourceWriter, Interpreter):
         if guard:
             self.line(f"if {valid}:")
             self.depth += 1
-        self.in_grid = self.flat_element = True  # a failed check claims the error record (threads fail at once)
+        self.in_grid = True  # a failed check claims the error record (threads fail at once)
         try:
             yield coordinates
         finally:
-            self.in_grid = self.flat_element = False
+            self.in_grid = False
             self.release(self.depth)
             self.depth -= 1 + guard
             self.memo.pop()

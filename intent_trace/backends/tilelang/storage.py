@@ -334,42 +334,29 @@ class StorageMixin:
             return c
         site, *values = self._site(what, rest, fields)
         self.error_sites.append(site)
-        code = len(self.error_sites)
+        code, *slots = state.names(self)
         failed = self.flag(bad)
-        recorded = []  # per value of the record: a slot updated here, or an invariant expression written at the claim
-        for value in values[:3]:
-            if _INVARIANT.fullmatch(value):
-                recorded.append(value)
-                continue
-            slot = state.slot(self, sum(r in state.slots for r in recorded))
-            self.line(f"{slot} = T.if_then_else({failed}, T.Cast('int64', {value}), {slot})")
-            recorded.append(slot)
-        self.line(f"{state.code(self)} = T.if_then_else({failed}, T.int32({code}), {state.code(self)})")
-        state.sites.append((code, recorded))
+        first = self.flag(f"{failed} and {code} == T.int64(0)")  # a local: the updates below change what it reads
+        for slot, value in zip(slots, values[:3]):
+            self.line(f"{slot} = T.if_then_else({first}, T.Cast('int64', {value}), {slot})")
+        self.line(f"{code} = T.if_then_else({first}, T.int64({len(self.error_sites)}), {code})")
         return self.assign(f"T.if_then_else({failed}, T.int64(0), {c})", "j")
 
     @contextlib.contextmanager
     def carrying_on(self):
         """Around the loop over one thread's elements of a grid whose elements are independent: a failed coordinate
-        check in them records the thread's failure in locals (declared before the loop, where it opens, only when a
-        check needs them) and the thread claims the error record once, after the loop (``yield`` returns when the
-        loop's block is closed; the claim is written at the depth the loop was opened at). The locals are few and
-        narrow (:class:`Deferred`): each was a select that kept every element's loaded coordinates live until the
-        last element, and an embedding lookup's thread took 66 registers with four int64 ones."""
+        check in them records the thread's first failure in locals (declared before the loop, where it opens, only
+        when a check needs them) and the thread claims the error record once, after the loop (``yield`` returns
+        when the loop's block is closed; the claim is written at the depth the loop was opened at)."""
         state = self.carry_on = Deferred(len(self.lines), self.depth)
         try:
             yield
         finally:
             self.carry_on = None
-        if state.ec is None:
-            return
-        with self.block(f"if {state.ec} != T.int32(0):"):
-            self.helpers.setdefault("itc_claim", self.target.claim_source())
-            claim = f"T.call_extern('bool', 'itc_claim', {address(ERROR_PARAM, ['0'])}, T.Cast('int64', {state.ec}))"
-            with self.block(f"if {self.flag(claim)}:"):
-                for code, recorded in state.sites:
-                    with self.block(f"if {state.ec} == T.int32({code}):"):
-                        self._record(recorded)
+        if state.slots is not None:
+            code, *values = state.slots
+            with self.block(f"if {code} != T.int64(0):"):
+                self._claim(code, values)
 
     def flag(self, condition: str) -> str:
         """A local holding ``condition`` evaluated once here: the condition of a block that frees, writes or
@@ -382,37 +369,20 @@ class StorageMixin:
 
 @attrs.define(slots=True)
 class Deferred:
-    """A thread's failed coordinate checks while its elements are emitted (:meth:`StorageMixin.carrying_on`), the
-    last failure kept: an int32 local holding its site's code (0: none) and an int64 local per value of its record
-    that varies per element (the coordinate); a value invariant over the kernel (an extent) is written at the claim
-    from the site's code. The locals are declared at line ``at`` (where the element loop opens, at ``depth``) once
-    a check needs them. The code and the values are updated on the same condition, so they are one failure's."""
+    """A thread's first failed coordinate check while its elements are emitted (:meth:`StorageMixin.carrying_on`):
+    the int64 locals holding its site's code (0: none) and up to three values, declared at line ``at`` (where the
+    element loop opens, at ``depth``) once a check needs them."""
 
     at: int
     depth: int
-    ec: str | None = None
-    slots: list = attrs.Factory(list)
-    sites: list = attrs.Factory(list)  # (code, [slot name or invariant expression per recorded value])
+    slots: tuple | None = None
 
-    def _declare(self, em, prefix: str, dtype: str) -> str:
-        name = em.fresh(prefix)
-        em.lines.insert(self.at, "    " * self.depth + f"{name} = T.alloc_var({dtype!r}, init=T.{dtype}(0))")
-        return name
-
-    def code(self, em) -> str:
-        if self.ec is None:
-            self.ec = self._declare(em, "ec", "int32")
-        return self.ec
-
-    def slot(self, em, k: int) -> str:
-        """The ``k``-th value slot (one site's ``k``-th varying value; sites share them)."""
-        while len(self.slots) <= k:
-            self.slots.append(self._declare(em, "ev", "int64"))
-        return self.slots[k]
-
-
-# A value of a check that is the same in every element: an extent (``d3``), a literal, casts of them.
-_INVARIANT = re.compile(r"(?:T\.Cast\('int64', |T\.int64\(|\(|\)|d\d+|-?\d+|\s|[-+*]|,)*")
+    def names(self, em) -> tuple:
+        if self.slots is None:
+            self.slots = tuple(em.fresh(p) for p in ("ec", "ev", "ev", "ev"))
+            em.lines[self.at:self.at] = ["    " * self.depth + f"{n} = T.alloc_var('int64', init=T.int64(0))"
+                                         for n in self.slots]
+        return self.slots
 
 
 class AllocationSite(ErrorSite):
