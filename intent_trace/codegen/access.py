@@ -72,7 +72,8 @@ def coords(em, plan, idx) -> list:
     def data_coord(info, element_idx):
         value, _, axis, n, label = info
         c = em.assign(d.index(em.elem(value, element_idx)), "j")
-        return em.checked_coordinate(c, n, C.VIEW_COORDINATE, c, n, axis=axis, view=label)
+        em.check(f"{c} < {d.zero} or {c} >= {n}", C.VIEW_COORDINATE, c, n, axis=axis, view=label)
+        return c
 
     return access_coords(plan, idx, lambda dom, i: d.coordinate(dom.start, dom.step, i), data_coord)
 

@@ -9,8 +9,7 @@ An emitter is an :class:`~intent_trace.graph.interpreter.Interpreter` (``env``, 
 - values: ``extent(e)``, ``shape(t)``, ``elem(value, idx)``, ``materialize(value, t)``, ``constant(value, dtype)``,
   ``scalar_op(node, dtype)`` (an elementwise op's spelling on operand expressions);
 - checks: ``check(bad, check, *operands, **fields)`` (:mod:`.checks`), ``flag(condition)`` (a condition a block
-  that leaves tests, evaluated once), ``checked_coordinate(c, n, check, *operands, **fields)`` (a data-derived
-  coordinate checked against its extent: the coordinate to address with);
+  that leaves tests, evaluated once);
 - loops: ``nest(shape, parallel)`` (a loop nest; ``parallel``: its iterations may run at once), ``in_loop()``
   (around a KIR loop's body), ``loop_frame(kind, names, t)``, ``leave_blocks(depth)`` (before a jump out of blocks),
   ``while_header()``, ``while_stop(condition)``;
@@ -55,15 +54,6 @@ class EmitterCore:
 
     def literal(self, lit: Literal):
         return Scalar(self.constant(lit.value, lit.type.dtype))
-
-    def checked_coordinate(self, c: str, n: str, site, *operands: str, **fields) -> str:
-        """The coordinate to address with after checking that ``c`` lies in ``[0, n)`` (``check(bad, site,
-        *operands, **fields)``): ``c`` itself, the check leaving the kernel when it fails. An emitter whose failed
-        check need not stop the element overrides it (the TileLang grid of independent elements records the error
-        and goes on with a coordinate that is in range: :meth:`~intent_trace.backends.tilelang.storage.StorageMixin.
-        checked_coordinate`)."""
-        self.check(f"{c} < {self.dialect.zero} or {c} >= {n}", site, *operands, **fields)
-        return c
 
     def shape(self, t) -> tuple:
         """A tensor type's extents as expressions."""

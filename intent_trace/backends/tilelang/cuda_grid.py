@@ -1,8 +1,8 @@
 """What the indexed grid programs share (:mod:`.cuda_histogram`, :mod:`.cuda_scatter`, :mod:`.cuda_gather`): the
 shared emitter with a block's threads bound once, phases between barriers, a grid-stride loop over a flat extent,
-and a failed check that is claimed without leaving the kernel (``claim``, :mod:`.storage`: a thread that left before
-a barrier would leave its block waiting). CUDA's and Metal's programs alike: where they differ (an atomic add's
-width) the target's ``lanes`` says how (:mod:`.lanes`).
+and a failed check that is claimed without leaving the kernel (a thread that left before a barrier would leave its
+block waiting). CUDA's and Metal's programs alike: where they differ (an atomic add's width) the target's
+``lanes`` says how (:mod:`.lanes`).
 
 With a plan's ``emulated`` the threads of a block are serial loops, one per phase: the C target runs the same
 mapping on the CPU (tests, ``tools/pytest_plugins/emulate_cuda_grids.py``), and a device atomic is the plain
@@ -13,7 +13,10 @@ from __future__ import annotations
 import contextlib
 import re
 
+from ...graph.lowering import ErrorSite
 from .emitter import TileLangEmitter
+from .extern import address
+from .storage import ERROR_PARAM
 
 _TYPED = re.compile(r"T\.(?:Cast\('(\w+)'|(u?int\d+|float\d+)\()")  # a value expression's dtype, where it says
 
@@ -76,3 +79,15 @@ class GridEmitter(TileLangEmitter):
     def unflatten(self, j: str, shape: tuple) -> list:
         """The row-major coordinates of flat index ``j`` in ``shape`` (extent expressions): ``coordinates``."""
         return self.coordinates(j, shape, " * ".join(f"({n})" for n in shape))
+
+    def claim(self, site: ErrorSite, *values: str) -> None:
+        """Record a failed check without leaving: the first thread to claim the record writes it (the executable
+        raises the site's exception and commits nothing); the thread goes on past the failing update."""
+        if not self.checks:
+            return
+        self.error_sites.append(site)
+        code = f"T.int64({len(self.error_sites)})"
+        self.helpers.setdefault("itc_claim", self.target.claim_source())
+        claim = f"T.call_extern('bool', 'itc_claim', {address(ERROR_PARAM, ['0'])}, {code})"
+        with self.block(f"if {self.flag(claim)}:"):
+            self._record(values)

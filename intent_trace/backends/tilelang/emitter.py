@@ -277,8 +277,6 @@ class TileLangEmitter(StorageMixin, EmitterCore, SourceWriter, Interpreter):
             start = self.variable("int64", f"(T.Cast('int64', bx) - {row} * ({chunks})) * T.int64({nest.width})",
                                   "o")
             outer = self.coordinates(row, nest.shape[:-1], nest.outer)  # once: the block's row
-        carrying_on = self.carrying_on()  # a failed coordinate check is claimed after the thread's elements
-        carrying_on.__enter__()
         self.line(f"for {v} in T.{'unroll' if nest.unroll else 'serial'}({nest.vector}):")
         self.depth += 1
         self.memo.append({})
@@ -307,10 +305,8 @@ class TileLangEmitter(StorageMixin, EmitterCore, SourceWriter, Interpreter):
         finally:
             self.in_grid = False
             self.release(self.depth)
-            self.depth -= 1 + guard
+            self.depth -= (3 if nest.emulated else 2) + guard
             self.memo.pop()
-        carrying_on.__exit__(None, None, None)
-        self.depth -= 2 if nest.emulated else 1
 
     def coordinates(self, flat: str, shape: tuple, total: str) -> list:
         """The row-major coordinates of flat index ``flat`` (``0 <= flat < total``, the product of ``shape``, extent

@@ -83,9 +83,10 @@ def _gather(em, node, args):
     def read(idx) -> str:
         coords = []
         for axis, (ix, x, n) in enumerate(zip(index, index_vars, src_shape)):
-            c, n = em.assign(as_index(at(em, ix, x.type, idx, out_t)), "j"), as_index(n)
-            coords.append(em.checked_coordinate(c, n, IndexError, f"I.gather source: coordinate {{0}} on axis {axis} "
-                                                "is outside its extent {1}", c, n))
+            c = em.assign(as_index(at(em, ix, x.type, idx, out_t)), "j")
+            em.check(f"{c} < T.int64(0) or {c} >= {as_index(n)}", IndexError,
+                     f"I.gather source: coordinate {{0}} on axis {axis} is outside its extent {{1}}", c, as_index(n))
+            coords.append(c)
         return em.elem(source, coords)
 
     def elem(idx):
@@ -172,8 +173,9 @@ def _masked_cell(em, view: View, coords, idx) -> str:
     for axis, ix in enumerate(coords):
         n = as_index(view.shape[axis])
         c = em.assign(as_index(em.elem(ix, idx)), "j")
-        cs.append(em.checked_coordinate(c, n, IndexError, f"{{view}}: coordinate {{0}} on axis {axis} is outside its "
-                                        "extent {1}", c, n, view=view.label))
+        em.check(f"{c} < T.int64(0) or {c} >= {n}", IndexError,
+                 f"{{view}}: coordinate {{0}} on axis {axis} is outside its extent {{1}}", c, n, view=view.label)
+        cs.append(c)
     return f"{view.name}[{', '.join(cs) if not view.rank0 else '0'}]"
 
 

@@ -44,7 +44,6 @@ after free, then a double free). A local is never freed, so re-reading it is har
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import re
 
@@ -113,9 +112,6 @@ class StorageMixin:
         self.heap: list = []  # (depth of the allocating block, handle) of live heap buffers, innermost last
         self.host_workspaces = target.host_workspaces
         self.in_grid = False  # emitting the body of a parallel loop mapped onto threads
-        # while a thread's elements are emitted in a grid whose elements are independent pure computations ending in
-        # their own store (the flat nest, emitter._flat_loop): its first failed coordinate check (checked_coordinate)
-        self.carry_on: Deferred | None = None
         self.grid_planned = grid_planned  # the launch is a grid of threads (cuda_kernels.FlatNest/ParallelGrid)
         self.workspaces: list = []  # Workspace parameters, in order
         self.uses_limit = False  # a heap allocation compares its size with the hidden LIMIT_PARAM
@@ -263,44 +259,32 @@ class StorageMixin:
 
         The older spelling ``fail(exception, message, *values, **texts)`` (a template written at the call) is kept
         for the rules not yet converted to checks-as-data."""
-        if self.checking():
-            self.fail_at(*self._site(what, rest, fields))
-
-    def _site(self, what, rest: tuple, fields: dict) -> tuple:
-        """(error site, its int64 values) of a failed check given as ``fail`` takes it."""
+        if not self.checking():
+            return
         if isinstance(what, Check):
-            return (what.site(self._note(), **fields), *rest)
-        return (ErrorSite(what, rest[0], self._note(), **fields), *rest[1:])
+            self.fail_at(what.site(self._note(), **fields), *rest)
+        else:
+            self.fail_at(ErrorSite(what, rest[0], self._note(), **fields), *rest[1:])
 
     def fail_at(self, site: ErrorSite, *values: str) -> None:
         """``fail`` with the error site given."""
         if not self.checking():
             return
+        self.error_sites.append(site)
+        code = f"T.int64({len(self.error_sites)})"
         # Threads may fail at once (a grid's iterations; on a target where two threads' identical stores race, every
         # thread of a grid checking its prologue): the first to claim the record writes it (target's itc_claim).
         lanes = self.target.lanes
         if self.in_grid or (self.grid_planned and lanes is not None and not lanes.repeat_writes):
-            self.claim(site, *values)
+            self.helpers.setdefault("itc_claim", self.target.claim_source())
+            claim = f"T.call_extern('bool', 'itc_claim', {address(ERROR_PARAM, ['0'])}, {code})"
+            with self.block(f"if {self.flag(claim)}:"):
+                self._record(values)
         else:
-            self.error_sites.append(site)
-            self.line(f"{ERROR_PARAM}[0] = T.int64({len(self.error_sites)})")
+            self.line(f"{ERROR_PARAM}[0] = {code}")
             self._record(values)
         self.free_from(0)
         self.line(self.exit_statement)
-
-    def claim(self, site: ErrorSite, *values: str) -> None:
-        """Record a failed check without leaving: the first thread to claim the record writes it (the target's
-        ``itc_claim``; the executable raises the site's exception and commits nothing)."""
-        if not self.checking():
-            return
-        self.error_sites.append(site)
-        self._claim(f"T.int64({len(self.error_sites)})", values)
-
-    def _claim(self, code: str, values) -> None:
-        self.helpers.setdefault("itc_claim", self.target.claim_source())
-        claim = f"T.call_extern('bool', 'itc_claim', {address(ERROR_PARAM, ['0'])}, {code})"
-        with self.block(f"if {self.flag(claim)}:"):
-            self._record(values)
 
     def _record(self, values) -> None:
         for k, v in enumerate(values[:3]):
@@ -313,51 +297,6 @@ class StorageMixin:
         with self.block(f"if {self.flag(bad)}:"):
             self.fail(what, *rest, **fields)
 
-    def checked_coordinate(self, c: str, n: str, what, *rest: str, **fields) -> str:
-        """The coordinate to address with after checking ``0 <= c < n`` (``what``, ``rest`` and ``fields`` as ``fail``
-        takes them). While a thread's elements of a grid of independent elements are emitted (:attr:`carry_on`), a
-        failed check does not leave: the element goes on at coordinate 0 and the thread's first failure is kept in
-        locals, claimed once after its elements (:meth:`carrying_on`). A branch to a kernel exit between two elements
-        is one no compiler moves a load across, and a claim's atomic between them was another: each element's loads
-        waited on the previous element's check (an embedding lookup read its rows one after another). Going on is
-        sound there: the run fails whatever the element computes (the executable raises from the record and commits
-        no staged output), the element's work is bounded by the kernel's extents and its only effect is its own
-        store. An empty axis has no coordinate in range; every read through a data-derived coordinate is guarded by
-        TileLang itself on every target (its safe-memory legalisation tests the address against the buffer's
-        extents: the generated source shows it), so nothing is read there. Elsewhere (the serial program, a parallel
-        loop's iterations, whose later statements may depend on having stopped) the check leaves the kernel as every
-        other check does."""
-        bad = f"{c} < T.int64(0) or {c} >= {n}"
-        state = self.carry_on
-        if state is None or not self.checking():
-            self.check(bad, what, *rest, **fields)
-            return c
-        site, *values = self._site(what, rest, fields)
-        self.error_sites.append(site)
-        code, *slots = state.names(self)
-        failed = self.flag(bad)
-        first = self.flag(f"{failed} and {code} == T.int64(0)")  # a local: the updates below change what it reads
-        for slot, value in zip(slots, values[:3]):
-            self.line(f"{slot} = T.if_then_else({first}, T.Cast('int64', {value}), {slot})")
-        self.line(f"{code} = T.if_then_else({first}, T.int64({len(self.error_sites)}), {code})")
-        return self.assign(f"T.if_then_else({failed}, T.int64(0), {c})", "j")
-
-    @contextlib.contextmanager
-    def carrying_on(self):
-        """Around the loop over one thread's elements of a grid whose elements are independent: a failed coordinate
-        check in them records the thread's first failure in locals (declared before the loop, where it opens, only
-        when a check needs them) and the thread claims the error record once, after the loop (``yield`` returns
-        when the loop's block is closed; the claim is written at the depth the loop was opened at)."""
-        state = self.carry_on = Deferred(len(self.lines), self.depth)
-        try:
-            yield
-        finally:
-            self.carry_on = None
-        if state.slots is not None:
-            code, *values = state.slots
-            with self.block(f"if {code} != T.int64(0):"):
-                self._claim(code, values)
-
     def flag(self, condition: str) -> str:
         """A local holding ``condition`` evaluated once here: the condition of a block that frees, writes or
         leaves (TileLang may re-evaluate an ``if``'s condition before each statement of its body)."""
@@ -365,24 +304,6 @@ class StorageMixin:
         self.line(f"{name} = T.alloc_var('bool')")
         self.line(f"{name} = {condition}")
         return name
-
-
-@attrs.define(slots=True)
-class Deferred:
-    """A thread's first failed coordinate check while its elements are emitted (:meth:`StorageMixin.carrying_on`):
-    the int64 locals holding its site's code (0: none) and up to three values, declared at line ``at`` (where the
-    element loop opens, at ``depth``) once a check needs them."""
-
-    at: int
-    depth: int
-    slots: tuple | None = None
-
-    def names(self, em) -> tuple:
-        if self.slots is None:
-            self.slots = tuple(em.fresh(p) for p in ("ec", "ev", "ev", "ev"))
-            em.lines[self.at:self.at] = ["    " * self.depth + f"{n} = T.alloc_var('int64', init=T.int64(0))"
-                                         for n in self.slots]
-        return self.slots
 
 
 class AllocationSite(ErrorSite):
