@@ -140,18 +140,19 @@ def _vendor_math(name: str, family: str, d) -> str:
 
 # Conversions between f32 and f16/bf16 (T1: round to nearest even; the C bodies round through double, once): the
 # hardware's conversion instructions give the same bits for every value but a NaN (they return their canonical NaN;
-# T3 wants NumPy's payload bits), so a NaN takes the C body and every other value one instruction instead of the
-# software rounding (a row kernel's f16 loads and stores spent most of their time there).
+# T3 wants NumPy's payload bits), so a NaN takes the C body's NaN case, written out as bits, and every other value
+# one instruction instead of the software rounding (a row kernel's f16 loads and stores spent most of their time
+# there).
 _HARDWARE = {  # format: (header, round f32 to it, widen it to f32, its bits, from its bits, a NaN's bits are above)
     "f16": ("cuda_fp16.h", "__float2half_rn", "__half2float", "__half_as_ushort", "__ushort_as_half", "0x7c00u"),
     "bf16": ("cuda_bf16.h", "__float2bfloat16_rn", "__bfloat162float", "__bfloat16_as_ushort", "__ushort_as_bfloat16",
              "0x7f80u")}
 
 
-def _hardware_conversion(name: str, family: str, dtypes: tuple, ret, args: tuple) -> str | None:
-    """``name`` as the hardware conversion with the C body (``<name>_soft``) for NaNs (a decode or an encode: the C
-    body's NaN case written out), or None when it is no conversion between f32 and f16/bf16 (a cast rounds f32 to
-    the format, an encode stores a format value's bits, a decode widens them)."""
+def _hardware_conversion(name: str, family: str, dtypes: tuple) -> str | None:
+    """``name`` as the hardware conversion with the C body's NaN case written out as bits (:data:`_NAN_BITS_OF`),
+    or None when it is no conversion between f32 and f16/bf16 (a cast rounds f32 to the format, an encode stores a
+    format value's bits, a decode widens them)."""
     narrow = dtypes[-1].name if family == "cast" else dtypes[0].name
     if narrow not in _HARDWARE or (family == "cast" and (len(dtypes) != 2 or dtypes[0].name != "f32")):
         return None
@@ -190,7 +191,7 @@ def helper_source(name: str, family: str, dtypes: tuple, ret, args: tuple) -> st
     if family in c.CUDA_F32_MATH and ret.name in _F32_RESULT and dtypes == (ret,) and args == (ret,):
         return _vendor_math(name, family, ret)
     if family in ("cast", "encode", "decode"):
-        converted = _hardware_conversion(name, family, dtypes, ret, args)
+        converted = _hardware_conversion(name, family, dtypes)
         if converted is not None:
             return converted
     if family in _X86_NANS and ret.name in _NAN_BITS and all(a == ret for a in args):

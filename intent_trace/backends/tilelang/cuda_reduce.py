@@ -128,6 +128,25 @@ class BlockMixin:
             with self.block(f"if {self.tx} < {count}:"):
                 yield self.tx
 
+    @staticmethod
+    def loaded_first(loop, load, use) -> None:
+        """``loop()`` (a context manager yielding an element) written twice: ``load(element)`` in the first copy,
+        the element's reads into registers, ``use(element)`` in the second, its fold from them. The combine
+        helpers branch on NaN, and a load written after a branch waits for it: folded as they are read, a
+        thread had one load in flight (the SASS: LDG, FADD, BRA, LDG, ...); loaded first, all of them."""
+        for step in (load, use):
+            with loop() as element:
+                step(element)
+
+    @contextlib.contextmanager
+    def unrolled(self, v: str, count, flat: str, name: str, bound: str | None):
+        """``for v in T.unroll(count)``: yields the element's flat index ``flat``, held in a local named after
+        ``name``, under a guard that it lies below ``bound`` (when one is given)."""
+        with self.block(f"for {v} in T.unroll({count}):"):
+            i = self.assign(flat, name)
+            with self.block(f"if {i} < {bound}:") if bound else contextlib.nullcontext():
+                yield i
+
     def sync(self) -> None:
         if not self.plan.emulated:
             self.line("T.sync_threads()")
@@ -337,20 +356,17 @@ class ReduceEmitter(BlockMixin, TileLangEmitter):
 
     def _prefetched(self, flat, bound, reads, slots, fold) -> None:
         """UNROLL elements of a chunk (flat indices ``flat(u)``, each below ``bound`` when one is given): every read
-        of each element into its slot first, then the elements folded in order, each read found in its slot. The
-        combine helpers branch on NaN, and a load written after a branch waits for it: folded as they are read, a
-        thread had one load in flight (the SASS: LDG, FADD, BRA, LDG, ...); loaded first, it has UNROLL."""
+        of each element into its slot first, then the elements folded in order, each read found in its slot
+        (:meth:`BlockMixin.loaded_first`)."""
         u = self.fresh("u")
-        for load in (True, False):
-            with self.block(f"for {u} in T.unroll({self.plan.unroll}):"):
-                j = self.assign(flat(u), "j")
-                with self.block(f"if {j} < {bound}:") if bound else contextlib.nullcontext():
-                    idx = self._index(j)
-                    if load:
-                        self.load_reads(reads, slots, u, idx)
-                    else:
-                        self.seed_reads(reads, slots, u, idx)
-                        fold(idx)
+
+        def use(j):
+            idx = self._index(j)
+            self.seed_reads(reads, slots, u, idx)
+            fold(idx)
+
+        self.loaded_first(lambda: self.unrolled(u, self.plan.unroll, flat(u), "j", bound),
+                          lambda j: self.load_reads(reads, slots, u, self._index(j)), use)
 
     def _final_pass(self) -> None:
         plan, red = self.plan, self.plan.reduction
@@ -367,19 +383,20 @@ class ReduceEmitter(BlockMixin, TileLangEmitter):
                       for space, dtype in zip(self.partials[id(node)], self._dtypes(node))]
             slots = [self.assign(f"T.alloc_local(({count},), {_storage(d)!r})", "f") for _, _, d in leaves]
             k = self.fresh("k")
-            for load in (True, False):  # every partial loaded before any is folded (see _prefetched)
-                with self.block(f"for {k} in T.unroll({count}):"):
-                    i = self.assign(f"T.Cast('int64', {k}) * T.int64({plan.threads}) + T.Cast('int64', {tx})", "i")
-                    with self.block(f"if {i} < {g}:"):
-                        if load:
-                            for (_, space, _), slot in zip(leaves, slots):
-                                self.line(f"{slot}[{k}] = {space}[{i}]")
-                            continue
-                        for (node, acc_t, _, _), names in zip(folds, accs):
-                            self.node = node
-                            items = [self._partial(slot, k, dtype)
-                                     for (n, _, dtype), slot in zip(leaves, slots) if n is node]
-                            self._combine_into(node, acc_t, names, items)
+            flat = f"T.Cast('int64', {k}) * T.int64({plan.threads}) + T.Cast('int64', {tx})"
+
+            def load(i):
+                for (_, space, _), slot in zip(leaves, slots):
+                    self.line(f"{slot}[{k}] = {space}[{i}]")
+
+            def use(_):
+                for (node, acc_t, _, _), names in zip(folds, accs):
+                    self.node = node
+                    items = [self._partial(slot, k, dtype) for (n, _, dtype), slot in zip(leaves, slots) if n is node]
+                    self._combine_into(node, acc_t, names, items)
+
+            # every partial loaded before any is folded
+            self.loaded_first(lambda: self.unrolled(k, count, flat, "i", g), load, use)
             for (node, *_), names in zip(folds, accs):
                 self.store_thread(buffers[id(node)], tx, names)
         results = [self.block_combine(node, acc_t, buffers[id(node)], names)

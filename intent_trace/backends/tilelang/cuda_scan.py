@@ -161,16 +161,17 @@ class ScanEmitter(ReduceEmitter):
                 acc = accumulators(self, self.types, self.ident)
                 totals = [self.assign(f"T.alloc_local(({plan.unroll},), {d!r})", "f") for d in dtypes]
                 v = self.fresh("u")
-                for load in (True, False):  # every total loaded before any is combined (cuda_reduce._prefetched)
-                    with self.block(f"for {v} in T.unroll({plan.unroll}):"):
-                        i = self.assign(f"T.Cast('int64', {tx}) * T.int64({plan.unroll}) + T.Cast('int64', {v})",
-                                        "i")
-                        with self.block(f"if {i} < {b}:"):
-                            if load:
-                                for slot, w in zip(totals, self.totals):
-                                    self.line(f"{slot}[{v}] = {w}[{i}]")
-                            else:
-                                self._combine_into(scan, self.acc_t, acc, [f"{slot}[{v}]" for slot in totals])
+                flat = f"T.Cast('int64', {tx}) * T.int64({plan.unroll}) + T.Cast('int64', {v})"
+
+                def load(i):
+                    for slot, w in zip(totals, self.totals):
+                        self.line(f"{slot}[{v}] = {w}[{i}]")
+
+                def use(_):
+                    self._combine_into(scan, self.acc_t, acc, [f"{slot}[{v}]" for slot in totals])
+
+                # every total loaded before any is combined
+                self.loaded_first(lambda: self.unrolled(v, plan.unroll, flat, "i", b), load, use)
                 self.store_thread(self.buffers, tx, acc)
             _, total = self.block_scan(acc)
             carry = accumulators(self, self.types, total)
@@ -181,13 +182,17 @@ class ScanEmitter(ReduceEmitter):
             tile = self.assign(f"({b} * {per} + {k}) * T.int64({plan.tile})", "o")
             with self.phase() as tx:  # each thread's run: its reads into registers, then folded in order
                 acc = accumulators(self, self.types, self.ident)
-                for load in (True, False):
-                    with self.run_of(tile, tx) as (at, j):
-                        if load:
-                            self.load_reads(self.reads, self.slots, at, [j])
-                        else:
-                            self.seed_reads(self.reads, self.slots, at, [j])
-                            self._combine_into(scan, self.acc_t, acc, self._items(j))
+
+                def use(element):
+                    at, j = element
+                    self.seed_reads(self.reads, self.slots, at, [j])
+                    self._combine_into(scan, self.acc_t, acc, self._items(j))
+
+                def load(element):
+                    at, j = element
+                    self.load_reads(self.reads, self.slots, at, [j])
+
+                self.loaded_first(lambda: self.run_of(tile, tx), load, use)
                 self.store_thread(self.buffers, tx, acc)
             excl, total = self.block_scan(acc)
             if final:
