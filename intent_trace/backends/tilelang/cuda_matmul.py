@@ -14,9 +14,11 @@
   rounds to nearest even, as T3 asks. An accumulator that ends NaN is recomputed by the serial program's helpers
   after the K loop (:mod:`.cuda_matmul_nan`: wgmma gives no operand's payload), one compare per element otherwise.
 - Fused epilogue (:mod:`.cuda_epilogue`): ``out = pointwise(contract, per-row/per-column/per-element reads,
-  scalars)`` -- bias, activation, residual, scales, the cast -- on tensor cores, the expression applied to each
-  accumulator element of the fragment (the shared emitter's element code: the serial program's helpers) before the
-  tile's one store; :func:`emulated` runs the same mapping on the C target for the tests.
+  scalars)`` -- bias, activation, residual, scales, the cast -- on tensor cores: the accumulator fragment staged in
+  shared memory, then a rolled loop in which each thread applies the expression (the shared emitter's element code:
+  the serial program's helpers) to 8 adjacent accumulators of a row a pass, its per-column reads made once before the
+  loop, into the tile's one store (:func:`_tile_loop`); :func:`emulated` runs the same mapping on the C target for
+  the tests.
 - f32 operands (:func:`.cuda_matmul_simt.simt`): never ``T.gemm`` (that would be TF32, a reduced-precision inner
   product: Hopper's wgmma takes no FP32 operands, TileLang's ``tl_templates/cuda/instruction/wgmma.h`` defines
   32-bit operands only as ``kTensorFloat32``, and ``contrib/cutedsl/ptx_mma.py`` maps float32 operands to the
@@ -372,9 +374,9 @@ def _fused_epilogue(graph: KernelGraph, target, match: MatmulMatch, t: MatmulTil
     out_view = env[graph.params[match.c].var]
     code = cuda_epilogue.element_code(graph, target, env, match.contract, "fa[0]", index,
                                       match.written, out_view, out if narrow else None)
-    fix = cuda_matmul_nan.element_fix(graph, target, match, t)
     if code is None:
         return None
+    fix = cuda_matmul_nan.element_fix(graph, target, match, t)
     tile = "C_s" if narrow else "C_a"
     loop = _tile_loop(match, t, lanes, code, fix.element, "C_a", tile, "T.vectorized", "T.unroll")
     if loop is None:
@@ -422,8 +424,9 @@ def emulated(graph: KernelGraph, target, config: MatmulTiling | None = None) -> 
     z = "bz, " if match.batch is not None else ""
     lines = [f"bx = T.Cast('int64', blk) % {nbx}", f"by = T.Cast('int64', blk) // {nbx} % {nby}",
              f"bz = T.Cast('int64', blk) // ({nbx} * {nby})", *fix.setup,
-             f"C_e = T.alloc_local(({t.tm}, {t.tn}), 'float32')", f"C_o = T.alloc_local(({t.tm}, {t.tn}), {stored!r})",
-             f"a_l = T.alloc_local(({lanes.vector},), 'float32')", f"o_l = T.alloc_local(({lanes.vector},), {stored!r})",
+             f"C_e = T.alloc_local(({t.tm}, {t.tn}), 'float32')",
+             f"C_o = T.alloc_local(({t.tm}, {t.tn}), {stored!r})", f"a_l = T.alloc_local(({lanes.vector},), 'float32')",
+             f"o_l = T.alloc_local(({lanes.vector},), {stored!r})",
              *code.setup, *product.lines,
              f"for tx in T.serial({t.threads}):", *(f"    {line}" for line in loop),
              f"for oi, oj in T.grid({t.tm}, {t.tn}):",

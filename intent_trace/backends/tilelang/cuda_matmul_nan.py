@@ -11,8 +11,9 @@ bits and widened to f32 as the serial program reads it -- and the fused epilogue
 serial program's, starts from it. A plain matmul with an f16/bf16 output converts its tile in ``T.copy``; a NaN's
 bits are then written over the converted element (the serial program's cast, ``encode``d), after a barrier.
 In the plain program only a tile holding a NaN runs the recomputing loop (unrolled once per fragment element): one
-compare per element sets a flag of the tile first. The fused epilogue's loop is rolled (one copy of its body per
-column a thread takes, :mod:`.cuda_epilogue`), so there the element's own compare guards the recomputation.
+compare per element sets a flag of the tile first. The fused epilogue's loop is rolled
+(:func:`.cuda_matmul._tile_loop`: a thread's 8 accumulators of a row a pass), so there one branch on whether any of
+the 8 is a NaN guards the recomputation of each (:func:`element_fix`, :func:`any_nan`).
 """
 from __future__ import annotations
 
