@@ -12,6 +12,10 @@ helper call the serial program makes, so the epilogue's numerics come from one p
 the output (a tail tile's elements past M or N read an in-bounds element and are never stored), so every read the
 epilogue makes is in bounds.
 
+Over a tile (:func:`.cuda_matmul._tile_loop`: a rolled loop, each thread its columns) the element code's bindings are
+placed by what they vary with (:func:`levels`): a per-column read such as a bias once before the loop, a per-row term
+once a row, the rest per element, one renamed copy per column a thread takes (:func:`renamed`).
+
 What qualifies (:func:`epilogue_nodes`): besides the contraction, its operands' reads, full domains and the write,
 only :data:`EPILOGUE_OPS` (pointwise math, broadcasts, reshapes) and whole-axis reads of In views other than the
 operands and the output; nothing with an effect, no division that may round differently from IEEE's.
