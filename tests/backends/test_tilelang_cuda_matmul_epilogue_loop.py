@@ -35,7 +35,7 @@ from backends.test_tilelang_cuda_matmul_epilogue import (  # noqa: F401  (compil
     U32, _check, _f16_bound, _product, _runs_epilogue, _spec, compiled)
 from backends.tilelang_support import cuda_source
 from example_modules import benchmark_module
-from intent_trace.backends.tilelang import cuda_epilogue
+from intent_trace.backends.tilelang import cuda_epilogue, cuda_matmul, targets
 
 zoo = benchmark_module("zoo_kernels")
 RNG = np.random.default_rng(2417)
@@ -71,6 +71,27 @@ def test_renaming_leaves_string_literals_and_longer_names_alone():
     line = "t1 = T.call_extern('float32', 'en', p2[en], en_x, t12)"
     assert cuda_epilogue.renamed(line, {"en": "en_c3", "t1": "t1_c3"}) == \
         "t1_c3 = T.call_extern('float32', 'en', p2[en_c3], en_x, t12)"
+
+
+@pytest.mark.parametrize("tiling,lanes", [
+    ((128, 256, 256), (8, 32, 8, 16)),  # the configuration: a warp a row, 8 rows a pass, 16 passes
+    ((256, 128, 256), (8, 16, 16, 16)),  # tools/matmul_sweep.py's other shapes
+    ((128, 128, 256), (8, 16, 16, 8)),
+    ((64, 512, 32), (16, 32, 1, 64)),  # more columns than 8 a thread covers: 16 a thread
+    ((128, 256, 96), None)])  # threads that cover no whole row
+def test_the_lanes_cover_a_tile_in_whole_rows(tiling, lanes):
+    tm, tn, threads = tiling
+    got = cuda_matmul.epilogue_lanes(cuda_matmul.MatmulTiling(tm, tn, threads=threads))
+    assert (got and (got.vector, got.per_row, got.rows, got.passes)) == lanes
+    if got is not None:  # every element of the tile once: rows of a pass times passes, columns of a row
+        assert got.rows * got.passes == tm and got.per_row * got.vector == tn and got.rows * got.per_row == threads
+
+
+def test_a_tiling_whose_staged_tiles_overflow_shared_memory_takes_no_fused_program():
+    # 256 x 256: the f32 accumulators (264 KB padded) do not fit an sm_90 block's 227 KB; the plain matmul still tiles
+    big = cuda_matmul.MatmulTiling(256, 256, 64, 2, 256, "FullRow", True)
+    assert cuda_matmul.tensor_core(zoo.matmul_bias_relu_f16.trace(), targets.CUDA, big) is None
+    assert cuda_matmul.tensor_core(zoo.matmul_f16.trace(), targets.CUDA, big) is not None
 
 
 def test_each_level_lands_where_the_program_says():
