@@ -1,5 +1,5 @@
 """A matmul's pointwise consumer fused into the tensor-core program (cuda_epilogue, cuda_matmul): bias, per-row
-terms, residuals, scales, activations and the cast applied to the accumulator fragment before the one store.
+terms, residuals, scales, activations and the cast applied to each accumulator before the one store.
 
 On the H200 (the lead's run)::
 
@@ -10,8 +10,9 @@ On the H200 (the lead's run)::
 
 Two halves. The program text: a graph whose one write stores a pointwise expression of a contraction gets the
 tensor-core program with the epilogue's element code (the shared emitter's helpers, as the serial program calls
-them) in a ``T.Parallel`` over the accumulator fragment, one store of the tile, and TileLang lowers it for sm_90a
-(warpgroup MMAs, TMA store, the helpers' calls). Near misses keep the general program. The numbers: every kernel
+them) in a rolled loop over the tile staged in shared memory (a thread's 8 columns a pass, per-column reads before
+the loop), one store of the tile, and TileLang lowers it for sm_90a (warpgroup MMAs, TMA store, the helpers'
+calls). Near misses keep the general program. The numbers: every kernel
 on every executable target through the shared ``target`` fixture against NumPy float64 references within T5's bound
 (f32 accumulation of K products, one rounding per epilogue op, the final cast's half ulp), at shapes whose M, N and K
 no tile divides (M past 128, N past 256, K not a multiple of 64), with NaN/inf/-0 in the epilogue's operands. On
@@ -96,18 +97,29 @@ def test_bias_relu_is_fused_into_the_tensor_core_program_before_its_one_store():
     assert spec.name == "matmul_epilogue" and spec.stored == (2,)  # the f16 bias is read as its bits
     assert "p2: T.Tensor((d2,), 'uint16')" in p and "A: T.Tensor((d0, d1,), 'float16')" in p
     assert "T.gemm(A_s, B_s, C_f, policy=T.GemmWarpPolicy.FullRow)" in p
-    assert "for ei, ej in T.Parallel(128, 256):" in p
-    # the serial program's helpers on the accumulator element, the bias at the element's (clamped) column
-    assert "fa[0] = C_f[ei, ej]" in p and "T.call_extern('float32', 'it_add_f32', fa[0], t2)" in p and "'it_max_f32'" in p
-    assert "T.call_extern('float32', 'it_decode_f16', p2[en])" in p
-    assert "en = T.min(T.Cast('int64', bx * 256 + ej), T.Cast('int64', d2) - T.int64(1))" in p
-    assert "C_s[ei, ej] = T.reinterpret(T.call_extern('uint16', 'it_encode_f16', t5), 'float16')" in p
+    # the accumulators staged as f32 (rows padded), then a rolled loop: a thread's 8 columns of a row a pass
+    assert "C_a = T.alloc_shared((128, 264), 'float32')" in p and "C_a[si, sj] = C_f[si, sj]" in p
+    assert "cx = tx % 32 * 8" in p and "for ir in T.serial(16):" in p and "ei = ir * 8 + tx // 32" in p
+    assert p.count("T.Parallel") == 1 and "for c in T.vectorized(8):\n                a_l[c] = C_a[ei, cx + c]" in p
+    # the bias at each of the thread's (clamped) columns, read and decoded once, before the loop
+    loop = p.index("for ir in T.serial(16):")
+    for c in range(8):
+        column = f"en_c{c} = T.min(T.Cast('int64', bx * 256 + cx + {c}), T.Cast('int64', d2) - T.int64(1))"
+        assert p.index(column) < p.index(f"T.call_extern('float32', 'it_decode_f16', p2[en_c{c}])") < loop
+        # the serial program's helpers on each accumulator, into the thread's 8 results
+        add = f"t3_c{c} = T.call_extern('float32', 'it_add_f32', fa[0], t2_c{c})"
+        assert loop < p.index(f"fa[0] = a_l[{c}]") < p.index(add) < p.index(f"o_l[{c}] = T.reinterpret(T.call_extern("
+                                                                             f"'uint16', 'it_encode_f16', t5_c{c}), "
+                                                                             "'float16')")
+    assert p.count("p2[") == 8 and "'it_max_f32'" in p
+    assert "for c in T.vectorized(8):\n                C_s[ei, cx + c] = o_l[c]" in p
     assert p.count("C[") == 1 and "T.copy(C_s, C[by * 128, bx * 256])" in p  # the one store
     # any M; N and K in whole 16-byte rows
     assert spec.applies({0: 130, 1: 40, 2: 264}) and not spec.applies({0: 130, 1: 40, 2: 260})
     source = cuda_source(p)
     assert "wgmma" in source and "tma_store" in source
-    assert "it_add_f32(fa[0], t2)" in source and "it_max_f32(t3, K0)" in source
+    assert "it_add_f32(fa[0], t2_c0)" in source and "it_max_f32(t3_c0, K0)" in source
+    assert "*(float4*)(a_l + " in source and "*(uint4*)(((half_t*)C_s) + " in source  # 16-byte accesses
 
 
 def test_the_schedule_reports_the_fused_epilogue():
@@ -116,12 +128,18 @@ def test_the_schedule_reports_the_fused_epilogue():
     assert "tiled_matmul" in text and "matmul_epilogue" in text
 
 
-def test_an_f32_output_takes_the_epilogue_in_the_fragment_and_scalars_and_row_terms_are_operands():
+def test_an_f32_output_is_finished_in_place_and_scalars_and_row_terms_are_operands():
     p = _spec(mm_row_scale).program
     assert "p4: T.float32" in p and "p2: T.Tensor((d0,), 'float32')" in p
-    assert "C_s" not in p and "C_f[ei, ej] = " in p and "T.copy(C_f, C[by * 128, bx * 256])" in p
-    assert re.search(r"(f\d+) = T.Cast\('int64', em\)\n *t\d+ = p2\[\1\]", p)  # the row term at the element's row
-    assert "wgmma" in cuda_source(p)
+    # an f32 result goes back into the staged tile (dense: it leaves by TMA) and nothing else is staged
+    assert "C_s" not in p and "C_a = T.alloc_shared((128, 256), 'float32')" in p
+    assert "C_a[ei, cx + c] = o_l[c]" in p and "T.copy(C_a, C[by * 128, bx * 256])" in p
+    # the row term read once a row, at the row's clamped index, inside the loop; the scalar per element
+    row = re.search(r"\n( *)(f\d+) = T.Cast\('int64', em\)\n\1(t\d+) = p2\[\2\]", p)
+    assert row and p.index("for ir in T.serial(16):") < row.start() < p.index("fa[0] = a_l[0]") and p.count("p2[") == 1
+    assert f"T.call_extern('float32', 'it_add_f32', t3_c7, {row[3]})" in p and "'it_mul_f32', fa[0], p4)" in p
+    source = cuda_source(p)
+    assert "wgmma" in source and "tma_store" in source
 
 
 def test_bf16_residual_and_vendor_math_epilogue_lowers():
@@ -134,6 +152,7 @@ def test_bf16_residual_and_vendor_math_epilogue_lowers():
 def test_batched_epilogue_indexes_the_batch_entry():
     spec = _spec(bmm_bias)
     assert spec.name == "batched_matmul_epilogue" and "eb = T.Cast('int64', bz)" in spec.program
+    assert spec.program.index("eb = T.Cast('int64', bz)") < spec.program.index("for ir in T.serial(16):")
     assert "T.copy(C_s, C[bz, by * 128, bx * 256])" in spec.program
     assert "wgmma" in cuda_source(spec.program)
 
@@ -311,5 +330,16 @@ def test_wrong_dtype_and_extent_leave_the_output_unchanged(compiled):
 
 def test_emulated_program_is_the_one_the_c_target_runs_under_the_plugin():
     spec = cuda_matmul.emulated(zoo.matmul_bias_relu_f16.trace(), targets.C)
+    cuda = _spec(zoo.matmul_bias_relu_f16).program
     assert spec.name == "matmul_epilogue" and spec.stored == (0, 1, 2, 3)  # the C target's storage, every view
-    assert "for ei, ej in T.grid(128, 256):" in spec.program and spec.program.count("p3[") == 1
+    p = spec.program
+    # the CUDA program's loop, the block's threads one after another; the tile then stored inside C
+    assert "for tx in T.serial(256):" in p and p.count("p3[") == 1 and "= C_o[oi, oj]" in p
+    loop = cuda[cuda.index("        cx = tx"):cuda.index("        T.copy(C_s")]
+    emulated = p[p.index("cx = tx"):p.index("for oi, oj")]
+    for c in range(8):  # the same lanes, hoisting and element code (the C target keeps f16 as its bits)
+        assert f"p2[en_c{c}]" in emulated
+        assert f"o_l[{c}] = T.call_extern('uint16', 'it_encode_f16', t5_c{c})" in emulated
+    shape = [x.strip() for x in loop.splitlines() if x.strip().startswith(("for ir", "ei =", "cx =", "en_c"))]
+    assert shape and shape == [x.strip() for x in emulated.splitlines()
+                               if x.strip().startswith(("for ir", "ei =", "cx =", "en_c"))]

@@ -127,17 +127,23 @@ def test_a_bf16_output_of_an_inf_minus_inf(compiled, target):
 
 def test_the_k_loop_is_unchanged_and_the_fix_follows_it():
     # plain f16 output: the converted tile is staged, then (after a barrier) a NaN element's bits are the serial
-    # program's cast; an epilogue starts each element from a local holding the accumulator, recomputed where it is a
-    # NaN, and never writes the accumulator fragment back (wgmma's registers); both lower for sm_90a
+    # program's cast; an epilogue reads a thread's 8 accumulators of a row into locals and, where one of them is a
+    # NaN (one branch), recomputes each NaN in its own loop before the element code; the accumulator fragment is
+    # never written back (wgmma's registers); both lower for sm_90a
     for kernel, dest in ((mm_f16, "C_s[fi, fj] = T.reinterpret("), (mm_row_scale, "fa[0] = fs[0]")):
         program = cuda_matmul.tensor_core(kernel.trace(), targets.CUDA).program
         loop, rest = re.split(r"\n        (?=\S)", program[program.index("for ko in T.Pipelined"):], maxsplit=1)
         assert "itr_is_nan" not in loop and "it_add_f32" not in loop
-        assert "'itr_is_nan', C_f[fi, fj]" in rest and dest in rest
+        assert dest in rest
         if kernel is mm_f16:
+            assert "'itr_is_nan', C_f[fi, fj]" in rest
             assert rest.index("T.copy(C_f, C_s)") < rest.index("T.sync_threads()") < rest.index(dest) < \
                 rest.index("T.copy(C_s, C[")
         else:
-            assert rest.index("for ei, ej in T.Parallel") < rest.index("fa[0] = C_f[ei, ej]") < rest.index(dest)
-            assert "C_f[fi, fj] = " not in rest  # the fix keeps it in the local (an f32 output's store is the tile's)
+            gate = "if " + " or ".join(f"T.call_extern('int32', 'itr_is_nan', a_l[{c}]) != 0" for c in range(8)) + ":"
+            assert rest.index("a_l[c] = C_a[ei, cx + c]") < rest.index(gate) < rest.index("for c in T.unroll(8):") < \
+                rest.index("fa[0] = a_l[c]") < rest.index(dest) < rest.index("a_l[c] = fa[0]") < \
+                rest.index("fa[0] = a_l[0]")
+            assert rest.count("for fk in T.serial(") == 1  # one recomputation, in the loop over the 8 columns
+            assert "C_f[" not in rest.replace("C_a[si, sj] = C_f[si, sj]", "")  # the fragment only read, once
         assert "wgmma" in cuda_source(program)

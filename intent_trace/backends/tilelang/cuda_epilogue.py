@@ -12,11 +12,17 @@ helper call the serial program makes, so the epilogue's numerics come from one p
 the output (a tail tile's elements past M or N read an in-bounds element and are never stored), so every read the
 epilogue makes is in bounds.
 
+Over a tile (:func:`.cuda_matmul._tile_loop`: a rolled loop, each thread its columns) the element code's bindings are
+placed by what they vary with (:func:`levels`): a per-column read such as a bias once before the loop, a per-row term
+once a row, the rest per element, one renamed copy per column a thread takes (:func:`renamed`).
+
 What qualifies (:func:`epilogue_nodes`): besides the contraction, its operands' reads, full domains and the write,
 only :data:`EPILOGUE_OPS` (pointwise math, broadcasts, reshapes) and whole-axis reads of In views other than the
 operands and the output; nothing with an effect, no division that may round differently from IEEE's.
 """
 from __future__ import annotations
+
+import re
 
 import attrs
 
@@ -148,3 +154,61 @@ def element_code(graph: KernelGraph, target, env: dict, contract_var: Var, acc: 
             line.startswith(" ") or line.endswith(":") or "alloc" in line for line in before):
         return None  # emulated: the contraction's carry (one alloc_var) and its loop over K
     return Element((*em.constant_lines, *before), tuple(body), stored, tuple(em.helpers.values()))
+
+
+# -- the element code over a tile: bindings hoisted out of the row loop, copies for a thread's columns -------------
+
+_LITERAL = re.compile(r"('[^']*')")  # a string literal of the element code (a helper's or a dtype's name)
+_NAME = re.compile(r"[A-Za-z_]\w*")
+_BINDING = re.compile(r"([A-Za-z_]\w*) = (.+)")
+
+
+def names(text: str) -> set:
+    """The identifiers ``text`` mentions outside its string literals."""
+    return {n for k, part in enumerate(_LITERAL.split(text)) if k % 2 == 0 for n in _NAME.findall(part)}
+
+
+def renamed(line: str, to: dict) -> str:
+    """``line`` with each identifier in ``to`` (outside string literals) replaced by its new name."""
+    parts = _LITERAL.split(line)
+    return "".join(part if k % 2 else _NAME.sub(lambda m: to.get(m[0], m[0]), part) for k, part in enumerate(parts))
+
+
+@attrs.frozen
+class Levels:
+    """The element code's bindings by what they depend on (each in program order): ``constant`` on nothing that
+    varies over the tile, ``column`` on the column alone, ``row`` on the row alone, ``element`` on the accumulator
+    or on both."""
+
+    constant: tuple
+    column: tuple
+    row: tuple
+    element: tuple
+
+
+def levels(body: tuple, column: set, row: set, element: set) -> Levels | None:
+    """Loop-invariant code motion over the element code, whose lines are single bindings ``name = expr`` (None when
+    one is not): each binding at the outermost level of a tile's loops it can be computed at, given the names that
+    vary with the ``column``, the ``row`` and the ``element`` (the accumulator).
+
+    Why here and not in nvcc: a read the emitter clamps into the view (a bias ``b[min(n, N - 1)]``) reaches CUDA
+    guarded by TileLang's safe-access pass (``if (1 <= N)``), and nvcc hoists no guarded load out of a loop; over a
+    tile whose thread keeps its columns, such a read (and its decode) is made once per column, a per-row read once
+    per row."""
+    kinds = {**{n: {"column"} for n in column}, **{n: {"row"} for n in row}, **{n: {"element"} for n in element}}
+    out = {"constant": [], "column": [], "row": [], "element": []}
+    for line in body:
+        bound = _BINDING.fullmatch(line)
+        if bound is None:
+            return None
+        deps = set().union(*(kinds.get(n, set()) for n in names(bound[2])))
+        level = ("element" if "element" in deps or {"row", "column"} <= deps else
+                 next(iter(deps)) if deps else "constant")
+        kinds[bound[1]] = {level} if level != "constant" else set()
+        out[level].append(line)
+    return Levels(**{k: tuple(v) for k, v in out.items()})
+
+
+def bound_names(lines) -> list:
+    """The names the bindings among ``lines`` define, in order."""
+    return [m[1] for m in map(_BINDING.fullmatch, lines) if m is not None]

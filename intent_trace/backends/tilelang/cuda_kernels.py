@@ -14,7 +14,7 @@ is unchanged and every other call still has the general program). Recognised now
 - ``matmul`` (:mod:`.cuda_matmul`): ``out[m, n] = cast?(contract(a[m, k], b[k, n], acc_dtype=f32))`` over
   whole axes, on tensor cores for f16/bf16 operands, on CUDA cores (fused multiply-adds, T10) for f32; on tensor
   cores also with a pointwise epilogue of the contraction before the write (bias, activation, residual, scales:
-  :mod:`.cuda_epilogue`), applied to the accumulator fragment before the one store.
+  :mod:`.cuda_epilogue`), applied to each accumulator (staged in shared memory, a rolled loop) before the one store.
 - **segmented folds** (:mod:`.cuda_region`): a ``region_fold`` whose summary rows are independent (flash attention,
   causal or not, and any other such fold) as a tile program derived from its helpers: contractions on tensor cores,
   row reductions, the source in pipelined blocks, the summary in registers.

@@ -10,7 +10,10 @@ serial program's helpers -- ``s = 0; s = add(s, mul(a[k], b[k]))`` over k in ord
 bits and widened to f32 as the serial program reads it -- and the fused epilogue, whose element code is already the
 serial program's, starts from it. A plain matmul with an f16/bf16 output converts its tile in ``T.copy``; a NaN's
 bits are then written over the converted element (the serial program's cast, ``encode``d), after a barrier.
-Only a tile holding a NaN runs the recomputing loop: one compare per element sets a flag of the tile first.
+In the plain program only a tile holding a NaN runs the recomputing loop (unrolled once per fragment element): one
+compare per element sets a flag of the tile first. The fused epilogue's loop is rolled
+(:func:`.cuda_matmul._tile_loop`: a thread's 8 accumulators of a row a pass), so there one branch on whether any of
+the 8 is a NaN guards the recomputation of each (:func:`element_fix`, :func:`any_nan`).
 """
 from __future__ import annotations
 
@@ -35,62 +38,67 @@ class Fix:
     setup: tuple
     lines: tuple
     helpers: tuple
-    element: tuple = ()  # fused: the top of the epilogue's loop over (ei, ej), leaving the accumulator in fa[0]
+    element: tuple = ()  # fused: the recomputation of the element in fa[0] at tile coordinates (ei, ej)
 
 
-def recompute(graph, target, match, t, acc: str, dest: str | None, emulated: bool = False,
-              operands: tuple = ("A", "B"), fused: bool = False) -> Fix:
-    """The fix of the accumulator tile ``acc`` (``acc[i, j]``: a fragment on CUDA), over the tile at block ``(by,
-    bx[, bz])``: a NaN element inside C becomes the serial program's sum, written back to ``acc`` (``dest`` None) or,
-    cast as the serial program casts it, to the staged output tile ``dest``.
-    ``emulated``: the C target's loops (one thread), which :func:`.cuda_matmul.emulated` runs; ``operands``: the
-    parameter names of A and B. ``fused`` (a fused epilogue follows): the accumulator tile is never written; the
-    epilogue's loop starts with ``Fix.element``, which leaves its element, recomputed where it is a NaN, in a local
-    (on the H100 the plain matmul ran at 0.20 ms and the one whose fix wrote its wgmma accumulators back at 0.53)."""
+def recompute(graph, target, match, t, acc: str, dest: str | None) -> Fix:
+    """The fix of the plain program's accumulator tile ``acc`` (``acc[i, j]``: a fragment), over the tile at block
+    ``(by, bx[, bz])``: a NaN element inside C becomes the serial program's sum, written back to ``acc`` (``dest``
+    None) or, cast as the serial program casts it, to the staged output tile ``dest``."""
     em = TileLangEmitter(graph, target, RULES, REJECTED, checks=False)
-    loop = "T.grid" if emulated else "T.Parallel"
-
-    def recomputed(i: str, j: str, value: str, store: str) -> list:
-        """Element ``(i, j)``'s recomputation: ``store`` of the serial sum where ``value`` is a NaN inside C."""
-        return [f"if {inside(match, t, i, j)} and T.call_extern('int32', {_IS_NAN!r}, {value}) != 0:",
-                *(f"    {line}" for line in serial_sum(em, match, t, operands, i, j)), f"    {store}"]
-
     # Only a tile holding a NaN runs the recomputation: one compare per element sets the tile's flag, and the
     # recomputing loop (its serial K loop unrolled once per fragment element) runs behind one uniform branch. In
     # the hot path that loop cost the f16 program half its speed on the H100 (4096^3: 0.39 ms against 0.20 ms
     # with the flag). The barriers: every thread has read the previous tile's flag before it is cleared, and has
     # cleared it before any sets it (a persistent block runs several tiles).
-    sync = [] if emulated else ["T.sync_threads()"]
-    lines = [*sync, "nan_s[0] = 0", *sync,
-             f"for fi, fj in {loop}({t.tm}, {t.tn}):",
+    lines = ["T.sync_threads()", "nan_s[0] = 0", "T.sync_threads()",
+             f"for fi, fj in T.Parallel({t.tm}, {t.tn}):",
              f"    if T.call_extern('int32', {_IS_NAN!r}, {acc}[fi, fj]) != 0:",
              "        nan_s[0] = 1",
-             *sync]
-    element = ()
-    if fused:  # the flag read once (the staging tile's stores could alias it: a load per element otherwise)
-        lines.append("nan_l = T.alloc_var('int32', init=nan_s[0])")
-        element = (f"fa[0] = {acc}[ei, ej]",
-                   "if nan_l != 0:  # the serial program, for this tile's NaN elements",
-                   *(f"    {line}" for line in recomputed("ei", "ej", "fa[0]", "fa[0] = fs[0]")))
+             "T.sync_threads()"]
+    if dest is None:
+        store = f"{acc}[fi, fj] = fs[0]"
+    elif match.out == "f32":
+        store = f"{dest}[fi, fj] = fs[0]"
     else:
-        if dest is None:
-            store = f"{acc}[fi, fj] = fs[0]"
-        elif match.out == "f32":
-            store = f"{dest}[fi, fj] = fs[0]"
-        else:
-            out = getattr(DT, match.out)
-            cast = f"T.call_extern('float32', {em.helper('cast', (DT.f32, out), out, (DT.f32,))!r}, fs[0])"
-            bits = encode(em, View(dest, (), out, dest, storage="uint16"), cast)
-            store = f"{dest}[fi, fj] = T.reinterpret({bits}, {_HALF[match.out]!r})"
-        lines += ["if nan_s[0] != 0:  # the serial program, for this tile's NaN elements",
-                  f"    for fi, fj in {loop}({t.tm}, {t.tn}):",
-                  *(f"        {line}" for line in recomputed("fi", "fj", f"{acc}[fi, fj]", store))]
+        out = getattr(DT, match.out)
+        cast = f"T.call_extern('float32', {em.helper('cast', (DT.f32, out), out, (DT.f32,))!r}, fs[0])"
+        bits = encode(em, View(dest, (), out, dest, storage="uint16"), cast)
+        store = f"{dest}[fi, fj] = T.reinterpret({bits}, {_HALF[match.out]!r})"
+    lines += ["if nan_s[0] != 0:  # the serial program, for this tile's NaN elements",
+              f"    for fi, fj in T.Parallel({t.tm}, {t.tn}):",
+              *(f"        {line}" for line in _recomputed(em, match, t, ("A", "B"), "fi", "fj", f"{acc}[fi, fj]",
+                                                          store))]
+    setup = ("fs = T.alloc_local((1,), 'float32')", "nan_s = T.alloc_shared((1,), 'int32')")
+    return Fix(setup, tuple(lines), _helpers(em, False))
+
+
+def element_fix(graph, target, match, t, emulated: bool = False, operands: tuple = ("A", "B")) -> Fix:
+    """The fix inside a fused epilogue's loop (:mod:`.cuda_epilogue`; :func:`.cuda_matmul.tensor_core` and its
+    emulation): ``Fix.element`` recomputes the element the loop holds in the local ``fa[0]`` (at tile coordinates
+    ``ei, ej``) where it is a NaN inside C; the accumulator tile is never written. ``operands``: the parameter names
+    of A and B. (On the H100 the epilogue program whose fix wrote its wgmma accumulators back ran at 0.53 ms
+    against the plain matmul's 0.20.)"""
+    em = TileLangEmitter(graph, target, RULES, REJECTED, checks=False)
+    element = tuple(_recomputed(em, match, t, operands, "ei", "ej", "fa[0]", "fa[0] = fs[0]"))
+    setup = ("fs = T.alloc_local((1,), 'float32')", "fa = T.alloc_local((1,), 'float32')")
+    return Fix(setup, (), _helpers(em, emulated), element)
+
+
+def any_nan(values) -> str:
+    """Whether any of ``values`` (f32 expressions) is a NaN: the one branch before a fused epilogue's recomputation."""
+    return " or ".join(f"T.call_extern('int32', {_IS_NAN!r}, {v}) != 0" for v in values)
+
+
+def _recomputed(em, match, t, operands: tuple, i: str, j: str, value: str, store: str) -> list:
+    """Element ``(i, j)``'s recomputation: ``store`` of the serial sum where ``value`` is a NaN inside C."""
+    return [f"if {inside(match, t, i, j)} and T.call_extern('int32', {_IS_NAN!r}, {value}) != 0:",
+            *(f"    {line}" for line in serial_sum(em, match, t, operands, i, j)), f"    {store}"]
+
+
+def _helpers(em, emulated: bool) -> tuple:
     spelling = c.C_SPELLING if emulated else cuda.DEVICE
-    helpers = (*em.helpers.values(), IS_NAN.format(fn=spelling.function))
-    flag = "T.alloc_local" if emulated else "T.alloc_shared"
-    setup = ("fs = T.alloc_local((1,), 'float32')", f"nan_s = {flag}((1,), 'int32')",
-             *(("fa = T.alloc_local((1,), 'float32')",) if fused else ()))
-    return Fix(setup, tuple(lines), helpers, element)
+    return (*em.helpers.values(), IS_NAN.format(fn=spelling.function))
 
 
 def inside(match, t, i: str = "fi", j: str = "fj") -> str:
