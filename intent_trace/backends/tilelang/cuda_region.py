@@ -45,7 +45,7 @@ from ...graph.lowering import assemble, broadcast_index, leaf_values
 from ...graph.values import Literal, Var
 from ...schedule import region as schedule_region
 from ...schedule.region import ROW, SLICE
-from . import c, cuda, cuda_region_nan
+from . import c, cuda, cuda_region_nan, cuda_region_skip
 from .cuda_access import Specialization, tma_rows
 from .cuda_epilogue import declare_params
 from .cuda_region_tiles import Emulated, Spelling, Tiling
@@ -133,7 +133,8 @@ def specialization(graph, target, plan, tiling: Tiling, spelling) -> Specializat
     """The program of the segmented fold ``plan`` with ``tiling``, written in ``spelling`` (a class of
     :mod:`.cuda_region_tiles`' or another target's: :mod:`.metal_region`); :class:`TooLarge` when its shared tiles
     exceed ``spelling.shared_limit``, another LoweringError when its element code cannot be placed."""
-    program = _Program(graph, target, plan, tiling, spelling)
+    skip = cuda_region_skip.proof(graph, plan, spelling)
+    program = _Program(graph, target, plan, tiling, spelling, skip)
     text = program.text()
     if program.sp.shared_bytes > spelling.shared_limit:
         raise TooLarge(f"the tiles of head size {tiling.head} take {program.sp.shared_bytes} bytes of shared memory")
@@ -144,10 +145,11 @@ def specialization(graph, target, plan, tiling: Tiling, spelling) -> Specializat
         tuple(k for k, p in enumerate(graph.params) if p.kind == "view" and target.view_storage(p.type.dtype))
     f32 = any(n.inputs[0].type.dtype is T.f32 for n in plan.contractions)
     part = plan.part(graph, block_M=tiling.block_M, block_N=tiling.block_N, head=tiling.head, threads=tiling.threads,
-                     stages=tiling.stages, pipelined=spelling.pipelined(f32))
+                     stages=tiling.stages, pipelined=spelling.pipelined(f32),
+                     **({"skip": cuda_region_skip.describe(graph, plan, skip)} if skip else {}))
     return Specialization(f"segmented_fold_d{tiling.head}", text, divides, tuple((f, tiling.head) for f in plan.free),
                           operands=tuple(views), stored=stored, part=part,
-                          aligned=tma_rows(graph) if spelling.tma else ())
+                          aligned=tma_rows(graph) if spelling.tma else (), workspaces=program.workspaces)
 
 
 
@@ -163,8 +165,10 @@ class _Tile:
 class _Program:
     """Writes one program: the shared emitter ``em`` writes every line (its element code and these primitives)."""
 
-    def __init__(self, graph, target, plan, tiling: Tiling, spelling):
+    def __init__(self, graph, target, plan, tiling: Tiling, spelling, skip=None):
         self.graph, self.plan, self.t, self.target = graph, plan, tiling, target
+        self.skip = skip  # schedule.region_skip.MaskedSkip: the source blocks a coordinate mask empties are skipped
+        self.workspaces, self.flags_pass = (), []
         fast = spelling.fast_bodies
         spec = attrs.evolve(target, helper_source=fast_helpers(target.helper_source)) if fast else target
         em = TileLangEmitter(graph, spec, RULES, REJECTED, checks=False)
@@ -301,7 +305,10 @@ class _Program:
             running.append(tile)
         # the source, block by block
         count = f"T.ceildiv({self.dims[plan.source]}, {t.block_N})"
-        with em.block(self.sp.source_loop("kb", count)):
+        if self.skip is not None:  # the blocks [lo, hi) the mask may keep, widened to every flagged one
+            lo, hi = cuda_region_skip.source_range(self, self.skip)
+            count = (hi, lo)
+        with em.block(self.sp.source_loop("kb", *((count,) if isinstance(count, str) else count))):
             corner = {SLICE: f"kb * {t.block_N}"}
             values = []
             for s in plan.sources:
@@ -320,6 +327,9 @@ class _Program:
         cuda_region_nan.fix_rows(self, [(write, tile, view) for write, tile, view, _ in staged])
         for _, tile, view, axes in staged:  # a NaN row recomputed: its staged elements are the serial program's
             self.sp.store(tile.buf, view, axes)
+        if self.skip is not None:
+            self.workspaces = (cuda_region_skip.workspace(self),)
+            self.flags_pass = cuda_region_skip.flags_pass(self, self.skip)
         return self.assemble_text()
 
     def identity_fills(self, fold, em=None):
@@ -567,13 +577,14 @@ class _Program:
         rows = f"T.ceildiv({self.dims[plan.rows]}, {t.block_M})"
         blocks = [rows] + ([self.dims[plan.batch]] if plan.batch is not None else [])
         prelude = self.target.prelude(list(em.helpers.values()))
-        launch, coords = self.sp.kernel(blocks, "PRELUDE")
+        launch, coords = self.sp.kernel(blocks, None if self.flags_pass else "PRELUDE")  # the first kernel's
         width = self.sp.extent_dtype
         dims = "\n".join(f"d{k} = T.dynamic('d{k}', {width!r})" for k in range(len(self.graph.extents)))
         body = [*coords, *self.sp.allocs, *em.constant_lines]
         lines = [f"# Generated by intent_trace (target {em.target_name}): a segmented fold (region_fold) as a tile "
                  f"program{self.sp.note}.", f"import {self.sp.language} as T", "", f"PRELUDE = {prelude!r}", "", dims, "", "", "@T.prim_func",
-                 f"def kernel({self.params}):", f"    {launch}", *("        " + x for x in body), *em.lines, ""]
+                 f"def kernel({', '.join([self.params, *(w.param() for w in self.workspaces)])}):",
+                 *self.flags_pass, f"    {launch}", *("        " + x for x in body), *em.lines, ""]
         return "\n".join(lines)
 
 

@@ -94,6 +94,7 @@ class MetalSpelling(Spelling):
     fast_bodies = hardware_casts = False
     stage_in_place = reuse_shared = True
     product_scope = reduced_scope = "shared"
+    masked_skip = False  # the skip's finiteness pass is a second kernel: TileLang's Metal runtime launches one
 
     def __init__(self, em, tiling: Tiling):
         super().__init__(em, tiling)
