@@ -51,6 +51,8 @@ _LIVE = {ops.le: ("upper", 0), ops.lt: ("upper", -1), ops.ge: ("lower", 0), ops.
 _FOLD = {ops.add: np.add, ops.sub: np.subtract, ops.mul: np.multiply, ops.div: np.divide,
          ops.eq: np.equal, ops.ne: np.not_equal, ops.lt: np.less, ops.le: np.less_equal, ops.gt: np.greater,
          ops.ge: np.greater_equal, ops.and_: np.logical_and, ops.or_: np.logical_or}
+#: The bool value that decides ``and``/``or`` whatever the other operand is (a mask and-ed with a data mask).
+_ABSORBING = {ops.and_: False, ops.or_: True}
 _ROW, _SOURCE = "row", "source"
 
 
@@ -187,24 +189,30 @@ def _empty_block_is_identity(summarize, mask, plan, identity) -> frozenset:
             return _scalar(x.value, x.type.dtype)
         return env[x]
 
+    why = {}  # an unknown value -> where its evaluation first lost a value (the root cause, for the message)
     for node in summarize.nodes:
         if node is mask or node.op is ops.dim:
             continue
+        args = [value(x) if not isinstance(x, Var) or x in env else None for x in node.inputs]
         try:
-            result = _evaluate(node, [value(x) if not isinstance(x, Var) or x in env else None for x in node.inputs],
-                               needed)
-        except _Unknown:
-            continue  # unknown: an error only if a summary leaf needs it
-        if result is not None:
-            env[node.outputs[0]] = result
+            result = _evaluate(node, args, needed)
+        except _Unknown as e:  # unknown: an error only if a summary leaf needs it
+            lost = next((why[x] for x in node.inputs if x in why), None)
+            for out in node.outputs:
+                why[out] = lost or f"{e}{_at(node)}"
+            continue
+        env[node.outputs[0]] = result
     result = summarize.results[0]
-    leaves = env.get(result)
-    if leaves is None:
-        raise _Unknown("the summary is not known")
-    leaves = leaves if isinstance(leaves, tuple) else (leaves,)
-    for k, (got, want) in enumerate(zip(leaves, identity)):
-        if not isinstance(got, np.generic) or not _same(got, want):
-            raise _Unknown(f"summary leaf {k} is {_show(got)}, not the identity's {_show(want)}")
+    tuple_node = next((n for n in summarize.nodes if result in n.outputs and n.op is ops.tuple), None)
+    leaf_vars = tuple_node.inputs if tuple_node is not None else (result,)
+    got = [env.get(x) if isinstance(x, Var) else value(x) for x in leaf_vars]
+    for k, (leaf, want) in enumerate(zip(got, identity)):
+        if isinstance(leaf, np.generic) and not _same(leaf, want):
+            raise _Unknown(f"summary leaf {k} is {_show(leaf)}, not the identity's {_show(want)}")
+    for k, (x, leaf) in enumerate(zip(leaf_vars, got)):
+        if not isinstance(leaf, np.generic):
+            raise _Unknown(f"summary leaf {k} depends on values a masked block does not fix (first: "
+                           f"{why.get(x, 'a source component')})")
     return frozenset(needed)
 
 
@@ -217,11 +225,9 @@ def _evaluate(node, args: list, needed: set):
     op, out = node.op, node.outputs[0]
     dtype = getattr(T.leaf_types(out.type)[0], "dtype", None)
     if op is ops.tuple:
-        if any(a is None for a in args):
-            raise _Unknown("a tuple component")
-        return tuple(args)
+        return tuple(args)  # unknown components stay None
     if op is ops.get:
-        if not isinstance(args[0], tuple):
+        if not isinstance(args[0], tuple) or args[0][node.attr("index")] is None:
             raise _Unknown("a component")
         return args[0][node.attr("index")]
     if op in AGGREGATE:
@@ -261,6 +267,10 @@ def _evaluate(node, args: list, needed: set):
         return _reduce(node, args)
     if op is ops.contract:
         return _contract(node, args, needed)
+    if op in _ABSORBING and len(args) == 2 and dtype is T.bool_:  # false and x, true or x: whatever x is
+        for a in args:
+            if isinstance(a, np.generic) and bool(a) == _ABSORBING[op]:
+                return np.bool_(_ABSORBING[op])
     if any(not isinstance(a, np.generic) for a in args):
         raise _Unknown(op.name)
     return _pointwise(op, args, dtype)
