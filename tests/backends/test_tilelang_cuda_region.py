@@ -77,7 +77,7 @@ def test_attention_is_a_tile_program_derived_from_the_fold(kernel):
     launch = f"with T.Kernel(T.ceildiv(d1, 128), d0, threads=256{'' if causal else ', prelude=PRELUDE'}) as (bx, bz):"
     assert launch in program
     text, program = program, program[program.index(launch):]  # the fold's kernel
-    blocks = r"lo\d+, hi\d+" if causal else r"T\.ceildiv\(d3, 128\)"
+    blocks = r"T\.max\(.*, W1\[bz, 0\] \+ 1\)" if causal else r"T\.ceildiv\(d3, 128\)"
     assert re.search(rf"for kb in T\.Pipelined\({blocks}, num_stages=1\):", program)
     gemms = re.findall(r"T\.gemm\((\w+), (\w+), (\w+)(.*)\)", program)
     assert len(gemms) == 2 and all("policy=T.GemmWarpPolicy.FullRow" in g[3] for g in gemms)
@@ -147,9 +147,10 @@ def test_f32_products_run_on_cuda_cores_with_fma():
 
 @pytest.mark.parametrize("kernel, spec", [(FA.attention_f16, "segmented_fold_d128"),
                                           (FA.attention_f16_causal, "segmented_fold_d64"),
+                                          (FA.attention_f16_causal, "segmented_fold_d128"),
                                           (key_max_f16, "segmented_fold_d32"), (outer_max_f32, "segmented_fold_d128"),
                                           (FA.attention, "segmented_fold_d128")],
-                         ids=["attention", "causal", "exact-max", "no-contraction", "f32-products"])
+                         ids=["attention", "causal", "causal-d128", "exact-max", "no-contraction", "f32-products"])
 def test_the_programs_lower_for_sm90a(kernel, spec, tmp_path):
     source = cuda_source(_specs(kernel)[spec].program)
     assert ("wgmma" in source) == (kernel not in (outer_max_f32, FA.attention))  # f16 products on tensor cores

@@ -53,23 +53,26 @@ def _reference(q, k, v, scale, keep):
 def test_the_causal_program_skips_the_blocks_past_the_diagonal():
     spec = _specs(FA.attention_f16_causal)["segmented_fold_d128"]
     program = spec.program
-    assert spec.workspaces == (Workspace("W0", ("d0", "d3"), "int32", spec.workspaces[0].what),)
-    assert "W0: T.Tensor((d0, d3,), 'int32')" in program
+    what = spec.workspaces[0].what
+    assert spec.workspaces == (Workspace("W0", ("d0", "d3"), "int32", what), Workspace("W1", ("d0", "2"), "int32", what))
+    assert "W0: T.Tensor((d0, d3,), 'int32'), W1: T.Tensor((d0, 2,), 'int32')" in program
     launches = re.findall(r"with T\.Kernel\((.*)\) as", program)
-    assert launches == ["T.ceildiv(d3, 128), d0, threads=256, prelude=PRELUDE", "T.ceildiv(d1, 128), d0, threads=256"]
-    flags, fold = program.split("    with T.Kernel(T.ceildiv(d1", 1)
-    # the pass reads V (p2) only -- K's values never reach a masked block's summary -- tests every element and
-    # stores one flag per (batch, block of keys)
+    assert launches == ["T.ceildiv(d3, 128), d0, threads=256, prelude=PRELUDE", "d0, threads=256",
+                        "T.ceildiv(d1, 128), d0, threads=256"]
+    flags, extremes, fold = re.split(r"\n    with T\.Kernel\(", program.split("\n    with T.Kernel(", 1)[1])
+    # 1: the flags read V (p2) only -- K's values never reach a masked block's summary -- test every element and
+    # store one flag per (block of keys, batch entry)
     assert re.findall(r"T\.copy\((p\d)\[", flags) == ["p2"]
-    assert "'itr_nonfinite'" in flags and "W0[bz, bx] = T.Cast('int32'," in flags
+    assert "'itr_nonfinite'" in flags and "W0[fz, fx] = T.Cast('int32'," in flags
     assert "T.reduce_max(" in flags and "T.gemm" not in flags
-    # a block of rows [128 bx, 128 bx + 128) sees keys below 128 bx + 128: blocks [0, hi), widened to the last flagged
-    hi = re.search(r"(hi\d+) = T\.min\(T\.ceildiv\(d3, 128\), T\.ceildiv\(T\.max\(bx \* 128 \+ 128, 0\), 128\)\)", fold)
-    lo = re.search(r"(lo\d+) = T\.min\(0, " + (hi.group(1) if hi else "hi") + r"\)", fold)
-    assert hi and lo, fold[:3000]
-    assert re.search(rf"if W0\[bz, (k\d+)\] != 0:\n\s+{hi.group(1)} = \1 \+ 1", fold)
-    assert f"for kb in T.Pipelined({lo.group(1)}, {hi.group(1)}, num_stages=1):" in fold
-    assert fold.count("T.gemm(") == 2
+    # 2: per batch entry the last flagged block and the first
+    assert re.search(r"if W0\[ex, (k\d+)\] != 0:\n\s+(last\d+)\[0\] = \1\n", extremes)
+    assert "W1[ex, 0] = last" in extremes and "W1[ex, 1] = first" in extremes
+    # 3: a block of rows [128 bx, 128 bx + 128) sees keys below 128 bx + 128: blocks [0, hi), hi past the last
+    # flagged block; the bound is an expression (no local holds it through the loop)
+    hi = "T.min(T.ceildiv(d3, 128), T.ceildiv(T.max(bx * 128 + 128, 0), 128))"
+    assert f"for kb in T.Pipelined(T.max({hi}, W1[bz, 0] + 1), num_stages=1):" in fold
+    assert fold.count("T.gemm(") == 2 and "W0" not in fold
 
 
 def test_the_schedule_says_the_skip_and_its_condition():
@@ -85,7 +88,8 @@ def test_the_schedule_says_the_skip_and_its_condition():
 def test_no_skip_without_the_proof(kernel):
     # the fold computes every block, as before: one kernel, no workspace, the loop from 0 to the last block
     spec = next(iter(_specs(kernel).values()))
-    assert spec.workspaces == () and "W0" not in spec.program and spec.part.param("skip") is None
+    assert spec.workspaces == () and "W0" not in spec.program and "W1" not in spec.program
+    assert spec.part.param("skip") is None
     assert "for kb in T.Pipelined(T.ceildiv(d3, " in spec.program
     assert len(re.findall(r"with T\.Kernel\(", spec.program)) == 1
 
@@ -129,6 +133,24 @@ def test_non_finite_values_in_skipped_blocks(compiled):
     assert np.isnan(want[0, :, D - 1]).all() and np.isnan(want[1, :, 0]).all() and np.isnan(want[2, :, 5]).all()
     assert np.isnan(want[3, :, 7]).all() and np.isnan(want[3]).sum() == L
     assert np.isnan(want[4, 130:]).all() and not np.isnan(want[4, :130]).any()
+    _check(out, want, bound)
+
+
+def test_non_finite_values_before_the_diagonal(compiled):
+    # the anti-causal mask (query i sees keys i..): row block 1 (rows 128..255) skips key block 0, row block 2 (rows
+    # 256..299) skips blocks 0 and 1; a NaN there must pull the first folded block back (the serial program's
+    # 0 * NaN makes the column NaN in every row)
+    B, L, S, D = 3, 300, 300, 16
+    (q, k, v, scale), bound = _attention_case(B, L, S, D, seed=31)
+    v[0, 5, 3] = np.nan  # block 0
+    v[1, 130, 7] = np.nan  # block 1
+    v[2, 0, 0] = np.nan  # block 0's first row and column
+    v[2, 127, D - 1] = np.nan  # block 0's last row, the last column
+    out = np.zeros((B, L, D), np.float16)
+    compiled(K.anti_causal_f16, B=B, L=L, S=S, D=D)(q, k, v, out, scale)
+    want = _reference(q, k, v, scale, keep=MASKS[K.anti_causal_f16])
+    assert np.isnan(want[0, :, 3]).all() and np.isnan(want[1, :, 7]).all() and np.isnan(want[2, :, 0]).all()
+    assert np.isnan(want[2, :, D - 1]).all() and np.isnan(want).sum() == 4 * L
     _check(out, want, bound)
 
 

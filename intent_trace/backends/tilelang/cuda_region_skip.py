@@ -26,7 +26,8 @@ from ...schedule.region import SLICE
 from .cuda_region_tiles import NONFINITE
 from .storage import Workspace
 
-FLAGS = "W0"  # the workspace of the finiteness flags: one int32 per (batch entry, source block), sized (batch, S)
+FLAGS = "W0"  # the finiteness flags: one int32 per (batch entry, source block), sized (batch, S)
+EXTREMES = "W1"  # per batch entry: the last flagged source block (-1: none), the first (the block count: none)
 
 
 def proof(graph, plan, spelling):
@@ -47,73 +48,99 @@ def describe(graph, plan, skip) -> str:
     return f"blocks where {skip.describe(names)}"
 
 
-def workspace(prog) -> Workspace:
+def workspaces(prog) -> tuple:
     plan = prog.plan
-    shape = ((prog.dims[plan.batch],) if plan.batch is not None else ()) + (prog.dims[plan.source],)
-    return Workspace(FLAGS, shape, "int32", " for the finiteness flags of the source blocks a segmented fold skips")
+    batch = (prog.dims[plan.batch],) if plan.batch is not None else ()
+    why = " for the finiteness of the source blocks a segmented fold skips"
+    return (Workspace(FLAGS, (*batch, prog.dims[plan.source]), "int32", why),
+            Workspace(EXTREMES, (*batch, "2"), "int32", why))
 
 
-def flags_pass(prog, skip) -> list:
-    """The lines of the finiteness pass (its launch first), written with ``prog``'s emitter and spelling; the
-    program's own allocations, lines and shared-memory count are left as they were."""
+def passes(prog, skip) -> list:
+    """The lines of the two kernels before the fold (each launch first), written with ``prog``'s emitter and
+    spelling; the program's own allocations, lines and shared-memory count are left as they were."""
     em, sp, t, plan = prog.em, prog.sp, prog.t, prog.plan
     saved = (sp.allocs, sp.shared_bytes, len(em.lines), em.depth)
-    sp.allocs = []
-    count = f"T.ceildiv({prog.dims[plan.source]}, {t.block_N})"
-    blocks = [count] + ([prog.dims[plan.batch]] if plan.batch is not None else [])
-    launch, coords = sp.kernel(blocks, "PRELUDE")
-    test = sp.helper("itr_nonfinite", NONFINITE)
     em.depth = 2
-    flag = sp.alloc("flag", (1,), "float32", "fragment")
-    rows = []
-    for k in skip.finite:
-        tile = prog.view_tile(plan.sources[k], {SLICE: f"bx * {t.block_N}"})
-        shape = tile.shape
-        bad = sp.alloc("bad", shape, "float32", "fragment")
-        i, j = em.fresh("i"), em.fresh("j")
-        with em.block(sp.parallel([i, j], shape)):
-            em.line(f"{bad}[{i}, {j}] = T.Cast('float32', T.call_extern('int32', {test!r}, "
-                    f"{sp.element(tile.buf, tile.dtype, [i, j])}))")
-        row = sp.alloc("badrow", (shape[0],), "float32", "fragment")
-        sp.reduce("max", bad, row, shape, True)
-        rows.append(row)
-    for n, row in enumerate(rows):
-        sp.reduce_vector("max", row, flag, t.block_N, n == 0)
-    i = em.fresh("i")
-    at = ("bz, " if plan.batch is not None else "") + "bx"
-    with em.block(sp.parallel([i], (1,))):
-        em.line(f"{FLAGS}[{at}] = T.Cast('int32', {flag}[{i}])")
-    body = em.lines[saved[2]:]
-    del em.lines[saved[2]:]
-    lines = [f"    {launch}", *("        " + x for x in [*coords, *sp.allocs]), *body]
+    count = f"T.ceildiv({prog.dims[plan.source]}, {t.block_N})"
+    batch = [prog.dims[plan.batch]] if plan.batch is not None else []
+    lines = _kernel(prog, [count, *batch], "PRELUDE", ("fx", "fz"), lambda: _flags(prog, skip))
+    lines += _kernel(prog, batch or ["1"], None, ("ex", "ez"), lambda: _extremes(prog, count))
     sp.allocs, sp.shared_bytes, _, em.depth = saved
     return lines
 
 
+def _kernel(prog, blocks: list, prelude, names: tuple, body) -> list:
+    em, sp = prog.em, prog.sp
+    sp.allocs, first = [], len(em.lines)
+    launch, coords = sp.kernel(blocks, prelude, names)
+    body()
+    lines = em.lines[first:]
+    del em.lines[first:]
+    return [f"    {launch}", *("        " + x for x in [*coords, *sp.allocs]), *lines]
+
+
+def _flags(prog, skip) -> None:
+    """Block ``fx`` of the source (batch entry ``fz``): 1 when a needed component holds an infinity or a NaN."""
+    em, sp, t, plan = prog.em, prog.sp, prog.t, prog.plan
+    test = sp.helper("itr_nonfinite", NONFINITE)
+    flag = sp.alloc("flag", (1,), "float32", "fragment")
+    rows = []
+    for k in skip.finite:
+        tile = prog.view_tile(plan.sources[k], {SLICE: f"fx * {t.block_N}"}, "fz")  # zeros past the end: finite
+        bad = sp.alloc("bad", tile.shape, "float32", "fragment")
+        i, j = em.fresh("i"), em.fresh("j")
+        with em.block(sp.parallel([i, j], tile.shape)):
+            em.line(f"{bad}[{i}, {j}] = T.Cast('float32', T.call_extern('int32', {test!r}, "
+                    f"{sp.element(tile.buf, tile.dtype, [i, j])}))")
+        row = sp.alloc("badrow", (tile.shape[0],), "float32", "fragment")
+        sp.reduce("max", bad, row, tile.shape, True)
+        rows.append(row)
+    for n, row in enumerate(rows):
+        sp.reduce_vector("max", row, flag, t.block_N, n == 0)
+    i = em.fresh("i")
+    with em.block(sp.parallel([i], (1,))):
+        em.line(f"{FLAGS}[{'fz, ' if plan.batch is not None else ''}fx] = T.Cast('int32', {flag}[{i}])")
+
+
+def _extremes(prog, count: str) -> None:
+    """Batch entry ``ex``: the last and the first flagged block (every thread the same loop over the flags)."""
+    em, sp = prog.em, prog.sp
+    at = "ex, " if prog.plan.batch is not None else ""
+    last, first, k = em.fresh("last"), em.fresh("first"), em.fresh("k")
+    sp.allocs += [f"{last} = T.alloc_local((1,), 'int32')", f"{first} = T.alloc_local((1,), 'int32')"]
+    em.line(f"{last}[0] = -1")
+    em.line(f"{first}[0] = {count}")
+    with em.block(f"for {k} in T.serial({count}):"):
+        with em.block(f"if {FLAGS}[{at}{k}] != 0:"):
+            em.line(f"{last}[0] = {k}")
+            em.line(f"{first}[0] = T.min({first}[0], {k})")
+    i = em.fresh("i")
+    with em.block(sp.parallel([i], (1,))):
+        em.line(f"{EXTREMES}[{at}0] = {last}[0]")
+        em.line(f"{EXTREMES}[{at}1] = {first}[0]")
+
+
 def source_range(prog, skip) -> tuple:
-    """Writes the lines that compute this block of rows' source blocks ``[lo, hi)``; returns (lo, hi) as names."""
-    em, t, plan = prog.em, prog.t, prog.plan
+    """This block of rows' source blocks ``[start, stop)`` as expressions of its coordinates, the extents and the
+    extremes (start None: 0, where no bound is a lower one -- causal attention's). No local holds them: the loop
+    bound is recomputed where it is tested, so the fold keeps the registers it had (a local ``hi`` cost 156 bytes of
+    spills in attention's combine at head 128)."""
+    t, plan = prog.t, prog.plan
     count = f"T.ceildiv({prog.dims[plan.source]}, {t.block_N})"
     first = f"bx * {t.block_M}"
     his = [f"T.ceildiv(T.max({first} + {t.block_M + b.shift}, 0), {t.block_N})" for b in skip.bounds
            if b.side == "upper"]
     los = [f"T.max({first} + {b.shift}, 0) // {t.block_N}" for b in skip.bounds if b.side == "lower"]
-    hi0 = _fold("T.min", [count, *his])
-    lo0 = f"T.min({_fold('T.max', los)}, {count})" if los else "0"
-    lo, hi, k = em.fresh("lo"), em.fresh("hi"), em.fresh("k")
-    prog.sp.allocs += [f"{lo} = T.alloc_var('int32')", f"{hi} = T.alloc_var('int32')"]
-    em.line(f"{hi} = {hi0}")
-    em.line(f"{lo} = T.min({lo0}, {hi})")
-    at = "bz, " if plan.batch is not None else ""
-    if his:  # the outermost flagged block past hi
-        with em.block(f"for {k} in T.serial({hi0}, {count}):"):
-            with em.block(f"if {FLAGS}[{at}{k}] != 0:"):
-                em.line(f"{hi} = {k} + 1")
-    if los:  # the outermost flagged block before lo
-        with em.block(f"for {k} in T.serial(0, {lo0}):"):
-            with em.block(f"if {FLAGS}[{at}{lo0} - 1 - {k}] != 0:"):
-                em.line(f"{lo} = {lo0} - 1 - {k}")
-    return lo, hi
+    hi = _fold("T.min", [count, *his])
+    stop = f"T.max({hi}, {EXTREMES}[{_at(prog)}0] + 1)" if his else hi
+    if not los:
+        return None, stop
+    return _fold("T.min", [*los, hi, f"{EXTREMES}[{_at(prog)}1]"]), stop
+
+
+def _at(prog) -> str:
+    return "bz, " if prog.plan.batch is not None else ""
 
 
 def _fold(fn: str, items: list) -> str:

@@ -141,11 +141,13 @@ class Spelling:
         bounds = f"{start}, {count}" if start is not None else count
         return f"for {var} in T.Pipelined({bounds}, num_stages={self.t.stages}):"
 
-    def kernel(self, blocks: list, prelude: str | None) -> tuple:
-        """(the launch line, the lines that name the block coordinates); ``prelude`` None: none (a program's helpers
-        are given once, to its first kernel: TileLang writes each kernel's prelude into the one source)."""
-        names = "(bx, bz)" if len(blocks) == 2 else "bx"
-        return (f"with T.Kernel({', '.join(blocks)}, threads={self.t.threads}{_prelude(prelude)}) as {names}:", [])
+    def kernel(self, blocks: list, prelude: str | None, names: tuple = ("bx", "bz")) -> tuple:
+        """(the launch line, the lines that name the block coordinates ``names``); ``prelude`` None: none (a
+        program's helpers are given once, to its first kernel: TileLang writes each kernel's prelude into the one
+        source). A program of several kernels names each one's coordinates apart (TileLang's builder keeps a name
+        bound to the kernel that bound it first)."""
+        bound = f"({names[0]}, {names[1]})" if len(blocks) == 2 else names[0]
+        return (f"with T.Kernel({', '.join(blocks)}, threads={self.t.threads}{_prelude(prelude)}) as {bound}:", [])
 
     # -- memory -------------------------------------------------------------------------------------------
     # ``axes``: per view axis, ``("point", expr)`` or ``("tile", first, size, extent)``: the tile's axes in order,
@@ -282,12 +284,13 @@ class Emulated(Spelling):
     def source_loop(self, var: str, count: str, start: str | None = None) -> str:
         return f"for {var} in T.serial({start + ', ' if start is not None else ''}{count}):"
 
-    def kernel(self, blocks: list, prelude: str | None) -> tuple:
+    def kernel(self, blocks: list, prelude: str | None, names: tuple = ("bx", "bz")) -> tuple:
+        x, z = names
         if len(blocks) == 1:
-            return f"with T.Kernel(T.max({blocks[0]}, 1){_prelude(prelude)}) as bx:", []
+            return f"with T.Kernel(T.max({blocks[0]}, 1){_prelude(prelude)}) as {x}:", []
         nbx, nbz = blocks
-        return (f"with T.Kernel(T.max({nbx} * {nbz}, 1){_prelude(prelude)}) as blk:",
-                [f"bx = blk % {nbx}", f"bz = blk // {nbx}"])
+        return (f"with T.Kernel(T.max({nbx} * {nbz}, 1){_prelude(prelude)}) as {x}{z}:",
+                [f"{x} = {x}{z} % {nbx}", f"{z} = {x}{z} // {nbx}"])
 
     def load(self, tile: str, view, axes: list) -> None:
         from .views import decode
