@@ -9,8 +9,9 @@ against NumPy float64 references with the masks applied by hand, at lengths no t
 L = S; infinities and NaNs planted in V and K inside skipped blocks (the first and last block, their first and last
 rows and columns) must give the serial program's NaN pattern (the flagged block is folded again), and a NaN's bits
 the oracle's (cpu). Bounds: test_tilelang_cuda_region's (P rounded to f16 per slice: 2^-9 max|v|)."""
-import math
 import re
+import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ import intent_trace as intent
 
 pytest.importorskip("tilelang")
 from backends.test_tilelang_cuda_region import _attention_case, _check, _specs, compiled  # noqa: F401
+from backends.tilelang_support import cuda_source
 from backends.test_tilelang_cuda_region_nan import NEG_NAN, Q_NAN, _nan, _oracle, _same_nans
 from intent_trace.backends.tilelang import metal_region, targets
 from intent_trace.backends.tilelang import target as tl_target
@@ -99,6 +101,30 @@ def test_metal_folds_every_block():
     specs = metal_region.specializations(FA.attention_f16_causal.trace(), targets.METAL)
     assert specs and all(s.workspaces == () and "W0" not in s.program for s in specs)
     assert all(s.part.param("skip") is None for s in specs)
+
+
+@pytest.mark.parametrize("kernel", [FA.attention_f16_causal, K.anti_causal_f16, attention_causal_shifted_f16],
+                         ids=lambda k: k.name)
+def test_the_three_kernels_lower_for_sm90a_without_spills(kernel, tmp_path):
+    # TileLang lowers the flags, the extremes and the fold (the upper bound's range, and the lower bound's from a
+    # start past 0) for sm_90a; the local nvcc assembles them with the fold's registers as without the skip (168, as
+    # flash attention's template) and no spills (a local holding the range spilled 156 bytes in the combine)
+    source = cuda_source(_specs(kernel)["segmented_fold_d128"].program)
+    assert source.count("__global__ void __launch_bounds__") == 3 and "wgmma" in source
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        return
+    import tilelang
+
+    root = tilelang.__path__[0]
+    path = tmp_path / "skip.cu"
+    path.write_text(source)
+    r = subprocess.run([nvcc, "-std=c++17", "-arch=sm_90a", "-cubin", "--fmad=false", "-w", "-Xptxas", "-v",
+                        f"-I{root}/src", f"-I{root}/3rdparty/cutlass/include", str(path), "-o", str(path) + ".cubin"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert [int(x) for x in re.findall(r"(\d+) bytes spill stores", r.stderr)] == [0, 0, 0], r.stderr
+    assert max(int(x) for x in re.findall(r"Used (\d+) registers", r.stderr)) <= 168
 
 
 # --- the numbers ---------------------------------------------------------------------------------------------
