@@ -40,7 +40,7 @@ import numpy as np
 from .. import types as T
 from ..graph import ops
 from ..graph.traits import AGGREGATE, MATH_FUNCTIONS
-from ..graph.values import Literal, Var
+from ..graph.values import Literal, Var, walk_region
 from .recognition import at as _at
 
 #: A comparison ``a OP b`` as ``b OP' a`` (the operands swapped).
@@ -96,7 +96,6 @@ class _Src:
 def prove(graph, plan) -> MaskedSkip | str:
     """The skip of segmented fold ``plan`` (:class:`.region.SegmentedFold`) of ``graph``, or why there is none."""
     summarize = plan.fold.regions[0]
-    n_src = len(plan.sources)
     coords = _coordinates(summarize, plan)
     if {kind for kind, _ in coords.values()} != {_ROW, _SOURCE}:
         return "summarize compares no row coordinate with a source coordinate"
@@ -148,7 +147,7 @@ def _coordinates(summarize, plan) -> dict:
 
 def _identity(graph, plan):
     """The identity's leaves as NumPy scalars of their dtypes, or None when one is not a constant fill."""
-    producers = {v: n for n in _walk_all(graph) for v in n.outputs}
+    producers = {v: n for n in walk_region(graph.body) for v in n.outputs}
     ident = plan.fold.inputs[1]
     node = producers.get(ident)
     items = node.inputs if node is not None and node.op is ops.tuple else (ident,)
@@ -162,11 +161,6 @@ def _identity(graph, plan):
             return None
         out.append(_scalar(value.value, T.leaf_types(x.type)[0].dtype))
     return tuple(out)
-
-
-def _walk_all(graph):
-    from ..graph.values import walk_region
-    return walk_region(graph.body)
 
 
 def _scalar(value, dtype):

@@ -16,8 +16,6 @@ import subprocess
 import numpy as np
 import pytest
 
-import intent_trace as intent
-
 pytest.importorskip("tilelang")
 from backends.test_tilelang_cuda_region import _attention_case, _check, _specs, compiled  # noqa: F401
 from backends.tilelang_support import cuda_source

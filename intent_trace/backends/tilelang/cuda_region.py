@@ -45,10 +45,10 @@ from ...graph.lowering import assemble, broadcast_index, leaf_values
 from ...graph.values import Literal, Var
 from ...schedule import region as schedule_region
 from ...schedule.region import ROW, SLICE
-from . import c, cuda, cuda_region_nan, cuda_region_skip
+from . import cuda_region_nan, cuda_region_skip
 from .cuda_access import Specialization, tma_rows
 from .cuda_epilogue import declare_params
-from .cuda_region_tiles import Emulated, Spelling, Tiling
+from .cuda_region_tiles import Emulated, Spelling, Tiling, fast_helpers
 from .emitter import Aggregate, Lazy, Scalar, TileLangEmitter
 from .rules import REJECTED, RULES
 
@@ -61,32 +61,6 @@ SIMT_CONFIGS = tuple(attrs.evolve(t, block_M=64, block_N=64) for t in CONFIGS)
 SHARED_BYTES = Spelling.shared_limit  # an sm_90 block's shared memory
 _TILE_TIR = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
 _PAD = {"max": "-T.infinity('float32')", "min": "T.infinity('float32')", "sum": "T.float32(-0.0)"}
-_RAW = frozenset({"add", "sub", "mul", "div"})
-_HALF = {"f16": "__half2float(__float2half_rn({}))", "bf16": "__bfloat162float(__float2bfloat16_rn({}))"}
-_HEADER = {"f16": "#include <cuda_fp16.h>\n", "bf16": "#include <cuda_bf16.h>\n"}  # the prelude precedes TileLang's
-
-
-def fast_helpers(base):
-    """``base`` (a target's ``helper_source``) with the tile program's fast bodies: f32 ``+ - * /`` as the IEEE
-    operation alone, f32 vendor functions as the CUDA call alone (no x86-NaN decision around them), casts to f16/bf16
-    and vendor functions of f16/bf16 rounded by the hardware's RNE conversion."""
-    def source(name, family, dtypes, ret, args):
-        fn = cuda.DEVICE.function
-        same = dtypes == (ret,) and all(a == ret for a in args)
-        if same and ret.name == "f32" and family in _RAW:
-            return c.helper_source(name, family, dtypes, ret, args, cuda.DEVICE)
-        if same and ret.name in ("f32", "f16", "bf16") and family in c.CUDA_F32_MATH:
-            call = f"{c.CUDA_F32_MATH[family]}(a)"
-            if ret.name in _HALF:
-                return f"{_HEADER[ret.name]}{fn} float {name}(float a) {{ return {_HALF[ret.name].format(call)}; }}"
-            return f"{fn} float {name}(float a) {{ return {call}; }}"
-        if family == "cast" and len(dtypes) == 2 and dtypes[0].name == "f32" and dtypes[1].name in _HALF:
-            d = dtypes[1].name
-            return f"{_HEADER[d]}{fn} float {name}(float a) {{ return {_HALF[d].format('a')}; }}"
-        return base(name, family, dtypes, ret, args)
-    return source
-
-
 def _tilings(plan) -> tuple:
     configs = SIMT_CONFIGS if any(n.inputs[0].type.dtype is T.f32 for n in plan.contractions) else CONFIGS
     return configs if plan.free else configs[:1]

@@ -42,6 +42,9 @@ _KEYS = (
 #: CUDA's ``fmaxf``/``fminf`` (a NaN operand ignored unless both are NaN), for the emulated tile max/min.
 _FMAX = ('{fn} float itr_fmax(float a, float b) {{ return fmaxf(a, b); }}',
          '{fn} float itr_fmin(float a, float b) {{ return fminf(a, b); }}')
+_RAW = frozenset({"add", "sub", "mul", "div"})
+_HALF = {"f16": "__half2float(__float2half_rn({}))", "bf16": "__bfloat162float(__float2bfloat16_rn({}))"}
+_HEADER = {"f16": "#include <cuda_fp16.h>\n", "bf16": "#include <cuda_bf16.h>\n"}  # the prelude precedes TileLang's
 _INIT = {"max": "-T.infinity('float32')", "min": "T.infinity('float32')", "sum": "T.float32(0)"}
 _BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "int32": 4}
 
@@ -365,3 +368,25 @@ class Emulated(Spelling):
 
 def _prelude(prelude: str | None) -> str:
     return f", prelude={prelude}" if prelude is not None else ""
+
+
+
+def fast_helpers(base):
+    """``base`` (a target's ``helper_source``) with the tile program's fast bodies: f32 ``+ - * /`` as the IEEE
+    operation alone, f32 vendor functions as the CUDA call alone (no x86-NaN decision around them), casts to f16/bf16
+    and vendor functions of f16/bf16 rounded by the hardware's RNE conversion."""
+    def source(name, family, dtypes, ret, args):
+        fn = cuda.DEVICE.function
+        same = dtypes == (ret,) and all(a == ret for a in args)
+        if same and ret.name == "f32" and family in _RAW:
+            return c.helper_source(name, family, dtypes, ret, args, cuda.DEVICE)
+        if same and ret.name in ("f32", "f16", "bf16") and family in c.CUDA_F32_MATH:
+            call = f"{c.CUDA_F32_MATH[family]}(a)"
+            if ret.name in _HALF:
+                return f"{_HEADER[ret.name]}{fn} float {name}(float a) {{ return {_HALF[ret.name].format(call)}; }}"
+            return f"{fn} float {name}(float a) {{ return {call}; }}"
+        if family == "cast" and len(dtypes) == 2 and dtypes[0].name == "f32" and dtypes[1].name in _HALF:
+            d = dtypes[1].name
+            return f"{_HEADER[d]}{fn} float {name}(float a) {{ return {_HALF[d].format('a')}; }}"
+        return base(name, family, dtypes, ret, args)
+    return source
