@@ -74,7 +74,8 @@ def test_attention_is_a_tile_program_derived_from_the_fold(kernel):
     program = specs["segmented_fold_d128"].program
     assert "T.Kernel(1, threads=1" not in program
     causal = kernel is FA.attention_f16_causal  # its finiteness pass comes first (test_tilelang_cuda_region_skip.py)
-    launch = f"with T.Kernel(T.ceildiv(d1, 128), d0, threads=256{'' if causal else ', prelude=PRELUDE'}) as (bx, bz):"
+    launch = ("with T.Kernel(d0, T.ceildiv(d1, 128), threads=256) as (bz, rx):" if causal else
+              "with T.Kernel(T.ceildiv(d1, 128), d0, threads=256, prelude=PRELUDE) as (bx, bz):")
     assert launch in program
     text, program = program, program[program.index(launch):]  # the fold's kernel
     blocks = r"T\.max\(.*, W1\[bz, 0\] \+ 1\)" if causal else r"T\.ceildiv\(d3, 128\)"

@@ -58,8 +58,10 @@ def test_the_causal_program_skips_the_blocks_past_the_diagonal():
     assert "W0: T.Tensor((d0, d3,), 'int32'), W1: T.Tensor((d0, 2,), 'int32')" in program
     launches = re.findall(r"with T\.Kernel\((.*)\) as", program)
     assert launches == ["T.ceildiv(d3, 128), d0, threads=256, prelude=PRELUDE", "d0, threads=256",
-                        "T.ceildiv(d1, 128), d0, threads=256"]
+                        "d0, T.ceildiv(d1, 128), threads=256"]
     flags, extremes, fold = re.split(r"\n    with T\.Kernel\(", program.split("\n    with T.Kernel(", 1)[1])
+    # the fold's grid: the batch fastest, the blocks of rows from the last (the busiest first: longest first)
+    assert fold.startswith("d0, T.ceildiv(d1, 128), threads=256) as (bz, rx):\n        bx = T.ceildiv(d1, 128) - 1 - rx\n")
     # 1: the flags read V (p2) only -- K's values never reach a masked block's summary -- test every element and
     # store one flag per (block of keys, batch entry)
     assert re.findall(r"T\.copy\((p\d)\[", flags) == ["p2"]
@@ -73,6 +75,16 @@ def test_the_causal_program_skips_the_blocks_past_the_diagonal():
     hi = "T.min(T.ceildiv(d3, 128), T.ceildiv(T.max(bx * 128 + 128, 0), 128))"
     assert f"for kb in T.Pipelined(T.max({hi}, W1[bz, 0] + 1), num_stages=1):" in fold
     assert fold.count("T.gemm(") == 2 and "W0" not in fold
+
+
+def test_a_lower_bound_keeps_the_grid_order():
+    # the anti-causal fold's busiest blocks of rows are the first: the usual grid already starts them first
+    fold = _specs(K.anti_causal_f16)["segmented_fold_d128"].program.split("\n    with T.Kernel(")[-1]
+    assert fold.startswith("T.ceildiv(d1, 128), d0, threads=256) as (bx, bz):")
+    hi = "T.min(T.ceildiv(d3, 128), T.ceildiv(T.max(bx * 128 + 128, 0), 128))"
+    assert "for kb in T.Pipelined(T.min(T.min(T.max(bx * 128 + 0, 0) // 128, T.ceildiv(d3, 128)), W1[bz, 1]), " \
+           "T.ceildiv(d3, 128), num_stages=1):" in fold, re.findall(r"for kb in .*", fold)
+    assert hi not in fold
 
 
 def test_the_schedule_says_the_skip_and_its_condition():

@@ -549,9 +549,12 @@ class _Program:
     def assemble_text(self) -> str:
         em, plan, t = self.em, self.plan, self.t
         rows = f"T.ceildiv({self.dims[plan.rows]}, {t.block_M})"
-        blocks = [rows] + ([self.dims[plan.batch]] if plan.batch is not None else [])
+        batch = [self.dims[plan.batch]] if plan.batch is not None else []
         prelude = self.target.prelude(list(em.helpers.values()))
-        launch, coords = self.sp.kernel(blocks, None if self.passes else "PRELUDE")  # the first kernel's
+        if self.skip is not None:  # the helpers went to the first kernel; the busiest blocks of rows first
+            launch, coords = cuda_region_skip.fold_launch(self, rows, batch)
+        else:
+            launch, coords = self.sp.kernel([rows, *batch], "PRELUDE")
         width = self.sp.extent_dtype
         dims = "\n".join(f"d{k} = T.dynamic('d{k}', {width!r})" for k in range(len(self.graph.extents)))
         body = [*coords, *self.sp.allocs, *em.constant_lines]

@@ -121,6 +121,21 @@ def _extremes(prog, count: str) -> None:
         em.line(f"{EXTREMES}[{at}1] = {first}[0]")
 
 
+def fold_launch(prog, rows: str, batch: list) -> tuple:
+    """The fold's launch line and coordinate lines. Where every bound is an upper one (causal attention), the work of
+    a block of rows grows with ``bx``: the grid runs the batch fastest and the blocks of rows from the last, so every
+    batch entry's busiest blocks start first and the last wave holds the lightest (the longest-first order that
+    keeps the SMs evenly busy at the end); otherwise the grid is the fold's usual one."""
+    skip, sp = prog.skip, prog.sp
+    if any(b.side != "upper" for b in skip.bounds):
+        return sp.kernel([rows, *batch], None)
+    if batch:
+        launch, coords = sp.kernel([*batch, rows], None, ("bz", "rx"))
+    else:
+        launch, coords = sp.kernel([rows], None, ("rx", None))
+    return launch, [*coords, f"bx = {rows} - 1 - rx"]
+
+
 def source_range(prog, skip) -> tuple:
     """This block of rows' source blocks ``[start, stop)`` as expressions of its coordinates, the extents and the
     extremes (start None: 0, where no bound is a lower one -- causal attention's). No local holds them: the loop
