@@ -23,9 +23,10 @@ class Specialization:
     """A tiled program for the calls whose extents satisfy ``divides``: {extent index: tile}, and ``equals``:
     {extent index: the size the program is written for}.
 
-    It takes the graph's own arguments only (no error record, no workspaces): a recogniser returns one only for
-    graphs whose general program cannot fail a run-time check wherever the specialisation applies (full unit-step
-    domains, whole views, reshapes whose sizes agree by construction)."""
+    It takes the graph's own arguments (no error record: a recogniser returns one only for graphs whose general
+    program cannot fail a run-time check wherever the specialisation applies -- full unit-step domains, whole views,
+    reshapes whose sizes agree by construction), then its ``workspaces`` (storage.Workspace), which the executable
+    allocates per call (a segmented fold's finiteness flags: cuda_region_skip)."""
 
     name: str
     program: str
@@ -43,6 +44,7 @@ class Specialization:
     # ((graph extent index, elements), ...): extents that must be multiples of ``elements``: the innermost axes of
     # views the program copies with TMA, whose descriptors need every row stride a multiple of 16 bytes
     aligned: tuple = ()
+    workspaces: tuple = ()
 
     def applies(self, extents: dict) -> bool:
         operands = self.operands

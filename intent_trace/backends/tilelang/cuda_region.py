@@ -45,10 +45,10 @@ from ...graph.lowering import assemble, broadcast_index, leaf_values
 from ...graph.values import Literal, Var
 from ...schedule import region as schedule_region
 from ...schedule.region import ROW, SLICE
-from . import c, cuda, cuda_region_nan
+from . import cuda_region_nan, cuda_region_skip
 from .cuda_access import Specialization, tma_rows
 from .cuda_epilogue import declare_params
-from .cuda_region_tiles import Emulated, Spelling, Tiling
+from .cuda_region_tiles import Emulated, Spelling, Tiling, fast_helpers
 from .emitter import Aggregate, Lazy, Scalar, TileLangEmitter
 from .rules import REJECTED, RULES
 
@@ -61,32 +61,6 @@ SIMT_CONFIGS = tuple(attrs.evolve(t, block_M=64, block_N=64) for t in CONFIGS)
 SHARED_BYTES = Spelling.shared_limit  # an sm_90 block's shared memory
 _TILE_TIR = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
 _PAD = {"max": "-T.infinity('float32')", "min": "T.infinity('float32')", "sum": "T.float32(-0.0)"}
-_RAW = frozenset({"add", "sub", "mul", "div"})
-_HALF = {"f16": "__half2float(__float2half_rn({}))", "bf16": "__bfloat162float(__float2bfloat16_rn({}))"}
-_HEADER = {"f16": "#include <cuda_fp16.h>\n", "bf16": "#include <cuda_bf16.h>\n"}  # the prelude precedes TileLang's
-
-
-def fast_helpers(base):
-    """``base`` (a target's ``helper_source``) with the tile program's fast bodies: f32 ``+ - * /`` as the IEEE
-    operation alone, f32 vendor functions as the CUDA call alone (no x86-NaN decision around them), casts to f16/bf16
-    and vendor functions of f16/bf16 rounded by the hardware's RNE conversion."""
-    def source(name, family, dtypes, ret, args):
-        fn = cuda.DEVICE.function
-        same = dtypes == (ret,) and all(a == ret for a in args)
-        if same and ret.name == "f32" and family in _RAW:
-            return c.helper_source(name, family, dtypes, ret, args, cuda.DEVICE)
-        if same and ret.name in ("f32", "f16", "bf16") and family in c.CUDA_F32_MATH:
-            call = f"{c.CUDA_F32_MATH[family]}(a)"
-            if ret.name in _HALF:
-                return f"{_HEADER[ret.name]}{fn} float {name}(float a) {{ return {_HALF[ret.name].format(call)}; }}"
-            return f"{fn} float {name}(float a) {{ return {call}; }}"
-        if family == "cast" and len(dtypes) == 2 and dtypes[0].name == "f32" and dtypes[1].name in _HALF:
-            d = dtypes[1].name
-            return f"{_HEADER[d]}{fn} float {name}(float a) {{ return {_HALF[d].format('a')}; }}"
-        return base(name, family, dtypes, ret, args)
-    return source
-
-
 def _tilings(plan) -> tuple:
     configs = SIMT_CONFIGS if any(n.inputs[0].type.dtype is T.f32 for n in plan.contractions) else CONFIGS
     return configs if plan.free else configs[:1]
@@ -133,7 +107,8 @@ def specialization(graph, target, plan, tiling: Tiling, spelling) -> Specializat
     """The program of the segmented fold ``plan`` with ``tiling``, written in ``spelling`` (a class of
     :mod:`.cuda_region_tiles`' or another target's: :mod:`.metal_region`); :class:`TooLarge` when its shared tiles
     exceed ``spelling.shared_limit``, another LoweringError when its element code cannot be placed."""
-    program = _Program(graph, target, plan, tiling, spelling)
+    skip = cuda_region_skip.proof(graph, plan, spelling)
+    program = _Program(graph, target, plan, tiling, spelling, skip)
     text = program.text()
     if program.sp.shared_bytes > spelling.shared_limit:
         raise TooLarge(f"the tiles of head size {tiling.head} take {program.sp.shared_bytes} bytes of shared memory")
@@ -144,10 +119,11 @@ def specialization(graph, target, plan, tiling: Tiling, spelling) -> Specializat
         tuple(k for k, p in enumerate(graph.params) if p.kind == "view" and target.view_storage(p.type.dtype))
     f32 = any(n.inputs[0].type.dtype is T.f32 for n in plan.contractions)
     part = plan.part(graph, block_M=tiling.block_M, block_N=tiling.block_N, head=tiling.head, threads=tiling.threads,
-                     stages=tiling.stages, pipelined=spelling.pipelined(f32))
+                     stages=tiling.stages, pipelined=spelling.pipelined(f32),
+                     **({"skip": cuda_region_skip.describe(graph, plan, skip)} if skip else {}))
     return Specialization(f"segmented_fold_d{tiling.head}", text, divides, tuple((f, tiling.head) for f in plan.free),
                           operands=tuple(views), stored=stored, part=part,
-                          aligned=tma_rows(graph) if spelling.tma else ())
+                          aligned=tma_rows(graph) if spelling.tma else (), workspaces=program.workspaces)
 
 
 
@@ -163,8 +139,10 @@ class _Tile:
 class _Program:
     """Writes one program: the shared emitter ``em`` writes every line (its element code and these primitives)."""
 
-    def __init__(self, graph, target, plan, tiling: Tiling, spelling):
+    def __init__(self, graph, target, plan, tiling: Tiling, spelling, skip=None):
         self.graph, self.plan, self.t, self.target = graph, plan, tiling, target
+        self.skip = skip  # schedule.region_skip.MaskedSkip: the source blocks a coordinate mask empties are skipped
+        self.workspaces, self.passes = (), []  # the skip's workspaces and the lines of its kernels before the fold
         fast = spelling.fast_bodies
         spec = attrs.evolve(target, helper_source=fast_helpers(target.helper_source)) if fast else target
         em = TileLangEmitter(graph, spec, RULES, REJECTED, checks=False)
@@ -239,15 +217,16 @@ class _Program:
         return Lazy((str(size),), lambda idx: f"({first} + T.Cast('int64', {idx[0]}))")
 
     # -- tiles of views -----------------------------------------------------------------------------------
-    def view_tile(self, source, corner: dict) -> _Tile:
-        """A shared tile of a view read (``source``: schedule.region.Source), and the lines that load it."""
+    def view_tile(self, source, corner: dict, point: str = "bz") -> _Tile:
+        """A shared tile of a view read (``source``: schedule.region.Source), and the lines that load it (``point``:
+        the batch coordinate's name)."""
         k = source.param
         p = self.graph.params[k]
         view = self.views[p.var]
         shape = tuple(self.role_size(r) for r in source.layout)
         dtype = _TILE_TIR[p.type.dtype.name]
         tile = _Tile(self.sp.alloc("s", shape, dtype, "shared"), "shared", dtype, shape, loaded=True)
-        axes = [("point", "bz")] * (len(p.type.shape) - len(source.layout))
+        axes = [("point", point)] * (len(p.type.shape) - len(source.layout))
         for role, e in zip(source.layout, p.type.shape[len(axes):]):
             extent = self.dims[next(i for i, ev in enumerate(self.graph.extents) if ev.extent is e)]
             axes.append(("tile", corner.get(role, "0"), self.role_size(role), extent))
@@ -300,8 +279,10 @@ class _Program:
             self.fill(tile, fill)
             running.append(tile)
         # the source, block by block
-        count = f"T.ceildiv({self.dims[plan.source]}, {t.block_N})"
-        with em.block(self.sp.source_loop("kb", count)):
+        start, count = None, f"T.ceildiv({self.dims[plan.source]}, {t.block_N})"
+        if self.skip is not None:  # the blocks [start, count) the mask may keep, widened to every flagged one
+            start, count = cuda_region_skip.source_range(self, self.skip)
+        with em.block(self.sp.source_loop("kb", count, start)):
             corner = {SLICE: f"kb * {t.block_N}"}
             values = []
             for s in plan.sources:
@@ -320,6 +301,9 @@ class _Program:
         cuda_region_nan.fix_rows(self, [(write, tile, view) for write, tile, view, _ in staged])
         for _, tile, view, axes in staged:  # a NaN row recomputed: its staged elements are the serial program's
             self.sp.store(tile.buf, view, axes)
+        if self.skip is not None:
+            self.workspaces = cuda_region_skip.workspaces(self)
+            self.passes = cuda_region_skip.passes(self, self.skip)
         return self.assemble_text()
 
     def identity_fills(self, fold, em=None):
@@ -565,15 +549,19 @@ class _Program:
     def assemble_text(self) -> str:
         em, plan, t = self.em, self.plan, self.t
         rows = f"T.ceildiv({self.dims[plan.rows]}, {t.block_M})"
-        blocks = [rows] + ([self.dims[plan.batch]] if plan.batch is not None else [])
+        batch = [self.dims[plan.batch]] if plan.batch is not None else []
         prelude = self.target.prelude(list(em.helpers.values()))
-        launch, coords = self.sp.kernel(blocks, "PRELUDE")
+        if self.skip is not None:  # the helpers went to the first kernel; the busiest blocks of rows first
+            launch, coords = cuda_region_skip.fold_launch(self, rows, batch)
+        else:
+            launch, coords = self.sp.kernel([rows, *batch], "PRELUDE")
         width = self.sp.extent_dtype
         dims = "\n".join(f"d{k} = T.dynamic('d{k}', {width!r})" for k in range(len(self.graph.extents)))
         body = [*coords, *self.sp.allocs, *em.constant_lines]
         lines = [f"# Generated by intent_trace (target {em.target_name}): a segmented fold (region_fold) as a tile "
                  f"program{self.sp.note}.", f"import {self.sp.language} as T", "", f"PRELUDE = {prelude!r}", "", dims, "", "", "@T.prim_func",
-                 f"def kernel({self.params}):", f"    {launch}", *("        " + x for x in body), *em.lines, ""]
+                 f"def kernel({', '.join([self.params, *(w.param() for w in self.workspaces)])}):",
+                 *self.passes, f"    {launch}", *("        " + x for x in body), *em.lines, ""]
         return "\n".join(lines)
 
 

@@ -28,6 +28,8 @@ from .emitter import Lazy
 CANONICAL = "{fn} float itr_canonical(float x) {{ return x != x ? itb_f32(0x7fffffffu) : x; }}"
 #: 1 where ``x`` is a NaN (a NaN output recomputed: an extern call, as TVM's simplifier takes ``x != x`` for false)
 IS_NAN = "{fn} int itr_is_nan(float x) {{ return x != x; }}"
+#: 1 where ``x`` is an infinity or a NaN (the exponent bits all ones; :mod:`.cuda_region_skip`'s finiteness flags)
+NONFINITE = "{fn} int itr_nonfinite(float x) {{ return (itb_bits32(x) & 0x7f800000u) == 0x7f800000u; }}"
 
 #: The key helpers, spelled for a target's dialect (``{fn}``: its qualifier for a helper TVM calls).
 _KEYS = (
@@ -40,6 +42,9 @@ _KEYS = (
 #: CUDA's ``fmaxf``/``fminf`` (a NaN operand ignored unless both are NaN), for the emulated tile max/min.
 _FMAX = ('{fn} float itr_fmax(float a, float b) {{ return fmaxf(a, b); }}',
          '{fn} float itr_fmin(float a, float b) {{ return fminf(a, b); }}')
+_RAW = frozenset({"add", "sub", "mul", "div"})
+_HALF = {"f16": "__half2float(__float2half_rn({}))", "bf16": "__bfloat162float(__float2bfloat16_rn({}))"}
+_HEADER = {"f16": "#include <cuda_fp16.h>\n", "bf16": "#include <cuda_bf16.h>\n"}  # the prelude precedes TileLang's
 _INIT = {"max": "-T.infinity('float32')", "min": "T.infinity('float32')", "sum": "T.float32(0)"}
 _BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "int32": 4}
 
@@ -75,6 +80,7 @@ class Spelling:
     reuse_shared = False  # a computed shared tile may be overwritten in place once its readers are dead
     product_scope = "fragment"  # where a product's result lives
     reduced_scope = "fragment"  # where a row reduction's source lives
+    masked_skip = True  # source blocks a coordinate mask empties are skipped (cuda_region_skip: a second kernel)
 
     @staticmethod
     def pipelined(f32: bool) -> str:
@@ -133,13 +139,18 @@ class Spelling:
     def parallel(self, names: list, shape: tuple) -> str:
         return f"for {', '.join(names)} in T.Parallel({', '.join(map(str, shape))}):"
 
-    def source_loop(self, var: str, count: str) -> str:
-        return f"for {var} in T.Pipelined({count}, num_stages={self.t.stages}):"
+    def source_loop(self, var: str, count: str, start: str | None = None) -> str:
+        """The loop over the source's blocks ``[start, count)`` (from 0 without ``start``)."""
+        bounds = f"{start}, {count}" if start is not None else count
+        return f"for {var} in T.Pipelined({bounds}, num_stages={self.t.stages}):"
 
-    def kernel(self, blocks: list, prelude: str) -> tuple:
-        """(the launch line, the lines that name the block coordinates)."""
-        names = "(bx, bz)" if len(blocks) == 2 else "bx"
-        return (f"with T.Kernel({', '.join(blocks)}, threads={self.t.threads}, prelude={prelude}) as {names}:", [])
+    def kernel(self, blocks: list, prelude: str | None, names: tuple = ("bx", "bz")) -> tuple:
+        """(the launch line, the lines that name the block coordinates ``names``); ``prelude`` None: none (a
+        program's helpers are given once, to its first kernel: TileLang writes each kernel's prelude into the one
+        source). A program of several kernels names each one's coordinates apart (TileLang's builder keeps a name
+        bound to the kernel that bound it first)."""
+        bound = f"({names[0]}, {names[1]})" if len(blocks) == 2 else names[0]
+        return (f"with T.Kernel({', '.join(blocks)}, threads={self.t.threads}{_prelude(prelude)}) as {bound}:", [])
 
     # -- memory -------------------------------------------------------------------------------------------
     # ``axes``: per view axis, ``("point", expr)`` or ``("tile", first, size, extent)``: the tile's axes in order,
@@ -193,6 +204,10 @@ class Spelling:
     def reduce(self, kind: str, src: str, out: str, shape: tuple, clear: bool, dtype: str = "float32") -> None:
         """``out[i] = kind(out[i] if not clear, src[i, :])`` (a tile max or min ignores NaN operands)."""
         self.em.line(f"T.reduce_{kind}({src}, {out}, dim=1, clear={clear})")
+
+    def reduce_vector(self, kind: str, src: str, out: str, n: int, clear: bool) -> None:
+        """``out[0] = kind(out[0] if not clear, src[:])`` over a fragment of ``n`` values."""
+        self.em.line(f"T.reduce_{kind}({src}, {out}, dim=0, clear={clear})")
 
     def init_of(self, kind: str) -> str:
         return _INIT[kind]
@@ -269,15 +284,16 @@ class Emulated(Spelling):
     def parallel(self, names: list, shape: tuple) -> str:
         return f"for {', '.join(names)} in T.grid({', '.join(map(str, shape))}):"
 
-    def source_loop(self, var: str, count: str) -> str:
-        return f"for {var} in T.serial({count}):"
+    def source_loop(self, var: str, count: str, start: str | None = None) -> str:
+        return f"for {var} in T.serial({start + ', ' if start is not None else ''}{count}):"
 
-    def kernel(self, blocks: list, prelude: str) -> tuple:
+    def kernel(self, blocks: list, prelude: str | None, names: tuple = ("bx", "bz")) -> tuple:
+        x, z = names
         if len(blocks) == 1:
-            return f"with T.Kernel(T.max({blocks[0]}, 1), prelude={prelude}) as bx:", []
+            return f"with T.Kernel(T.max({blocks[0]}, 1){_prelude(prelude)}) as {x}:", []
         nbx, nbz = blocks
-        return (f"with T.Kernel(T.max({nbx} * {nbz}, 1), prelude={prelude}) as blk:",
-                [f"bx = blk % {nbx}", f"bz = blk // {nbx}"])
+        return (f"with T.Kernel(T.max({nbx} * {nbz}, 1){_prelude(prelude)}) as {x}{z}:",
+                [f"{x} = {x}{z} % {nbx}", f"{z} = {x}{z} // {nbx}"])
 
     def load(self, tile: str, view, axes: list) -> None:
         from .views import decode
@@ -340,3 +356,37 @@ class Emulated(Spelling):
                 em.line(f"{out}[{i}] = {init}")
             with em.block(f"for {j} in T.serial({n}):"):
                 em.line(f"{out}[{i}] = {step(f'{out}[{i}]', f'{src}[{i}, {j}]')}")
+
+    def reduce_vector(self, kind: str, src: str, out: str, n: int, clear: bool) -> None:
+        name = self.helper(f"itr_f{kind}", _FMAX[0 if kind == "max" else 1])
+        j = self.em.fresh("rj")
+        if clear:
+            self.em.line(f"{out}[0] = {_INIT[kind]}")
+        with self.em.block(f"for {j} in T.serial({n}):"):
+            self.em.line(f"{out}[0] = T.call_extern('float32', {name!r}, {out}[0], {src}[{j}])")
+
+
+def _prelude(prelude: str | None) -> str:
+    return f", prelude={prelude}" if prelude is not None else ""
+
+
+
+def fast_helpers(base):
+    """``base`` (a target's ``helper_source``) with the tile program's fast bodies: f32 ``+ - * /`` as the IEEE
+    operation alone, f32 vendor functions as the CUDA call alone (no x86-NaN decision around them), casts to f16/bf16
+    and vendor functions of f16/bf16 rounded by the hardware's RNE conversion."""
+    def source(name, family, dtypes, ret, args):
+        fn = cuda.DEVICE.function
+        same = dtypes == (ret,) and all(a == ret for a in args)
+        if same and ret.name == "f32" and family in _RAW:
+            return c.helper_source(name, family, dtypes, ret, args, cuda.DEVICE)
+        if same and ret.name in ("f32", "f16", "bf16") and family in c.CUDA_F32_MATH:
+            call = f"{c.CUDA_F32_MATH[family]}(a)"
+            if ret.name in _HALF:
+                return f"{_HEADER[ret.name]}{fn} float {name}(float a) {{ return {_HALF[ret.name].format(call)}; }}"
+            return f"{fn} float {name}(float a) {{ return {call}; }}"
+        if family == "cast" and len(dtypes) == 2 and dtypes[0].name == "f32" and dtypes[1].name in _HALF:
+            d = dtypes[1].name
+            return f"{_HEADER[d]}{fn} float {name}(float a) {{ return {_HALF[d].format('a')}; }}"
+        return base(name, family, dtypes, ret, args)
+    return source

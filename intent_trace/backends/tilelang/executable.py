@@ -247,8 +247,8 @@ class TileLangExecutable(ExecutableDisplay):
             if commit is not None:
                 commits.append(commit)
             call_args.append(tensor)
+        call_args += self._workspace_tensors(dims, values, special.workspaces if special else None)
         if not special:
-            call_args += self._workspace_tensors(dims, values)
             if self.allocation_limit:
                 call_args.append(allocation_limit())
         err = None
@@ -307,8 +307,9 @@ class TileLangExecutable(ExecutableDisplay):
                 continue
             value, stored = _torch_dtype(p.type.dtype.np), _torch_dtype(np.dtype(storage))
             views.append((value, stored) if use_value else (stored, value))
-        if special:
-            return kernel, tuple(views), None
+        if special:  # its workspaces (if any) fresh per call, as the general program's
+            spaces = special.workspaces
+            return kernel, tuple(views), (lambda a: self._workspace_tensors(dims, a, spaces)) if spaces else None
 
         # the error record: made once (launch never reads it; a kernel that fails a check stops either way)
         trailing = []
@@ -324,9 +325,11 @@ class TileLangExecutable(ExecutableDisplay):
 
         return kernel, tuple(views), extra
 
-    def _workspace_tensors(self, dims: dict, args) -> list:
-        """Fresh target-memory buffers for the program's workspaces (:mod:`.storage`), sized by this call."""
-        if not self.workspaces:
+    def _workspace_tensors(self, dims: dict, args, spaces=None) -> list:
+        """Fresh target-memory buffers for the program's workspaces (:mod:`.storage`; ``spaces``: a specialisation's
+        instead), sized by this call."""
+        spaces = self.workspaces if spaces is None else spaces
+        if not spaces:
             return []
         extents = {k: dims[ev.extent] for k, ev in enumerate(self.graph.extents)}
         # made in the target's memory where its tensors are torch's (CUDA): a host tensor moved there is a copy
@@ -334,11 +337,11 @@ class TileLangExecutable(ExecutableDisplay):
         # H100 paid before every launch
         device = self.spec.device_tensors
         return [self.spec.to_device(_empty_tensor(space.sizes(extents, args), np.dtype(space.dtype), device))
-                for space in self.workspaces]
+                for space in spaces]
 
     def specialization_for(self, dims: dict):
         """The specialisation a call with these extents ({extent: size}) runs, or None for the general program.
-        A specialisation has no error record or workspaces: its recogniser matches only graphs whose general
+        A specialisation has no error record (its workspaces are allocated per call): its recogniser matches only graphs whose general
         program cannot fail a check where the specialisation applies (cuda_access.Specialization)."""
         if self.specializations:
             extents = {k: int(dims[ev.extent]) for k, ev in enumerate(self.graph.extents)}

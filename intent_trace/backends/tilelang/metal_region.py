@@ -94,6 +94,7 @@ class MetalSpelling(Spelling):
     fast_bodies = hardware_casts = False
     stage_in_place = reuse_shared = True
     product_scope = reduced_scope = "shared"
+    masked_skip = False  # the skip's finiteness pass is a second kernel: TileLang's Metal runtime launches one
 
     def __init__(self, em, tiling: Tiling):
         super().__init__(em, tiling)
@@ -115,8 +116,8 @@ class MetalSpelling(Spelling):
         thread reading a row's elements reads them."""
         return "shared" if scope == "fragment" and len(shape) == 1 else scope
 
-    def source_loop(self, var: str, count: str) -> str:
-        return f"for {var} in T.serial({count}):"
+    def source_loop(self, var: str, count: str, start: str | None = None) -> str:
+        return f"for {var} in T.serial({start + ', ' if start is not None else ''}{count}):"
 
     # -- memory: element by element, in 32-bit coordinates (every operand stays under 2**31 elements) ----------
     index, one = "{}", "1"
