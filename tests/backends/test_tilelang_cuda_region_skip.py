@@ -53,15 +53,16 @@ def _reference(q, k, v, scale, keep):
 def test_the_causal_program_skips_the_blocks_past_the_diagonal():
     spec = _specs(FA.attention_f16_causal)["segmented_fold_d128"]
     program = spec.program
-    what = spec.workspaces[0].what
-    assert spec.workspaces == (Workspace("W0", ("d0", "d3"), "int32", what), Workspace("W1", ("d0", "2"), "int32", what))
+    why = spec.workspaces[0].what
+    assert spec.workspaces == (Workspace("W0", ("d0", "d3"), "int32", why), Workspace("W1", ("d0", "2"), "int32", why))
     assert "W0: T.Tensor((d0, d3,), 'int32'), W1: T.Tensor((d0, 2,), 'int32')" in program
     launches = re.findall(r"with T\.Kernel\((.*)\) as", program)
     assert launches == ["T.ceildiv(d3, 128), d0, threads=256, prelude=PRELUDE", "d0, threads=256",
                         "d0, T.ceildiv(d1, 128), threads=256"]
     flags, extremes, fold = re.split(r"\n    with T\.Kernel\(", program.split("\n    with T.Kernel(", 1)[1])
     # the fold's grid: the batch fastest, the blocks of rows from the last (the busiest first: longest first)
-    assert fold.startswith("d0, T.ceildiv(d1, 128), threads=256) as (bz, rx):\n        bx = T.ceildiv(d1, 128) - 1 - rx\n")
+    assert fold.startswith("d0, T.ceildiv(d1, 128), threads=256) as (bz, rx):\n"
+                           "        bx = T.ceildiv(d1, 128) - 1 - rx\n")
     # 1: the flags read V (p2) only -- K's values never reach a masked block's summary -- test every element and
     # store one flag per (block of keys, batch entry)
     assert re.findall(r"T\.copy\((p\d)\[", flags) == ["p2"]
