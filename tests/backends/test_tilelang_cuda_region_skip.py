@@ -86,14 +86,18 @@ def test_a_lower_bound_keeps_the_grid_order():
     assert "for kb in T.Pipelined(T.min(T.min(T.max(bx * 128 + 0, 0) // 128, T.ceildiv(d3, 128)), W1[bz, 1]), " \
            "T.ceildiv(d3, 128), num_stages=1):" in fold, re.findall(r"for kb in .*", fold)
     assert hi not in fold
+    skip = tl_target.build(K.anti_causal_f16.trace(), target="tilelang-cuda").schedule.parts[0].param("skip")
+    assert skip == "source blocks where the mask is false for every pair of source >= row, where v is finite (a " \
+                   "flags pass first)"
 
 
 def test_the_schedule_says_the_skip_and_its_condition():
     part = tl_target.build(FA.attention_f16_causal.trace(), target="tilelang-cuda").schedule.parts[0]
-    assert part.param("skip") == "blocks where source <= row (skipped blocks need v finite)"
-    assert "skip=blocks where source <= row (skipped blocks need v finite)" in part.describe()
+    skip = ("source blocks where the mask is false for every pair of source <= row, where v is finite (a flags pass "
+            "first; the busiest blocks of rows first)")
+    assert part.param("skip") == skip and f"skip={skip}" in part.describe()
     shifted = tl_target.build(attention_causal_shifted_f16.trace(), target="tilelang-cuda").schedule.parts[0]
-    assert shifted.param("skip") == "blocks where source <= row - 48 (skipped blocks need v finite)"
+    assert shifted.param("skip") == skip.replace("source <= row", "source <= row - 48")
 
 
 @pytest.mark.parametrize("kernel", [FA.attention_f16, K.additive_causal_f16, K.unguarded_causal_f16,

@@ -37,7 +37,7 @@ def test_a_coordinate_mask_whose_empty_blocks_are_the_identity(kernel, side, shi
     # only makes the scores a select discards, and the positions (2) are integers
     assert skip.finite == (1,)
     assert plan.sources[1].param is not None
-    assert skip.describe(["k", "v", "key_pos"]) == f"{text} (skipped blocks need v finite)"
+    assert skip.describe(["k", "v", "key_pos"]) == f"false for every pair of {text}, where v is finite"
 
 
 @pytest.mark.parametrize("kernel, why", [

@@ -43,9 +43,10 @@ def proof(graph, plan, spelling):
 
 
 def describe(graph, plan, skip) -> str:
-    """The schedule's ``skip`` parameter: the bounds and what skipped blocks need finite."""
+    """The schedule's ``skip`` parameter: which blocks of the source a block of rows does not fold."""
     names = [graph.params[s.param].name if s.param is not None else "indices" for s in plan.sources]
-    return f"blocks where {skip.describe(names)}"
+    busiest = "; the busiest blocks of rows first" if _longest_first(skip) else ""
+    return f"source blocks where the mask is {skip.describe(names)} (a flags pass first{busiest})"
 
 
 def workspaces(prog) -> tuple:
@@ -127,7 +128,7 @@ def fold_launch(prog, rows: str, batch: list) -> tuple:
     batch entry's busiest blocks start first and the last wave holds the lightest (the longest-first order that
     keeps the SMs evenly busy at the end); otherwise the grid is the fold's usual one."""
     skip, sp = prog.skip, prog.sp
-    if any(b.side != "upper" for b in skip.bounds):
+    if not _longest_first(skip):
         return sp.kernel([rows, *batch], None)
     if batch:
         launch, coords = sp.kernel([*batch, rows], None, ("bz", "rx"))
@@ -152,6 +153,11 @@ def source_range(prog, skip) -> tuple:
     if not los:
         return None, stop
     return _fold("T.min", [*los, hi, f"{EXTREMES}[{_at(prog)}1]"]), stop
+
+
+def _longest_first(skip) -> bool:
+    """Whether a block of rows' work grows with its index (every bound an upper one)."""
+    return all(b.side == "upper" for b in skip.bounds)
 
 
 def _at(prog) -> str:
