@@ -111,6 +111,15 @@ def test_no_skip_without_the_proof(kernel):
     assert len(re.findall(r"with T\.Kernel\(", spec.program)) == 1
 
 
+def test_a_skip_that_needs_nothing_finite_has_no_passes():
+    spec = _specs(K.causal_score_max_f16)["segmented_fold_d128"]
+    assert spec.workspaces == () and "W0" not in spec.program and "W1" not in spec.program
+    assert re.findall(r"with T\.Kernel\((.*)\) as", spec.program) == ["d0, T.ceildiv(d1, 128), threads=256, "
+                                                                      "prelude=PRELUDE"]
+    hi = "T.min(T.ceildiv(d3, 128), T.ceildiv(T.max(bx * 128 + 128, 0), 128))"
+    assert f"for kb in T.Pipelined({hi}, num_stages=1):" in spec.program
+
+
 def test_metal_folds_every_block():
     # TileLang's Metal runtime launches one kernel: no finiteness pass, so no skip
     specs = metal_region.specializations(FA.attention_f16_causal.trace(), targets.METAL)
@@ -193,6 +202,25 @@ def test_non_finite_values_before_the_diagonal(compiled):
     assert np.isnan(want[0, :, 3]).all() and np.isnan(want[1, :, 7]).all() and np.isnan(want[2, :, 0]).all()
     assert np.isnan(want[2, :, D - 1]).all() and np.isnan(want).sum() == 4 * L
     _check(out, want, bound)
+
+
+def test_a_masked_max_ignores_what_skipped_blocks_hold(compiled):
+    # out[b, i] = max over j <= i of q[b, i] . k[b, j], exact (small integers: every score is exact in f32, and the
+    # max reaches the output, so it is IEEE maximum on ordered keys). L = 152 < S = 400 (an f32 output's rows need
+    # whole 16-byte units): keys 152.. are masked for every row; infinities and NaNs there change nothing (no flags:
+    # the blocks past the diagonal are never read)
+    B, L, S, D = 2, 152, 400, 16
+    rng = np.random.default_rng(4)
+    q, k = (rng.integers(-2, 3, size=s).astype(np.float16) for s in ((B, L, D), (B, S, D)))
+    k[0, 300, 3], k[1, S - 1, 0], k[1, 200, 5], k[0, L, D - 1] = np.inf, np.nan, -np.inf, np.nan
+    out = np.zeros((B, L), np.float32)
+    compiled(K.causal_score_max_f16, B=B, L=L, S=S, D=D)(q, k, out)
+    with np.errstate(invalid="ignore"):
+        s = np.einsum("bld,bsd->bls", q.astype(np.float64), k.astype(np.float64))
+    keep = np.arange(L)[:, None] >= np.arange(S)[None, :]
+    want = np.where(keep, s, -np.inf).max(axis=2)
+    assert np.isfinite(want).all()
+    np.testing.assert_array_equal(out, want.astype(np.float32))
 
 
 def test_a_nan_in_a_skipped_block_keeps_its_payload(compiled, target):

@@ -50,7 +50,10 @@ def describe(graph, plan, skip) -> str:
 
 
 def workspaces(prog) -> tuple:
+    """The flags and the extremes; none where the proof needs nothing finite (the bounds alone then decide)."""
     plan = prog.plan
+    if not prog.skip.finite:
+        return ()
     batch = (prog.dims[plan.batch],) if plan.batch is not None else ()
     why = " for the finiteness of the source blocks a segmented fold skips"
     return (Workspace(FLAGS, (*batch, prog.dims[plan.source]), "int32", why),
@@ -61,6 +64,8 @@ def passes(prog, skip) -> list:
     """The lines of the two kernels before the fold (each launch first), written with ``prog``'s emitter and
     spelling; the program's own allocations, lines and shared-memory count are left as they were."""
     em, sp, t, plan = prog.em, prog.sp, prog.t, prog.plan
+    if not skip.finite:
+        return []
     saved = (sp.allocs, sp.shared_bytes, len(em.lines), em.depth)
     em.depth = 2
     count = f"T.ceildiv({prog.dims[plan.source]}, {t.block_N})"
@@ -128,12 +133,13 @@ def fold_launch(prog, rows: str, batch: list) -> tuple:
     batch entry's busiest blocks start first and the last wave holds the lightest (the longest-first order that
     keeps the SMs evenly busy at the end); otherwise the grid is the fold's usual one."""
     skip, sp = prog.skip, prog.sp
+    prelude = None if prog.passes else "PRELUDE"  # the helpers go to the program's first kernel
     if not _longest_first(skip):
-        return sp.kernel([rows, *batch], None)
+        return sp.kernel([rows, *batch], prelude)
     if batch:
-        launch, coords = sp.kernel([*batch, rows], None, ("bz", "rx"))
+        launch, coords = sp.kernel([*batch, rows], prelude, ("bz", "rx"))
     else:
-        launch, coords = sp.kernel([rows], None, ("rx", None))
+        launch, coords = sp.kernel([rows], prelude, ("rx", None))
     return launch, [*coords, f"bx = {rows} - 1 - rx"]
 
 
@@ -149,10 +155,11 @@ def source_range(prog, skip) -> tuple:
            if b.side == "upper"]
     los = [f"T.max({first} + {b.shift}, 0) // {t.block_N}" for b in skip.bounds if b.side == "lower"]
     hi = _fold("T.min", [count, *his])
-    stop = f"T.max({hi}, {EXTREMES}[{_at(prog)}0] + 1)" if his else hi
+    flagged = bool(skip.finite)  # else no block is flagged: the bounds alone
+    stop = f"T.max({hi}, {EXTREMES}[{_at(prog)}0] + 1)" if his and flagged else hi
     if not los:
         return None, stop
-    return _fold("T.min", [*los, hi, f"{EXTREMES}[{_at(prog)}1]"]), stop
+    return _fold("T.min", [*los, hi, *([f"{EXTREMES}[{_at(prog)}1]"] if flagged else [])]), stop
 
 
 def _longest_first(skip) -> bool:
