@@ -5,14 +5,21 @@ row/source comparison is false for every pair summarises to the fold's identity 
 finite there (attention's ``V``: ``0 * inf`` is NaN). Combining the identity changes nothing (language §9.1), so the
 program of a block of rows folds only the source blocks the comparison may keep, ``[lo, hi)``, and any skippable
 block where a needed component is not finite: the range grows to take it in (the blocks between are computed as
-today -- their summaries are the identity when finite, so computing them is exact too). Two kernels, one stream:
+today -- their summaries are the identity when finite, so computing them is exact too). Three kernels, one stream:
 
-1. **the finiteness pass**: a block per (source block, batch entry) loads each needed component's tile (zeros past
-   the tensor, which are finite), tests every element (``itr_nonfinite``: exponent bits all ones, an opaque call
-   TVM's simplifier cannot rewrite -- it turns ``not (|x| < inf)`` into ``inf <= |x|``, false for a NaN), reduces
-   the tile to one flag and stores it in the workspace ``W0[batch, block]``;
-2. **the fold** (:mod:`.cuda_region`): each block of rows computes ``lo``/``hi`` from its first row and the bounds,
-   then reads the flags of the blocks outside them and widens the range to the outermost flagged one.
+1. **the flags**: a block per (source block, batch entry) loads each needed component's tile (zeros past the
+   tensor, which are finite), tests every element (``itr_nonfinite``: exponent bits all ones, an opaque call TVM's
+   simplifier cannot rewrite -- it turns ``not (|x| < inf)`` into ``inf <= |x|``, false for a NaN), reduces the tile
+   to one flag and stores it in the workspace ``W0[batch, block]``;
+2. **the extremes**: a block per batch entry stores its last and first flagged block in ``W1[batch, :]``;
+3. **the fold** (:mod:`.cuda_region`): each block of rows folds ``[start, stop)``: ``stop`` the first block its
+   upper bounds empty, or one past the last flagged block if that is later; ``start`` likewise from the lower
+   bounds and the first flagged block. Both are expressions of the block's coordinates, the extents and ``W1``,
+   never locals: a local holding the bound through the loop made ptxas spill in attention's combine. Where every
+   bound is an upper one the work of a block of rows grows with its index, so the grid runs the batch fastest and
+   the blocks of rows from the last (the busiest first, the lightest in the last wave).
+
+A proof that needs nothing finite (a masked max) has neither pass: the bounds alone decide.
 
 Reading the needed components once in a pass of their own costs one read of them (at HBM bandwidth); testing them
 in the fold instead would read every skipped block once per block of rows, about as much traffic as the products it
