@@ -77,9 +77,11 @@ class MaskedSkip:
     finite: tuple
 
     def describe(self, names: list) -> str:
-        """``source <= row; skipped blocks need v finite`` (``names``: the source components' names)."""
-        need = ", ".join(names[k] for k in self.finite)
-        return "; ".join(b.text for b in self.bounds) + (f" (skipped blocks need {need} finite)" if need else "")
+        """``false for every pair of source <= row, where v is finite`` (``names``: the source components' names):
+        which blocks are skippable."""
+        need = " and ".join(names[k] for k in self.finite)
+        return f"false for every pair of {' or of '.join(b.text for b in self.bounds)}" + \
+            (f", where {need} {'is' if len(self.finite) == 1 else 'are'} finite" if need else "")
 
 
 class _Unknown(Exception):

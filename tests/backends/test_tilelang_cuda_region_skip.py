@@ -53,15 +53,16 @@ def _reference(q, k, v, scale, keep):
 def test_the_causal_program_skips_the_blocks_past_the_diagonal():
     spec = _specs(FA.attention_f16_causal)["segmented_fold_d128"]
     program = spec.program
-    what = spec.workspaces[0].what
-    assert spec.workspaces == (Workspace("W0", ("d0", "d3"), "int32", what), Workspace("W1", ("d0", "2"), "int32", what))
+    why = spec.workspaces[0].what
+    assert spec.workspaces == (Workspace("W0", ("d0", "d3"), "int32", why), Workspace("W1", ("d0", "2"), "int32", why))
     assert "W0: T.Tensor((d0, d3,), 'int32'), W1: T.Tensor((d0, 2,), 'int32')" in program
     launches = re.findall(r"with T\.Kernel\((.*)\) as", program)
     assert launches == ["T.ceildiv(d3, 128), d0, threads=256, prelude=PRELUDE", "d0, threads=256",
                         "d0, T.ceildiv(d1, 128), threads=256"]
     flags, extremes, fold = re.split(r"\n    with T\.Kernel\(", program.split("\n    with T.Kernel(", 1)[1])
     # the fold's grid: the batch fastest, the blocks of rows from the last (the busiest first: longest first)
-    assert fold.startswith("d0, T.ceildiv(d1, 128), threads=256) as (bz, rx):\n        bx = T.ceildiv(d1, 128) - 1 - rx\n")
+    assert fold.startswith("d0, T.ceildiv(d1, 128), threads=256) as (bz, rx):\n"
+                           "        bx = T.ceildiv(d1, 128) - 1 - rx\n")
     # 1: the flags read V (p2) only -- K's values never reach a masked block's summary -- test every element and
     # store one flag per (block of keys, batch entry)
     assert re.findall(r"T\.copy\((p\d)\[", flags) == ["p2"]
@@ -85,14 +86,18 @@ def test_a_lower_bound_keeps_the_grid_order():
     assert "for kb in T.Pipelined(T.min(T.min(T.max(bx * 128 + 0, 0) // 128, T.ceildiv(d3, 128)), W1[bz, 1]), " \
            "T.ceildiv(d3, 128), num_stages=1):" in fold, re.findall(r"for kb in .*", fold)
     assert hi not in fold
+    skip = tl_target.build(K.anti_causal_f16.trace(), target="tilelang-cuda").schedule.parts[0].param("skip")
+    assert skip == "source blocks where the mask is false for every pair of source >= row, where v is finite (a " \
+                   "flags pass first)"
 
 
 def test_the_schedule_says_the_skip_and_its_condition():
     part = tl_target.build(FA.attention_f16_causal.trace(), target="tilelang-cuda").schedule.parts[0]
-    assert part.param("skip") == "blocks where source <= row (skipped blocks need v finite)"
-    assert "skip=blocks where source <= row (skipped blocks need v finite)" in part.describe()
+    skip = ("source blocks where the mask is false for every pair of source <= row, where v is finite (a flags pass "
+            "first; the busiest blocks of rows first)")
+    assert part.param("skip") == skip and f"skip={skip}" in part.describe()
     shifted = tl_target.build(attention_causal_shifted_f16.trace(), target="tilelang-cuda").schedule.parts[0]
-    assert shifted.param("skip") == "blocks where source <= row - 48 (skipped blocks need v finite)"
+    assert shifted.param("skip") == skip.replace("source <= row", "source <= row - 48")
 
 
 @pytest.mark.parametrize("kernel", [FA.attention_f16, K.additive_causal_f16, K.unguarded_causal_f16,
@@ -104,6 +109,15 @@ def test_no_skip_without_the_proof(kernel):
     assert spec.part.param("skip") is None
     assert "for kb in T.Pipelined(T.ceildiv(d3, " in spec.program
     assert len(re.findall(r"with T\.Kernel\(", spec.program)) == 1
+
+
+def test_a_skip_that_needs_nothing_finite_has_no_passes():
+    spec = _specs(K.causal_score_max_f16)["segmented_fold_d128"]
+    assert spec.workspaces == () and "W0" not in spec.program and "W1" not in spec.program
+    assert re.findall(r"with T\.Kernel\((.*)\) as", spec.program) == ["d0, T.ceildiv(d1, 128), threads=256, "
+                                                                      "prelude=PRELUDE"]
+    hi = "T.min(T.ceildiv(d3, 128), T.ceildiv(T.max(bx * 128 + 128, 0), 128))"
+    assert f"for kb in T.Pipelined({hi}, num_stages=1):" in spec.program
 
 
 def test_metal_folds_every_block():
@@ -188,6 +202,25 @@ def test_non_finite_values_before_the_diagonal(compiled):
     assert np.isnan(want[0, :, 3]).all() and np.isnan(want[1, :, 7]).all() and np.isnan(want[2, :, 0]).all()
     assert np.isnan(want[2, :, D - 1]).all() and np.isnan(want).sum() == 4 * L
     _check(out, want, bound)
+
+
+def test_a_masked_max_ignores_what_skipped_blocks_hold(compiled):
+    # out[b, i] = max over j <= i of q[b, i] . k[b, j], exact (small integers: every score is exact in f32, and the
+    # max reaches the output, so it is IEEE maximum on ordered keys). L = 152 < S = 400 (an f32 output's rows need
+    # whole 16-byte units): keys 152.. are masked for every row; infinities and NaNs there change nothing (no flags:
+    # the blocks past the diagonal are never read)
+    B, L, S, D = 2, 152, 400, 16
+    rng = np.random.default_rng(4)
+    q, k = (rng.integers(-2, 3, size=s).astype(np.float16) for s in ((B, L, D), (B, S, D)))
+    k[0, 300, 3], k[1, S - 1, 0], k[1, 200, 5], k[0, L, D - 1] = np.inf, np.nan, -np.inf, np.nan
+    out = np.zeros((B, L), np.float32)
+    compiled(K.causal_score_max_f16, B=B, L=L, S=S, D=D)(q, k, out)
+    with np.errstate(invalid="ignore"):
+        s = np.einsum("bld,bsd->bls", q.astype(np.float64), k.astype(np.float64))
+    keep = np.arange(L)[:, None] >= np.arange(S)[None, :]
+    want = np.where(keep, s, -np.inf).max(axis=2)
+    assert np.isfinite(want).all()
+    np.testing.assert_array_equal(out, want.astype(np.float32))
 
 
 def test_a_nan_in_a_skipped_block_keeps_its_payload(compiled, target):

@@ -109,3 +109,23 @@ def causal_single_f16(q: I.In[I.f16, ("L", "D")], k: I.In[I.f16, ("S", "D")], v:
     m, l, acc = I.region_fold(source=(k[:, :], v[:, :], key_pos), axis=0, summarize=FA.summarize_causal,
                               combine=FA.combine, identity=identity, operands=(queries, scale, query_pos))
     out[:, :] = I.cast(acc / rows(l, acc), I.f16)
+
+
+@intent.fn
+def _causal_score_max(k, key_pos, q, query_pos):
+    """max over the keys a query sees of its scores: a masked block's max is -inf, the identity, whatever K holds."""
+    qp, kp = _grid(q, k, query_pos, key_pos)
+    s = I.matmul(q, k, transpose_rhs=True, acc_dtype=I.f32)
+    return I.reduce.max(I.select(qp >= kp, s, I.full(s.shape, NEG_INF, I.f32)), axis=1)
+
+
+@intent.kernel
+def causal_score_max_f16(q: I.In[I.f16, ("B", "L", "D")], k: I.In[I.f16, ("B", "S", "D")],
+                         out: I.Out[I.f32, ("B", "L")]):
+    """out[b, i] = max_{j <= i} q[b, i] . k[b, j] (-inf where row i sees no key): nothing need be finite to skip."""
+    key_pos, query_pos = I.indices(I.domain(0, k.shape[1])), I.indices(I.domain(0, q.shape[1]))
+    for b in I.parallel(I.domain(0, q.shape[0])):
+        queries = q[b, :, :]
+        out[b, :] = I.region_fold(source=(k[b, :, :], key_pos), axis=0, summarize=_causal_score_max,
+                                  combine=I.maximum, identity=I.full((queries.shape[0],), NEG_INF, I.f32),
+                                  operands=(queries, query_pos))

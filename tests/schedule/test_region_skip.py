@@ -37,7 +37,15 @@ def test_a_coordinate_mask_whose_empty_blocks_are_the_identity(kernel, side, shi
     # only makes the scores a select discards, and the positions (2) are integers
     assert skip.finite == (1,)
     assert plan.sources[1].param is not None
-    assert skip.describe(["k", "v", "key_pos"]) == f"{text} (skipped blocks need v finite)"
+    assert skip.describe(["k", "v", "key_pos"]) == f"false for every pair of {text}, where v is finite"
+
+
+def test_a_masked_max_needs_nothing_finite():
+    # select(false, s, -inf) is -inf whatever K holds, and max(-inf, -inf) = -inf: no operand need be finite
+    plan, skip = _prove(K.causal_score_max_f16)
+    assert isinstance(skip, region_skip.MaskedSkip) and skip.finite == ()
+    assert [(b.side, b.shift) for b in skip.bounds] == [("upper", 0)]
+    assert skip.describe(["k", "key_pos"]) == "false for every pair of source <= row"
 
 
 @pytest.mark.parametrize("kernel, why", [

@@ -551,7 +551,7 @@ class _Program:
         rows = f"T.ceildiv({self.dims[plan.rows]}, {t.block_M})"
         batch = [self.dims[plan.batch]] if plan.batch is not None else []
         prelude = self.target.prelude(list(em.helpers.values()))
-        if self.skip is not None:  # the helpers went to the first kernel; the busiest blocks of rows first
+        if self.skip is not None:  # the busiest blocks of rows first (cuda_region_skip)
             launch, coords = cuda_region_skip.fold_launch(self, rows, batch)
         else:
             launch, coords = self.sp.kernel([rows, *batch], "PRELUDE")

@@ -4,7 +4,7 @@ T10 asks for the oracle's NaN payloads (x86's: an operation's first NaN operand,
 invalid operation). The tile program does not give them, and paying for them in its hot loop would cost every run:
 ``T.gemm`` runs on tensor cores (PTX leaves an ``mma``'s accumulation order unspecified, so not even which NaN operand
 wins is defined, and NVIDIA arithmetic returns its canonical NaN), and the element code's f32 ``+ - * /`` and vendor
-functions are the bare instructions (:func:`.cuda_region_tiles.fast_helpers`). So, as the f32 matmul on CUDA cores does
+functions are the bare instructions (:func:`.cuda_region.fast_helpers`). So, as the f32 matmul on CUDA cores does
 (:func:`.cuda_matmul_simt.simt`), the tile program stays as it is and only a NaN output pays: after the block's outputs are
 staged (in shared memory on CUDA), one loop over the block's rows tests each staged output element (one compare each),
 and a row holding a NaN is computed again by the serial program -- the fold over the whole source in order, in slices

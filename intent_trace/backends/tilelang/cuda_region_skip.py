@@ -5,14 +5,21 @@ row/source comparison is false for every pair summarises to the fold's identity 
 finite there (attention's ``V``: ``0 * inf`` is NaN). Combining the identity changes nothing (language §9.1), so the
 program of a block of rows folds only the source blocks the comparison may keep, ``[lo, hi)``, and any skippable
 block where a needed component is not finite: the range grows to take it in (the blocks between are computed as
-today -- their summaries are the identity when finite, so computing them is exact too). Two kernels, one stream:
+today -- their summaries are the identity when finite, so computing them is exact too). Three kernels, one stream:
 
-1. **the finiteness pass**: a block per (source block, batch entry) loads each needed component's tile (zeros past
-   the tensor, which are finite), tests every element (``itr_nonfinite``: exponent bits all ones, an opaque call
-   TVM's simplifier cannot rewrite -- it turns ``not (|x| < inf)`` into ``inf <= |x|``, false for a NaN), reduces
-   the tile to one flag and stores it in the workspace ``W0[batch, block]``;
-2. **the fold** (:mod:`.cuda_region`): each block of rows computes ``lo``/``hi`` from its first row and the bounds,
-   then reads the flags of the blocks outside them and widens the range to the outermost flagged one.
+1. **the flags**: a block per (source block, batch entry) loads each needed component's tile (zeros past the
+   tensor, which are finite), tests every element (``itr_nonfinite``: exponent bits all ones, an opaque call TVM's
+   simplifier cannot rewrite -- it turns ``not (|x| < inf)`` into ``inf <= |x|``, false for a NaN), reduces the tile
+   to one flag and stores it in the workspace ``W0[batch, block]``;
+2. **the extremes**: a block per batch entry stores its last and first flagged block in ``W1[batch, :]``;
+3. **the fold** (:mod:`.cuda_region`): each block of rows folds ``[start, stop)``: ``stop`` the first block its
+   upper bounds empty, or one past the last flagged block if that is later; ``start`` likewise from the lower
+   bounds and the first flagged block. Both are expressions of the block's coordinates, the extents and ``W1``,
+   never locals: a local holding the bound through the loop made ptxas spill in attention's combine. Where every
+   bound is an upper one the work of a block of rows grows with its index, so the grid runs the batch fastest and
+   the blocks of rows from the last (the busiest first, the lightest in the last wave).
+
+A proof that needs nothing finite (a masked max) has neither pass: the bounds alone decide.
 
 Reading the needed components once in a pass of their own costs one read of them (at HBM bandwidth); testing them
 in the fold instead would read every skipped block once per block of rows, about as much traffic as the products it
@@ -43,13 +50,17 @@ def proof(graph, plan, spelling):
 
 
 def describe(graph, plan, skip) -> str:
-    """The schedule's ``skip`` parameter: the bounds and what skipped blocks need finite."""
+    """The schedule's ``skip`` parameter: which blocks of the source a block of rows does not fold."""
     names = [graph.params[s.param].name if s.param is not None else "indices" for s in plan.sources]
-    return f"blocks where {skip.describe(names)}"
+    busiest = "; the busiest blocks of rows first" if _longest_first(skip) else ""
+    return f"source blocks where the mask is {skip.describe(names)} (a flags pass first{busiest})"
 
 
 def workspaces(prog) -> tuple:
+    """The flags and the extremes; none where the proof needs nothing finite (the bounds alone then decide)."""
     plan = prog.plan
+    if not prog.skip.finite:
+        return ()
     batch = (prog.dims[plan.batch],) if plan.batch is not None else ()
     why = " for the finiteness of the source blocks a segmented fold skips"
     return (Workspace(FLAGS, (*batch, prog.dims[plan.source]), "int32", why),
@@ -60,6 +71,8 @@ def passes(prog, skip) -> list:
     """The lines of the two kernels before the fold (each launch first), written with ``prog``'s emitter and
     spelling; the program's own allocations, lines and shared-memory count are left as they were."""
     em, sp, t, plan = prog.em, prog.sp, prog.t, prog.plan
+    if not skip.finite:
+        return []
     saved = (sp.allocs, sp.shared_bytes, len(em.lines), em.depth)
     em.depth = 2
     count = f"T.ceildiv({prog.dims[plan.source]}, {t.block_N})"
@@ -127,12 +140,13 @@ def fold_launch(prog, rows: str, batch: list) -> tuple:
     batch entry's busiest blocks start first and the last wave holds the lightest (the longest-first order that
     keeps the SMs evenly busy at the end); otherwise the grid is the fold's usual one."""
     skip, sp = prog.skip, prog.sp
-    if any(b.side != "upper" for b in skip.bounds):
-        return sp.kernel([rows, *batch], None)
+    prelude = None if prog.passes else "PRELUDE"  # the helpers go to the program's first kernel
+    if not _longest_first(skip):
+        return sp.kernel([rows, *batch], prelude)
     if batch:
-        launch, coords = sp.kernel([*batch, rows], None, ("bz", "rx"))
+        launch, coords = sp.kernel([*batch, rows], prelude, ("bz", "rx"))
     else:
-        launch, coords = sp.kernel([rows], None, ("rx", None))
+        launch, coords = sp.kernel([rows], prelude, ("rx", None))
     return launch, [*coords, f"bx = {rows} - 1 - rx"]
 
 
@@ -148,10 +162,16 @@ def source_range(prog, skip) -> tuple:
            if b.side == "upper"]
     los = [f"T.max({first} + {b.shift}, 0) // {t.block_N}" for b in skip.bounds if b.side == "lower"]
     hi = _fold("T.min", [count, *his])
-    stop = f"T.max({hi}, {EXTREMES}[{_at(prog)}0] + 1)" if his else hi
+    flagged = bool(skip.finite)  # else no block is flagged: the bounds alone
+    stop = f"T.max({hi}, {EXTREMES}[{_at(prog)}0] + 1)" if his and flagged else hi
     if not los:
         return None, stop
-    return _fold("T.min", [*los, hi, f"{EXTREMES}[{_at(prog)}1]"]), stop
+    return _fold("T.min", [*los, hi, *([f"{EXTREMES}[{_at(prog)}1]"] if flagged else [])]), stop
+
+
+def _longest_first(skip) -> bool:
+    """Whether a block of rows' work grows with its index (every bound an upper one)."""
+    return all(b.side == "upper" for b in skip.bounds)
 
 
 def _at(prog) -> str:

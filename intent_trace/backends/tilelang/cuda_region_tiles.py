@@ -292,8 +292,9 @@ class Emulated(Spelling):
         if len(blocks) == 1:
             return f"with T.Kernel(T.max({blocks[0]}, 1){_prelude(prelude)}) as {x}:", []
         nbx, nbz = blocks
-        return (f"with T.Kernel(T.max({nbx} * {nbz}, 1){_prelude(prelude)}) as {x}{z}:",
-                [f"{x} = {x}{z} % {nbx}", f"{z} = {x}{z} // {nbx}"])
+        flat = "blk" if x == "bx" else f"{x}{z}"  # the fold's own launch as before (programs of one kernel unchanged)
+        return (f"with T.Kernel(T.max({nbx} * {nbz}, 1){_prelude(prelude)}) as {flat}:",
+                [f"{x} = {flat} % {nbx}", f"{z} = {flat} // {nbx}"])
 
     def load(self, tile: str, view, axes: list) -> None:
         from .views import decode

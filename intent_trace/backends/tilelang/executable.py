@@ -341,8 +341,8 @@ class TileLangExecutable(ExecutableDisplay):
 
     def specialization_for(self, dims: dict):
         """The specialisation a call with these extents ({extent: size}) runs, or None for the general program.
-        A specialisation has no error record (its workspaces are allocated per call): its recogniser matches only graphs whose general
-        program cannot fail a check where the specialisation applies (cuda_access.Specialization)."""
+        A specialisation has no error record: its recogniser matches only graphs whose general program cannot fail
+        a check where the specialisation applies (cuda_access.Specialization); its workspaces are made per call."""
         if self.specializations:
             extents = {k: int(dims[ev.extent]) for k, ev in enumerate(self.graph.extents)}
             return next((spec for spec in self.specializations if spec.applies(extents)), None)
