@@ -18,11 +18,13 @@ A thread ``tx`` of a row's threads takes elements ``tx, tx + threads, ...`` (coa
 neighbouring elements). On chip it first loads every one of them into its slots (registers: the slot loops are
 unrolled, so every index is a constant; all its loads are in flight before the first combine), and every level's
 fold and the final write read the slots; a reduction's computed source that a later pass uses again (softmax's
-``exp(x - max)``) is kept in slots by its fold. Each fold starts from the identity with the reduce's own combine; a
-butterfly of warp shuffles (``T.shfl_xor``) gives every lane its warp's total and, a block per row, the first warp
-combines the warps' totals the same way (shared memory, two ``T.sync_threads`` per reduction); every thread reads
-the row's result. The final write is one more strided pass (a write of the row) or the first lane's (one value per
-row).
+``exp(x - max)``) is kept in slots by its fold. Each later pass is one loop over the chunks whose iteration holds
+both parts of its chunk (the code for a chunk the row fills, and for the one it ends in), so a thread holds what
+it has still to read and what it has filled, not both buffers whole. Each fold starts from the identity with the
+reduce's own combine; a butterfly of warp shuffles (``T.shfl_xor``) gives every lane its warp's total and, a block
+per row, the first warp combines the warps' totals the same way (shared memory, two ``T.sync_threads`` per
+reduction); every thread reads the row's result. The final write is one more strided pass (a write of the row) or
+the first lane's (one value per row).
 
 Re-association and re-ordering are what ``reduce`` allows (language §7, T10): a parallel sum differs from the
 serial order within T5's bound; max, min, argmax and integer results are the serial program's exactly. The block
@@ -194,6 +196,8 @@ class RowEmitter(TileLangEmitter):
         self.loaded: set = set()  # the buffers this tier loads
         self.loads: list = []  # (read node, buffer, the global read's value): the load phase still to emit
         self.slot = None  # the slot of the element ``strided`` yields (on chip)
+        self.chunk = None  # the chunk loop's variable while :meth:`chunks` is open (on chip)
+        self.write_lane = None  # the lane of the row write's phase (strided in loop_nest)
         self.held = _held_sources(graph, group)  # id(reduce node) -> its source, kept in slots for later passes
         self.held_buffers: dict = {}  # id(reduce node) -> the slots of its source
 
@@ -324,31 +328,52 @@ class RowEmitter(TileLangEmitter):
         return ("whole", "edge") if self.on_chip else ("main", "tail")
 
     @contextlib.contextmanager
+    def chunks(self, tx: str):
+        """On chip, the loop over a pass's chunks, inside which each part (:meth:`strided`) emits its code for the
+        chunk: a chunk's slots are read by this iteration alone, so a pass that reads some slots and fills others
+        (softmax's sum: ``x`` in, ``exp(x - max)`` out) holds only the chunks it has not reached and the ones it
+        has filled. As two loops (the whole chunks', then the edge's) every slot stayed live until the edge loop
+        had passed it: both buffers at once, 96 registers a thread, half the resident warps. Off chip nothing."""
+        if not self.on_chip:
+            yield
+            return
+        c = self.fresh("c")
+        with self.block(f"for {c} in T.unroll({self.slots // UNROLL}):"):
+            self.chunk = c
+            try:
+                yield
+            finally:
+                self.chunk = None
+
+    @contextlib.contextmanager
     def strided(self, tx: str, part: str):
         """This thread's elements of the row, ``tx, tx + threads, ...``, in two parts: ``"main"``, the chunks of
         ``threads * u`` elements the row holds whole, unrolled (each thread issues its ``u`` loads before it waits
         on any: a thread has that many reads in flight; ``u`` is UNROLL, or up to PASS_UNROLL where the kernel
         holds slots), and ``"tail"``, the rest, each under a guard.
-        On chip, every slot unrolled, chunks of UNROLL slots in two parts: ``"whole"``, the chunks the row fills
-        for every thread (one uniform branch per chunk, no branch per element: the chunk's code is straight, its
+        On chip, every slot unrolled, chunks of UNROLL slots in two parts: ``"whole"``, a chunk the row fills for
+        every thread (one uniform branch per chunk, no branch per element: the chunk's code is straight, its
         loads and stores scheduled freely), and ``"edge"``, the one chunk the row ends in, each element under its
-        own guard (the same unrolled loop, one uniform test per chunk); ``self.slot`` is the element's register.
-        The chunks come in the slots' order (the edge is the last chunk the row reaches)."""
+        own guard (one uniform test per chunk); ``self.slot`` is the element's register. Inside :meth:`chunks`
+        the part is the open chunk's (both parts of a chunk in one iteration); else the part loops over the
+        chunks itself (the load phase: every whole chunk's loads issued before the edge's, all in flight). The
+        chunks come in the slots' order (the edge is the last chunk the row reaches)."""
         n, u, cols = self.width, UNROLL, self.plan.cols
         if part in ("whole", "edge"):
-            c, v = self.fresh("c"), self.fresh("u")
-            start, end = f"T.Cast('int64', {c}) * T.int64({n * u})", f"T.Cast('int64', {c} + 1) * T.int64({n * u})"
-            test = f"{end} <= {cols}" if part == "whole" else f"{start} < {cols} and {cols} < {end}"
-            with self.block(f"for {c} in T.unroll({self.slots // u}):"), self.block(f"if {test}:"), \
-                    self.block(f"for {v} in T.unroll({u}):"):
-                slot = f"{c} * {u} + {v}"
-                j = self.assign(f"T.Cast('int64', {slot}) * T.int64({n}) + T.Cast('int64', {tx})", "j")
-                self.slot = f"{tx} * {self.plan.slots} + {slot}" if self.plan.emulated else slot
-                if part == "whole":
-                    yield j
-                else:
-                    with self.block(f"if {j} < {cols}:"):
+            with (contextlib.nullcontext() if self.chunk is not None else self.chunks(tx)):
+                c, v = self.chunk, self.fresh("u")
+                start = f"T.Cast('int64', {c}) * T.int64({n * u})"
+                end = f"T.Cast('int64', {c} + 1) * T.int64({n * u})"
+                test = f"{end} <= {cols}" if part == "whole" else f"{start} < {cols} and {cols} < {end}"
+                with self.block(f"if {test}:"), self.block(f"for {v} in T.unroll({u}):"):
+                    slot = f"{c} * {u} + {v}"
+                    j = self.assign(f"T.Cast('int64', {slot}) * T.int64({n}) + T.Cast('int64', {tx})", "j")
+                    self.slot = f"{tx} * {self.plan.slots} + {slot}" if self.plan.emulated else slot
+                    if part == "whole":
                         yield j
+                    else:
+                        with self.block(f"if {j} < {cols}:"):
+                            yield j
             return
         u = min(max(self.plan.slots, UNROLL), PASS_UNROLL)
         chunks = f"T.floordiv({cols}, T.int64({n * u}))"
@@ -372,9 +397,11 @@ class RowEmitter(TileLangEmitter):
     # -- the nodes a row group places ----------------------------------------------------------------------
     def run_node(self, node):
         group = self.plan.group
-        if node is group.write and group.row_write:
-            for self.part in self.parts():  # the write rule once per part of the row (strided)
-                super().run_node(node)
+        if node is group.write and group.row_write:  # the write rule once per part of each chunk (strided)
+            with self.phase() as self.write_lane, self.chunks(self.write_lane):
+                for self.part in self.parts():
+                    super().run_node(node)
+            self.write_lane = None
             return None
         if self.on_chip and id(node) in self.reads:  # the value: this thread's slot of it
             super().run_node(node)
@@ -467,16 +494,17 @@ class RowEmitter(TileLangEmitter):
                                                 for v in leaf_values(identity, Aggregate)]))
         with self.phase() as tx:  # each thread folds its strided slice of the row
             accs = [accumulators(self, T.leaf_types(acc_t), inits) for _, acc_t, _, inits in folds]
-            for part in self.parts():
-                with self.strided(tx, part) as j:
-                    for (node, acc_t, source, _), names in zip(folds, accs):
-                        self.node = node
-                        items = [self.elem(v, [*pos, j]) for v in leaf_values(source, Aggregate)]
-                        if self.on_chip and id(node) in self.held:  # the later passes read it from its slots
-                            self.line(f"{self.held_buffers[id(node)]}[{self.slot}] = {items[0]}")
-                        current = [self.assign(a, "x") for a in names]
-                        for name, value in zip(names, combine(self, node, acc_t, current, items, [], pos)):
-                            self.line(f"{name} = {value}")
+            with self.chunks(tx):
+                for part in self.parts():
+                    with self.strided(tx, part) as j:
+                        for (node, acc_t, source, _), names in zip(folds, accs):
+                            self.node = node
+                            items = [self.elem(v, [*pos, j]) for v in leaf_values(source, Aggregate)]
+                            if self.on_chip and id(node) in self.held:  # the later passes read it from its slots
+                                self.line(f"{self.held_buffers[id(node)]}[{self.slot}] = {items[0]}")
+                            current = [self.assign(a, "x") for a in names]
+                            for name, value in zip(names, combine(self, node, acc_t, current, items, [], pos)):
+                                self.line(f"{name} = {value}")
             if self.plan.emulated:
                 for (node, *_), names in zip(folds, accs):
                     for buffer, acc in zip(self.shared[id(node)][0], names):
@@ -568,7 +596,7 @@ class RowEmitter(TileLangEmitter):
             return
         pos = self.position()
         if self.plan.group.row_write:  # the row, strided over the threads (run_node writes each part)
-            with self.phase() as tx, self.strided(tx, self.part) as j:
+            with self.strided(self.write_lane, self.part) as j:
                 yield [*pos, j]
         elif self.plan.emulated:
             yield pos
