@@ -20,11 +20,12 @@ unrolled, so every index is a constant; all its loads are in flight before the f
 fold and the final write read the slots; a reduction's computed source that a later pass uses again (softmax's
 ``exp(x - max)``) is kept in slots by its fold. Each later pass is one loop over the chunks whose iteration holds
 both parts of its chunk (the code for a chunk the row fills, and for the one it ends in), so a thread holds what
-it has still to read and what it has filled, not both buffers whole. Each fold starts from the identity with the
-reduce's own combine; a butterfly of warp shuffles (``T.shfl_xor``) gives every lane its warp's total and, a block
-per row, the first warp combines the warps' totals the same way (shared memory, two ``T.sync_threads`` per
-reduction); every thread reads the row's result. The final write is one more strided pass (a write of the row) or
-the first lane's (one value per row).
+it has still to read and what it has filled, not both buffers whole; on CUDA the kernel's launch bound asks ptxas
+for the blocks an SM can hold with the registers that takes (:mod:`.cuda_rows_slots`). Each fold starts from the
+identity with the reduce's own combine; a butterfly of warp shuffles (``T.shfl_xor``) gives every lane its warp's
+total and, a block per row, the first warp combines the warps' totals the same way (shared memory, two
+``T.sync_threads`` per reduction); every thread reads the row's result. The final write is one more strided pass
+(a write of the row) or the first lane's (one value per row).
 
 Re-association and re-ordering are what ``reduce`` allows (language §7, T10): a parallel sum differs from the
 serial order within T5's bound; max, min, argmax and integer results are the serial program's exactly. The block
@@ -46,16 +47,13 @@ from ...graph import ops
 from ...graph.lowering import assemble, leaf_values
 from ...graph.values import Var, walk_region
 from ...schedule import rows as schedule_rows
+from . import cuda_rows_slots as slots_of
 from .accumulate import accumulators, combine
 from .emitter import Aggregate, Lazy, Scalar, TileLangEmitter
 
 THREADS = schedule_rows.THREADS
 WARP = 32  # CUDA's warp: the lanes a shuffle exchanges values among
-UNROLL = 4  # elements a thread reads before it combines any (its reads in flight)
-#: A thread's registers for the row's elements it holds between passes: 32 f32 values, so rows of up to
-#: 256 * 32 = 8192 f32 elements (4096 f64) are read from memory once (:meth:`RowEmitter.slots`).
-CACHE_BYTES = 128
-MAX_SLOTS = 32  # the unrolled slots per thread (each a register): more only lengthens the program
+UNROLL = slots_of.UNROLL  # elements a thread reads before it combines any (its reads in flight)
 #: The reads a thread has in flight in a pass over a row too long for its slots: the kernel's registers are sized
 #: for the slots anyway (one kernel holds every tier), so a pass unrolls up to this many (16 f32: 4096 a chunk).
 PASS_UNROLL = 16
@@ -71,6 +69,9 @@ class RowPlan:
     threads: int = THREADS
     emulated: bool = False
     slots: int = 0  # the row's elements a thread holds in registers (0: every pass reads the row from memory)
+    #: CUDA's launch bound: the blocks an SM must hold at once (ptxas caps a thread's registers to fit them;
+    #: :func:`.cuda_rows_slots.min_blocks`), 0 for none
+    min_blocks: int = 0
 
     @property
     def warps(self) -> int:
@@ -90,6 +91,8 @@ class RowPlan:
         tiers = [f"{'a warp' if width == WARP else 'a block'} per row if {cols} <= {cap}"
                  for width, _, cap in self.tiers[:-1]]
         extra = {"on_chip": ", ".join(tiers)} if tiers else {}
+        if self.min_blocks:
+            extra["resident"] = f"{self.min_blocks} blocks an SM"
         return self.group.part(graph, self.threads, **extra)
 
     def grid(self) -> str:
@@ -117,55 +120,16 @@ class RowPlan:
         return f"with T.Kernel(T.max({self.grid()}, T.int64(1)){threads}{extra}) as bx:"
 
 
-def _read_key(node) -> tuple:
-    """What a read reads: its view and index (``x[:, :]`` spelled twice is one value, held in one set of slots)."""
-    return (node.inputs[0], node.attr("index"), tuple(node.inputs[1:]))
-
-
-def _distinct_reads(group) -> list:
-    return list({_read_key(n): n for n in reversed(group.element_reads)}.values())[::-1]
-
-
-def _slots(group) -> int:
-    """Slots per thread for the element reads' values (a multiple of UNROLL within CACHE_BYTES; f16 and bf16
-    are held as f32), 0 when not even one chunk fits: the row is then read from memory by every pass."""
-    size = 0
-    for node in _distinct_reads(group):
-        for t in T.leaf_types(node.outputs[0].type):
-            size += 4 if t.dtype.name in ("f16", "bf16") else max(t.dtype.bits // 8, 1)
-    if not size:
-        return 0
-    return min(MAX_SLOTS, CACHE_BYTES // size) // UNROLL * UNROLL
-
-
-def _held_sources(graph, group) -> dict:
-    """The reductions whose source -- a computed element value, one leaf -- a later pass uses again (softmax's
-    ``exp(x - max)``, summed, then divided by the sum): on chip the fold keeps each element in a slot, so the
-    later passes read it instead of computing it again (its producers, an exp, run once per element)."""
-    reads = {n.outputs[0] for n in group.element_reads}
-    level = {id(n): k for n, k in zip(group.reductions, group.levels)}
-    consumers: dict = {}
-    for node in walk_region(graph.body):
-        for x in node.inputs:
-            if isinstance(x, Var):
-                consumers.setdefault(x, []).append(node)
-    held, seen = {}, set()
-    for node in group.reductions:
-        source = node.inputs[0]
-        if source in reads or source in seen or not isinstance(source.type, T.TensorType):
-            continue
-        if any(id(c) not in level or level[id(c)] != level[id(node)] for c in consumers.get(source, ())):
-            held[id(node)] = source
-            seen.add(source)
-    return held
-
-
-def row_plan(graph, emulated: bool = False) -> RowPlan | None:
-    """The row-group launch of ``graph``, or None (:func:`~intent_trace.schedule.rows.recognise` says why)."""
+def row_plan(graph, emulated: bool = False, bounded: bool = True) -> RowPlan | None:
+    """The row-group launch of ``graph``, or None (:func:`~intent_trace.schedule.rows.recognise` says why);
+    ``bounded``: with CUDA's launch bound (Metal has none: a threadgroup's registers are its compiler's)."""
     group = schedule_rows.recognise(graph)
     if not isinstance(group, schedule_rows.RowGroup):
         return None
-    return RowPlan(group, f"d{group.rows}", f"d{group.cols}", THREADS, emulated, _slots(group))
+    count = slots_of.slots(group)
+    held = slots_of.live_registers(graph, group, count)
+    bound = slots_of.min_blocks(THREADS, held) if bounded and not emulated else 0
+    return RowPlan(group, f"d{group.rows}", f"d{group.cols}", THREADS, emulated, count, bound)
 
 
 class RowEmitter(TileLangEmitter):
@@ -192,13 +156,13 @@ class RowEmitter(TileLangEmitter):
         self.reads = {id(n): n for n in group.element_reads}
         self.width, self.slots = plan.threads, 0  # the tier being emitted: threads per row, slots per thread
         self.lane = None  # this thread's lane among its row's (CUDA)
-        self.cache: dict = {}  # what a read reads (_read_key) -> its slots' buffer
+        self.cache: dict = {}  # what a read reads (slots_of.read_key) -> its slots' buffer
         self.loaded: set = set()  # the buffers this tier loads
         self.loads: list = []  # (read node, buffer, the global read's value): the load phase still to emit
         self.slot = None  # the slot of the element ``strided`` yields (on chip)
         self.chunk = None  # the chunk loop's variable while :meth:`chunks` is open (on chip)
         self.write_lane = None  # the lane of the row write's phase (strided in loop_nest)
-        self.held = _held_sources(graph, group)  # id(reduce node) -> its source, kept in slots for later passes
+        self.held = slots_of.held_sources(graph, group)  # id(reduce node) -> its source, kept in slots for later passes
         self.held_buffers: dict = {}  # id(reduce node) -> the slots of its source
 
     @property
@@ -273,6 +237,8 @@ class RowEmitter(TileLangEmitter):
 
     def _prologue(self) -> None:
         plan = self.plan
+        if plan.min_blocks:  # registers capped so that this many blocks fit an SM (__launch_bounds__)
+            self.line(f"T.annotate_min_blocks_per_sm({plan.min_blocks})")
         if not plan.emulated:
             self.tx = self.assign("T.get_thread_binding()", "tx")
         for node in plan.group.reductions:
@@ -286,9 +252,10 @@ class RowEmitter(TileLangEmitter):
                                          for d in dtypes]
         if plan.slots:  # a thread's slots (registers: every index is a constant once the loops are unrolled)
             size = plan.slots * (plan.threads if plan.emulated else 1)
-            for node in _distinct_reads(plan.group):
+            for node in slots_of.distinct_reads(plan.group):
                 (t,) = T.leaf_types(node.outputs[0].type)
-                self.cache[_read_key(node)] = self.assign(f"T.alloc_local(({size},), {self.tir(t.dtype)!r})", "c")
+                buffer = self.assign(f"T.alloc_local(({size},), {self.tir(t.dtype)!r})", "c")
+                self.cache[slots_of.read_key(node)] = buffer
             for key, var in self.held.items():
                 (t,) = T.leaf_types(var.type)
                 self.held_buffers[key] = self.assign(f"T.alloc_local(({size},), {self.tir(t.dtype)!r})", "h")
@@ -406,7 +373,7 @@ class RowEmitter(TileLangEmitter):
         if self.on_chip and id(node) in self.reads:  # the value: this thread's slot of it
             super().run_node(node)
             (out,) = node.outputs
-            buffer, source = self.cache[_read_key(node)], self.env[out]
+            buffer, source = self.cache[slots_of.read_key(node)], self.env[out]
             if buffer not in self.loaded:  # the same view and index read again: the same slots
                 self.loaded.add(buffer)
                 self.loads.append((node, buffer, source))
