@@ -21,7 +21,7 @@ import intent_trace as intent
 from intent_trace import I
 
 pytest.importorskip("tilelang")
-from backends.test_tilelang_cuda_rows import U32, _softmax_bound, compiled  # noqa: F401  (the fixture)
+from backends.test_tilelang_cuda_rows import U32, _kernel_body, _softmax_bound, _tiers, compiled  # noqa: F401
 from backends.tilelang_support import cuda_source
 from intent_trace.backends.tilelang import cuda_rows, cuda_rows_slots, metal_grid
 from intent_trace.backends.tilelang.target import generate
@@ -95,6 +95,23 @@ def test_the_bound_is_in_the_program_and_in_the_cuda_source_and_not_on_metal():
     assert body.index(top + "T.annotate_min_blocks_per_sm(4)") < body.index(top + "tx1 = T.get_thread_binding()")
     assert re.search(r"__global__ void __launch_bounds__\(256, 4\) \w+\(", cuda_source(program))
     assert "annotate_min_blocks_per_sm" not in generate(softmax_rows.trace(), "tilelang-metal")
+
+
+@pytest.mark.parametrize("kernel", [zoo.rms_norm_f16, softmax_bf16], ids=lambda k: k.name)
+def test_a_half_precision_row_is_loaded_as_its_bits_and_decoded_after_every_load(kernel):
+    """The load phase of each on-chip tier is the stored loads alone (no decode between them: a decode next to its
+    load held each chunk's code on its loads, so RMSNorm f16 had 4 loads in flight a thread instead of 32), then one
+    loop over the chunks decodes the bits into the slots the passes read."""
+    program = generate(kernel.trace(), "tilelang-cuda")
+    (bits,) = re.findall(r"(b\d+) = T\.alloc_local\(\(32,\), 'uint16'\)", program)
+    for tier in _tiers(_kernel_body(program))[:2]:  # a warp's rows, a block's
+        load_end = tier.index(f"= T.call_extern('float32', 'it_decode_")
+        loads = tier[:load_end]
+        assert len(re.findall(rf"{bits}\[c\d+ \* 4 \+ u\d+\] = p0\[", loads)) == 2  # whole chunks, the edge
+        assert "it_decode" not in loads and "p0[" not in tier[load_end:]  # every load before the first decode
+        decodes = re.findall(rf"c\d+\[(c\d+) \* 4 \+ u\d+\] = T\.call_extern\('float32', 'it_decode_\w+', "
+                             rf"{bits}\[\1 \* 4 \+ u\d+\]\)", tier)
+        assert len(decodes) == 2 and len(set(decodes)) == 1  # both parts of a chunk in one loop
 
 
 #: the GPU zoo's row kernels (benchmarks/gpu_zoo.py), and x held beside exp (a bound of 2 blocks: 128 registers)

@@ -46,6 +46,7 @@ from ... import types as T
 from ...graph import ops
 from ...graph.lowering import assemble, leaf_values
 from ...graph.values import Var, walk_region
+from ...codegen.access import coords, index_plan
 from ...schedule import rows as schedule_rows
 from . import cuda_rows_slots as slots_of
 from .accumulate import accumulators, combine
@@ -159,6 +160,7 @@ class RowEmitter(TileLangEmitter):
         self.cache: dict = {}  # what a read reads (slots_of.read_key) -> its slots' buffer
         self.loaded: set = set()  # the buffers this tier loads
         self.loads: list = []  # (read node, buffer, the global read's value): the load phase still to emit
+        self.raw: dict = {}  # read key -> the slots of its stored bits, for a read decoded from them (f16, bf16)
         self.slot = None  # the slot of the element ``strided`` yields (on chip)
         self.chunk = None  # the chunk loop's variable while :meth:`chunks` is open (on chip)
         self.write_lane = None  # the lane of the row write's phase (strided in loop_nest)
@@ -256,6 +258,9 @@ class RowEmitter(TileLangEmitter):
                 (t,) = T.leaf_types(node.outputs[0].type)
                 buffer = self.assign(f"T.alloc_local(({size},), {self.tir(t.dtype)!r})", "c")
                 self.cache[slots_of.read_key(node)] = buffer
+                view = self.operand(node.inputs[0])
+                if getattr(view, "storage", None) and self.dialect.decode(self, view, "x") != "x":
+                    self.raw[slots_of.read_key(node)] = self.assign(f"T.alloc_local(({size},), {view.storage!r})", "b")
             for key, var in self.held.items():
                 (t,) = T.leaf_types(var.type)
                 self.held_buffers[key] = self.assign(f"T.alloc_local(({size},), {self.tir(t.dtype)!r})", "h")
@@ -373,10 +378,11 @@ class RowEmitter(TileLangEmitter):
         if self.on_chip and id(node) in self.reads:  # the value: this thread's slot of it
             super().run_node(node)
             (out,) = node.outputs
-            buffer, source = self.cache[slots_of.read_key(node)], self.env[out]
+            key = slots_of.read_key(node)
+            buffer, source, raw = self.cache[key], self.env[out], self.raw.get(key)
             if buffer not in self.loaded:  # the same view and index read again: the same slots
-                self.loaded.add(buffer)
-                self.loads.append((node, buffer, source))
+                self.loaded.add(buffer)  # (a read of stored bits: loaded as they are, decoded after every load)
+                self.loads.append((node, buffer, source if raw is None else self._stored(node, raw)))
             value = Lazy(source.shape, lambda idx, b=buffer: f"{b}[{self.slot}]")
             self.env[out] = value
             self.bind_dims(out, value)
@@ -417,15 +423,38 @@ class RowEmitter(TileLangEmitter):
                 self.env[out] = hoisted
                 self.bind_dims(out, hoisted)
 
+    def _stored(self, node, raw: str):
+        """An element read decoded from its view's storage (f16/bf16 bits) as (its slots of stored bits, the stored
+        element, its decoding): the load phase issues the stored loads alone, then decodes the slots."""
+        view = self.operand(node.inputs[0])
+        _, plan = index_plan(self, node, view, [self.operand(x) for x in node.inputs[1:]])
+        d = self.dialect
+        return raw, lambda idx: f"{view.name}[{d.subscript(coords(self, plan, idx))}]", \
+            lambda bits: d.decode(self, view, bits)
+
     def _load_phase(self, loads: list) -> None:
-        """The row's element reads into this thread's slots, every load issued before any is used."""
+        """The row's element reads into this thread's slots, every load issued before any is used: a read decoded
+        from stored bits (f16, bf16) loads the bits into slots of their own first, and one loop over the chunks
+        decodes them (a decode next to its load made each chunk's code wait on its loads before the next chunk's
+        were issued: RMSNorm f16 had 4 loads in flight, not 32)."""
         pos, outer = self.position(), self.node
         with self.phase() as tx:
             for part in self.parts():
                 with self.strided(tx, part) as j:
                     for node, buffer, source in loads:
                         self.node = node
-                        self.line(f"{buffer}[{self.slot}] = {self.elem(source, [*pos, j])}")
+                        if isinstance(source, tuple):
+                            self.line(f"{source[0]}[{self.slot}] = {source[1]([*pos, j])}")
+                        else:
+                            self.line(f"{buffer}[{self.slot}] = {self.elem(source, [*pos, j])}")
+            stored = [(node, buffer, source) for node, buffer, source in loads if isinstance(source, tuple)]
+            if stored:
+                with self.chunks(tx):
+                    for part in self.parts():
+                        with self.strided(tx, part):
+                            for node, buffer, (raw, _, decoded) in stored:
+                                self.node = node
+                                self.line(f"{buffer}[{self.slot}] = {decoded(f'{raw}[{self.slot}]')}")
         self.node = outer
 
     def _unit_reshape(self, node, args):
