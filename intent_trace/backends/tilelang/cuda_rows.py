@@ -423,14 +423,14 @@ class RowEmitter(TileLangEmitter):
                 self.env[out] = hoisted
                 self.bind_dims(out, hoisted)
 
-    def _stored(self, node, raw: str):
-        """An element read decoded from its view's storage (f16/bf16 bits) as (its slots of stored bits, the stored
-        element, its decoding): the load phase issues the stored loads alone, then decodes the slots."""
+    def _stored(self, node, raw: str) -> slots_of.Stored:
+        """An element read decoded from its view's storage (f16/bf16 bits): the load phase issues the stored loads
+        into ``raw`` alone, then decodes the slots."""
         view = self.operand(node.inputs[0])
         _, plan = index_plan(self, node, view, [self.operand(x) for x in node.inputs[1:]])
         d = self.dialect
-        return raw, lambda idx: f"{view.name}[{d.subscript(coords(self, plan, idx))}]", \
-            lambda bits: d.decode(self, view, bits)
+        return slots_of.Stored(raw, lambda idx: f"{view.name}[{d.subscript(coords(self, plan, idx))}]",
+                               lambda bits: d.decode(self, view, bits))
 
     def _load_phase(self, loads: list) -> None:
         """The row's element reads into this thread's slots, every load issued before any is used: a read decoded
@@ -443,18 +443,18 @@ class RowEmitter(TileLangEmitter):
                 with self.strided(tx, part) as j:
                     for node, buffer, source in loads:
                         self.node = node
-                        if isinstance(source, tuple):
-                            self.line(f"{source[0]}[{self.slot}] = {source[1]([*pos, j])}")
+                        if isinstance(source, slots_of.Stored):
+                            self.line(f"{source.bits}[{self.slot}] = {source.cell([*pos, j])}")
                         else:
                             self.line(f"{buffer}[{self.slot}] = {self.elem(source, [*pos, j])}")
-            stored = [(node, buffer, source) for node, buffer, source in loads if isinstance(source, tuple)]
+            stored = [(node, buffer, source) for node, buffer, source in loads if isinstance(source, slots_of.Stored)]
             if stored:
                 with self.chunks(tx):
                     for part in self.parts():
                         with self.strided(tx, part):
-                            for node, buffer, (raw, _, decoded) in stored:
+                            for node, buffer, source in stored:
                                 self.node = node
-                                self.line(f"{buffer}[{self.slot}] = {decoded(f'{raw}[{self.slot}]')}")
+                                self.line(f"{buffer}[{self.slot}] = {source.decode(f'{source.bits}[{self.slot}]')}")
         self.node = outer
 
     def _unit_reshape(self, node, args):

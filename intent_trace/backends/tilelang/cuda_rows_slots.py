@@ -14,6 +14,10 @@ blocks of 256 an SM instead of 4, with no spill under the bound).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import attrs
+
 from ... import types as T
 from ...graph.values import Var, walk_region
 
@@ -30,6 +34,16 @@ SM_REGISTERS = 65536
 #: spills (softmax with 32 slots of ``x`` and 32 of ``exp`` both live to the write spilled at 64: :func:`min_blocks`
 #: then asks for fewer blocks).
 BESIDE_SLOTS = 32
+
+
+@attrs.frozen(slots=True)
+class Stored:
+    """A row read held as its view's stored bits (f16, bf16) until every load is issued: the slots of the bits,
+    the stored element at an index, its decoding to the value the passes read."""
+
+    bits: str
+    cell: Callable
+    decode: Callable
 
 
 def read_key(node) -> tuple:
