@@ -12,6 +12,7 @@ import attrs
 class Assembled:
     ptx: dict  # kernel name -> its PTX body
     registers: dict  # kernel name -> registers a thread
+    spills: dict = attrs.field(factory=dict)  # kernel name -> (bytes of spill stores, of spill loads)
 
 
 def assemble(source: str, directory) -> Assembled | None:
@@ -29,11 +30,13 @@ def assemble(source: str, directory) -> Assembled | None:
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
     registers = dict(re.findall(r"Compiling entry function '(\w+)'.*?Used (\d+) registers", r.stderr, re.S))
+    spills = {k: (int(s), int(v)) for k, s, v in re.findall(
+        r"Compiling entry function '(\w+)'.*?(\d+) bytes spill stores, (\d+) bytes spill loads", r.stderr, re.S)}
     p = subprocess.run([nvcc, *flags, "-ptx", str(path), "-o", str(path) + ".ptx"], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr[-3000:]
     text = (directory / "program.cu.ptx").read_text()
     bodies = dict(re.findall(r"\.entry (\w+)\((.*?)\n}\n", text, re.S))
-    return Assembled(bodies, {k: int(v) for k, v in registers.items()})
+    return Assembled(bodies, {k: int(v) for k, v in registers.items()}, spills)
 
 
 def longest_load_run(ptx: str, load: str = "ld.global") -> int:

@@ -14,6 +14,7 @@ Sums are checked against T5's bound (a parallel order is not the serial one, T10
 results must be exact.
 """
 import math
+import re
 
 import attrs
 import ml_dtypes
@@ -115,10 +116,18 @@ def test_the_cuda_program_is_a_block_per_row_with_shuffles_per_reduction(kernel)
     assert passes.count("T.serial(T.ceildiv(d1 - n") == 3 and passes.count("p0[") == 2 * 3
     assert passes.count("it_exp_f32") == 2 * 2  # the producer fused into the sum's pass and the write's, both parts
     # rows on chip: one read of each element into its slot, then the two folds and the write from the slots,
-    # every slot unrolled (8 chunks of 4, a chunk's guard that the row reaches it)
+    # every slot unrolled (8 chunks of 4, a chunk's guard that the row reaches it); the loads in two loops (the
+    # whole chunks' loads all issued before the edge's), each later pass one loop whose iteration holds both parts
+    # of its chunk (a chunk's slots read in that iteration alone: what is live is what is still to be read)
     assert on_chip.count("p0[") == 2 and "T.serial" not in on_chip
-    assert on_chip.count("T.unroll(8)") == 2 * 4 and on_chip.count("T.unroll(4)") == 2 * 4
+    assert on_chip.count("T.unroll(8)") == 2 + 3 and on_chip.count("T.unroll(4)") == 2 * 4
     assert on_chip.count("* T.int64(1024) <= d1:") == 4 and on_chip.count(" < d1 and d1 < ") == 4
+    for copy in (warp, on_chip):
+        loops = re.findall(r"for (c\d+) in T\.unroll\(8\):", copy)
+        wholes = re.findall(r"if T\.Cast\('int64', (c\d+) \+ 1\) \* T\.int64\(\d+\) <= d1:", copy)
+        edges = re.findall(r"if T\.Cast\('int64', (c\d+)\) \* T\.int64\(\d+\) < d1 and d1 <", copy)
+        assert len(loops) == 5 and wholes[:1] == loops[:1] and edges[:1] == loops[1:2]
+        assert wholes[1:] == edges[1:] == loops[2:]  # the folds' and the write's parts share their chunk's loop
     # exp(x - max) is kept in slots by the sum's fold (h5) and the write divides those: one exp per element
     assert text.count("T.alloc_local((32,), 'float32')") == 2
     for copy in (warp, on_chip):
@@ -434,7 +443,8 @@ def test_the_reductions_of_one_level_share_their_pass():
     fold = passes[:passes.index("T.shfl_xor(")]
     assert "it_min_f32" in fold and "it_max_f32" in fold and fold.count("p0[") == 2  # one read per part
     fold = on_chip[:on_chip.index("T.shfl_xor(")]
-    assert fold.count("T.unroll(8)") == 2 * 2 and fold.count("c4[") == 2 * (1 + 2)  # the load; both folds read it
+    # the load's two loops, then the fold's one (both parts of a chunk in its iteration); both folds read the slots
+    assert fold.count("T.unroll(8)") == 2 + 1 and fold.count("c4[") == 2 * (1 + 2)
     assert "it_min_f32" in fold and "it_max_f32" in fold and on_chip.count("p0[") == 2
 
 

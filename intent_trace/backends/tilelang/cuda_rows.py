@@ -18,11 +18,14 @@ A thread ``tx`` of a row's threads takes elements ``tx, tx + threads, ...`` (coa
 neighbouring elements). On chip it first loads every one of them into its slots (registers: the slot loops are
 unrolled, so every index is a constant; all its loads are in flight before the first combine), and every level's
 fold and the final write read the slots; a reduction's computed source that a later pass uses again (softmax's
-``exp(x - max)``) is kept in slots by its fold. Each fold starts from the identity with the reduce's own combine; a
-butterfly of warp shuffles (``T.shfl_xor``) gives every lane its warp's total and, a block per row, the first warp
-combines the warps' totals the same way (shared memory, two ``T.sync_threads`` per reduction); every thread reads
-the row's result. The final write is one more strided pass (a write of the row) or the first lane's (one value per
-row).
+``exp(x - max)``) is kept in slots by its fold. Each later pass is one loop over the chunks whose iteration holds
+both parts of its chunk (the code for a chunk the row fills, and for the one it ends in), so a thread holds what
+it has still to read and what it has filled, not both buffers whole; on CUDA the kernel's launch bound asks ptxas
+for the blocks an SM can hold with the registers that takes (:mod:`.cuda_rows_slots`). Each fold starts from the
+identity with the reduce's own combine; a butterfly of warp shuffles (``T.shfl_xor``) gives every lane its warp's
+total and, a block per row, the first warp combines the warps' totals the same way (shared memory, two
+``T.sync_threads`` per reduction); every thread reads the row's result. The final write is one more strided pass
+(a write of the row) or the first lane's (one value per row).
 
 Re-association and re-ordering are what ``reduce`` allows (language §7, T10): a parallel sum differs from the
 serial order within T5's bound; max, min, argmax and integer results are the serial program's exactly. The block
@@ -43,17 +46,15 @@ from ... import types as T
 from ...graph import ops
 from ...graph.lowering import assemble, leaf_values
 from ...graph.values import Var, walk_region
+from ...codegen.access import coords, index_plan
 from ...schedule import rows as schedule_rows
+from . import cuda_rows_slots as slots_of
 from .accumulate import accumulators, combine
 from .emitter import Aggregate, Lazy, Scalar, TileLangEmitter
 
 THREADS = schedule_rows.THREADS
 WARP = 32  # CUDA's warp: the lanes a shuffle exchanges values among
-UNROLL = 4  # elements a thread reads before it combines any (its reads in flight)
-#: A thread's registers for the row's elements it holds between passes: 32 f32 values, so rows of up to
-#: 256 * 32 = 8192 f32 elements (4096 f64) are read from memory once (:meth:`RowEmitter.slots`).
-CACHE_BYTES = 128
-MAX_SLOTS = 32  # the unrolled slots per thread (each a register): more only lengthens the program
+UNROLL = slots_of.UNROLL  # elements a thread reads before it combines any (its reads in flight)
 #: The reads a thread has in flight in a pass over a row too long for its slots: the kernel's registers are sized
 #: for the slots anyway (one kernel holds every tier), so a pass unrolls up to this many (16 f32: 4096 a chunk).
 PASS_UNROLL = 16
@@ -69,6 +70,9 @@ class RowPlan:
     threads: int = THREADS
     emulated: bool = False
     slots: int = 0  # the row's elements a thread holds in registers (0: every pass reads the row from memory)
+    #: CUDA's launch bound: the blocks an SM must hold at once (ptxas caps a thread's registers to fit them;
+    #: :func:`.cuda_rows_slots.min_blocks`), 0 for none
+    min_blocks: int = 0
 
     @property
     def warps(self) -> int:
@@ -88,6 +92,8 @@ class RowPlan:
         tiers = [f"{'a warp' if width == WARP else 'a block'} per row if {cols} <= {cap}"
                  for width, _, cap in self.tiers[:-1]]
         extra = {"on_chip": ", ".join(tiers)} if tiers else {}
+        if self.min_blocks:
+            extra["resident"] = f"{self.min_blocks} blocks an SM"
         return self.group.part(graph, self.threads, **extra)
 
     def grid(self) -> str:
@@ -115,55 +121,16 @@ class RowPlan:
         return f"with T.Kernel(T.max({self.grid()}, T.int64(1)){threads}{extra}) as bx:"
 
 
-def _read_key(node) -> tuple:
-    """What a read reads: its view and index (``x[:, :]`` spelled twice is one value, held in one set of slots)."""
-    return (node.inputs[0], node.attr("index"), tuple(node.inputs[1:]))
-
-
-def _distinct_reads(group) -> list:
-    return list({_read_key(n): n for n in reversed(group.element_reads)}.values())[::-1]
-
-
-def _slots(group) -> int:
-    """Slots per thread for the element reads' values (a multiple of UNROLL within CACHE_BYTES; f16 and bf16
-    are held as f32), 0 when not even one chunk fits: the row is then read from memory by every pass."""
-    size = 0
-    for node in _distinct_reads(group):
-        for t in T.leaf_types(node.outputs[0].type):
-            size += 4 if t.dtype.name in ("f16", "bf16") else max(t.dtype.bits // 8, 1)
-    if not size:
-        return 0
-    return min(MAX_SLOTS, CACHE_BYTES // size) // UNROLL * UNROLL
-
-
-def _held_sources(graph, group) -> dict:
-    """The reductions whose source -- a computed element value, one leaf -- a later pass uses again (softmax's
-    ``exp(x - max)``, summed, then divided by the sum): on chip the fold keeps each element in a slot, so the
-    later passes read it instead of computing it again (its producers, an exp, run once per element)."""
-    reads = {n.outputs[0] for n in group.element_reads}
-    level = {id(n): k for n, k in zip(group.reductions, group.levels)}
-    consumers: dict = {}
-    for node in walk_region(graph.body):
-        for x in node.inputs:
-            if isinstance(x, Var):
-                consumers.setdefault(x, []).append(node)
-    held, seen = {}, set()
-    for node in group.reductions:
-        source = node.inputs[0]
-        if source in reads or source in seen or not isinstance(source.type, T.TensorType):
-            continue
-        if any(id(c) not in level or level[id(c)] != level[id(node)] for c in consumers.get(source, ())):
-            held[id(node)] = source
-            seen.add(source)
-    return held
-
-
-def row_plan(graph, emulated: bool = False) -> RowPlan | None:
-    """The row-group launch of ``graph``, or None (:func:`~intent_trace.schedule.rows.recognise` says why)."""
+def row_plan(graph, emulated: bool = False, bounded: bool = True) -> RowPlan | None:
+    """The row-group launch of ``graph``, or None (:func:`~intent_trace.schedule.rows.recognise` says why);
+    ``bounded``: with CUDA's launch bound (Metal has none: a threadgroup's registers are its compiler's)."""
     group = schedule_rows.recognise(graph)
     if not isinstance(group, schedule_rows.RowGroup):
         return None
-    return RowPlan(group, f"d{group.rows}", f"d{group.cols}", THREADS, emulated, _slots(group))
+    count = slots_of.slots(group)
+    held = slots_of.live_registers(graph, group, count)
+    bound = slots_of.min_blocks(THREADS, held) if bounded and not emulated else 0
+    return RowPlan(group, f"d{group.rows}", f"d{group.cols}", THREADS, emulated, count, bound)
 
 
 class RowEmitter(TileLangEmitter):
@@ -190,11 +157,14 @@ class RowEmitter(TileLangEmitter):
         self.reads = {id(n): n for n in group.element_reads}
         self.width, self.slots = plan.threads, 0  # the tier being emitted: threads per row, slots per thread
         self.lane = None  # this thread's lane among its row's (CUDA)
-        self.cache: dict = {}  # what a read reads (_read_key) -> its slots' buffer
+        self.cache: dict = {}  # what a read reads (slots_of.read_key) -> its slots' buffer
         self.loaded: set = set()  # the buffers this tier loads
         self.loads: list = []  # (read node, buffer, the global read's value): the load phase still to emit
+        self.raw: dict = {}  # read key -> the slots of its stored bits, for a read decoded from them (f16, bf16)
         self.slot = None  # the slot of the element ``strided`` yields (on chip)
-        self.held = _held_sources(graph, group)  # id(reduce node) -> its source, kept in slots for later passes
+        self.chunk = None  # the chunk loop's variable while :meth:`chunks` is open (on chip)
+        self.write_lane = None  # the lane of the row write's phase (strided in loop_nest)
+        self.held = slots_of.held_sources(graph, group)  # id(reduce node) -> its source, kept in slots for later passes
         self.held_buffers: dict = {}  # id(reduce node) -> the slots of its source
 
     @property
@@ -269,6 +239,8 @@ class RowEmitter(TileLangEmitter):
 
     def _prologue(self) -> None:
         plan = self.plan
+        if plan.min_blocks:  # registers capped so that this many blocks fit an SM (__launch_bounds__)
+            self.line(f"T.annotate_min_blocks_per_sm({plan.min_blocks})")
         if not plan.emulated:
             self.tx = self.assign("T.get_thread_binding()", "tx")
         for node in plan.group.reductions:
@@ -282,9 +254,13 @@ class RowEmitter(TileLangEmitter):
                                          for d in dtypes]
         if plan.slots:  # a thread's slots (registers: every index is a constant once the loops are unrolled)
             size = plan.slots * (plan.threads if plan.emulated else 1)
-            for node in _distinct_reads(plan.group):
+            for node in slots_of.distinct_reads(plan.group):
                 (t,) = T.leaf_types(node.outputs[0].type)
-                self.cache[_read_key(node)] = self.assign(f"T.alloc_local(({size},), {self.tir(t.dtype)!r})", "c")
+                buffer = self.assign(f"T.alloc_local(({size},), {self.tir(t.dtype)!r})", "c")
+                self.cache[slots_of.read_key(node)] = buffer
+                view = self.operand(node.inputs[0])
+                if getattr(view, "storage", None) and self.dialect.decode(self, view, "x") != "x":
+                    self.raw[slots_of.read_key(node)] = self.assign(f"T.alloc_local(({size},), {view.storage!r})", "b")
             for key, var in self.held.items():
                 (t,) = T.leaf_types(var.type)
                 self.held_buffers[key] = self.assign(f"T.alloc_local(({size},), {self.tir(t.dtype)!r})", "h")
@@ -324,31 +300,52 @@ class RowEmitter(TileLangEmitter):
         return ("whole", "edge") if self.on_chip else ("main", "tail")
 
     @contextlib.contextmanager
+    def chunks(self, tx: str):
+        """On chip, the loop over a pass's chunks, inside which each part (:meth:`strided`) emits its code for the
+        chunk: a chunk's slots are read by this iteration alone, so a pass that reads some slots and fills others
+        (softmax's sum: ``x`` in, ``exp(x - max)`` out) holds only the chunks it has not reached and the ones it
+        has filled. As two loops (the whole chunks', then the edge's) every slot stayed live until the edge loop
+        had passed it: both buffers at once, 96 registers a thread, half the resident warps. Off chip nothing."""
+        if not self.on_chip:
+            yield
+            return
+        c = self.fresh("c")
+        with self.block(f"for {c} in T.unroll({self.slots // UNROLL}):"):
+            self.chunk = c
+            try:
+                yield
+            finally:
+                self.chunk = None
+
+    @contextlib.contextmanager
     def strided(self, tx: str, part: str):
         """This thread's elements of the row, ``tx, tx + threads, ...``, in two parts: ``"main"``, the chunks of
         ``threads * u`` elements the row holds whole, unrolled (each thread issues its ``u`` loads before it waits
         on any: a thread has that many reads in flight; ``u`` is UNROLL, or up to PASS_UNROLL where the kernel
         holds slots), and ``"tail"``, the rest, each under a guard.
-        On chip, every slot unrolled, chunks of UNROLL slots in two parts: ``"whole"``, the chunks the row fills
-        for every thread (one uniform branch per chunk, no branch per element: the chunk's code is straight, its
+        On chip, every slot unrolled, chunks of UNROLL slots in two parts: ``"whole"``, a chunk the row fills for
+        every thread (one uniform branch per chunk, no branch per element: the chunk's code is straight, its
         loads and stores scheduled freely), and ``"edge"``, the one chunk the row ends in, each element under its
-        own guard (the same unrolled loop, one uniform test per chunk); ``self.slot`` is the element's register.
-        The chunks come in the slots' order (the edge is the last chunk the row reaches)."""
+        own guard (one uniform test per chunk); ``self.slot`` is the element's register. Inside :meth:`chunks`
+        the part is the open chunk's (both parts of a chunk in one iteration); else the part loops over the
+        chunks itself (the load phase: every whole chunk's loads issued before the edge's, all in flight). The
+        chunks come in the slots' order (the edge is the last chunk the row reaches)."""
         n, u, cols = self.width, UNROLL, self.plan.cols
         if part in ("whole", "edge"):
-            c, v = self.fresh("c"), self.fresh("u")
-            start, end = f"T.Cast('int64', {c}) * T.int64({n * u})", f"T.Cast('int64', {c} + 1) * T.int64({n * u})"
-            test = f"{end} <= {cols}" if part == "whole" else f"{start} < {cols} and {cols} < {end}"
-            with self.block(f"for {c} in T.unroll({self.slots // u}):"), self.block(f"if {test}:"), \
-                    self.block(f"for {v} in T.unroll({u}):"):
-                slot = f"{c} * {u} + {v}"
-                j = self.assign(f"T.Cast('int64', {slot}) * T.int64({n}) + T.Cast('int64', {tx})", "j")
-                self.slot = f"{tx} * {self.plan.slots} + {slot}" if self.plan.emulated else slot
-                if part == "whole":
-                    yield j
-                else:
-                    with self.block(f"if {j} < {cols}:"):
+            with (contextlib.nullcontext() if self.chunk is not None else self.chunks(tx)):
+                c, v = self.chunk, self.fresh("u")
+                start = f"T.Cast('int64', {c}) * T.int64({n * u})"
+                end = f"T.Cast('int64', {c} + 1) * T.int64({n * u})"
+                test = f"{end} <= {cols}" if part == "whole" else f"{start} < {cols} and {cols} < {end}"
+                with self.block(f"if {test}:"), self.block(f"for {v} in T.unroll({u}):"):
+                    slot = f"{c} * {u} + {v}"
+                    j = self.assign(f"T.Cast('int64', {slot}) * T.int64({n}) + T.Cast('int64', {tx})", "j")
+                    self.slot = f"{tx} * {self.plan.slots} + {slot}" if self.plan.emulated else slot
+                    if part == "whole":
                         yield j
+                    else:
+                        with self.block(f"if {j} < {cols}:"):
+                            yield j
             return
         u = min(max(self.plan.slots, UNROLL), PASS_UNROLL)
         chunks = f"T.floordiv({cols}, T.int64({n * u}))"
@@ -372,17 +369,20 @@ class RowEmitter(TileLangEmitter):
     # -- the nodes a row group places ----------------------------------------------------------------------
     def run_node(self, node):
         group = self.plan.group
-        if node is group.write and group.row_write:
-            for self.part in self.parts():  # the write rule once per part of the row (strided)
-                super().run_node(node)
+        if node is group.write and group.row_write:  # the write rule once per part of each chunk (strided)
+            with self.phase() as self.write_lane, self.chunks(self.write_lane):
+                for self.part in self.parts():
+                    super().run_node(node)
+            self.write_lane = None
             return None
         if self.on_chip and id(node) in self.reads:  # the value: this thread's slot of it
             super().run_node(node)
             (out,) = node.outputs
-            buffer, source = self.cache[_read_key(node)], self.env[out]
+            key = slots_of.read_key(node)
+            buffer, source, raw = self.cache[key], self.env[out], self.raw.get(key)
             if buffer not in self.loaded:  # the same view and index read again: the same slots
-                self.loaded.add(buffer)
-                self.loads.append((node, buffer, source))
+                self.loaded.add(buffer)  # (a read of stored bits: loaded as they are, decoded after every load)
+                self.loads.append((node, buffer, source if raw is None else self._stored(node, raw)))
             value = Lazy(source.shape, lambda idx, b=buffer: f"{b}[{self.slot}]")
             self.env[out] = value
             self.bind_dims(out, value)
@@ -423,15 +423,38 @@ class RowEmitter(TileLangEmitter):
                 self.env[out] = hoisted
                 self.bind_dims(out, hoisted)
 
+    def _stored(self, node, raw: str) -> slots_of.Stored:
+        """An element read decoded from its view's storage (f16/bf16 bits): the load phase issues the stored loads
+        into ``raw`` alone, then decodes the slots."""
+        view = self.operand(node.inputs[0])
+        _, plan = index_plan(self, node, view, [self.operand(x) for x in node.inputs[1:]])
+        d = self.dialect
+        return slots_of.Stored(raw, lambda idx: f"{view.name}[{d.subscript(coords(self, plan, idx))}]",
+                               lambda bits: d.decode(self, view, bits))
+
     def _load_phase(self, loads: list) -> None:
-        """The row's element reads into this thread's slots, every load issued before any is used."""
+        """The row's element reads into this thread's slots, every load issued before any is used: a read decoded
+        from stored bits (f16, bf16) loads the bits into slots of their own first, and one loop over the chunks
+        decodes them (a decode next to its load made each chunk's code wait on its loads before the next chunk's
+        were issued: RMSNorm f16 had 4 loads in flight, not 32)."""
         pos, outer = self.position(), self.node
         with self.phase() as tx:
             for part in self.parts():
                 with self.strided(tx, part) as j:
                     for node, buffer, source in loads:
                         self.node = node
-                        self.line(f"{buffer}[{self.slot}] = {self.elem(source, [*pos, j])}")
+                        if isinstance(source, slots_of.Stored):
+                            self.line(f"{source.bits}[{self.slot}] = {source.cell([*pos, j])}")
+                        else:
+                            self.line(f"{buffer}[{self.slot}] = {self.elem(source, [*pos, j])}")
+            stored = [(node, buffer, source) for node, buffer, source in loads if isinstance(source, slots_of.Stored)]
+            if stored:
+                with self.chunks(tx):
+                    for part in self.parts():
+                        with self.strided(tx, part):
+                            for node, buffer, source in stored:
+                                self.node = node
+                                self.line(f"{buffer}[{self.slot}] = {source.decode(f'{source.bits}[{self.slot}]')}")
         self.node = outer
 
     def _unit_reshape(self, node, args):
@@ -467,16 +490,17 @@ class RowEmitter(TileLangEmitter):
                                                 for v in leaf_values(identity, Aggregate)]))
         with self.phase() as tx:  # each thread folds its strided slice of the row
             accs = [accumulators(self, T.leaf_types(acc_t), inits) for _, acc_t, _, inits in folds]
-            for part in self.parts():
-                with self.strided(tx, part) as j:
-                    for (node, acc_t, source, _), names in zip(folds, accs):
-                        self.node = node
-                        items = [self.elem(v, [*pos, j]) for v in leaf_values(source, Aggregate)]
-                        if self.on_chip and id(node) in self.held:  # the later passes read it from its slots
-                            self.line(f"{self.held_buffers[id(node)]}[{self.slot}] = {items[0]}")
-                        current = [self.assign(a, "x") for a in names]
-                        for name, value in zip(names, combine(self, node, acc_t, current, items, [], pos)):
-                            self.line(f"{name} = {value}")
+            with self.chunks(tx):
+                for part in self.parts():
+                    with self.strided(tx, part) as j:
+                        for (node, acc_t, source, _), names in zip(folds, accs):
+                            self.node = node
+                            items = [self.elem(v, [*pos, j]) for v in leaf_values(source, Aggregate)]
+                            if self.on_chip and id(node) in self.held:  # the later passes read it from its slots
+                                self.line(f"{self.held_buffers[id(node)]}[{self.slot}] = {items[0]}")
+                            current = [self.assign(a, "x") for a in names]
+                            for name, value in zip(names, combine(self, node, acc_t, current, items, [], pos)):
+                                self.line(f"{name} = {value}")
             if self.plan.emulated:
                 for (node, *_), names in zip(folds, accs):
                     for buffer, acc in zip(self.shared[id(node)][0], names):
@@ -568,7 +592,7 @@ class RowEmitter(TileLangEmitter):
             return
         pos = self.position()
         if self.plan.group.row_write:  # the row, strided over the threads (run_node writes each part)
-            with self.phase() as tx, self.strided(tx, self.part) as j:
+            with self.strided(self.write_lane, self.part) as j:
                 yield [*pos, j]
         elif self.plan.emulated:
             yield pos

@@ -86,7 +86,14 @@ def claim_source() -> str:
 # --- the planners: CUDA's, less what Metal's atomics cannot do ------------------------------------------------
 
 flat_nest = cuda_kernels.flat_nest
-row_group = cuda_rows.row_plan
+
+
+def row_group(graph):
+    """CUDA's row group (:func:`.cuda_rows.row_plan`) without its launch bound: a threadgroup's registers are
+    Metal's compiler's to choose."""
+    return cuda_rows.row_plan(graph, bounded=False)
+
+
 multi_block = cuda_scan.multi_block
 carried_lanes = cuda_region_carry.lane_plan  # one thread a lane: no atomics, no shuffles
 

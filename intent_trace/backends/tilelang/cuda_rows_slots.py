@@ -1,0 +1,156 @@
+"""What a thread of a row group (:mod:`.cuda_rows`) holds on chip between the row's passes, and the occupancy that
+leaves: the slots of the row's element reads, the computed sources its folds keep for later passes, how many
+registers they take at once and how many blocks an SM can then hold.
+
+A row that fits on chip is read into a thread's *slots* (registers: every slot loop is unrolled, so each index is
+a constant) once; every later pass -- a level's fold, the final write -- reads them there, in chunks of
+:data:`UNROLL` slots. A fold whose source a later pass uses again (softmax's ``exp(x - max)``, summed, then divided
+by the sum) keeps each element in slots of its own. A pass that reads some slots for the last time and fills
+others replaces them chunk by chunk (both parts of a chunk in one iteration of the pass's loop), so what a thread
+holds at once is what it still has to read plus what it has filled, never both buffers whole
+(:func:`live_registers`). From that the kernel asks ptxas for enough resident blocks (:func:`min_blocks`):
+without the bound ptxas spent registers on scheduling freedom (softmax 71, log-softmax 86 a thread on sm_90a: 3
+blocks of 256 an SM instead of 4, with no spill under the bound).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+
+from ... import types as T
+from ...graph.values import Var, walk_region
+
+UNROLL = 4  # elements a thread reads before it combines any (its reads in flight): a chunk of slots
+#: A thread's registers for the row's elements it holds between passes: 32 f32 values, so rows of up to
+#: 256 * 32 = 8192 f32 elements (4096 f64) are read from memory once.
+CACHE_BYTES = 128
+MAX_SLOTS = 32  # the unrolled slots per thread (each a register): more only lengthens the program
+#: 32-bit registers of an SM (sm_70 to sm_90): the blocks it holds at once share them.
+SM_REGISTERS = 65536
+#: The registers a row kernel's thread uses beside its slots (the row's addresses and extents, the accumulators,
+#: a chunk's temporaries, the exp's and the division's steps). Measured with ptxas for sm_90a: softmax (both
+#: spellings), log-softmax, layer norm and RMSNorm f16 hold 32 registers of slots and fit 64 a thread with no
+#: spills (softmax with 32 slots of ``x`` and 32 of ``exp`` both live to the write spilled at 64: :func:`min_blocks`
+#: then asks for fewer blocks).
+BESIDE_SLOTS = 32
+
+
+@attrs.frozen(slots=True)
+class Stored:
+    """A row read held as its view's stored bits (f16, bf16) until every load is issued: the slots of the bits,
+    the stored element at an index, its decoding to the value the passes read."""
+
+    bits: str
+    cell: Callable
+    decode: Callable
+
+
+def read_key(node) -> tuple:
+    """What a read reads: its view and index (``x[:, :]`` spelled twice is one value, held in one set of slots)."""
+    return (node.inputs[0], node.attr("index"), tuple(node.inputs[1:]))
+
+
+def distinct_reads(group) -> list:
+    """The group's element reads, one per :func:`read_key`, in program order."""
+    return list({read_key(n): n for n in reversed(group.element_reads)}.values())[::-1]
+
+
+def _registers(t) -> int:
+    """32-bit registers one slot of element type ``t`` takes (f16 and bf16 one each, as f32)."""
+    return max(t.dtype.bits // 32, 1)
+
+
+def slots(group) -> int:
+    """Slots per thread for the element reads' values (a multiple of UNROLL within CACHE_BYTES; f16 and bf16
+    are held as f32), 0 when not even one chunk fits: the row is then read from memory by every pass."""
+    size = 0
+    for node in distinct_reads(group):
+        for t in T.leaf_types(node.outputs[0].type):
+            size += 4 if t.dtype.name in ("f16", "bf16") else max(t.dtype.bits // 8, 1)
+    if not size:
+        return 0
+    return min(MAX_SLOTS, CACHE_BYTES // size) // UNROLL * UNROLL
+
+
+def _consumers(graph) -> dict:
+    consumers: dict = {}
+    for node in walk_region(graph.body):
+        for x in node.inputs:
+            if isinstance(x, Var):
+                consumers.setdefault(x, []).append(node)
+    return consumers
+
+
+def held_sources(graph, group) -> dict:
+    """The reductions whose source -- a computed element value, one leaf -- a later pass uses again (softmax's
+    ``exp(x - max)``, summed, then divided by the sum): on chip the fold keeps each element in a slot, so the
+    later passes read it instead of computing it again (its producers, an exp, run once per element).
+    ``id(reduce node) -> the source``."""
+    reads = {n.outputs[0] for n in group.element_reads}
+    level = {id(n): k for n, k in zip(group.reductions, group.levels)}
+    consumers = _consumers(graph)
+    held, seen = {}, set()
+    for node in group.reductions:
+        source = node.inputs[0]
+        if source in reads or source in seen or not isinstance(source.type, T.TensorType):
+            continue
+        if any(id(c) not in level or level[id(c)] != level[id(node)] for c in consumers.get(source, ())):
+            held[id(node)] = source
+            seen.add(source)
+    return held
+
+
+def _passes(graph, group, held_at: dict) -> dict:
+    """``var -> the passes that compute its elements`` (pass k: the fold of the reductions of level k; the last, one
+    past the highest level: the write). A held source is computed in its fold's pass and read from its slots
+    after, so its producers run in that pass alone."""
+    level = {id(n): k for n, k in zip(group.reductions, group.levels)}
+    write = max(group.levels) + 1
+    uses: dict = {}
+    for node in reversed(list(walk_region(graph.body))):
+        if node is group.write:
+            passes, inputs = {write}, node.inputs[1:2]
+        elif id(node) in level:
+            passes, inputs = {level[id(node)]}, node.inputs[:1]
+        else:
+            passes, inputs = set().union(*(uses.get(v, ()) for v in node.outputs)), node.inputs
+            for v in node.outputs:
+                if v in held_at:
+                    passes = {p for p in passes if p <= held_at[v]}
+        for x in inputs:
+            if isinstance(x, Var):
+                uses.setdefault(x, set()).update(passes)
+    return uses
+
+
+def live_registers(graph, group, count: int) -> int:
+    """The most registers a thread's slots (``count`` per buffer) hold at once. Each buffer lives from the pass that
+    fills it (the load, pass 0, for the reads; its fold's for a held source) to the last pass that reads it; within
+    a pass the buffers it reads for the last time and those it starts to fill replace each other chunk by chunk
+    (the larger of the two counts), the buffers read on past it are held whole."""
+    if not count:
+        return 0
+    level = {id(n): k for n, k in zip(group.reductions, group.levels)}
+    held_at = {var: level[key] for key, var in held_sources(graph, group).items()}
+    uses = _passes(graph, group, held_at)
+    spans = []  # (first pass, last pass, registers)
+    for node in distinct_reads(group):
+        last = max((max(uses.get(n.outputs[0], {0})) for n in group.element_reads if read_key(n) == read_key(node)))
+        spans.append((0, last, count * sum(map(_registers, T.leaf_types(node.outputs[0].type)))))
+    for var, first in held_at.items():
+        spans.append((first, max(uses.get(var, {first})), count * _registers(T.leaf_types(var.type)[0])))
+    peak = 0
+    for p in range(max(group.levels) + 2):
+        through = sum(r for a, b, r in spans if a < p < b)
+        ending = sum(r for a, b, r in spans if a < p == b)
+        starting = sum(r for a, b, r in spans if a == p)
+        peak = max(peak, through + max(ending, starting))
+    return peak
+
+
+def min_blocks(threads: int, held: int) -> int:
+    """The blocks of ``threads`` an SM must hold at once (``__launch_bounds__``' second operand, which caps ptxas'
+    registers a thread at SM_REGISTERS / (threads * blocks)) so that a thread keeps its ``held`` slot registers and
+    BESIDE_SLOTS more; 0 where the row is not held on chip (no bound)."""
+    return SM_REGISTERS // (threads * (held + BESIDE_SLOTS)) if held else 0
