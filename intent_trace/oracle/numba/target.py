@@ -32,7 +32,7 @@ from ...graph.printer import format_graph
 from ...graph.values import KernelGraph, Literal
 from ...limits import allocation_limit, check_allocation
 from ...specialize import respecialize
-from .outline import outline
+from .outline import hoist_buffers, outline
 
 # Numba's OpenMP workers spin for a while after each parallel loop; on a small machine they take the cores
 # from the BLAS threads that contract calls (and from the next call's work). Wait passively instead, unless
@@ -140,7 +140,8 @@ def generate(graph: KernelGraph, checks: bool = True):
     body_flags = f"{flags}, no_cpython_wrapper=True, no_cfunc_wrapper=True"
     functions = [line for helper in (outlined.helpers if outlined else ())
                  for line in (f"@njit({body_flags})", *helper.splitlines(), "", "")]
-    functions += [f"@njit({flags})", f"def kernel{signature}", *lines, "    return", ""]
+    serial = hoist_buffers("kernel", args, lines, globals_) if em.uses_prange else lines
+    functions += [f"@njit({flags})", f"def kernel{signature}", *serial, "    return", ""]
     if em.uses_prange:
         # Compiled with parfors: Numba's parallel pipeline costs compile time, so it is built only when a call
         # is large enough to use both cores.
@@ -280,6 +281,15 @@ class _Fork:
 
 os.register_at_fork(after_in_child=_Fork.after_in_child)
 
+
+def _threads() -> int:
+    """The number of threads a parallel build would run on here: Numba's setting for this thread
+    (``numba.set_num_threads``) once its pool is up, else ``NUMBA_NUM_THREADS`` (what the pool will start
+    with), read without starting the pool (``numba.get_num_threads`` starts it)."""
+    from numba.np.ufunc import parallel
+
+    return parallel.get_num_threads() if parallel._is_initialized else numba.config.NUMBA_NUM_THREADS
+
 _HOST_VIEW = {"f16": np.uint16, "bf16": np.uint16}
 
 
@@ -322,8 +332,12 @@ class CpuExecutable(ExecutableDisplay):
         return self.module.kernel
 
     def _pick(self, values):
+        """The parallel build for a call touching :data:`PARALLEL_THRESHOLD` elements when it may run on more
+        than one thread; else the serial build. With one thread the parallel build computes the same values in
+        the same order, only with the parfor's scheduling around each loop (row sum 4096x1024: 230 us against
+        the serial build's 204 us)."""
         parallel = getattr(self.module, "kernel_parallel", None)
-        if parallel is not None and not _Fork.unsafe and \
+        if parallel is not None and not _Fork.unsafe and _threads() > 1 and \
                 sum(v.size for v in values if isinstance(v, np.ndarray)) >= PARALLEL_THRESHOLD:
             _Fork.started = True
             return parallel
