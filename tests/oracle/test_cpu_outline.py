@@ -37,6 +37,17 @@ def _run(source: str, **env):
     return scope
 
 
+def _counting_runtime(calls: list):
+    """:class:`Runtime` whose ``alloc_empty`` appends each shape it allocates to ``calls``."""
+    class CountingRuntime(Runtime):
+        @staticmethod
+        def alloc_empty(shape, dtype):
+            calls.append(shape)
+            return np.empty(shape, dtype)
+
+    return CountingRuntime
+
+
 def _forms(out, lines, params="a, y, n"):
     """The function as written (``prange`` is ``range`` here) and as outlined."""
     helpers = "\n\n".join(out.helpers)
@@ -133,12 +144,7 @@ def test_a_buffer_every_iteration_allocates_is_allocated_once_per_call():
     assert "b = R.alloc_empty((ext1,), np.int64)" in head
     assert "c = R.alloc_empty" in loop and "d = R.alloc_empty" in loop  # a body extent; after its size check
     calls = []
-
-    class FakeRuntime(Runtime):
-        @staticmethod
-        def alloc_empty(shape, dtype):
-            calls.append(shape)
-            return np.empty(shape, dtype)
+    FakeRuntime = _counting_runtime(calls)
 
     for form, source in _forms(out, lines, "a, y, n, ext1, limit").items():
         calls.clear()
@@ -163,12 +169,7 @@ def test_the_serial_build_allocates_a_per_iteration_buffer_once_and_none_without
     assert "        d = R.alloc_empty((ext1,), np.int64)" in serial  # after its size check
     assert "        c = R.alloc_empty((ext1,), np.int64)" in serial  # the loop carries s
     calls = []
-
-    class FakeRuntime(Runtime):
-        @staticmethod
-        def alloc_empty(shape, dtype):
-            calls.append(shape)
-            return np.empty(shape, dtype)
+    FakeRuntime = _counting_runtime(calls)
 
     for n in (0, 1, 600):
         calls.clear()

@@ -22,6 +22,7 @@ import warnings
 
 import numba
 import numpy as np
+from numba.np.ufunc import parallel as _parallel
 
 from ... import caches
 from ...arguments import bind_arguments
@@ -286,9 +287,7 @@ def _threads() -> int:
     """The number of threads a parallel build would run on here: Numba's setting for this thread
     (``numba.set_num_threads``) once its pool is up, else ``NUMBA_NUM_THREADS`` (what the pool will start
     with), read without starting the pool (``numba.get_num_threads`` starts it)."""
-    from numba.np.ufunc import parallel
-
-    return parallel.get_num_threads() if parallel._is_initialized else numba.config.NUMBA_NUM_THREADS
+    return _parallel.get_num_threads() if _parallel._is_initialized else numba.config.NUMBA_NUM_THREADS
 
 _HOST_VIEW = {"f16": np.uint16, "bf16": np.uint16}
 
