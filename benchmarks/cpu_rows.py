@@ -157,16 +157,20 @@ RATIO_STATISTIC = ("the minimum over interleaved rounds: of process CPU time wit
 
 def interleaved(fns: dict, rounds: int, budget_s: float, threads: int, settle_s: float) -> dict:
     """{name: {wall/process median and minimum, ms}} of calls of ``fns`` (name -> callable) taken round by round:
-    every round times one call of each function, in an order rotated by one per round, so a period in which
+    every round times one call of each function, in an order shuffled per round (seeded), so a period in which
     others held the shared cores slows every implementation alike instead of one. ``rounds`` rounds, fewer (at
     least 5) where they would take more than ``budget_s``. ``ms`` is the statistic the ratios use
     (:data:`RATIO_STATISTIC`).
 
-    With more than one thread each timed call follows untimed calls of the same function for ``settle_s``: an
+    Each timed call follows an untimed call of the same function (with more than one thread, untimed calls for
+    ``settle_s``), so each library is timed as a program calling it in a loop runs it, its own data and thread
+    pool warm: in a fixed rotation one implementation always came right after NumPy's, whose temporaries had
+    pushed the inputs out of the cache (ours then read 10% slower than the same code timed after itself), and an
     OpenBLAS pool spins about 0.1 s after a call before it sleeps (OpenMP pools spin too), so right after another
-    library's call its threads would still hold the cores and the call timed would be measuring the mix (a NumPy
-    matmul then ran 28 ms instead of 0.6). Each library is timed with its own pool warm, as a program calling it
-    in a loop runs it."""
+    library's call its threads would still hold the cores (a NumPy matmul then ran 28 ms instead of 0.6)."""
+    import random
+
+    order = random.Random(0)
     names = list(fns)
     for fn in fns.values():
         fn()  # warm: caches, thread pools, lazily compiled code
@@ -175,8 +179,9 @@ def interleaved(fns: dict, rounds: int, budget_s: float, threads: int, settle_s:
     spent, r = 0.0, 0
     while r < rounds:
         start = time.perf_counter()
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            settled = time.perf_counter() + settle_s if threads > 1 else 0.0
+        for name in order.sample(names, len(names)):
+            settled = time.perf_counter() + (settle_s if threads > 1 else 0.0)
+            fns[name]()
             while time.perf_counter() < settled:
                 fns[name]()
             t0, c0 = time.perf_counter(), time.process_time()
@@ -390,7 +395,8 @@ def main(argv=None) -> None:
     parser.add_argument("--budget-s", type=float, default=20.0,
                         help="at most about this many seconds of rounds per case (at least 5 rounds)")
     parser.add_argument("--settle-s", type=float, default=0.15,
-                        help="with several threads, untimed calls of the same function before each timed one")
+                        help="with several threads, seconds of untimed calls of the same function before each "
+                             "timed one (one untimed call always)")
     parser.add_argument("--threads", default="1,2", help="thread counts, comma separated (default 1,2)")
     parser.add_argument("--only", help="run only the cases whose name contains this")
     parser.add_argument("--no-compile", action="store_true", help="skip the attention_f16 compile measurement")
