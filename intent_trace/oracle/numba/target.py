@@ -290,6 +290,7 @@ def _threads() -> int:
     return _parallel.get_num_threads() if _parallel._is_initialized else numba.config.NUMBA_NUM_THREADS
 
 _HOST_VIEW = {"f16": np.uint16, "bf16": np.uint16}
+_LAYOUTS = 64  # argument layouts an executable remembers the binding of (CpuExecutable._bind)
 
 
 class CpuExecutable(ExecutableDisplay):
@@ -303,6 +304,8 @@ class CpuExecutable(ExecutableDisplay):
         self.key = graph_key(graph, checks)
         self._module = None
         self._generated = None
+        self._layouts: dict = {}  # array layouts bound before -> their extents (_bind)
+        self._views_only = all(p.kind == "view" for p in graph.params)
 
     def _generate(self) -> tuple:
         if self._generated is None:
@@ -330,6 +333,21 @@ class CpuExecutable(ExecutableDisplay):
         """The serial build (always present)."""
         return self.module.kernel
 
+    def _bind(self, args: tuple) -> tuple:
+        """``bind_arguments``'s (values, extents). Where every parameter is a view and every argument a NumPy array,
+        the binding is the arrays themselves and the checks and extents depend only on each array's dtype,
+        shape, strides and writeability: those of a layout bound before come from a table instead (a row sum's
+        call spent 13 us of its 30 us of Python here, its interpreter state cold after 16 MB of data)."""
+        if not (self._views_only and all(type(a) is np.ndarray for a in args)):
+            return bind_arguments(self.graph, args)
+        key = tuple((a.dtype, a.shape, a.strides, a.flags.writeable) for a in args)
+        dims = self._layouts.get(key)
+        if dims is None:
+            dims = bind_arguments(self.graph, args)[1]  # raises for a layout that does not bind: never stored
+            if len(self._layouts) < _LAYOUTS:
+                self._layouts[key] = dims
+        return list(args), dims
+
     def _pick(self, values):
         """The parallel build for a call touching :data:`PARALLEL_THRESHOLD` elements when it may run on more
         than one thread; else the serial build. With one thread the parallel build computes the same values in
@@ -345,7 +363,7 @@ class CpuExecutable(ExecutableDisplay):
     def __call__(self, *args, **constexprs) -> None:
         if constexprs:  # another constexpr value: that specialisation runs the arguments (intent_trace.specialize)
             return respecialize(self, constexprs)(*args)
-        values, dims = bind_arguments(self.graph, args)
+        values, dims = self._bind(args)
         staged, call_args = [], []
         for i, (p, v) in enumerate(zip(self.graph.params, values)):
             if p.kind == "view":
