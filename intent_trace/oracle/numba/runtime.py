@@ -350,8 +350,8 @@ def exp_f64_of_f32(x):
 # float32 exp in float32 arithmetic (16 lanes a 512-bit vector, not the 8 of the float64 evaluation above), for
 # the f32 kernels; f16/bf16 keep the float64 value rounded once (T4: computed in f32 and rounded once, which one
 # rounding of a value within 2^-46 is). Within 1 ulp of the correctly rounded exp on every float32 (checked
-# exhaustively over [-104.5, 89.5], where the clamp does not decide: about 6% of results 1 ulp away, none further;
-# T4 allows 2). 24 vector operations per 16 values where a Fast2Sum evaluation (0.09% 1 ulp away) took 40:
+# exhaustively over [-104.5, 89.5], where the clamp does not decide: 0.77% of results 1 ulp away, none further;
+# T4 allows 2). 26 vector operations per 16 values where a Fast2Sum evaluation (0.09% 1 ulp away) took 35:
 # - n = round(x log2 e) to nearest even, exactly (one FMA adding 1.5 * 2^23 rounds the exact product to an
 #   integer in the low mantissa bits, which are also n's bits); r_hi = x - n * L1 with one FMA, exact: x and
 #   n * L1 are multiples of 2^-25 when n != 0 (then |x| >= 0.34) and |r_hi| < 1/2; r = r_hi - n * L2 rounded
