@@ -1,9 +1,12 @@
 """The CPU oracle on the row kernels users write, against NumPy and PyTorch's CPU kernels in one run (issue 19).
 
-Prints one JSON line: for each case and each thread count (``--threads``, default 1 and 2; set for Numba with
-``numba.set_num_threads`` and for torch with ``torch.set_num_threads``) the median of ``--rounds`` calls of
-ours (cpu target), NumPy and torch, and the ratios ``vs_numpy``/``vs_torch`` = their time / ours (above 1: we
-are faster). Every implementation's result is first checked against a float64 NumPy reference within a
+Prints one JSON line: for each case and each thread count (``--threads``, default 1 and 2) the times of ours
+(cpu target, checked and ``checks=False``), NumPy and torch, and the ratios ``vs_numpy``/``vs_torch`` = their
+time / ours (above 1: we are faster). Each thread count runs in its own process whose environment limits every
+thread pool before import (:data:`THREAD_ENV`: Numba's, torch's and both OpenBLAS copies'; the JSON's
+``thread_limits`` reads them back), and its calls are taken in interleaved rounds (:func:`interleaved`): the JSON
+gives the median and minimum of wall and process CPU time, and ``ratio_statistic`` says which the ratios use.
+Every implementation's result is first checked against a float64 NumPy reference within a
 T5-style bound (a sum of K rounded terms is off by at most about K units of its accumulator's rounding, plus
 the output's own rounding), so a fast wrong answer fails the run instead of being timed.
 
@@ -142,18 +145,82 @@ def torch_cases():
 
 # ---- the run -------------------------------------------------------------------------------------------------
 
-def median_time(fn, rounds: int) -> tuple:
-    """(median wall seconds, median process CPU seconds) of ``rounds`` calls. The CPU seconds count every
-    thread's time, so on a machine shared with other work they show what a call costs where the wall clock also
-    counts the time others held the cores (with 2 threads they are about twice the wall time when both run)."""
-    fn()  # warm: caches, thread pools, lazily compiled code
-    times, cpu = [], []
-    for _ in range(rounds):
-        t0, c0 = time.perf_counter(), time.process_time()
-        fn()
-        times.append(time.perf_counter() - t0)
-        cpu.append(time.process_time() - c0)
-    return statistics.median(times), statistics.median(cpu)
+# Thread limits, set in each thread count's own process before anything imports a thread pool: Numba's (its
+# OpenMP layer reads OMP_NUM_THREADS too), torch's (OpenMP and MKL) and the two OpenBLAS copies (NumPy's, and
+# SciPy's, which Numba's ``np.dot`` calls). ``numba.set_num_threads`` and ``torch.set_num_threads`` alone leave
+# the BLAS pools at the core count: a "one thread" run of a matmul then ran BLAS on two (process time = 2x wall).
+THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
+
+RATIO_STATISTIC = ("the minimum over interleaved rounds: of process CPU time with 1 thread (time others held the "
+                   "core is not counted), of wall time with more (CPU time would add up the threads)")
+
+
+def interleaved(fns: dict, rounds: int, budget_s: float, threads: int, settle_s: float) -> dict:
+    """{name: {wall/process median and minimum, ms}} of calls of ``fns`` (name -> callable) taken round by round:
+    every round times one call of each function, in an order shuffled per round (seeded), so a period in which
+    others held the shared cores slows every implementation alike instead of one. ``rounds`` rounds, fewer (at
+    least 5) where they would take more than ``budget_s``. ``ms`` is the statistic the ratios use
+    (:data:`RATIO_STATISTIC`).
+
+    Each timed call follows an untimed call of the same function (with more than one thread, untimed calls for
+    ``settle_s``), so each library is timed as a program calling it in a loop runs it, its own data and thread
+    pool warm: in a fixed rotation one implementation always came right after NumPy's, whose temporaries had
+    pushed the inputs out of the cache (ours then read 10% slower than the same code timed after itself), and an
+    OpenBLAS pool spins about 0.1 s after a call before it sleeps (OpenMP pools spin too), so right after another
+    library's call its threads would still hold the cores (a NumPy matmul then ran 28 ms instead of 0.6)."""
+    import random
+
+    order = random.Random(0)
+    names = list(fns)
+    for fn in fns.values():
+        fn()  # warm: caches, thread pools, lazily compiled code
+    walls: dict = {n: [] for n in names}
+    cpus: dict = {n: [] for n in names}
+    spent, r = 0.0, 0
+    while r < rounds:
+        start = time.perf_counter()
+        for name in order.sample(names, len(names)):
+            settled = time.perf_counter() + (settle_s if threads > 1 else 0.0)
+            fns[name]()
+            while time.perf_counter() < settled:
+                fns[name]()
+            t0, c0 = time.perf_counter(), time.process_time()
+            fns[name]()
+            walls[name].append(time.perf_counter() - t0)
+            cpus[name].append(time.process_time() - c0)
+        spent += time.perf_counter() - start
+        r += 1
+        if r == 1:
+            rounds = max(5, min(rounds, int(budget_s / max(spent, 1e-9))))
+    stats = {}
+    for n in names:
+        s = {"wall_ms_median": statistics.median(walls[n]) * 1e3, "wall_ms_min": min(walls[n]) * 1e3,
+             "process_ms_median": statistics.median(cpus[n]) * 1e3, "process_ms_min": min(cpus[n]) * 1e3}
+        s["ms"] = s["process_ms_min"] if threads == 1 else s["wall_ms_min"]
+        stats[n] = {k: round(v, 4) for k, v in s.items()}
+        stats[n]["rounds"] = r
+    return stats
+
+
+def _openblas_threads() -> dict:
+    """{library: its OpenBLAS thread count} for every OpenBLAS copy this process has loaded (the evidence that
+    the limit took): NumPy's ``libscipy_openblas64_`` and SciPy's ``libscipy_openblas``."""
+    import ctypes
+
+    found = {}
+    try:
+        with open("/proc/self/maps") as f:
+            paths = sorted({line.split()[-1] for line in f if "openblas" in line and line.rstrip().endswith(".so")})
+    except OSError:
+        return found
+    for path in paths:
+        lib = ctypes.CDLL(path)
+        for symbol in ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads",
+                       "openblas_get_num_threads"):
+            if hasattr(lib, symbol):
+                found[os.path.basename(path)] = getattr(lib, symbol)()
+                break
+    return found
 
 
 def check(name: str, who: str, got, want, bound: float) -> float:
@@ -261,23 +328,16 @@ def attention_f16_parallel_compile(quick: bool) -> dict:
     return result
 
 
-def main(argv=None) -> None:
-    parser = add_plot_argument(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
-    parser.add_argument("--quick", action="store_true", help="small shapes and 3 rounds")
-    parser.add_argument("--rounds", type=int, help="timed calls per measurement (default 15; 3 with --quick)")
-    parser.add_argument("--threads", default="1,2", help="thread counts, comma separated (default 1,2)")
-    parser.add_argument("--only", help="run only the cases whose name contains this")
-    parser.add_argument("--no-compile", action="store_true", help="skip the attention_f16 compile measurement")
-    args = parser.parse_args(argv)
-    rounds = args.rounds or (3 if args.quick else 15)
-    threads = [int(t) for t in args.threads.split(",")]
+def measure_threads(args, threads: int) -> dict:
+    """Every case at one thread count (this process's: its environment holds :data:`THREAD_ENV`'s limits):
+    {case: {"bound", "errors", "compile", "threads_N": timings}, "limits": the thread counts in effect}."""
     import numba
-    torch, torch_fns = torch_cases()
 
-    result: dict = {"benchmark": "cpu_rows", "quick": args.quick, "rounds": rounds, "threads": threads}
-    compiles = {}
-    if not args.no_compile:
-        result["attention_f16_parallel_build"] = attention_f16_parallel_compile(args.quick)
+    torch, torch_fns = torch_cases()
+    numba.set_num_threads(threads)
+    torch.set_num_threads(threads)
+    rounds = args.rounds or (3 if args.quick else 31)
+    out: dict = {}
     rng = np.random.default_rng(0)
     for name, kernel, inputs, (out_shape, out_dtype), want, np_fn, torch_key, bound in cases(args.quick, rng):
         if args.only and args.only not in name:
@@ -289,41 +349,88 @@ def main(argv=None) -> None:
         def call(e):
             e(*arrays, ours_out, *scalars)
 
-        exe, compiles[name] = compile_times(kernel, "cpu", call)
+        exe, compiled = compile_times(kernel, "cpu", call)
         errors = {"ours": check(name, "cpu", ours_out, want, bound)}
         fast = intent.compile(kernel, target="cpu", checks=False)
         call(fast)
         errors["ours_unchecked"] = check(name, "cpu (checks=False)", ours_out, want, bound)
         t_inputs = [torch.from_numpy(a) if isinstance(a, np.ndarray) else a for a in inputs]
         errors["torch"] = check(name, "torch", torch_fns[torch_key](*t_inputs).numpy(), want, bound)
+        fns = {"ours": lambda: call(exe), "ours_unchecked": lambda: call(fast),
+               "torch": lambda: torch_fns[torch_key](*t_inputs)}
         if np_fn is not None:
             errors["numpy"] = check(name, "numpy", np_fn(*inputs), want, bound)
-        row = {"bound": bound, "errors": errors}
-        for t in threads:
-            numba.set_num_threads(t)
-            torch.set_num_threads(t)
-            ours, ours_cpu = median_time(lambda: call(exe), rounds)
-            ours_fast, _ = median_time(lambda: call(fast), rounds)
-            th, th_cpu = median_time(lambda: torch_fns[torch_key](*t_inputs), rounds)
-            entry = {"cpu_ms": round(ours * 1e3, 3), "cpu_process_ms": round(ours_cpu * 1e3, 3),
-                     "cpu_unchecked_ms": round(ours_fast * 1e3, 3), "torch_ms": round(th * 1e3, 3),
-                     "torch_process_ms": round(th_cpu * 1e3, 3), "vs_torch": round(th / ours, 2)}
-            if np_fn is not None:
-                tn, tn_cpu = median_time(lambda: np_fn(*inputs), rounds)
-                entry.update(numpy_ms=round(tn * 1e3, 3), numpy_process_ms=round(tn_cpu * 1e3, 3),
-                             vs_numpy=round(tn / ours, 2))
-            else:
-                entry.update(numpy_ms=None, numpy_process_ms=None, vs_numpy=None)
-            row[f"threads_{t}"] = entry
+            fns["numpy"] = lambda: np_fn(*inputs)
+        stats = interleaved(fns, rounds, args.budget_s, threads, args.settle_s)
+        entry = {f"{who}_ms": s["ms"] for who, s in stats.items()}
+        entry["vs_torch"] = round(stats["torch"]["ms"] / stats["ours"]["ms"], 2)
+        entry["vs_numpy"] = round(stats["numpy"]["ms"] / stats["ours"]["ms"], 2) if np_fn is not None else None
+        entry["stats"] = stats
+        out[name] = {"bound": bound, "errors": errors, "compile": compiled, f"threads_{threads}": entry}
+        print(name, threads, {k: v for k, v in entry.items() if k != "stats"}, file=sys.stderr, flush=True)
+    out["limits"] = {"numba": numba.get_num_threads(), "torch": torch.get_num_threads(),
+                     "openblas": _openblas_threads(), "env": {k: os.environ.get(k) for k in THREAD_ENV}}
+    return out
+
+
+def run_threads(argv: list, threads: int) -> dict:
+    """:func:`measure_threads` in a fresh process whose environment limits every thread pool to ``threads``."""
+    import json
+    import subprocess
+
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(intent.__file__)))
+    env = dict(os.environ, **{k: str(threads) for k in THREAD_ENV},
+               PYTHONPATH=os.pathsep.join(filter(None, (package_root, os.environ.get("PYTHONPATH")))))
+    done = subprocess.run([sys.executable, os.path.abspath(__file__), *argv, "--worker", str(threads)], env=env,
+                          stdout=subprocess.PIPE, text=True, timeout=3600, check=True)
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def main(argv=None) -> None:
+    import json
+
+    parser = add_plot_argument(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
+    parser.add_argument("--quick", action="store_true", help="small shapes and 3 rounds")
+    parser.add_argument("--rounds", type=int, help="interleaved rounds per case (default 31; 3 with --quick)")
+    parser.add_argument("--budget-s", type=float, default=20.0,
+                        help="at most about this many seconds of rounds per case (at least 5 rounds)")
+    parser.add_argument("--settle-s", type=float, default=0.15,
+                        help="with several threads, seconds of untimed calls of the same function before each "
+                             "timed one (one untimed call always)")
+    parser.add_argument("--threads", default="1,2", help="thread counts, comma separated (default 1,2)")
+    parser.add_argument("--only", help="run only the cases whose name contains this")
+    parser.add_argument("--no-compile", action="store_true", help="skip the attention_f16 compile measurement")
+    parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)  # one thread count, in its own process
+    args = parser.parse_args(argv)
+    if args.worker is not None:
+        print(json.dumps(measure_threads(args, args.worker)))
+        return
+    threads = [int(t) for t in args.threads.split(",")]
+    passed = ["--budget-s", str(args.budget_s), "--settle-s", str(args.settle_s)] + (["--quick"] if args.quick else []) + \
+        (["--rounds", str(args.rounds)] if args.rounds else []) + (["--only", args.only] if args.only else [])
+    result: dict = {"benchmark": "cpu_rows", "quick": args.quick, "threads": threads,
+                    "rounds": args.rounds or (3 if args.quick else 31), "budget_s": args.budget_s, "settle_s": args.settle_s,
+                    "ratio": "their time / ours (above 1: we are faster)", "ratio_statistic": RATIO_STATISTIC,
+                    "thread_limits": {}}
+    if not args.no_compile:
+        result["attention_f16_parallel_build"] = attention_f16_parallel_compile(args.quick)
+    compiles = {}
+    for t in threads:
+        measured = run_threads(passed, t)
+        result["thread_limits"][f"threads_{t}"] = measured.pop("limits")
+        for name, row in measured.items():
+            compiles.setdefault(name, row.pop("compile"))
+            entry = result.setdefault(name, {"bound": row["bound"], "errors": row["errors"]})
+            entry[f"threads_{t}"] = row[f"threads_{t}"]
+    for name in compiles:
+        row = result[name]
         row["ratio"] = row[f"threads_{threads[0]}"]["vs_torch"]
         row["reference"] = "torch CPU"
         row["target_ratio"] = 1.0
-        result[name] = row
-        print(name, {t: row[f"threads_{t}"] for t in threads}, file=sys.stderr, flush=True)
     whole, par = result.get("softmax_whole"), result.get("softmax_parallel")
     if whole and par:
         t = threads[0]
-        result["softmax_spellings_ratio"] = round(whole[f"threads_{t}"]["cpu_ms"] / par[f"threads_{t}"]["cpu_ms"], 2)
+        result["softmax_spellings_ratio"] = round(whole[f"threads_{t}"]["ours_ms"] / par[f"threads_{t}"]["ours_ms"], 2)
     result["compile"] = {k: {f: round(v, 4) if isinstance(v, float) else v for f, v in r.items()}
                          for k, r in compiles.items()}
     finish(result, args)

@@ -3,7 +3,8 @@
 The rewrite on small functions, run as Python against the loop it replaces: free variables become arguments,
 globals and builtins do not, a loop whose body assigns a name used outside it (a carried value) or returns stays
 as it is, loops inside branches and several loops in one function are each outlined, the iterations are split
-into at most CHUNKS consecutive chunks, a buffer every iteration allocates is allocated once per chunk. Then a kernel of two parallel loops over rows fewer than, not divisible by and more than
+into at most CHUNKS consecutive chunks, a buffer every iteration allocates is allocated once per chunk (once before the loop in the serial build, and
+none when the loop has no iteration). Then a kernel of two parallel loops over rows fewer than, not divisible by and more than
 the chunks, against NumPy, on the serial and parallel builds.
 """
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pytest
 import intent_trace as intent
 from intent_trace import I
 from intent_trace.oracle.numba import target as cpu_target
-from intent_trace.oracle.numba.outline import CHUNKS, outline
+from intent_trace.oracle.numba.outline import CHUNKS, hoist_buffers, outline
 
 GLOBALS = {"np", "R", "prange", "K0"}
 
@@ -34,6 +35,17 @@ def _run(source: str, **env):
     scope = {"np": np, "prange": range, "K0": 10, "R": Runtime, **env}
     exec(source, scope)  # noqa: S102 (test-built source)
     return scope
+
+
+def _counting_runtime(calls: list):
+    """:class:`Runtime` whose ``alloc_empty`` appends each shape it allocates to ``calls``."""
+    class CountingRuntime(Runtime):
+        @staticmethod
+        def alloc_empty(shape, dtype):
+            calls.append(shape)
+            return np.empty(shape, dtype)
+
+    return CountingRuntime
 
 
 def _forms(out, lines, params="a, y, n"):
@@ -132,12 +144,7 @@ def test_a_buffer_every_iteration_allocates_is_allocated_once_per_call():
     assert "b = R.alloc_empty((ext1,), np.int64)" in head
     assert "c = R.alloc_empty" in loop and "d = R.alloc_empty" in loop  # a body extent; after its size check
     calls = []
-
-    class FakeRuntime(Runtime):
-        @staticmethod
-        def alloc_empty(shape, dtype):
-            calls.append(shape)
-            return np.empty(shape, dtype)
+    FakeRuntime = _counting_runtime(calls)
 
     for form, source in _forms(out, lines, "a, y, n, ext1, limit").items():
         calls.clear()
@@ -146,3 +153,46 @@ def test_a_buffer_every_iteration_allocates_is_allocated_once_per_call():
         assert np.array_equal(y, a * 2 + 1)
         per_call = 600 if form == "loop" else CHUNKS
         assert calls.count((3,)) == per_call + 600  # b once per chunk; d (after its check) once per iteration
+
+
+def test_the_serial_build_allocates_a_per_iteration_buffer_once_and_none_without_iterations():
+    """hoist_buffers: the buffers outline would hoist, before the loop; the one after a size check, and every
+    loop that carries a value, as they are. A loop of no iteration allocates nothing (its extents were checked
+    only where a row runs)."""
+    lines = ["    for i in prange(n):", "        b = R.alloc_empty((ext1,), np.int64)", "        b[0] = a[i]",
+             "        e = np.float64(ext1)", "        if e * 8 > limit:", "            continue",
+             "        d = R.alloc_empty((ext1,), np.int64)", "        d[0] = b[0] + 1", "        y[i] = d[0]",
+             "    s = 0", "    for j in prange(n):", "        c = R.alloc_empty((ext1,), np.int64)",
+             "        c[0] = j", "        s = s + c[0]", "    y[0] = y[0] + s"]
+    serial = "\n".join(hoist_buffers("f", ["a", "y", "n", "ext1", "limit"], lines, GLOBALS))
+    assert "    b = R.alloc_empty((ext1 if n > 0 else 0,), np.int64)\n    for i in prange(n):" in serial
+    assert "        d = R.alloc_empty((ext1,), np.int64)" in serial  # after its size check
+    assert "        c = R.alloc_empty((ext1,), np.int64)" in serial  # the loop carries s
+    calls = []
+    FakeRuntime = _counting_runtime(calls)
+
+    for n in (0, 1, 600):
+        calls.clear()
+        a, y = np.arange(n, dtype=np.int64), np.zeros(max(n, 1), np.int64)
+        _run(f"def f(a, y, n, ext1, limit):\n{serial}", R=FakeRuntime)["f"](a, y, n, 3, 1 << 30)
+        want = a + 1
+        if n:
+            want[0] += n * (n - 1) // 2
+        assert np.array_equal(y[:n], want), n
+        assert calls.count((0,)) == (n == 0) and calls.count((3,)) == 2 * n + (n > 0)
+
+
+def test_no_rows_allocate_no_row_buffer():
+    """A row kernel over 0 rows of 2^40 columns: its row buffer (4 TiB) is neither checked nor allocated, on
+    either build, and the call returns."""
+    @intent.kernel
+    def centre(x: I.In[I.f32, ("M", "N")], y: I.Out[I.f32, ("M", "N")]):
+        c = x[:, :] - I.reshape(I.reduce.sum(x[:, :], axis=1) / I.cast(x.shape[1], I.f32), (x.shape[0], 1))
+        y[:, :] = c * c
+
+    x = np.empty((0, 1 << 40), np.float32)
+    y = np.empty((0, 1 << 40), np.float32)
+    exe = intent.compile(centre, target="cpu")
+    assert "if ext0 > 0 else 0" in exe.source.split("def kernel(")[1].split("def kernel_parallel")[0]
+    exe(x, y)
+    exe.module.kernel_parallel(x, y, 0, 1 << 40, 1 << 62, np.zeros(4, np.int64))

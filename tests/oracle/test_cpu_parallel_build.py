@@ -65,6 +65,31 @@ def test_cpu_threshold_picks_the_serial_build_below_and_the_parallel_build_at_it
     assert exe._pick(at) is exe.module.kernel_parallel
 
 
+def test_cpu_one_thread_runs_the_serial_build_at_any_size(monkeypatch):
+    """With one thread (``numba.set_num_threads(1)``, or ``NUMBA_NUM_THREADS=1`` before Numba's pool starts) the
+    parallel build would only add its scheduling: the serial build runs, with the same results; two threads
+    again, the parallel build."""
+    import numba
+    from numba.np.ufunc import parallel
+
+    exe = intent.compile(scale_add, target="cpu")
+    x = np.arange(THRESHOLD, dtype=np.float32)
+    before = numba.get_num_threads()  # starts the pool
+    try:
+        numba.set_num_threads(1)
+        assert exe._pick([x, x]) is exe.module.kernel
+        y = np.zeros_like(x)
+        exe(x, y)
+        assert np.array_equal(y, x * np.float32(3) + np.float32(1))
+        numba.set_num_threads(2 if numba.config.NUMBA_NUM_THREADS >= 2 else 1)
+        assert (exe._pick([x, x]) is exe.module.kernel_parallel) == (numba.config.NUMBA_NUM_THREADS >= 2)
+    finally:
+        numba.set_num_threads(before)
+    monkeypatch.setattr(parallel, "_is_initialized", False)  # as before the pool starts: NUMBA_NUM_THREADS decides
+    monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", 1)
+    assert exe._pick([x, x]) is exe.module.kernel
+
+
 def test_cpu_pointwise_nest_above_the_threshold():
     x = np.arange(THRESHOLD // 2 + 16, dtype=np.float32) - 1000
     y = np.zeros_like(x)

@@ -121,10 +121,14 @@ def test_both_softmax_spellings_get_one_loop_nest_over_rows():
     assert _loop_skeleton(whole, "body_0") == [(4, "range")] + skeleton[1:]  # rows _lo .. _hi, then the same
     for source in (whole, parallel):
         assert _loop_skeleton(source, "kernel_parallel") == [(4, "prange")]  # over chunks of rows
-        # no M x N temporary: the kernels allocate nothing outside the loop over rows (row buffers are allocated
-        # in it, or once per chunk of rows at the top of an outlined body, outline.py)
+        # no M x N temporary: outside the loop over rows the kernels allocate nothing but one row buffer (the
+        # serial build's, before its loop over rows; the parallel build's at the top of an outlined body, once
+        # per chunk of rows, outline.py), of the row's length and none when there is no row
         for function in ("kernel", "kernel_parallel"):
-            assert not re.search(r"^    \w+ = (R\.alloc_\w+|np\.(empty|full|zeros))\(", _function(source, function), re.M)
+            allocations = re.findall(r"^    \w+ = (?:R\.alloc_\w+|np\.(?:empty|full|zeros))\((.*)$",
+                                     _function(source, function), re.M)
+            assert len(allocations) == (function == "kernel"), (function, allocations)
+            assert all(re.fullmatch(r"\(ext1 if \w+ > 0 else 0,\), np\.float32\)", a) for a in allocations)
 
 
 def test_row_groups_form_only_where_a_row_reduction_feeds_the_row():

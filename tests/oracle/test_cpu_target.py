@@ -193,3 +193,41 @@ def test_cpu_parallel_build_offsets_region_slices_with_signed_arithmetic():
     assert exe._pick([x, y]) is exe.module.kernel_parallel
     exe(x, y)
     np.testing.assert_allclose(y, np.cumsum(x), rtol=0, atol=1e-9)
+
+
+@intent.kernel
+def scale_rows(x: I.In[I.f32, ("M", "N")], y: I.Out[I.f32, ("M", "N")]):
+    y[:, :] = x[:, :] * 2.0
+
+
+def test_cpu_a_bound_layout_is_remembered_and_every_other_is_checked_again():
+    """Calls whose arguments are all NumPy arrays reuse the binding of a layout (dtype, shape, strides,
+    writeability) seen before; a layout not seen before is bound and checked as on a first call, one that
+    fails is never remembered, and a kernel with a scalar parameter binds every call."""
+    exe = intent.compile(scale_rows, target="cpu")
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    for _ in range(2):
+        y = np.zeros_like(x)
+        exe(x, y)
+        assert np.array_equal(y, x * 2) and len(exe._layouts) == 1
+    wide = np.arange(20, dtype=np.float32).reshape(4, 5)
+    y = np.zeros_like(wide)
+    exe(wide, y)  # other extents
+    assert np.array_equal(y, wide * 2) and len(exe._layouts) == 2
+    strided = np.arange(24, dtype=np.float32).reshape(3, 8)[:, ::2]  # the same shape, other strides
+    y = np.zeros_like(x)
+    exe(strided, y)
+    assert np.array_equal(y, strided * 2) and len(exe._layouts) == 3
+    frozen = np.zeros_like(x)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        exe(x, frozen)
+    with pytest.raises(ValueError, match="disagrees"):
+        exe(x, np.zeros((3, 5), np.float32))
+    with pytest.raises(TypeError, match="dtype"):
+        exe(x.astype(np.float64), np.zeros_like(x))
+    assert len(exe._layouts) == 3 and not frozen.any()
+    scaled = intent.compile(axpy, target="cpu")
+    ys = np.ones(4, np.float32)
+    scaled(np.arange(4, dtype=np.float32), ys, 3.0)
+    assert np.array_equal(ys, np.arange(4, dtype=np.float32) * 3 + 1) and not scaled._layouts

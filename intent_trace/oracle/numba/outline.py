@@ -19,7 +19,8 @@ call would cost it compile time (Numba links the callee's code into the caller a
 and buy nothing.
 
 A buffer each iteration allocates at the top of the body, of extents fixed on entry, is allocated once per call
-instead (:func:`_per_iteration_buffer`): a row kernel's row buffers, once per chunk of rows.
+instead (:func:`_per_iteration_buffer`): a row kernel's row buffers, once per chunk of rows; in the serial build,
+once before the loop (:func:`hoist_buffers`).
 
 A loop is left as it is where outlining would change its meaning: when its body assigns a name used outside
 it (a value carried across iterations or out of the loop), returns, or its ``prange`` has other than one
@@ -117,8 +118,39 @@ def _limit_check(stmt) -> bool:
     return isinstance(stmt, ast.If) and "limit" in _names([stmt.test])
 
 
+def _hoisted(loop) -> list:
+    """The statements of ``loop``'s body that allocate a :func:`_per_iteration_buffer` not checked just before."""
+    return [stmt for before, stmt in zip([None, *loop.body], loop.body)
+            if _per_iteration_buffer(stmt) and not _limit_check(before)]
+
+
 def _statements(source: str) -> list:
     return ast.parse(source).body
+
+
+def hoist_buffers(name: str, params: list, lines: list, module_names: set) -> list:
+    """The serial build's body ``lines`` with each top-level loop's per-iteration buffers allocated once before
+    the loop, as an outlined body allocates them once per chunk (the loops :func:`outline` would outline; the
+    others as they are): in the serial build a row kernel allocated and freed a row buffer per row (layer norm
+    4096x1024: 2.33 ms against the parallel build's 1.81 on one thread)."""
+    with _AST_LOCK:
+        fn = _statements(f"def {name}({', '.join(params)}):\n" + "\n".join(lines))[0]
+        known = set(module_names) | set(dir(builtins))
+        moved = False
+        for stmts, k, loop in reversed(list(_loops(fn.body))):  # last first: the indices stay valid
+            hoisted = _hoisted(loop) if _free_variables(fn, loop, known) is not None else []
+            if hoisted:
+                loop.body = [stmt for stmt in loop.body if stmt not in hoisted]
+                runs = ast.unparse(loop.iter.args[0])
+                for stmt in hoisted:  # no iteration, no buffer: its size was checked only where a row runs
+                    shape = stmt.value.args[0]
+                    shape.elts = [_statements(f"({ast.unparse(e)} if {runs} > 0 else 0)")[0].value
+                                  for e in shape.elts]
+                stmts[k:k] = hoisted
+                moved = True
+        if not moved:
+            return lines
+        return ["    " + line for stmt in fn.body for line in ast.unparse(stmt).splitlines()]
 
 
 def outline(name: str, params: list, lines: list, module_names: set) -> Outlined | None:
@@ -141,8 +173,7 @@ def _outline(name: str, params: list, lines: list, module_names: set) -> Outline
         extent = ast.unparse(loop.iter.args[0])
         func = _statements(f"def {helper}({', '.join(('_lo', '_hi', *free))}):\n"
                            f"    for {loop.target.id} in range(_lo, _hi):\n        pass")[0]
-        hoisted = [stmt for before, stmt in zip([None, *loop.body], loop.body)
-                   if _per_iteration_buffer(stmt) and not _limit_check(before)]
+        hoisted = _hoisted(loop)
         func.body[0].body = [stmt for stmt in loop.body if stmt not in hoisted]
         func.body[:0] = hoisted
         helpers.append(ast.unparse(func))
