@@ -120,19 +120,6 @@ def _x86_nans(inner: str, name: str, d, arity: int) -> str:
             f"return r == r ? r : {to_float}(q | {quiet_bit}); }}")
 
 
-def _select_minmax(name: str, family: str, d) -> str:
-    """``max``/``min`` of two floats as selects with the C body's rules (IEEE 754-2019 maximum/minimum: a NaN
-    operand wins, the first one, its bits unchanged; -0 < +0): nvcc made each of the C body's early returns a branch
-    region, three per element of a row's max fold, whose combines are one dependent chain."""
-    t, _, to_bits, _, _ = _NAN_BITS[d.name]
-    shift = 31 if d.name == "f32" else 63
-    zero, cmp = ("b : a", ">") if family == "max" else ("a : b", "<")
-    # each case a select over the value so far, the rules' order reversed (the first rule that applies wins)
-    return (f"{DEVICE.function} {t} {name}({t} a, {t} b) {{ {t} r = a {cmp} b ? a : b; "
-            f"r = (a == 0) & (b == 0) ? (({to_bits}(a) >> {shift}) ? {zero}) : r; r = b != b ? b : r; "
-            f"return a != a ? a : r; }}")
-
-
 # T4 functions (T10): on f32, and on f16/bf16 computed in f32 and rounded once, a helper calls CUDA's precise
 # single-precision library function (``expf``, ``erff``, ``tanhf``, ...; c.CUDA_F32_MATH), never a double-precision
 # one (the main cost of softmax, log-softmax and GELU on the H200: f64 throughput is a fraction of f32's) and never
@@ -207,8 +194,6 @@ def helper_source(name: str, family: str, dtypes: tuple, ret, args: tuple) -> st
         converted = _hardware_conversion(name, family, dtypes)
         if converted is not None:
             return converted
-    if family in ("max", "min") and ret.name in _NAN_BITS and dtypes == (ret,) and args == (ret, ret):
-        return _select_minmax(name, family, ret)
     if family in _X86_NANS and ret.name in _NAN_BITS and all(a == ret for a in args):
         inner = c.helper_source(f"{name}_ieee", family, dtypes, ret, args, DEVICE)
         return None if inner is None else _x86_nans(inner, name, ret, len(args))
