@@ -8,9 +8,7 @@ contiguous run of ``ceil(tiles / G)`` tiles. In a tile, thread ``tx`` owns the U
 threads' totals in thread order (warp shuffles up, then the warps' totals through shared memory): each thread gets
 the combine of every element before its run, the block the tile's total. Two kernels, launched in order:
 
-1. **the totals**: each block folds its tiles in order into its total, stored in the workspace ``W``; block
-   ``bx`` takes run ``G - 1 - bx``, so the runs read last are the ones the scan's first blocks read again
-   (while they are still in L2);
+1. **the totals**: each block folds its tiles in order into its total, stored in the workspace ``W``;
 2. **the scan**: each block combines the totals of the blocks before it, in order (its threads fold runs of the
    totals, scanned the same way), then scans each of its tiles: a thread's running value starts from the block's
    carry combined with its exclusive prefix, and each element's prefix is written as it is combined (before it
@@ -150,9 +148,7 @@ class ScanEmitter(ReduceEmitter):
         self.ident = [self.assign(self.elem(v, []), "x") for v in leaf_values(self.operand(scan.inputs[1]),
                                                                                Aggregate)]
         g = self.assign(plan.grid(), "g")
-        # the totals kernel takes the runs from the last: the runs it reads last, the scan kernel's first
-        # blocks read again while they are still in L2 (blocks start roughly in index order)
-        b = self.assign("T.Cast('int64', bx)" if final else f"{g} - T.int64(1) - T.Cast('int64', bx)", "b")
+        b = self.assign("T.Cast('int64', bx)", "b")
         per = self.assign(f"T.ceildiv({plan.tiles()}, {g})", "q")
         count = self.assign(f"T.max(T.min({per}, {plan.tiles()} - {b} * {per}), T.int64(0))", "n")
         # the source's reads of a thread's run, in registers from the fold to the prefixes (emulated, every
@@ -205,7 +201,7 @@ class ScanEmitter(ReduceEmitter):
         if not final:
             with self.first_thread():
                 for w, c in zip(self.totals, carry):
-                    self.line(f"{w}[{b}] = {c}")
+                    self.line(f"{w}[bx] = {c}")
         self.node = None
 
     def _items(self, j: str) -> list:
