@@ -108,10 +108,11 @@ def test_bias_relu_is_fused_into_the_tensor_core_program_before_its_one_store():
         assert p.index(column) < p.index(f"T.call_extern('float32', 'it_decode_f16', p2[en_c{c}])") < loop
         # the serial program's helpers on each accumulator, into the thread's 8 results
         add = f"t3_c{c} = T.call_extern('float32', 'it_add_f32', fa[0], t2_c{c})"
-        assert loop < p.index(f"fa[0] = a_l[{c}]") < p.index(add) < p.index(f"o_l[{c}] = T.reinterpret(T.call_extern("
-                                                                             f"'uint16', 'it_encode_f16', t5_c{c}), "
-                                                                             "'float16')")
-    assert p.count("p2[") == 8 and "'it_max_f32'" in p
+        # the ReLU's max, then the cast to f16 and its encode as one rounding (cuda_epilogue_helpers)
+        relu = f"t4_c{c} = T.call_extern('float32', 'it_max_f32', t3_c{c}, K0)"
+        store = f"o_l[{c}] = T.reinterpret(T.call_extern('uint16', 'it_cast_encode_f32_f16', t4_c{c}), 'float16')"
+        assert loop < p.index(f"fa[0] = a_l[{c}]") < p.index(add) < p.index(relu) < p.index(store)
+    assert p.count("p2[") == 8 and "'it_cast_f32_f16'" not in p and "'it_encode_f16'" not in p
     assert "for c in T.vectorized(8):\n                C_s[ei, cx + c] = o_l[c]" in p
     assert p.count("C[") == 1 and "T.copy(C_s, C[by * 128, bx * 256])" in p  # the one store
     # any M; N and K in whole 16-byte rows
@@ -145,7 +146,7 @@ def test_an_f32_output_is_finished_in_place_and_scalars_and_row_terms_are_operan
 def test_bf16_residual_and_vendor_math_epilogue_lowers():
     p = _spec(mm_residual_bf16).program
     assert "'bfloat16'" in p and "'it_tanh_f32'" in p and "p2: T.Tensor((d0, d2,), 'uint16')" in p
-    assert "T.reinterpret(T.call_extern('uint16', 'it_encode_bf16'" in p
+    assert "T.reinterpret(T.call_extern('uint16', 'it_cast_encode_f32_bf16'" in p and "'it_cast_f32_bf16'" not in p
     assert "wgmma" in cuda_source(p)
 
 
@@ -339,7 +340,7 @@ def test_emulated_program_is_the_one_the_c_target_runs_under_the_plugin():
     emulated = p[p.index("cx = tx"):p.index("for oi, oj")]
     for c in range(8):  # the same lanes, hoisting and element code (the C target keeps f16 as its bits)
         assert f"p2[en_c{c}]" in emulated
-        assert f"o_l[{c}] = T.call_extern('uint16', 'it_encode_f16', t5_c{c})" in emulated
+        assert f"o_l[{c}] = T.call_extern('uint16', 'it_cast_encode_f32_f16', t4_c{c})" in emulated
     shape = [x.strip() for x in loop.splitlines() if x.strip().startswith(("for ir", "ei =", "cx =", "en_c"))]
     assert shape and shape == [x.strip() for x in emulated.splitlines()
                                if x.strip().startswith(("for ir", "ei =", "cx =", "en_c"))]

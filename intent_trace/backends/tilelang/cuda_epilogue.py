@@ -26,14 +26,16 @@ import re
 
 import attrs
 
+from ... import types as DT
 from ...graph import ops
 from ...graph.patterns import match
 from ...graph.traits import POINTWISE
 from ...graph.values import KernelGraph, Var
 from .cuda_access import APPROXIMATE_DIV
 from .emitter import Lazy, Scalar, TileLangEmitter, View
+from .cuda_epilogue_helpers import CAST_ENCODE
 from .rules import REJECTED, RULES
-from .scalar_rules import tir_dtype
+from .scalar_rules import call, tir_dtype
 from .views import encode
 
 #: What an epilogue computes with besides reads: pointwise math, and the broadcasts and reshapes that align a
@@ -115,7 +117,7 @@ def epilogue_nodes(graph: KernelGraph, contract, write, operand_reads, prologue=
 
 
 def element_code(graph: KernelGraph, target, env: dict, contract_var: Var, acc: str | None, index: list,
-                 written: Var, out_view: View, reinterpret: str | None) -> Element | None:
+                 written: Var, out_view: View, reinterpret: str | None, rounded: Var | None = None) -> Element | None:
     """The epilogue's element code: the graph's nodes (but the write) run by the shared emitter with the
     contraction's value bound to ``acc`` (the accumulator element) and evaluated at ``index`` (the element's output
     coordinates, already clamped in bounds). ``value`` is encoded for ``out_view``'s storage; ``reinterpret`` names
@@ -123,7 +125,10 @@ def element_code(graph: KernelGraph, target, env: dict, contract_var: Var, acc: 
     anything but straight-line element code (a buffer, a check, a loop).
 
     ``acc=None`` (the C target's emulation, :func:`emulated`): the contraction is the shared emitter's own too, its
-    element the serial program's loop over K (the serial program's bits), so the only loop allowed is that one."""
+    element the serial program's loop over K (the serial program's bits), so the only loop allowed is that one.
+
+    ``rounded``: the f32 value whose cast is ``written`` (:func:`.cuda_epilogue_helpers.rounded_store`): the cast is
+    not emitted and the store rounds and encodes that value in one helper (``target`` must define its family)."""
     em = TileLangEmitter(graph, target, RULES, REJECTED, checks=False)
     for k, ev in enumerate(graph.extents):
         em.env[ev] = Scalar(f"d{k}")
@@ -132,8 +137,8 @@ def element_code(graph: KernelGraph, target, env: dict, contract_var: Var, acc: 
     em.depth = 0
     shape = tuple(f"d{graph_extent(graph, e)}" for e in contract_var.type.shape)
     for node in graph.body.nodes:
-        if node.op is ops.write:
-            continue
+        if node.op is ops.write or (rounded is not None and written in node.outputs):
+            continue  # the write; a cast the store makes itself
         if contract_var in node.outputs and acc is not None:
             em.env[contract_var] = Lazy(shape, lambda idx: acc)
             continue
@@ -144,8 +149,11 @@ def element_code(graph: KernelGraph, target, env: dict, contract_var: Var, acc: 
             return None  # it would be held in a buffer
         em.run_node(node)
     setup = len(em.lines)
-    value = em.elem(em.env[written], list(index))
-    stored = encode(em, out_view, value)
+    if rounded is not None:
+        value = em.elem(em.env[rounded], list(index))
+        stored = call(em, CAST_ENCODE, (DT.f32, out_view.dtype), DT.u16, (DT.f32,), value)
+    else:
+        stored = encode(em, out_view, em.elem(em.env[written], list(index)))
     if reinterpret is not None:
         stored = f"T.reinterpret({stored}, {reinterpret!r})"
     body, before = em.lines[setup:], em.lines[:setup]  # before: the extents' products a reshape names

@@ -34,7 +34,7 @@ from ...graph import ops
 from ...graph.patterns import any_, any_of, match, pat, producers
 from ...graph.values import KernelGraph
 from ...schedule.prologue import extent_index, extent_vars, prologue
-from . import cuda, cuda_epilogue, cuda_matmul_nan
+from . import cuda, cuda_epilogue, cuda_epilogue_helpers, cuda_matmul_nan
 from .cuda_access import REJECT, Specialization, full_axes, view_access
 
 # the TIR dtype of each operand and output dtype the programs take (tiles hold f16/bf16 as themselves)
@@ -372,8 +372,10 @@ def _fused_epilogue(graph: KernelGraph, target, match: MatmulMatch, t: MatmulTil
     out = TIR_DTYPE[match.out]
     index = ["eb", "em", "en"] if match.batch is not None else ["em", "en"]
     out_view = env[graph.params[match.c].var]
-    code = cuda_epilogue.element_code(graph, target, env, match.contract, "fa[0]", index,
-                                      match.written, out_view, out if narrow else None)
+    # the epilogue's own max/min bodies and one rounding of a written cast (cuda_epilogue_helpers)
+    rounded = cuda_epilogue_helpers.rounded_store(graph, match.written, out_view.dtype)
+    code = cuda_epilogue.element_code(graph, cuda_epilogue_helpers.epilogue_target(target), env, match.contract,
+                                      "fa[0]", index, match.written, out_view, out if narrow else None, rounded)
     if code is None:
         return None
     fix = cuda_matmul_nan.element_fix(graph, target, match, t)
@@ -406,8 +408,9 @@ def emulated(graph: KernelGraph, target, config: MatmulTiling | None = None) -> 
     params, env = cuda_epilogue.declare_params(graph, target, {})
     out_view = env[graph.params[match.c].var]
     index = ["eb", "em", "en"] if match.batch is not None else ["em", "en"]
-    code = cuda_epilogue.element_code(graph, target, env, match.contract, "fa[0]", index, match.written,
-                                      out_view, None)
+    rounded = cuda_epilogue_helpers.rounded_store(graph, match.written, out_view.dtype)
+    code = cuda_epilogue.element_code(graph, cuda_epilogue_helpers.epilogue_target(target), env, match.contract,
+                                      "fa[0]", index, match.written, out_view, None, rounded)
     if code is None:
         return None
     m, n, nbx, nby = f"d{match.m}", f"d{match.n}", f"T.ceildiv(d{match.n}, T.int64({t.tn}))", \
