@@ -80,6 +80,30 @@ def test_the_program_is_an_sgemm_on_cuda_cores_at_any_extents():
         assert "*(float4*)(a + (h" in source  # the fragments: 16-byte shared loads
 
 
+def test_a_prefetching_program_loads_each_k_s_fragments_before_the_previous_k_s_products():
+    """CUTLASS's SIMT mainloop (``SimtTiling.prefetch``): fragments in two register slots, k + 1's loaded before k's
+    multiply-adds; the tile's last k's multiply-adds after the barrier and the next tile's first fragments."""
+    t = cuda_matmul_simt.SimtTiling(8, 2, True)
+    for spec in cuda_matmul_simt.simt(matmul_f32.trace(), targets.CUDA, t):
+        p = spec.program
+        assert "a = T.alloc_local((16,), 'float32')" in p and p.count("T.sync_threads()") == 2
+        loop = p[p.index("for ko in"):p.index("nan_l[0] = 0")]
+        steps = loop.index("for kk in T.unroll(7):")
+        ahead = loop.index("a[(kk + 1) % 2 * 8 + h * 4 + v] = A_s[ko % 2, kk + 1, ")
+        assert steps < ahead < loop.index("'fmaf', a[kk % 2 * 8 + i], b[kk % 2 * 8 + j], ")
+        barrier = loop.index("T.sync_threads()")
+        assert loop.index("A_s[(ko + 1) % 2, tx % 2 * 4 + 8 * l + v, tx // 2] = ga[") < barrier
+        assert barrier < loop.index("a[0 * 8 + h * 4 + v] = A_s[(ko + 1) % 2, 0, ") < loop.index(
+            "'fmaf', a[1 * 8 + i], b[1 * 8 + j], ")
+        # the first tile's first fragments, after the first barrier
+        assert p.index("T.sync_threads()") < p.index("a[0 * 8 + h * 4 + v] = A_s[0, 0, ") < p.index("for ko in")
+        assert spec.part.param("pipelining").endswith("fragments double-buffered in registers")
+    (emulated, _) = cuda_matmul_simt.simt(matmul_f32.trace(), targets.C, t)
+    # registers that live across a barrier are a row a thread; the loop's two phases, a thread at a time each
+    assert "a = T.alloc_local((4096,), 'float32')" in emulated.program
+    assert emulated.program.count("for tx in T.serial(256):") == 6
+
+
 def test_the_emulated_program_is_the_cuda_one_a_thread_at_a_time():
     vector, element = cuda_matmul_simt.simt(matmul_f32.trace(), targets.C)
     for spec in (vector, element):
@@ -91,14 +115,19 @@ def test_the_emulated_program_is_the_cuda_one_a_thread_at_a_time():
     assert vector.aligned == ((1, 4), (2, 4)) and not element.aligned
 
 
-def test_the_programs_assemble_for_sm90a_without_spills(tmp_path):
-    """The local nvcc: no spills, registers within the occupancy the program asks for (``min_blocks`` blocks of 256
-    threads an SM), 16-byte shared loads for the fragments and (K, N multiples of 4) global loads, 64 FMAs a k."""
+def _name(t) -> str:
+    return f"tk{t.tk}-{t.min_blocks}blocks" + ("-prefetch" if t.prefetch else "")
+
+
+@pytest.mark.parametrize("t", cuda_matmul_simt.CANDIDATES, ids=_name)
+def test_the_programs_assemble_for_sm90a_without_spills(tmp_path, t):
+    """The local nvcc, for each tiling tools/simt_ab.py times: no spills, registers within the occupancy the program
+    asks for (``min_blocks`` blocks of 256 threads an SM), 16-byte shared loads for the fragments (prefetching: one
+    more k's, the first tile's) and (K, N multiples of 4) global loads, 64 FMAs a k."""
     nvcc, ptxas = shutil.which("nvcc"), shutil.which("ptxas") or "/usr/local/cuda/bin/ptxas"
     if nvcc is None:
         pytest.fail("nvcc is not on PATH")
-    t = cuda_matmul_simt.SIMT
-    for k, spec in enumerate(cuda_kernels.specializations(matmul_f32.trace(), targets.CUDA)):
+    for k, spec in enumerate(cuda_matmul_simt.simt(matmul_f32.trace(), targets.CUDA, t)):
         path = tmp_path / f"simt{k}.cu"
         path.write_text(cuda_source(spec.program))
         import tilelang
@@ -114,7 +143,7 @@ def test_the_programs_assemble_for_sm90a_without_spills(tmp_path):
         assert int(re.search(r"(\d+) bytes spill stores", r.stderr).group(1)) == 0, r.stderr
         assert int(re.search(r"Used (\d+) registers", r.stderr).group(1)) <= 65536 // (256 * t.min_blocks)
         ptx = (tmp_path / f"simt{k}.cu.ptx").read_text()
-        assert ptx.count("ld.shared.v4.f32") == 4 * t.tk and ptx.count("fma.rn.f32") == 64 * t.tk
+        assert ptx.count("ld.shared.v4.f32") == 4 * (t.tk + t.prefetch) and ptx.count("fma.rn.f32") == 64 * t.tk
         assert ptx.count("ld.global.nc.v4.f32") == (4 if k == 0 else 0)  # A and B, first tile and the loop's
         assert "mma" not in ptx and "tf32" not in ptx
 
@@ -203,11 +232,11 @@ def test_wrong_dtype_and_extents_leave_the_output_unchanged(compiled):
     assert np.all(c == 5.0)
 
 
-@pytest.mark.parametrize("tiling", [cuda_matmul_simt.SimtTiling(16, 1), cuda_matmul_simt.SimtTiling(8, 1)],
-                         ids=["tk16", "tk8-one-block"])
-@pytest.mark.parametrize("m,k,n", [(257, 36, 132), (130, 37, 129)], ids=["16-byte", "elements"])
+@pytest.mark.parametrize("tiling", [t for t in cuda_matmul_simt.CANDIDATES if t != cuda_matmul_simt.SIMT], ids=_name)
+@pytest.mark.parametrize("m,k,n", [(257, 36, 132), (130, 37, 129), (3, 8, 5)], ids=["16-byte", "elements", "one-tile"])
 def test_the_tilings_tools_simt_ab_compares_are_right_too(monkeypatch, tiling, m, k, n):
-    """Any tiling the A/B tool may pick (cuda_matmul_simt.SIMT): the emulated program within T5's bound at tails."""
+    """Any tiling the A/B tool may pick (cuda_matmul_simt.SIMT): the emulated program within T5's bound at tails, and
+    with one tile of K (prefetching: no next tile's fragments)."""
     monkeypatch.setattr(cuda_matmul_simt, "SIMT", tiling)
     monkeypatch.setitem(targets.TARGETS, "tilelang-c", EMULATED)
     monkeypatch.setattr(tl_target, "_EXECUTABLES", {})

@@ -51,10 +51,18 @@ class SimtTiling:
 
     tk: int = 8
     min_blocks: int = 2
+    #: fragments double-buffered in registers (CUTLASS's SIMT mainloop): each k's fragments are loaded while the
+    #: previous k's multiply-adds run, and the next tile's first fragments right after the barrier, before the
+    #: tile's last multiply-adds, so no multiply-add waits on a shared load at a tile's start
+    prefetch: bool = False
 
 
 #: the tiling the programs use (tools/simt_ab.py compares others on the GPU)
 SIMT = SimtTiling()
+#: the tilings tools/simt_ab.py times side by side (tests run each emulated and assemble each for sm_90a): tk 16 at
+#: two blocks an SM spills (ptxas: 12 bytes), so only one block an SM at tk 16
+CANDIDATES = (SIMT, SimtTiling(8, 2, True), SimtTiling(16, 1), SimtTiling(16, 1, True), SimtTiling(8, 1),
+              SimtTiling(8, 1, True))
 
 # a thread's place in the 16 x 16 grid of 4 x 4 groups: warp w = tx // 32 covers ty 4 (w // 2) .. +3, tc 8 (w % 2) .. +7
 _TY, _TC = "(tx // 64 * 4 + tx % 32 // 8)", "(tx // 32 % 2 * 8 + tx % 8)"
@@ -121,6 +129,26 @@ class _Program:
                 f"    for v in {self.vec}(4):",
                 f"        B_s[{buf}, tx // 32 + 8 * l, tx % 32 * 4 + v] = gb[l * 4 + v]"]
 
+    def reg(self, name: str, at: str) -> str:
+        """Fragment register ``name[at]`` of a prefetching program (emulated: of thread ``tx``'s row, since the
+        registers live across a barrier)."""
+        return f"{name}[tx * {2 * PER} + {at}]" if self.emulated else f"{name}[{at}]"
+
+    def fragments(self, buf: str, kk: str, slot: str) -> list:
+        """Value ``kk`` of shared buffer ``buf``'s fragments (two float4 of A's rows, two of B's columns) into
+        fragment slot ``slot``."""
+        return ["for h in T.unroll(2):",
+                f"    for v in {self.vec}(4):",
+                f"        {self.reg('a', f'{slot} * 8 + h * 4 + v')} = A_s[{buf}, {kk}, {_TY} * 4 + h * 64 + v]",
+                f"    for v in {self.vec}(4):",
+                f"        {self.reg('b', f'{slot} * 8 + h * 4 + v')} = B_s[{buf}, {kk}, {_TC} * 4 + h * 64 + v]"]
+
+    def products(self, slot: str) -> list:
+        """The 64 fused multiply-adds of fragment slot ``slot``."""
+        a, b = self.reg("a", f"{slot} * 8 + i"), self.reg("b", f"{slot} * 8 + j")
+        return [f"for i in T.unroll({PER}):", f"    for j in T.unroll({PER}):",
+                f"        {self.acc()} = T.call_extern('float32', 'fmaf', {a}, {b}, {self.acc()})"]
+
     def step(self, buf: str) -> list:
         """The multiply-adds of shared buffer ``buf``: per k, the thread's fragments (two float4 of A's rows, two of
         B's columns) and its 64 fused multiply-adds."""
@@ -170,21 +198,37 @@ class _Program:
             return f"{pad}for tx in T.serial({THREADS}):\n" + "\n".join(f"{pad}    {x}" for x in lines)
         return "\n".join(f"{pad}{x}" for x in lines)
 
+    def loop(self, nxt: str, sync: list, depth: int) -> str:
+        """One tile of the K loop: the next tile's global loads, this tile's multiply-adds, the next tile stored to
+        the other buffer, one barrier. Prefetching: each k's multiply-adds after the next k's fragments are loaded,
+        the last k's after the barrier and the next tile's first fragments."""
+        fetch = [f"if {nxt}:", *(f"    {x}" for x in self.fetch("ko + 1"))]
+        stash = [f"if {nxt}:", *(f"    {x}" for x in self.stash("(ko + 1) % 2"))]
+        pad = " " * depth
+        if not self.t.prefetch:
+            return "\n".join([self.phase(fetch + self.step("ko % 2") + stash, depth), *(pad + x for x in sync)])
+        tk = self.t.tk
+        steps = [f"for kk in T.unroll({tk - 1}):", *(f"    {x}" for x in self.fragments("ko % 2", "kk + 1",
+                                                                                          "(kk + 1) % 2")),
+                 *(f"    {x}" for x in self.products("kk % 2"))]
+        after = [f"if {nxt}:", *(f"    {x}" for x in self.fragments("(ko + 1) % 2", "0", "0")),
+                 *self.products(str((tk - 1) % 2))]
+        return "\n".join([self.phase(fetch + steps + stash, depth), *(pad + x for x in sync), self.phase(after, depth)])
+
     def body(self) -> str:
-        """The kernel's body: registers, the first tile staged, the K loop (the next tile's loads, this tile's
-        multiply-adds, the next tile stored to the other buffer, one barrier), the stores."""
+        """The kernel's body: registers, the first tile staged (and, prefetching, its first fragments), the K loop
+        (:meth:`loop`), the stores."""
         tk, nk = self.t.tk, f"T.ceildiv(d{self.k}, {self.t.tk})"
         sync = [] if self.emulated else ["T.sync_threads()"]
         nxt = "ko + 1 < " + nk
-        loop = ([f"if {nxt}:", *(f"    {x}" for x in self.fetch("ko + 1"))] + self.step("ko % 2")
-                + [f"if {nxt}:", *(f"    {x}" for x in self.stash("(ko + 1) % 2"))])
         init = [f"for i in T.unroll({PER}):", f"    for j in T.unroll({PER}):", f"        {self.acc()} = T.float32(0)"]
         regs = THREADS * PER * PER if self.emulated else PER * PER
         memory = "alloc_local" if self.emulated else "alloc_shared"
+        fragment = (THREADS if self.emulated else 1) * 2 * PER if self.t.prefetch else PER
         head = [f"A_s = T.{memory}((2, {tk}, {TILE + PAD}), 'float32')  # A's tiles, k-major, rows padded",
                 f"B_s = T.{memory}((2, {tk}, {TILE}), 'float32')",
                 f"acc = T.alloc_local(({regs},), 'float32')",
-                f"a = T.alloc_local(({PER},), 'float32')", f"b = T.alloc_local(({PER},), 'float32')",
+                f"a = T.alloc_local(({fragment},), 'float32')", f"b = T.alloc_local(({fragment},), 'float32')",
                 f"ga = T.alloc_local(({tk // 2},), 'float32')", f"gb = T.alloc_local(({tk // 2},), 'float32')",
                 "s = T.alloc_local((1,), 'float32')", "nan_l = T.alloc_local((1,), 'int32')"]
         if not self.emulated:
@@ -193,9 +237,10 @@ class _Program:
             head += [f"T.assume(d{self.k} % 4 == 0)", f"T.assume(d{self.n} % 4 == 0)"]
         pad = " " * 8
         first = self.fetch("0") + self.stash("0")
+        primed = [self.phase(self.fragments("0", "0", "0"), 8)] if self.t.prefetch else []
         return "\n".join([*(pad + x for x in head), self.phase(init, 8), self.phase(first, 8),
-                          *(pad + x for x in sync), f"{pad}for ko in T.serial({nk}):", self.phase(loop, 12),
-                          *(pad + "    " + x for x in sync), self.phase(self.store(), 8)])
+                          *(pad + x for x in sync), *primed, f"{pad}for ko in T.serial({nk}):",
+                          self.loop(nxt, sync, 12), self.phase(self.store(), 8)])
 
 
 _REASON = ("a recognised f32 contraction: an SGEMM on CUDA cores (f32 tensor-core MMAs are TF32), fused "
@@ -247,9 +292,10 @@ def kernel({params}):
 '''
         spec = match.specialization(program, 1, 1, 1)
         accesses = "16-byte (K and N multiples of 4)" if vector else "elements (K or N not a multiple of 4)"
+        pipelining = "double-buffered shared tiles, next tile in registers" + (
+            ", fragments double-buffered in registers" if t.prefetch else "")
         described = (("program", spec.name), ("operands", "f32"), ("tile", f"{TILE}x{TILE}x{t.tk}"),
-                  ("threads", THREADS), ("per_thread", f"{PER}x{PER}"),
-                  ("pipelining", "double-buffered shared tiles, next tile in registers"),
+                  ("threads", THREADS), ("per_thread", f"{PER}x{PER}"), ("pipelining", pipelining),
                   ("accesses", accesses))
         part = Part("tiled_matmul", _REASON, described, nodes=tuple(graph.body.nodes))
         aligned = ((match.k, 4), (match.n, 4)) if vector else ()
