@@ -29,7 +29,7 @@ from intent_trace import I
 
 pytest.importorskip("tilelang")
 from backends.tilelang_support import cuda_source
-from intent_trace.backends.tilelang import cuda_kernels, cuda_matmul_simt, targets
+from intent_trace.backends.tilelang import cuda, cuda_kernels, cuda_matmul_simt, targets
 from intent_trace.backends.tilelang import target as tl_target
 
 RNG = np.random.default_rng(3232)
@@ -104,6 +104,33 @@ def test_a_prefetching_program_loads_each_k_s_fragments_before_the_previous_k_s_
     assert emulated.program.count("for tx in T.serial(256):") == 6
 
 
+def test_an_async_copying_program_places_its_own_barriers_and_waits_before_them():
+    """``SimtTiling.async_copy``: the next tile by cp.async (4-byte copies of A's transposed elements, 16-byte ones of
+    B's groups; ``src-size`` 0 past the matrix, from a clamped address), no staging registers, the wait before the
+    tile's barrier; TileLang inserts no barrier of its own (it cannot see where the copies land)."""
+    t = cuda_matmul_simt.SimtTiling(16, 2, False, True)
+    vector, element = cuda_matmul_simt.simt(matmul_f32.trace(), targets.CUDA, t)
+    for spec in (vector, element):
+        p = spec.program
+        assert cuda.OWN_BARRIERS in p and cuda.pass_configs(p)["tl.disable_thread_storage_sync"] is True
+        assert "ga = " not in p and "gb = " not in p and p.count("T.sync_threads()") == 2
+        loop = p[p.index("for ko in"):p.index("nan_l[0] = 0")]
+        copy = loop.index("'itc_cp_async4', T.access_ptr(A_s[(ko + 1) % 2, tx % 2 * 4 + 8 * l + v, tx // 2], 'w')")
+        assert copy < loop.index("'fmaf'") < loop.index("'itc_cp_async_wait'") < loop.index("T.sync_threads()")
+        assert "T.min(by * 128 + tx // 2, d0 - 1)" in loop  # a source address inside A even where nothing is read
+        assert "itc_cp_async4(void* dst, const void* src, int ok)" in p and "cp.async.wait_all" in p
+        assert spec.part.param("pipelining").startswith("double-buffered shared tiles, next tile by cp.async")
+        source = cuda_source(p)
+        assert source.count("__syncthreads()") == 2
+    assert "'itc_cp_async16', T.access_ptr(B_s[(ko + 1) % 2, " in vector.program
+    assert "itc_cp_async16'" not in element.program
+    # the program without cp.async keeps TileLang's barrier analysis
+    plain = cuda_matmul_simt.simt(matmul_f32.trace(), targets.CUDA)[0].program
+    assert cuda.OWN_BARRIERS not in plain and "tl.disable_thread_storage_sync" not in cuda.pass_configs(plain)
+    (emulated, _) = cuda_matmul_simt.simt(matmul_f32.trace(), targets.C, t)
+    assert "cp_async" not in emulated.program and cuda.OWN_BARRIERS not in emulated.program
+
+
 def test_the_emulated_program_is_the_cuda_one_a_thread_at_a_time():
     vector, element = cuda_matmul_simt.simt(matmul_f32.trace(), targets.C)
     for spec in (vector, element):
@@ -144,7 +171,14 @@ def test_the_programs_assemble_for_sm90a_without_spills(tmp_path, t):
         assert int(re.search(r"Used (\d+) registers", r.stderr).group(1)) <= 65536 // (256 * t.min_blocks)
         ptx = (tmp_path / f"simt{k}.cu.ptx").read_text()
         assert ptx.count("ld.shared.v4.f32") == 4 * (t.tk + t.prefetch) and ptx.count("fma.rn.f32") == 64 * t.tk
-        assert ptx.count("ld.global.nc.v4.f32") == (4 if k == 0 else 0)  # A and B, first tile and the loop's
+        groups = 2 * t.tk // 8  # a thread's float4 groups of A (and of B) in the first tile and the loop's
+        if t.async_copy:  # A's groups as four 4-byte copies, B's one 16-byte copy (elements: four); one wait each
+            assert ptx.count("ld.global.nc.v4.f32") == 0 and ptx.count("cp.async.wait_all") == 2
+            assert ptx.count("cp.async.cg.shared.global") == (groups if k == 0 else 0)
+            assert ptx.count("cp.async.ca.shared.global") == groups * (4 if k == 0 else 8)
+            assert ptx.count("bar.sync") == 2  # TileLang adds none (cuda.OWN_BARRIERS)
+        else:
+            assert ptx.count("ld.global.nc.v4.f32") == (2 * groups if k == 0 else 0)
         assert "mma" not in ptx and "tf32" not in ptx
 
 

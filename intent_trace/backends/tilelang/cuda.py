@@ -47,11 +47,19 @@ _WHILE_PTXAS = ["-Xptxas", "-O1"]
 _WHILE = re.compile(r"^\s+while ", re.M)  # a while loop in the program text
 
 
+#: a line of a program that places every barrier itself: TileLang's barrier insertion cannot see where an
+#: asynchronous copy's writes land (at the program's wait, cuda_matmul_simt) and would add barriers of its own
+OWN_BARRIERS = "# barriers: the program's own"
+
+
 def pass_configs(program: str) -> dict:
-    """The TileLang pass configuration for one program text (see _WHILE_PTXAS)."""
-    if not _WHILE.search(program):
-        return PASS_CONFIGS
-    return {**PASS_CONFIGS, "tl.device_compile_flags": [*PASS_CONFIGS["tl.device_compile_flags"], *_WHILE_PTXAS]}
+    """The TileLang pass configuration for one program text (see _WHILE_PTXAS, OWN_BARRIERS)."""
+    configs = PASS_CONFIGS
+    if _WHILE.search(program):
+        configs = {**configs, "tl.device_compile_flags": [*configs["tl.device_compile_flags"], *_WHILE_PTXAS]}
+    if OWN_BARRIERS in program:
+        configs = {**configs, "tl.disable_thread_storage_sync": True}
+    return configs
 
 
 supports = c.supports

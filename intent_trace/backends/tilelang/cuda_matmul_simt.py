@@ -14,7 +14,11 @@ The block computes a 128 x 128 tile of C with 256 threads, ``SimtTiling.tk`` val
   132 floats, which puts the two threads that load the two halves of one A row (k 0-3 and 4-7) 16 banks apart:
   the transposed stores have no bank conflict.
 - Double buffering: the next tile's global loads go into registers before the current tile's multiply-adds, and
-  into the other shared buffer after them; one barrier a tile.
+  into the other shared buffer after them; one barrier a tile. Variants (``SimtTiling``, timed by
+  ``tools/simt_ab.py``): ``async_copy`` copies the next tile by ``cp.async`` instead (zero-filled past the matrix,
+  waited for before the barrier; no staging registers, so tk 16 fits two blocks an SM); ``prefetch`` double-buffers
+  the fragments in registers (each k's loaded during the previous k's multiply-adds, the next tile's first ones
+  right after the barrier, before the tile's last multiply-adds).
 - Global loads and the stores of C are 16 bytes (``T.vectorized``) where every row of A, B and C is a whole
   number of 16-byte units (K and N multiples of 4: ``Specialization.aligned``; the executable gives every view a
   16-byte aligned start); a 4-element group is then inside the matrix or wholly outside it, so one bounds check a
@@ -55,14 +59,18 @@ class SimtTiling:
     #: previous k's multiply-adds run, and the next tile's first fragments right after the barrier, before the
     #: tile's last multiply-adds, so no multiply-add waits on a shared load at a tile's start
     prefetch: bool = False
+    #: the next tile goes from global to shared memory by ``cp.async`` (Ampere's LDGSTS; zero-filled past the
+    #: matrix) instead of through registers: no staging registers, no shared stores, a wait before the barrier
+    async_copy: bool = False
 
 
 #: the tiling the programs use (tools/simt_ab.py compares others on the GPU)
 SIMT = SimtTiling()
-#: the tilings tools/simt_ab.py times side by side (tests run each emulated and assemble each for sm_90a): tk 16 at
-#: two blocks an SM spills (ptxas: 12 bytes), so only one block an SM at tk 16
-CANDIDATES = (SIMT, SimtTiling(8, 2, True), SimtTiling(16, 1), SimtTiling(16, 1, True), SimtTiling(8, 1),
-              SimtTiling(8, 1, True))
+#: the tilings tools/simt_ab.py times side by side (tests run each emulated and assemble each for sm_90a): tk 16
+#: with its next tile in registers spills at two blocks an SM (ptxas: 12 bytes), so it runs one block an SM; with
+#: cp.async (no staging registers) it fits two
+CANDIDATES = (SIMT, SimtTiling(8, 2, True), SimtTiling(16, 1), SimtTiling(16, 1, True), SimtTiling(8, 2, False, True),
+              SimtTiling(16, 2, False, True), SimtTiling(16, 2, True, True))
 
 # a thread's place in the 16 x 16 grid of 4 x 4 groups: warp w = tx // 32 covers ty 4 (w // 2) .. +3, tc 8 (w % 2) .. +7
 _TY, _TC = "(tx // 64 * 4 + tx % 32 // 8)", "(tx // 32 % 2 * 8 + tx % 8)"
@@ -119,6 +127,36 @@ class _Program:
                   f"        gb[l * 4 + v] = T.if_then_else({bk} < {k} and {bc} + v < {n}, "
                   f"B[T.min({bk}, {k} - 1), T.min({bc} + v, {n} - 1)], T.float32(0))"]
         return lines
+
+    def copy(self, tile: str, buf: str) -> list:
+        """Tile ``tile`` of A and B from global memory into shared buffer ``buf`` by ``cp.async`` (``async_copy``):
+        A's float4 groups transposed as four 4-byte copies, B's as one 16-byte copy (element variant: four 4-byte
+        copies), each zero-filled where it lies past the matrix (its source address clamped into it). Emulated: the
+        same elements assigned."""
+        m, k, n = f"d{self.m}", f"d{self.k}", f"d{self.n}"
+        ar, ak = f"by * {TILE} + tx // 2", f"({tile}) * {self.t.tk} + tx % 2 * 4 + 8 * l"
+        bk, bc = f"({tile}) * {self.t.tk} + tx // 32 + 8 * l", f"bx * {TILE} + tx % 32 * 4"
+        a_dst, b_dst = f"A_s[{buf}, tx % 2 * 4 + 8 * l + v, tx // 2]", f"B_s[{buf}, tx // 32 + 8 * l, tx % 32 * 4"
+        if self.vector:  # a group is wholly inside or wholly outside (K, N multiples of 4)
+            a_ok, a_src = f"{ar} < {m} and {ak} < {k}", f"A[T.min({ar}, {m} - 1), T.min({ak}, {k} - 4) + v]"
+            b_ok, b_src = f"{bk} < {k} and {bc} < {n}", f"B[T.min({bk}, {k} - 1), T.min({bc}, {n} - 4)"
+        else:
+            a_ok, a_src = f"{ar} < {m} and {ak} + v < {k}", f"A[T.min({ar}, {m} - 1), T.min({ak} + v, {k} - 1)]"
+            b_ok, b_src = f"{bk} < {k} and {bc} + v < {n}", f"B[T.min({bk}, {k} - 1), T.min({bc} + v, {n} - 1)"
+        lines = [f"for l in T.unroll({self.t.tk // 8}):", "    for v in T.unroll(4):"]
+        if self.emulated:
+            b_whole = f"{b_src} + v]" if self.vector else f"{b_src}]"
+            return lines + [f"        {a_dst} = T.if_then_else({a_ok}, {a_src}, T.float32(0))",
+                            f"        {b_dst} + v] = T.if_then_else({b_ok}, {b_whole}, T.float32(0))"]
+
+        def cp(size: int, dst: str, src: str, ok: str) -> str:
+            return (f"T.evaluate(T.call_extern('int32', 'itc_cp_async{size}', T.access_ptr({dst}, 'w'), "
+                    f"T.access_ptr({src}, 'r'), T.Cast('int32', {ok})))")
+
+        lines.append(f"        {cp(4, a_dst, a_src, a_ok)}")
+        if self.vector:
+            return lines + [f"    {cp(16, b_dst + ']', b_src + ']', b_ok)}"]
+        return lines + [f"        {cp(4, b_dst + ' + v]', b_src + ']', b_ok)}"]
 
     def stash(self, buf: str) -> list:
         """The registers ``ga``, ``gb`` into shared buffer ``buf``: A transposed (four element stores, no bank
@@ -204,6 +242,9 @@ class _Program:
         the last k's after the barrier and the next tile's first fragments."""
         fetch = [f"if {nxt}:", *(f"    {x}" for x in self.fetch("ko + 1"))]
         stash = [f"if {nxt}:", *(f"    {x}" for x in self.stash("(ko + 1) % 2"))]
+        if self.t.async_copy:  # the next tile's copies in flight through this tile's multiply-adds, waited for last
+            fetch = [f"if {nxt}:", *(f"    {x}" for x in self.copy("ko + 1", "(ko + 1) % 2"))]
+            stash = [] if self.emulated else [_WAIT]
         pad = " " * depth
         if not self.t.prefetch:
             return "\n".join([self.phase(fetch + self.step("ko % 2") + stash, depth), *(pad + x for x in sync)])
@@ -225,23 +266,38 @@ class _Program:
         regs = THREADS * PER * PER if self.emulated else PER * PER
         memory = "alloc_local" if self.emulated else "alloc_shared"
         fragment = (THREADS if self.emulated else 1) * 2 * PER if self.t.prefetch else PER
+        staging = [] if self.t.async_copy else [f"ga = T.alloc_local(({tk // 2},), 'float32')",
+                                                 f"gb = T.alloc_local(({tk // 2},), 'float32')"]
         head = [f"A_s = T.{memory}((2, {tk}, {TILE + PAD}), 'float32')  # A's tiles, k-major, rows padded",
                 f"B_s = T.{memory}((2, {tk}, {TILE}), 'float32')",
                 f"acc = T.alloc_local(({regs},), 'float32')",
                 f"a = T.alloc_local(({fragment},), 'float32')", f"b = T.alloc_local(({fragment},), 'float32')",
-                f"ga = T.alloc_local(({tk // 2},), 'float32')", f"gb = T.alloc_local(({tk // 2},), 'float32')",
-                "s = T.alloc_local((1,), 'float32')", "nan_l = T.alloc_local((1,), 'int32')"]
+                *staging, "s = T.alloc_local((1,), 'float32')", "nan_l = T.alloc_local((1,), 'int32')"]
         if not self.emulated:
             head += ["tx = T.get_thread_binding()", f"T.annotate_min_blocks_per_sm({self.t.min_blocks})"]
         if self.vector:  # lets TileLang prove the 16-byte alignment of the row starts
             head += [f"T.assume(d{self.k} % 4 == 0)", f"T.assume(d{self.n} % 4 == 0)"]
         pad = " " * 8
         first = self.fetch("0") + self.stash("0")
+        if self.t.async_copy:
+            first = self.copy("0", "0") + ([] if self.emulated else [_WAIT])
         primed = [self.phase(self.fragments("0", "0", "0"), 8)] if self.t.prefetch else []
         return "\n".join([*(pad + x for x in head), self.phase(init, 8), self.phase(first, 8),
                           *(pad + x for x in sync), *primed, f"{pad}for ko in T.serial({nk}):",
                           self.loop(nxt, sync, 12), self.phase(self.store(), 8)])
 
+
+#: waits for this thread's ``cp.async`` copies (the barrier after it makes every thread's visible)
+_WAIT = "T.evaluate(T.call_extern('int32', 'itc_cp_async_wait'))"
+#: ``cp.async`` of 4 or 16 bytes into shared memory, ``src-size`` 0 (zero fill, nothing read) when not ``ok``; no
+#: memory clobber (as CUTLASS's): the fragments' shared loads may be scheduled across it, the wait orders the rest
+_CP_ASYNC = [
+    *(f"__device__ __forceinline__ int itc_cp_async{n}(void* dst, const void* src, int ok) {{ "
+      f"asm volatile(\"cp.async.{cache}.shared.global [%0], [%1], {n}, %2;\\n\" :: "
+      f"\"r\"((unsigned)__cvta_generic_to_shared(dst)), \"l\"(src), \"r\"(ok ? {n} : 0)); return 0; }}"
+      for n, cache in ((4, "ca"), (16, "cg"))),
+    '__device__ __forceinline__ int itc_cp_async_wait() { asm volatile("cp.async.wait_all;\\n" ::: "memory"); '
+    'return 0; }']
 
 _REASON = ("a recognised f32 contraction: an SGEMM on CUDA cores (f32 tensor-core MMAs are TF32), fused "
            "multiply-adds (T10), tails masked, NaN outputs recomputed by the serial program")
@@ -260,6 +316,8 @@ def simt(graph, target, tiling: SimtTiling | None = None) -> list:
     # in C: TVM's simplifier takes ``x != x`` on floats for false
     spelling = 'extern "C" inline' if emulated else "__device__ __forceinline__"
     helpers.append(f"{spelling} int itc_is_nan(float x) {{ return x != x; }}")
+    if t.async_copy and not emulated:
+        helpers += _CP_ASYNC
     names = {match.a: "A", match.b: "B", match.c: "C"}
     dims, params = match.header(graph) if not emulated else (
         "\n".join(f"d{x} = T.dynamic('d{x}', 'int32')" for x in range(len(graph.extents))),
@@ -277,6 +335,8 @@ def simt(graph, target, tiling: SimtTiling | None = None) -> list:
         what = f"{', the CUDA program emulated' if emulated else ''}{', 16-byte accesses' if vector else ''}"
         title = (f"# Generated by intent_trace (target {target.name}): tiled f32 matmul specialisation of a KIR "
                  f"graph{what}.")
+        if t.async_copy and not emulated:
+            title += f"\n{cuda.OWN_BARRIERS}"
         program = f'''{title}
 import tilelang.language as T
 
@@ -292,7 +352,8 @@ def kernel({params}):
 '''
         spec = match.specialization(program, 1, 1, 1)
         accesses = "16-byte (K and N multiples of 4)" if vector else "elements (K or N not a multiple of 4)"
-        pipelining = "double-buffered shared tiles, next tile in registers" + (
+        pipelining = "double-buffered shared tiles, next tile " + (
+            "by cp.async" if t.async_copy else "in registers") + (
             ", fragments double-buffered in registers" if t.prefetch else "")
         described = (("program", spec.name), ("operands", "f32"), ("tile", f"{TILE}x{TILE}x{t.tk}"),
                   ("threads", THREADS), ("per_thread", f"{PER}x{PER}"), ("pipelining", pipelining),
