@@ -6,7 +6,9 @@ torch and timed beside ``torch.relu(torch.addmm(...))`` in one process. One JSON
 - ``unrolled_rows``: the same loop with its 16 passes written out (the same instructions, 16 times the code: slower
   by about what the fully unrolled epilogue cost if that cost was the instruction fetch);
 - ``unpadded``: the staged accumulator tile's rows not padded (8-way bank conflicts on the fragment's stores);
-- ``plain``: the matmul without the epilogue (what the epilogue adds to).
+- ``plain``: the matmul without the epilogue (what the epilogue adds to);
+- ``shared_helpers``: the program with the shared helpers' max (early returns) and the cast and encode as two
+  roundings (before cuda_epilogue_helpers).
 
     python3 tools/epilogue_ab.py
 """
@@ -23,6 +25,7 @@ from gpu import cuda_time, matmul_f16  # noqa: E402
 from matmul_sweep import compile_error  # noqa: E402
 from zoo_kernels import matmul_bias_relu_f16  # noqa: E402
 
+from intent_trace.backends.tilelang import cuda_epilogue_helpers as H  # noqa: E402
 from intent_trace.backends.tilelang import cuda_matmul as CM  # noqa: E402
 from intent_trace.backends.tilelang.cuda_epilogue import renamed  # noqa: E402
 from intent_trace.backends.tilelang.target import compile_program  # noqa: E402
@@ -44,22 +47,38 @@ def _unrolled(program: str) -> str:
     return "\n".join([*lines[:head], *written, *lines[end:]]) + "\n"
 
 
-def _variants() -> dict:
+def _shared_helpers() -> str:
+    """The fused program as the shared helpers write it (no epilogue bodies of its own, the cast not taken over)."""
+    own = (H.epilogue_target, H.rounded_store)
+    H.epilogue_target, H.rounded_store = (lambda target: target), (lambda *args: None)
+    try:
+        return CM.tensor_core(matmul_bias_relu_f16.trace(), CUDA).program
+    finally:
+        H.epilogue_target, H.rounded_store = own
+
+
+def variants(names=None) -> dict:
+    """{name: program text} of the variants (all, or those ``names`` lists)."""
     fused = CM.tensor_core(matmul_bias_relu_f16.trace(), CUDA).program
-    variants = {"rolled": fused, "unrolled_rows": _unrolled(fused),
-                "unpadded": fused.replace("C_a = T.alloc_shared((128, 264), 'float32')",
-                                          "C_a = T.alloc_shared((128, 256), 'float32')"),
-                "plain": CM.tensor_core(matmul_f16.trace(), CUDA).program}
-    assert len(set(variants.values())) == len(variants), "a variant's substitution found nothing to replace"
-    return variants
+    out = {"rolled": fused, "unrolled_rows": _unrolled(fused),
+           "unpadded": fused.replace("C_a = T.alloc_shared((128, 264), 'float32')",
+                                     "C_a = T.alloc_shared((128, 256), 'float32')"),
+           "shared_helpers": _shared_helpers(), "plain": CM.tensor_core(matmul_f16.trace(), CUDA).program}
+    assert len(set(out.values())) == len(out), "a variant's substitution found nothing to replace"
+    return {k: v for k, v in out.items() if names is None or k in names}
 
 
 def main() -> None:
+    texts = variants()
+    with concurrent.futures.ProcessPoolExecutor(len(texts), mp_context=multiprocessing.get_context("spawn")) as pool:
+        errors = dict(zip(texts, pool.map(compile_error, texts.values())))
+    measure(texts, errors)
+
+
+def measure(texts: dict, errors: dict) -> None:
+    """Each variant against torch (addmm + relu; torch.matmul for ``plain``): one JSON line each."""
     import torch
 
-    variants = _variants()
-    with concurrent.futures.ProcessPoolExecutor(len(variants), mp_context=multiprocessing.get_context("spawn")) as pool:
-        errors = dict(zip(variants, pool.map(compile_error, variants.values())))
     a = torch.randn(N, N, device="cuda", dtype=torch.float16)
     b = torch.randn(N, N, device="cuda", dtype=torch.float16)
     bias = torch.randn(N, device="cuda", dtype=torch.float16)
@@ -67,7 +86,7 @@ def main() -> None:
     fused_ref, plain_ref = torch.relu(torch.addmm(bias, a, b)), torch.matmul(a, b)
     torch_fused = cuda_time(lambda: torch.relu(torch.addmm(bias, a, b)))
     torch_plain = cuda_time(lambda: torch.matmul(a, b, out=plain_ref))
-    for name, program in variants.items():
+    for name, program in texts.items():
         line = {"n": N, "variant": name}
         if errors[name]:
             print(json.dumps({**line, "error": errors[name]}), flush=True)

@@ -33,16 +33,18 @@ def _program(tiling, vector: bool) -> str:
     return S.simt(matmul_f32.trace(), CUDA, tiling)[0 if vector else 1].program
 
 
-def main() -> None:
+def programs(sizes) -> dict:
+    """{(tiling, 16-byte variant): program text} of every tiling, the variants ``sizes`` select."""
+    jobs = sorted({(t, n % 4 == 0) for t in TILINGS for n in sizes}, key=lambda j: (TILINGS.index(j[0]), j[1]))
+    return {job: _program(*job) for job in jobs}
+
+
+def measure(sizes, errors: dict) -> None:
+    """Each compiled tiling against torch.matmul (TF32 off) at each size: one JSON line each (``errors``: the
+    compile error of a program, keyed as :func:`programs` keys them)."""
     import torch
 
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--sizes", type=int, nargs="*", default=[2048, 4096, 2047])
-    sizes = parser.parse_args().sizes
     torch.backends.cuda.matmul.allow_tf32 = False
-    jobs = sorted({(t, n % 4 == 0) for t in TILINGS for n in sizes}, key=lambda j: (TILINGS.index(j[0]), j[1]))
-    with concurrent.futures.ProcessPoolExecutor(8, mp_context=multiprocessing.get_context("spawn")) as pool:
-        errors = dict(zip(jobs, pool.map(compile_error, [_program(*job) for job in jobs])))
     for n in sizes:
         a, b = torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")
         c, ref = torch.empty(n, n, device="cuda"), torch.empty(n, n, device="cuda")
@@ -50,9 +52,10 @@ def main() -> None:
         exact = a.double() @ b.double()
         bound = (n + 1) * 2.0 ** -24 * (a.abs().double() @ b.abs().double())
         for t in TILINGS:
-            line = {"n": n, "tiling": {"tk": t.tk, "min_blocks": t.min_blocks, "prefetch": t.prefetch},
-                    "variant": "16-byte" if n % 4 == 0
-                    else "elements", "module": t == S.SIMT, "torch_ms": theirs * 1e3}
+            line = {"n": n, "tiling": {"tk": t.tk, "min_blocks": t.min_blocks, "prefetch": t.prefetch,
+                                       "async_copy": t.async_copy},
+                    "variant": "16-byte" if n % 4 == 0 else "elements", "module": t == S.SIMT,
+                    "torch_ms": theirs * 1e3}
             if errors[(t, n % 4 == 0)]:
                 print(json.dumps({**line, "error": errors[(t, n % 4 == 0)]}), flush=True)
                 continue
@@ -63,6 +66,16 @@ def main() -> None:
             ms = cuda_time(lambda: kern(a, b, c))
             print(json.dumps({**line, "ours_ms": ms * 1e3, "ratio": theirs / ms, "tflops": 2 * n ** 3 / ms / 1e12,
                               "max_err_over_t5_bound": within}), flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", type=int, nargs="*", default=[2048, 4096, 2047])
+    sizes = parser.parse_args().sizes
+    texts = programs(sizes)
+    with concurrent.futures.ProcessPoolExecutor(8, mp_context=multiprocessing.get_context("spawn")) as pool:
+        errors = dict(zip(texts, pool.map(compile_error, texts.values())))
+    measure(sizes, errors)
 
 
 if __name__ == "__main__":
