@@ -1,5 +1,6 @@
 """The matmul A/Bs in one GPU run (about two minutes on one H100): the f32 SGEMM's candidate tilings
-(tools/simt_ab.py, cuda_matmul_simt.CANDIDATES) at 2048^3 (16-byte variant) and 2047^3 (element variant) against
+(tools/simt_ab.py, cuda_matmul_simt.CANDIDATES) at 2048^3 and 2044^3 (16-byte variant; 2044: tails of M, N and K)
+and 2047^3 (element variant) against
 torch.matmul with TF32 off, and the fused epilogue (tools/epilogue_ab.py: the program, the same program with the
 shared helpers' max and two roundings, the plain matmul) at 4096^3 f16 against torch's addmm + relu. Every program
 is compiled first, all at once in one pool of processes (TileLang's disk cache keeps them), then each is checked
@@ -21,7 +22,7 @@ EPILOGUE = ("rolled", "shared_helpers", "plain")
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--sizes", type=int, nargs="*", default=[2048, 2047])
+    parser.add_argument("--sizes", type=int, nargs="*", default=[2048, 2044, 2047])
     sizes = parser.parse_args().sizes
     simt, epilogue = simt_ab.programs(sizes), epilogue_ab.variants(EPILOGUE)
     jobs = {**{("simt", k): v for k, v in simt.items()}, **{("epilogue", k): v for k, v in epilogue.items()}}

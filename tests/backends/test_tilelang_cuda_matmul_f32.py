@@ -49,9 +49,20 @@ def _sizes(m, k, n) -> dict:
     return {0: m, 1: k, 2: n}
 
 
+#: the tiling whose program text the structure tests below read (the next tile staged in registers, one fragment
+#: slot); the programs a call gets are cuda_matmul_simt.SIMT's, whichever candidate that is
+STAGED = cuda_matmul_simt.SimtTiling()
+
+
+def test_the_calls_get_the_module_s_tiling():
+    got = [s.program for s in cuda_kernels.specializations(matmul_f32.trace(), targets.CUDA)]
+    assert got == [s.program for s in cuda_matmul_simt.simt(matmul_f32.trace(), targets.CUDA, cuda_matmul_simt.SIMT)]
+    assert cuda_matmul_simt.SIMT in cuda_matmul_simt.CANDIDATES
+
+
 def test_the_program_is_an_sgemm_on_cuda_cores_at_any_extents():
-    vector, element = cuda_kernels.specializations(matmul_f32.trace(), targets.CUDA)
-    tk = cuda_matmul_simt.SIMT.tk
+    vector, element = cuda_matmul_simt.simt(matmul_f32.trace(), targets.CUDA, STAGED)
+    tk = STAGED.tk
     for spec in (vector, element):
         p = spec.program
         assert "T.gemm" not in p and "T.call_extern('float32', 'fmaf', a[i], b[j], acc[i * 8 + j])" in p
@@ -132,7 +143,7 @@ def test_an_async_copying_program_places_its_own_barriers_and_waits_before_them(
 
 
 def test_the_emulated_program_is_the_cuda_one_a_thread_at_a_time():
-    vector, element = cuda_matmul_simt.simt(matmul_f32.trace(), targets.C)
+    vector, element = cuda_matmul_simt.simt(matmul_f32.trace(), targets.C, STAGED)
     for spec in (vector, element):
         p = spec.program
         assert p.count("for tx in T.serial(256):") == 4  # init, first tile, each tile, store: the barriers' phases
