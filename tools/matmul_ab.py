@@ -1,10 +1,9 @@
 """The matmul A/Bs in one GPU run (about two minutes on one H100): the f32 SGEMM's candidate tilings
 (tools/simt_ab.py, cuda_matmul_simt.CANDIDATES) at 2048^3 and 2044^3 (16-byte variant; 2044: tails of M, N and K)
-and 2047^3 (element variant) against
-torch.matmul with TF32 off, and the fused epilogue (tools/epilogue_ab.py: the program, the same program with the
-shared helpers' max and two roundings, the plain matmul) at 4096^3 f16 against torch's addmm + relu. Every program
-is compiled first, all at once in one pool of processes (TileLang's disk cache keeps them), then each is checked
-and timed beside torch in this process: one JSON line each.
+and 2047^3 (element variant) against torch.matmul with TF32 off, and the fused epilogue (tools/epilogue_ab.py: the
+program, the same program with the shared helpers' max and two roundings, the plain matmul) at 4096^3 f16 against
+torch's addmm + relu. Every program is compiled first, all at once in one pool of processes (TileLang's disk cache
+keeps them), then each is checked and timed beside torch in this process: one JSON line each.
 
     python3 tools/matmul_ab.py
 """
