@@ -189,3 +189,32 @@ def test_without_checks_a_bad_row_is_not_copied(target, monkeypatch):
     out = np.full((4, 20), 5.0, np.float16)
     exe(table, ids, out)
     np.testing.assert_array_equal(_bits(out[[0, 2]]), _bits(table[[1, 2]]))  # the good rows; the bad ones: T10
+
+
+_VARIANTS = {"guarded": dict(clamp=False), "units": dict(vector=True), "units4": dict(vector=True, per_thread=4),
+             "rows16": dict(per_thread=16)}
+
+
+@pytest.mark.parametrize("d", [9, 1000, 4104, 8200])  # units: 8 elements; a chunk of 8192 (units) or 4096 (units4)
+@pytest.mark.parametrize("variant", sorted(_VARIANTS))
+def test_the_ab_variants_copy_the_same_bits(target, monkeypatch, variant, d):
+    # tools/indexed_ab.py's variants of the mapping (on tilelang-c emulated the 16-byte copy is CUDA's alone: there
+    # the units' chunk is copied by the element loop CUDA falls back to for rows that are not whole units)
+    import functools
+
+    from intent_trace.backends.tilelang import target as tl_target
+
+    options = _VARIANTS[variant]
+    if target == "tilelang-cuda":
+        monkeypatch.setitem(targets.TARGETS, target, attrs.evolve(
+            targets.CUDA, indexed_grid=functools.partial(cuda_gather.gather_plan, **options)))
+        monkeypatch.setattr(tl_target, "_EXECUTABLES", {})
+    spec = attrs.evolve(EMULATED, indexed_grid=functools.partial(cuda_gather.gather_plan, emulated=True, **options))
+    exe = make_compiled(target, monkeypatch, "gather_rows", spec)(zoo.embedding_f16)
+    table = _table(np.float16, (20, d))
+    ids = RNG.integers(0, 20, 7).astype(np.int64)
+    out = np.zeros((7, d), np.float16)
+    exe(table, ids, out)
+    np.testing.assert_array_equal(_bits(out), _bits(table[ids]))
+    ids[4] = 20
+    _raises_unchanged(exe, (table, ids), np.full((7, d), 3.0, np.float16), r"coordinate 20 on axis 0")

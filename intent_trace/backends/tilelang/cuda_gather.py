@@ -64,6 +64,9 @@ class GatherPlan:
     per_thread: int = PER_THREAD
     vector: bool = False
     emulated: bool = False
+    #: each load's column clamped into the row (no guard: 8 predicated loads, 70 registers on sm_90a), or guarded
+    #: (the A/B's ``rows_guarded``: a branch around each load, constant address offsets, 54 registers)
+    clamp: bool = True
     mapping = "gather_rows"
 
     @property
@@ -105,7 +108,10 @@ def _extent(graph, s) -> str | None:
     return f"T.int64({s})" if isinstance(s, int) else names.get(id(s))
 
 
-def gather_plan(graph, emulated: bool = False, vector: bool = False) -> GatherPlan | None:
+def gather_plan(graph, emulated: bool = False, vector: bool = False, per_thread: int = PER_THREAD,
+                clamp: bool = True) -> GatherPlan | None:
+    """The row gather's grid plan, or None; ``vector``, ``per_thread`` and ``clamp`` are the A/B's variants
+    (``tools/indexed_ab.py``)."""
     got = indexed.recognise_gather_rows(graph)
     if not isinstance(got, indexed.GatherRows):
         return None
@@ -117,7 +123,8 @@ def gather_plan(graph, emulated: bool = False, vector: bool = False) -> GatherPl
         return None
     rows = " * ".join(shape[:-1]) or "T.int64(1)"
     itemsize = max(1, got.out.type.dtype.bits // 8)
-    return GatherPlan(got, rows, shape[-1], itemsize, vector=vector and not emulated, emulated=emulated)
+    return GatherPlan(got, rows, shape[-1], itemsize, per_thread=per_thread, vector=vector,
+                      emulated=emulated, clamp=clamp)
 
 
 class GatherEmitter(GridEmitter):
@@ -161,17 +168,25 @@ class GatherEmitter(GridEmitter):
                         with self.block(f"if {self.flag(f'{c} < T.int64(0) or {c} >= {n}')}:"):
                             self.claim(ErrorSite(IndexError, _MESSAGE.format(axis=axis), self._note()), c, n)
                 with self.block(f"if {self.flag(' and '.join(inside))}:"):  # a bad row copies nothing
-                    if plan.vector:
+                    if not plan.vector:
+                        self._rows(src, out, lead, coords, first)
+                    elif plan.emulated:  # the 16-byte copy is CUDA's: the element loop it falls back to
+                        self._element_chunk(src, out, lead, coords, first)
+                    else:
                         with self.block(f"if {self._aligned(src, out)}:"):
                             self._units(src, out, lead, coords, first)
-                        with self.block("else:"):  # the chunk's elements, a block's share at a time
-                            k = self.fresh("k")
-                            with self.block(f"for {k} in T.serial({plan.lanes}):"):
-                                part = self.variable("int64", f"{first} + T.Cast('int64', {k}) * "
-                                                     f"T.int64({plan.threads * plan.per_thread})", "o")
-                                self._rows(src, out, lead, coords, part)
-                    else:
-                        self._rows(src, out, lead, coords, first)
+                        with self.block("else:"):
+                            self._element_chunk(src, out, lead, coords, first)
+
+    def _element_chunk(self, src, out, lead: list, coords: list, first: str) -> None:
+        """The vector variant's chunk copied by elements (rows that are not whole 16-byte units, or unaligned
+        buffers), a block's share at a time."""
+        plan = self.plan
+        k = self.fresh("k")
+        with self.block(f"for {k} in T.serial({plan.lanes}):"):
+            part = self.variable("int64", f"{first} + T.Cast('int64', {k}) * T.int64({plan.threads * plan.per_thread})",
+                                 "o")
+            self._rows(src, out, lead, coords, part)
 
     def _rows(self, src, out, lead: list, coords: list, first: str) -> None:
         """Each thread's share of the chunk: ``per_thread`` elements strided by the block. Two unrolled loops: every
@@ -188,8 +203,13 @@ class GatherEmitter(GridEmitter):
                                      f"T.Cast('int64', {tx})", "c")
 
             with self.block(f"for {u} in T.unroll({n}):"):
-                inside = self.variable("int64", f"T.min({column()}, {plan.length} - T.int64(1))", "a")
-                self.line(f"{held}[{u}] = {src.name}[{', '.join([*coords, inside])}]")
+                if plan.clamp:
+                    inside = self.variable("int64", f"T.min({column()}, {plan.length} - T.int64(1))", "a")
+                    self.line(f"{held}[{u}] = {src.name}[{', '.join([*coords, inside])}]")
+                else:  # the A/B's guarded loads: one base address and constant offsets, a branch around each
+                    col = column()
+                    with self.block(f"if {col} < {plan.length}:"):
+                        self.line(f"{held}[{u}] = {src.name}[{', '.join([*coords, col])}]")
             with self.block(f"for {u} in T.unroll({n}):"):
                 col = column()
                 with self.block(f"if {col} < {plan.length}:"):
