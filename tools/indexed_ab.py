@@ -82,8 +82,6 @@ def _executable(kernel, planner):
 
 
 def _data(case, variant, shape):
-    import torch
-
     made = gpu_zoo._embedding(shape) if case == "embedding" else gpu_zoo._scatter_add(shape)
     if variant == "screened_refused":
         made[0][1][0] = 2.0 ** -140  # one subnormal value: the screen's flag goes up

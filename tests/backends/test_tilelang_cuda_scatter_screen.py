@@ -25,7 +25,7 @@ from intent_trace import I
 
 pytest.importorskip("tilelang")
 from backends.cuda_ptx import assemble
-from backends.indexed_support import EMULATED, UNCHECKED, body, make_compiled
+from backends.indexed_support import EMULATED, UNCHECKED, body, make_compiled, within_t5
 from backends.tilelang_support import cuda_source
 from example_modules import benchmark_module
 from intent_trace.backends.tilelang import cuda_scatter, targets
@@ -34,7 +34,6 @@ from intent_trace.backends.tilelang.target import generate
 
 zoo = benchmark_module("zoo_kernels")
 RNG = np.random.default_rng(1718)
-U32 = 2.0 ** -24
 F = np.float32
 
 
@@ -46,16 +45,6 @@ def scatter_add_scaled(idx: I.In[I.i64, ("K",)], v: I.In[I.f32, ("K",)], dest: I
 @pytest.fixture
 def compiled(target, monkeypatch):
     return make_compiled(target, monkeypatch, "atomic_scatter")
-
-
-def _within_t5(got, dest, idx, v):
-    exact = dest.astype(np.float64)
-    np.add.at(exact, idx, v.astype(np.float64))
-    terms = np.abs(dest.astype(np.float64))
-    np.add.at(terms, idx, np.abs(v.astype(np.float64)))
-    n = np.ones(dest.shape)
-    np.add.at(n, idx, 1)
-    assert np.all(np.abs(got - exact) <= n * U32 / (1 - n * U32) * terms), np.max(np.abs(got - exact))
 
 
 # --- the program ---------------------------------------------------------------------------------------------
@@ -111,7 +100,7 @@ def test_random_normal_values_within_t5(compiled):
     dest = RNG.standard_normal(n).astype(F)
     got = dest.copy()
     compiled(zoo.scatter_add)(idx, v, got)
-    _within_t5(got, dest, idx, v)
+    within_t5(got, dest, idx, v)
 
 
 @pytest.mark.parametrize("position", (0, 1500, 2999))

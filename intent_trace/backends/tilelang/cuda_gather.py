@@ -23,12 +23,9 @@ from __future__ import annotations
 
 import attrs
 
-from ...graph import ops
 from ...graph.lowering import ErrorSite
-from ...graph.traits import POINTWISE
 from ...schedule import indexed
-from ...schedule.prologue import prologue
-from .cuda_grid import GridEmitter, kernel_line
+from .cuda_grid import GridEmitter, extent_names, kernel_line, recognised
 from .emitter import as_index
 from .memory import at
 
@@ -36,7 +33,6 @@ THREADS = 128
 PER_THREAD = 8  # elements a thread copies per block, unrolled: its loads in flight together
 MAX_BLOCKS = 1 << 30  # the grid strides past this many (row, chunk) blocks
 VECTOR_BYTES = 16
-_ELEMENT_OPS = POINTWISE | {ops.read, ops.domain, ops.indices, ops.broadcast, ops.full, ops.reshape}
 #: the serial gather's message (memory._gather), so every target reports the same error
 #: a thread's share of a row chunk in 16-byte units (the vector variant): ``first`` the chunk's first element, ``n``
 #: the row's elements (a multiple of ``lanes``, the rows 16-byte aligned: ``_aligned``)
@@ -103,23 +99,13 @@ class GatherPlan:
         return kernel_line(self.blocks(), self.threads, self.emulated, prelude)
 
 
-def _extent(graph, s) -> str | None:
-    names = {id(ev.extent): f"d{k}" for k, ev in enumerate(graph.extents)}
-    return f"T.int64({s})" if isinstance(s, int) else names.get(id(s))
-
-
 def gather_plan(graph, emulated: bool = False, vector: bool = False, per_thread: int = PER_THREAD,
                 clamp: bool = True) -> GatherPlan | None:
     """The row gather's grid plan, or None; ``vector``, ``per_thread`` and ``clamp`` are the A/B's variants
     (``tools/indexed_ab.py``)."""
-    got = indexed.recognise_gather_rows(graph)
-    if not isinstance(got, indexed.GatherRows):
-        return None
-    pro = prologue(graph)  # checked before any launch (schedule.prologue): no check of this program
-    if any(n.op not in _ELEMENT_OPS and n not in pro for n in graph.body.nodes[:-2]):
-        return None
-    shape = [_extent(graph, s) for s in got.out.type.shape]
-    if None in shape:
+    got = recognised(graph, indexed.recognise_gather_rows, indexed.GatherRows, 2)
+    shape = extent_names(graph, got.out.type.shape) if got is not None else None
+    if shape is None:
         return None
     rows = " * ".join(shape[:-1]) or "T.int64(1)"
     itemsize = max(1, got.out.type.dtype.bits // 8)
@@ -136,11 +122,7 @@ class GatherEmitter(GridEmitter):
             return None  # the copy below is the write
         if node is not g.node:
             return super().run_node(node)
-        outer, self.node = self.node, node
-        try:
-            self._copy(node)
-        finally:
-            self.node = outer
+        self.emit_at(node, self._copy)
         return None
 
     def _copy(self, node) -> None:

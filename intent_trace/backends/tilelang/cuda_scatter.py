@@ -35,19 +35,16 @@ import contextlib
 import attrs
 
 from ...graph import ops
-from ...graph.traits import POINTWISE
 from ...schedule import indexed
-from ...schedule.prologue import prologue
 from ...graph.lowering import ErrorSite
 from . import extern
-from .cuda_grid import GridEmitter, block_count, kernel_line
+from .cuda_grid import GridEmitter, block_count, extent_names, kernel_line, recognised
 from .emitter import as_index
 from .memory import at
 from .storage import ERROR_PARAM
 
 THREADS = indexed.THREADS
 MAX_BLOCKS = 1 << 30  # one update per thread: the grid covers every update (CUDA allows 2^31 - 1 blocks)
-_ELEMENT_OPS = POINTWISE | {ops.read, ops.domain, ops.indices, ops.broadcast, ops.full, ops.reshape}
 _COMBINE = {"add": "add", "max": "max", "min": "min", "and": "and", "or": "or", "xor": "xor"}
 
 
@@ -125,21 +122,15 @@ def _screen_kernel(plan: ScatterPlan, prelude: str | None) -> list:
 
 
 def _total(graph, shape) -> str | None:
-    names = {id(ev.extent): f"d{k}" for k, ev in enumerate(graph.extents)}
-    parts = [f"T.int64({s})" if isinstance(s, int) else names.get(id(s)) for s in shape]
-    return None if None in parts else " * ".join(parts) or "T.int64(1)"
+    parts = extent_names(graph, shape)
+    return None if parts is None else " * ".join(parts) or "T.int64(1)"
 
 
 def scatter_plan(graph, emulated: bool = False, screen: bool = False) -> ScatterPlan | None:
     """The scatter's grid plan, or None; ``screen``: the screened native f32 add where it applies (CUDA's; Metal's
     atomics are :mod:`.metal_atomics`')."""
-    got = indexed.recognise_scatter(graph)
-    if not isinstance(got, indexed.Scatter):
-        return None
-    pro = prologue(graph)  # checked before any launch (schedule.prologue): no check of this program
-    if any(n.op not in _ELEMENT_OPS and n not in pro for n in graph.body.nodes[:-1]):
-        return None
-    total = _total(graph, got.node.attr("type").shape)
+    got = recognised(graph, indexed.recognise_scatter, indexed.Scatter, 1)
+    total = _total(graph, got.node.attr("type").shape) if got is not None else None
     if total is None:
         return None
     return ScatterPlan(got, total, THREADS, emulated, _screened(graph, got) if screen else None)
@@ -167,11 +158,7 @@ class ScatterEmitter(GridEmitter):
     def run_node(self, node):
         if node is not self.plan.scatter.node:
             return super().run_node(node)
-        outer, self.node = self.node, node
-        try:
-            self._scatter(node)
-        finally:
-            self.node = outer
+        self.emit_at(node, self._scatter)
         return None
 
     def _scatter(self, node) -> None:
