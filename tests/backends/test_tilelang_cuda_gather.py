@@ -113,7 +113,8 @@ def test_sm90_issues_every_row_load_before_the_first_row_store_without_spills(tm
     if got is None:
         pytest.fail("no nvcc on this machine: the sm_90a lowering is not checked")
     (ptx,) = got.ptx.values()
-    assert got.spills == {"kernel_kernel": (0, 0)} and got.registers["kernel_kernel"] <= 72, got.registers
+    # 70 registers (elements) and 70 (units) with CUDA 13.0's ptxas; the flat nest it replaces had 32
+    assert got.spills == {"kernel_kernel": (0, 0)} and got.registers["kernel_kernel"] <= 80, got.registers
     lines = ptx.splitlines()
     width = "v4.u32" if vector else "u16"
     loads = [k for k, s in enumerate(lines) if f"ld.global.nc.{width}" in s]
