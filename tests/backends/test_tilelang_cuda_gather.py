@@ -168,7 +168,7 @@ def test_a_bad_id_anywhere_raises_the_serial_error_and_writes_nothing(compiled, 
         _raises_unchanged(exe, (table, ids), np.full((13, d), 3.0, np.float16),
                           rf"I.gather source: coordinate {bad} on axis 0 is outside its extent 50")
     ids = RNG.integers(0, 50, 13).astype(np.int64)
-    ids[[1, 11]] = (77, -5)  # two bad ids: either is an error some order of the rows raises first (T10)
+    ids[[1, 11]] = (77, -5)  # two bad ids: the one whose block claims the record first (as in the flat nest)
     _raises_unchanged(exe, (table, ids), np.full((13, d), 3.0, np.float16),
                       r"coordinate (77|-5) on axis 0 is outside its extent 50")
     ids[[1, 11]] = (49, 0)

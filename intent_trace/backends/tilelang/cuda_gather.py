@@ -10,12 +10,13 @@ threads (coalesced), unrolled with no exit between them: every load is issued be
 
 A coordinate outside the source is the serial program's ``IndexError`` (the ``I.gather source`` message: axis,
 coordinate, extent): the block claims the error record (:meth:`.GridEmitter.claim`, the first claim wins) and
-copies nothing; the executable then raises and commits nothing. Several bad rows: one of them is reported (any
-of them is an error the serial program could have raised first in some order of rows, T10). The column needs no
+copies nothing; the executable then raises and commits nothing. Several bad rows: one of them is reported, the
+one whose block claims first (as in the flat nest and the other grids; the serial program reports the first). The
+column needs no
 check: it is below the row's length by construction. With ``emulated`` the threads of a block are a serial loop
 (the C target runs the same mapping, ``tools/pytest_plugins/emulate_cuda_grids.py``).
 
-``vector``: the A/B variant (``tools/gather_ab.py``) in which a thread copies 16-byte units where the row's bytes
+``vector``: the A/B variant (``tools/indexed_ab.py``) in which a thread copies 16-byte units where the row's bytes
 are whole units and both buffers start on a 16-byte boundary (tested on the device, one uniform branch), the
 element copy otherwise.
 """
