@@ -219,3 +219,44 @@ def test_the_ab_variants_copy_the_same_bits(target, monkeypatch, variant, d):
     np.testing.assert_array_equal(_bits(out), _bits(table[ids]))
     ids[4] = 20
     _raises_unchanged(exe, (table, ids), np.full((7, d), 3.0, np.float16), r"coordinate 20 on axis 0")
+
+
+@intent.kernel
+def shifted_lookup(table: I.In[I.f32, ("V", "D")], ids: I.In[I.i32, ("T",)], out: I.Out[I.f32, ("T", "D")]):
+    token = I.reshape(ids[:] * 2 + 1, (ids.shape[0], 1))  # a computed id: the element code, once a row
+    feature = I.reshape(I.indices(I.domain(0, table.shape[1])), (1, table.shape[1]))
+    out[:, :] = I.gather(table[:, :], (token, feature))
+
+
+@intent.kernel
+def two_index_lookup(table: I.In[I.u8, ("B", "V", "D")], b: I.In[I.i64, ("T",)], ids: I.In[I.i64, ("T",)],
+                     out: I.Out[I.u8, ("T", "D")]):
+    first = I.reshape(b[:], (b.shape[0], 1))
+    token = I.reshape(ids[:], (ids.shape[0], 1))
+    feature = I.reshape(I.indices(I.domain(0, table.shape[2])), (1, table.shape[2]))
+    out[:, :] = I.gather(table[:, :, :], (first, token, feature))
+
+
+def test_a_computed_id_is_the_row_s_element_code(compiled):
+    table = _table(np.float32, (21, 1100))
+    ids = np.array([0, 9, 3, 7], np.int32)
+    out = np.zeros((4, 1100), np.float32)
+    compiled(shifted_lookup)(table, ids, out)
+    np.testing.assert_array_equal(_bits(out), _bits(table[ids * 2 + 1]))
+    ids[2] = 11  # 2 * 11 + 1 = 23: outside 21
+    _raises_unchanged(compiled(shifted_lookup), (table, ids), np.full((4, 1100), 3.0, np.float32),
+                      r"coordinate 23 on axis 0 is outside its extent 21")
+
+
+def test_two_leading_indices_each_checked_on_its_axis(compiled):
+    table = _table(np.uint8, (3, 5, 1030))
+    b, ids = np.array([2, 0, 1, 2], np.int64), np.array([4, 0, 3, 1], np.int64)
+    out = np.zeros((4, 1030), np.uint8)
+    exe = compiled(two_index_lookup)
+    exe(table, b, ids, out)
+    np.testing.assert_array_equal(out, table[b, ids])
+    for axis, bad in ((0, 3), (1, -1)):
+        bb, ii = b.copy(), ids.copy()
+        (bb, ii)[axis][3] = bad
+        _raises_unchanged(exe, (table, bb, ii), np.full((4, 1030), 9, np.uint8),
+                          rf"coordinate {bad} on axis {axis} is outside its extent {(3, 5)[axis]}")
