@@ -19,7 +19,9 @@ attention: the program is derived from the helper regions, node by node --
 
 **Tails.** The source's last block may be short: every reduction over the source axis and every contraction
 operand over it is masked there (the reduction's neutral element; 0 for a product), in a branch only that block
-takes (one uniform test per block, no per-element cost on full blocks); loads past the tensor read zeros. Rows past
+takes (one uniform test per block, no per-element cost on full blocks); loads past the tensor read zeros. Where
+``summarize`` compares the row and source coordinates (causal attention's mask), a whole block that lies inside the
+mask takes the same kind of branch: the comparison is known true there (:mod:`.cuda_region_inside`). Rows past
 the last are computed and never stored. ``S = 0`` is left to the general program (a TMA descriptor of an empty
 axis); so are ``rows = 0`` and ``batch = 0``.
 
@@ -73,14 +75,6 @@ def specializations(graph, target) -> list:
 def emulated(graph, target) -> list:
     """The same mapping on ``target`` (the C target: tests, ``tools/pytest_plugins``)."""
     return _specializations(graph, target, True)
-
-
-def program_for(graph, target, tiling: Tiling) -> str | None:
-    """The CUDA program of ``graph`` with ``tiling`` (tools/attention_sweep.py), or None when it is no segmented fold."""
-    plan = schedule_region.recognise(graph)
-    if not isinstance(plan, schedule_region.SegmentedFold):
-        return None
-    return specialization(graph, target, plan, tiling, Spelling).program
 
 
 def _specializations(graph, target, emulate: bool) -> list:
