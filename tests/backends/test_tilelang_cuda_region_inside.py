@@ -7,7 +7,8 @@ source, holds exactly where the mask (written by hand per kernel, as in test_til
 every pair. The numbers: every target through the shared fixture (tilelang-c runs CUDA's mapping, both branches)
 against NumPy float64 with the mask applied by hand; NaNs and infinities planted in Q, K and V in blocks inside the
 mask, on the diagonal and in skipped blocks, at tails no tile divides; a NaN payload seen through a block inside the
-mask keeps the oracle's (cpu) bits."""
+mask keeps the oracle's (cpu) bits. Every mask at lengths one past and one short of whole blocks:
+test_tilelang_cuda_region_skip.test_masked_folds_match_numpy."""
 import re
 
 import numpy as np
@@ -99,17 +100,6 @@ def test_non_finite_values_inside_on_and_past_the_diagonal(compiled):
     assert np.isnan(want[2, :, 5]).all()  # 0 * NaN in the rows before key 140
     assert np.isnan(want[1]).any() and not np.isnan(want[1]).all() and not np.isnan(want[4]).all()
     _check(out, want, bound)
-
-
-@pytest.mark.parametrize("kernel", list(INSIDE), ids=lambda k: k.name)
-def test_each_mask_matches_numpy_across_block_boundaries(compiled, kernel):
-    # lengths one past and one short of whole blocks, so every kind of block (inside, diagonal, tail, skipped) occurs
-    for B, L, S in ((1, 257, 383), (2, 383, 257)):
-        D = 16
-        args, bound = _attention_case(B, L, S, D, seed=L + 3 * S)
-        out = np.zeros((B, L, D), np.float16)
-        compiled(kernel, B=B, L=L, S=S, D=D)(*args[:3], out, args[3])
-        _check(out, _reference(*args, keep=MASKS[kernel]), bound)
 
 
 def test_a_nan_seen_inside_the_mask_keeps_its_payload(compiled):
