@@ -6,6 +6,11 @@ causal kernel) in one process, at batch*heads=32, L=S=4096 (head 128 unless a ti
 A variant is ``KERNEL:NAME`` with NAME ``head,block_M,block_N,stages,threads`` (cuda_region.Tiling) and, for the
 causal kernel, an optional ``/outside`` suffix: the program without the blocks-inside-the-mask branches
 (cuda_region_inside: the causal program as on main before it, every block evaluating the comparison per element).
+A ``/accumulate`` suffix (any kernel) measures what FlashAttention's form of the combine would buy, NOT the fold's
+numerics: the block's P scaled by the combine's beta before its f16 rounding and accumulated by the second product
+into the running output after one rescale by alpha (``acc = acc * alpha; acc += (beta P) V``: one multiply per
+output element a block instead of two multiplies and an add, and no separate product fragment -- 64 registers a
+thread), where the fold computes ``acc * alpha + (P V) * beta``. Its error against SDPA is printed like the others.
 Workspaces (the causal skip's flags) are allocated here. One JSON line per variant.
 
     python3 tools/attention_sweep.py                      # the default set (DEFAULT)
@@ -16,6 +21,7 @@ import json
 import math
 import multiprocessing
 import pathlib
+import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -28,8 +34,9 @@ from intent_trace.backends.tilelang.target import compile_program  # noqa: E402
 
 KERNELS = {"accurate": FA.attention_f16, "fast": FA.attention_f16_fast, "causal": FA.attention_f16_causal}
 BASE = "128,128,128,1,256"
-DEFAULT = (f"accurate:{BASE}", "accurate:128,128,128,2,256", f"fast:{BASE}", "fast:128,128,128,2,256",
-           f"causal:{BASE}/outside", f"causal:{BASE}", "causal:128,128,128,2,256")
+DEFAULT = (f"accurate:{BASE}", "accurate:128,128,128,2,256", f"accurate:{BASE}/accumulate", f"fast:{BASE}",
+           "fast:128,128,128,2,256", f"fast:{BASE}/accumulate", f"causal:{BASE}/outside", f"causal:{BASE}",
+           "causal:128,128,128,2,256")
 
 
 def _parse(variant: str) -> tuple:
@@ -51,7 +58,34 @@ def _program(variant: str):
                                           cuda_region.Spelling)
     finally:
         cuda_region_inside.Inside.known = known
-    return spec.program, spec.workspaces
+    return (accumulated(spec.program) if flag == "accumulate" else spec.program), spec.workspaces
+
+
+def accumulated(program: str) -> str:
+    """The ``/accumulate`` text (see the module docstring) of a fold program: the per-row combine moved before P's
+    cast, P scaled by its beta there, the wide combine a rescale before the product, the product accumulating."""
+    lines = program.splitlines()
+    gemms = [k for k, line in enumerate(lines) if line.strip().startswith("T.gemm(")]
+    pv = gemms[-1]
+    a, b, acc = re.match(r"\s*T\.gemm\((\w+), (\w+), (\w+), clear_accum=True", lines[pv]).groups()
+    indent = lines[pv][:len(lines[pv]) - len(lines[pv].lstrip())]
+    top = [k for k in range(pv + 1, len(lines))
+           if lines[k].startswith(indent) and not lines[k].startswith(indent + " ")]
+    rows_at, wide_at = top[0], top[1]
+    wide_end = next(k for k in range(wide_at + 1, len(lines)) if not lines[k].startswith(indent + " "))
+    wide = "\n".join(lines[wide_at:wide_end])
+    old_row = re.search(rf"{acc}\[(\w+), \w+\], (\w+)\[\1\]", wide).group(2)  # beta
+    run, new_row = next((m.group(1), m.group(3)) for m in re.finditer(  # the running output and alpha
+        r"'it_mul_f32', (\w+)\[(\w+), \w+\], (\w+)\[\2\]\)", wide) if m.group(1) != acc)
+    cast_at = max(k for k in range(pv) if lines[k].strip().startswith("T.reduce_sum(")) + 1
+    cast = [re.sub(r"T\.Cast\('float16', (\w+)\[(\w+), (\w+)\]\)", rf"T.Cast('float16', \1[\2, \3] * {old_row}[\2])", x)
+            for x in lines[cast_at:pv]]
+    extents = re.search(r"T\.Parallel\((.*)\):", wide).group(1)
+    rescale = [f"{indent}for ri, rj in T.Parallel({extents}):",
+               f"{indent}    {run}[ri, rj] = {run}[ri, rj] * {new_row}[ri]"]
+    gemm = lines[pv].replace(f", {acc}, clear_accum=True", f", {run}, clear_accum=False")
+    body = [*lines[:cast_at], *lines[rows_at:wide_at], *cast, *rescale, gemm, *lines[wide_end:]]
+    return "\n".join(x for x in body if not x.strip().startswith(f"{acc} = T.alloc_fragment(")) + "\n"
 
 
 def _compile(variant: str):

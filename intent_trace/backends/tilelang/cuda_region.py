@@ -135,7 +135,7 @@ class _Program:
     def __init__(self, graph, target, plan, tiling: Tiling, spelling, skip=None):
         self.graph, self.plan, self.t, self.target = graph, plan, tiling, target
         self.skip = skip  # schedule.region_skip.MaskedSkip: the source blocks a coordinate mask empties are skipped
-        self.inside = Inside(graph, plan, tiling)  # blocks where a coordinate mask is true everywhere: no per-element test
+        self.inside = Inside(graph, plan, tiling)  # blocks inside a coordinate mask: no per-element comparison
         self.workspaces, self.passes = (), []  # the skip's workspaces and the lines of its kernels before the fold
         fast = spelling.fast_bodies
         spec = attrs.evolve(target, helper_source=fast_helpers(target.helper_source)) if fast else target

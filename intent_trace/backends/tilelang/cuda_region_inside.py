@@ -46,7 +46,8 @@ class Inside:
         if id(node) in self.nodes:
             value = em.env[node.outputs[0]]
             if isinstance(value, Lazy):
-                em.env[node.outputs[0]] = Lazy(value.shape, lambda idx, v=value: TRUE if self.assumed else em.elem(v, idx))
+                em.env[node.outputs[0]] = Lazy(value.shape,
+                                               lambda idx, v=value: TRUE if self.assumed else em.elem(v, idx))
         if id(node) in self.nodes or any(x in self.masked for x in node.inputs):
             self.masked.update(node.outputs)
 
