@@ -1,70 +1,144 @@
-"""Sweep tile configurations of the tilelang-cuda segmented-fold program of the flash-attention example (run on the
-GPU machine; cuda_region.Tiling: head, block_M, block_N, stages, threads).
+"""A/B of the tilelang-cuda segmented-fold programs of the flash-attention example (run on the GPU machine): the
+accurate, approximate (FlashAttention spelling) and causal kernels, each as program-text variants, every one checked
+against and timed beside ``torch.nn.functional.scaled_dot_product_attention`` on the same data (``is_causal`` for the
+causal kernel) in one process, at batch*heads=32, L=S=4096 (head 128 unless a tiling says otherwise).
 
-``python3 tools/attention_sweep.py [D,block_M,block_N,stages,threads ...]``: each configuration's program is
-compiled in its own process first (filling TileLang's disk cache), then timed at batch*heads=32, L=S=4096 against
-``torch.nn.functional.scaled_dot_product_attention`` on the same data; one JSON line per configuration.
+A variant is ``KERNEL:NAME`` with NAME ``head,block_M,block_N,stages,threads`` (cuda_region.Tiling) and, for the
+causal kernel, an optional ``/outside`` suffix: the program without the blocks-inside-the-mask branches
+(cuda_region_inside: the causal program as on main before it, every block evaluating the comparison per element).
+A ``/accumulate`` suffix (any kernel) measures what FlashAttention's form of the combine would buy, NOT the fold's
+numerics: the block's P scaled by the combine's beta before its f16 rounding and accumulated by the second product
+into the running output after one rescale by alpha (``acc = acc * alpha; acc += (beta P) V``: one multiply per
+output element a block instead of two multiplies and an add, and no separate product fragment -- 64 registers a
+thread), where the fold computes ``acc * alpha + (P V) * beta``. Its error against SDPA is printed like the others.
+Workspaces (the causal skip's flags) are allocated here. One JSON line per variant.
+
+    python3 tools/attention_sweep.py                      # the default set (DEFAULT)
+    python3 tools/attention_sweep.py causal:128,128,128,1,256/outside causal:128,128,128,1,256
 """
 import concurrent.futures
 import json
 import math
 import multiprocessing
 import pathlib
+import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "examples")]
 
-from flash_attention import attention_f16  # noqa: E402
+import flash_attention as FA  # noqa: E402
 
-from intent_trace.backends.tilelang import cuda_region, targets  # noqa: E402
+from intent_trace.backends.tilelang import cuda_region, cuda_region_inside, targets  # noqa: E402
 from intent_trace.backends.tilelang.target import compile_program  # noqa: E402
 
-CONFIGS = ((128, 128, 128, 1, 256), (128, 128, 128, 2, 256), (128, 128, 64, 1, 256), (128, 128, 128, 3, 256),
-           (64, 128, 128, 1, 256), (64, 128, 128, 2, 256))
+KERNELS = {"accurate": FA.attention_f16, "fast": FA.attention_f16_fast, "causal": FA.attention_f16_causal}
+BASE = "128,128,128,1,256"
+DEFAULT = (f"accurate:{BASE}", "accurate:128,128,128,2,256", f"accurate:{BASE}/accumulate", f"fast:{BASE}",
+           "fast:128,128,128,2,256", f"fast:{BASE}/accumulate", f"causal:{BASE}/outside", f"causal:{BASE}",
+           "causal:128,128,128,2,256")
 
 
-def _program(config) -> str:
-    return cuda_region.program_for(attention_f16.trace(), targets.CUDA, cuda_region.Tiling(*config))
+def _parse(variant: str) -> tuple:
+    kernel, rest = variant.split(":")
+    tiling, _, flag = rest.partition("/")
+    return kernel, tuple(int(x) for x in tiling.split(",")), flag
 
 
-def _compile(config):
+def _program(variant: str):
+    """(the program text, its Specialization's workspaces)."""
+    kernel, tiling, flag = _parse(variant)
+    graph = KERNELS[kernel].trace()
+    plan = cuda_region.schedule_region.recognise(graph)
+    known = cuda_region_inside.Inside.known
+    if flag == "outside":  # every block as if it straddled the mask
+        cuda_region_inside.Inside.known = lambda self, var: None
     try:
-        compile_program(_program(config), "tilelang-cuda")
-    except Exception as e:  # reported, and the configuration skipped
+        spec = cuda_region.specialization(graph, targets.CUDA, plan, cuda_region.Tiling(*tiling),
+                                          cuda_region.Spelling)
+    finally:
+        cuda_region_inside.Inside.known = known
+    return (accumulated(spec.program) if flag == "accumulate" else spec.program), spec.workspaces
+
+
+def accumulated(program: str) -> str:
+    """The ``/accumulate`` text (see the module docstring) of a fold program: the per-row combine moved before P's
+    cast, P scaled by its beta there, the wide combine a rescale before the product, the product accumulating."""
+    lines = program.splitlines()
+    gemms = [k for k, line in enumerate(lines) if line.strip().startswith("T.gemm(")]
+    pv = gemms[-1]
+    a, b, acc = re.match(r"\s*T\.gemm\((\w+), (\w+), (\w+), clear_accum=True", lines[pv]).groups()
+    indent = lines[pv][:len(lines[pv]) - len(lines[pv].lstrip())]
+    top = [k for k in range(pv + 1, len(lines))
+           if lines[k].startswith(indent) and not lines[k].startswith(indent + " ")]
+    rows_at, wide_at = top[0], top[1]
+    wide_end = next(k for k in range(wide_at + 1, len(lines)) if not lines[k].startswith(indent + " "))
+    wide = "\n".join(lines[wide_at:wide_end])
+    old_row = re.search(rf"{acc}\[(\w+), \w+\], (\w+)\[\1\]", wide).group(2)  # beta
+    run, new_row = next((m.group(1), m.group(3)) for m in re.finditer(  # the running output and alpha
+        r"'it_mul_f32', (\w+)\[(\w+), \w+\], (\w+)\[\2\]\)", wide) if m.group(1) != acc)
+    cast_at = max(k for k in range(pv) if lines[k].strip().startswith("T.reduce_sum(")) + 1
+    cast = [re.sub(r"T\.Cast\('float16', (\w+)\[(\w+), (\w+)\]\)", rf"T.Cast('float16', \1[\2, \3] * {old_row}[\2])", x)
+            for x in lines[cast_at:pv]]
+    extents = re.search(r"T\.Parallel\((.*)\):", wide).group(1)
+    rescale = [f"{indent}for ri, rj in T.Parallel({extents}):",
+               f"{indent}    {run}[ri, rj] = {run}[ri, rj] * {new_row}[ri]"]
+    gemm = lines[pv].replace(f", {acc}, clear_accum=True", f", {run}, clear_accum=False")
+    body = [*lines[:cast_at], *lines[rows_at:wide_at], *cast, *rescale, gemm, *lines[wide_end:]]
+    return "\n".join(x for x in body if not x.strip().startswith(f"{acc} = T.alloc_fragment(")) + "\n"
+
+
+def _compile(variant: str):
+    try:
+        compile_program(_program(variant)[0], "tilelang-cuda")
+    except Exception as e:  # reported, and the variant skipped
         return f"{type(e).__name__}: {str(e)[:300]}"
     return None
 
 
 def main() -> None:
     import torch
-    from gpu import cuda_time
+    from gpu_zoo import cuda_time
 
-    configs = [tuple(int(x) for x in a.split(",")) for a in sys.argv[1:]] or list(CONFIGS)
-    with concurrent.futures.ProcessPoolExecutor(len(configs), mp_context=multiprocessing.get_context("spawn")) as pool:
-        errors = dict(zip(configs, pool.map(_compile, configs)))
+    variants = sys.argv[1:] or list(DEFAULT)
+    programs = {v: _program(v) for v in variants}
+    assert len({p for p, _ in programs.values()}) == len(variants), "two variants gave the same program"
+    with concurrent.futures.ProcessPoolExecutor(min(len(variants), 8),
+                                                mp_context=multiprocessing.get_context("spawn")) as pool:
+        errors = dict(zip(variants, pool.map(_compile, variants)))
     bh, n = 32, 4096
-    for d in sorted({c[0] for c in configs}):
-        q, k, v = (torch.randn(bh, n, d, device="cuda", dtype=torch.float16) for _ in range(3))
+    data, reference = {}, {}
+    for variant in variants:
+        kernel, (d, *_), flag = _parse(variant)
+        causal = kernel == "causal"
+        if (d, causal) not in data:
+            q, k, v = (torch.randn(bh, n, d, device="cuda", dtype=torch.float16) for _ in range(3))
+            scale = 1.0 / math.sqrt(d)
+
+            def sdpa(q=q, k=k, v=v, scale=scale, causal=causal):
+                return torch.nn.functional.scaled_dot_product_attention(q[None], k[None], v[None], scale=scale,
+                                                                         is_causal=causal)
+
+            data[d, causal] = (q, k, v, scale)
+            reference[d, causal] = (sdpa()[0].float(), cuda_time(sdpa, inner=10))
+        q, k, v, scale = data[d, causal]
+        ref, theirs = reference[d, causal]
+        line = {"variant": variant, "bh": bh, "n": n, "d": d}
+        if errors[variant]:
+            print(json.dumps({**line, "error": errors[variant]}), flush=True)
+            continue
+        program, workspaces = programs[variant]
+        kern = compile_program(program, "tilelang-cuda")
+        extents = {"d0": bh, "d1": n, "d2": d, "d3": n}
+        spaces = [torch.empty(*(extents.get(x) or int(x) for x in w.shape), device="cuda",
+                              dtype=getattr(torch, w.dtype)) for w in workspaces]
         out = torch.empty_like(q)
-        scale = 1.0 / math.sqrt(d)
-
-        def sdpa():
-            return torch.nn.functional.scaled_dot_product_attention(q[None], k[None], v[None], scale=scale)
-
-        ref = sdpa()[0].float()
-        theirs = cuda_time(sdpa)
-        flops = 4.0 * bh * n * n * d
-        for config in (c for c in configs if c[0] == d):
-            if errors[config]:
-                print(json.dumps({"config": config, "error": errors[config]}), flush=True)
-                continue
-            kernel = compile_program(_program(config), "tilelang-cuda")
-            kernel(q, k, v, out, scale)
-            err = float((out.float() - ref).abs().max())
-            ours = cuda_time(lambda: kernel(q, k, v, out, scale))
-            print(json.dumps({"config": config, "ours_ms": ours * 1e3, "torch_ms": theirs * 1e3, "ratio": theirs / ours,
-                              "ours_tflops": flops / ours / 1e12, "max_abs_err_vs_torch": err}), flush=True)
+        kern(q, k, v, out, scale, *spaces)
+        err = float((out.float() - ref).abs().max())
+        ours = cuda_time(lambda: kern(q, k, v, out, scale, *spaces), inner=10)
+        flops = 4.0 * bh * n * n * d * (0.5 if causal else 1.0)
+        print(json.dumps({**line, "ours_ms": ours * 1e3, "sdpa_ms": theirs * 1e3, "ratio": theirs / ours,
+                          "ours_tflops": flops / ours / 1e12, "max_abs_err_vs_sdpa": err}), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Shared by the indexed grid tests (histogram, scatter, row gather): the ``compiled`` fixture and the emulated C
 target that runs tilelang-cuda's indexed mappings (cuda_indexed, a block's threads one after another)."""
 import attrs
+import numpy as np
 from conftest import EXECUTABLE_TARGETS
 
 import intent_trace as intent
@@ -35,3 +36,16 @@ def make_compiled(target, monkeypatch, mapping: str, spec=EMULATED):
         return intent.compile(kernel, target=target)
 
     return compiled
+
+
+def within_t5(got, dest, idx, v, unit: float = 2.0 ** -24) -> None:
+    """Each destination's sum within T5's bound for its own terms (the initial value and its updates: the order of
+    collisions is free, T10)."""
+    exact = dest.astype(np.float64)
+    np.add.at(exact, idx, v.astype(np.float64))
+    terms = np.abs(dest.astype(np.float64))
+    np.add.at(terms, idx, np.abs(v.astype(np.float64)))
+    n = np.ones(dest.shape)
+    np.add.at(n, idx, 1)
+    gamma = n * unit / (1 - n * unit)
+    assert np.all(np.abs(got - exact) <= gamma * terms), np.max(np.abs(got - exact))

@@ -153,7 +153,10 @@ def test_the_three_kernels_lower_for_sm90a_without_spills(kernel, tmp_path):
 
 # --- the numbers ---------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("B, L, S", [(2, 200, 400), (1, 300, 140), (1, 260, 260)], ids=["L<S", "L>S", "L=S"])
+# the last two one past and one short of whole blocks: blocks inside the mask, on it, past it, and tails
+# (cuda_region_inside)
+@pytest.mark.parametrize("B, L, S", [(2, 200, 400), (1, 300, 140), (1, 260, 260), (1, 257, 383), (2, 383, 257)],
+                         ids=["L<S", "L>S", "L=S", "L<S-edges", "L>S-edges"])
 @pytest.mark.parametrize("kernel", list(MASKS), ids=lambda k: k.name)
 def test_masked_folds_match_numpy(compiled, kernel, B, L, S):
     D = 16

@@ -119,6 +119,15 @@ def row_prefix_max(x: I.In[I.f32, ("M", "N")], out: I.Out[I.f32, ("M",)]):
     out[m] = I.reduce.max(I.cumsum(x[m, n], axis=1), axis=1)  # the scan needs a buffer of N per element
 
 
+@intent.kernel
+def widening_lookup(table: I.In[I.f16, ("V", "D")], ids: I.In[I.i64, ("T",)], out: I.Out[I.f32, ("T", "D")]):
+    """An embedding lookup whose rows are widened as they are read: a flat nest, each element's id read and checked
+    (the plain lookup, ``benchmarks/zoo_kernels.embedding_f16``, is a row gather: cuda_gather)."""
+    token = I.reshape(ids[:], (ids.shape[0], 1))
+    feature = I.reshape(I.indices(I.domain(0, table.shape[1])), (1, table.shape[1]))
+    out[:, :] = I.cast(I.gather(table[:, :], (token, feature)), I.f32)
+
+
 def mapped_compiler(target: str, monkeypatch, emulated, mapping: str, mapped_targets=("tilelang-c", "tilelang-cuda")):
     """``compiled(kernel)`` for a test of one CUDA mapping: the kernel built for ``target``, on tilelang-c with the
     target value ``emulated`` (the C target running the CUDA mapping, a block's threads one after another); on a

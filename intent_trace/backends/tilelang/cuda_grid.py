@@ -13,7 +13,10 @@ from __future__ import annotations
 import contextlib
 import re
 
+from ...graph import ops
 from ...graph.lowering import ErrorSite
+from ...graph.traits import POINTWISE
+from ...schedule.prologue import prologue
 from .emitter import TileLangEmitter
 from .extern import address
 from .storage import ERROR_PARAM
@@ -25,6 +28,29 @@ def block_count(total: str, per_block: int, most: int) -> str:
     """Blocks for ``total`` items, ``per_block`` a block's share of one grid-stride step, at most ``most`` (the
     grid then strides); at least one (CUDA refuses an empty grid)."""
     return f"T.max(T.min(T.ceildiv({total}, T.int64({per_block})), T.int64({most})), T.int64(1))"
+
+
+#: the ops of an indexed grid's element code (reads of whole axes and pointwise ops): none can fail a check, so the
+#: only checks of the program are its own, claimed
+ELEMENT_OPS = POINTWISE | {ops.read, ops.domain, ops.indices, ops.broadcast, ops.full, ops.reshape}
+
+
+def recognised(graph, recognise, record, tail: int):
+    """``recognise(graph)``'s record when it is a ``record`` and every node before the graph's last ``tail`` is element
+    code or a prologue check (made before any launch, schedule.prologue), else None."""
+    got = recognise(graph)
+    if not isinstance(got, record):
+        return None
+    pro = prologue(graph)
+    return None if any(n.op not in ELEMENT_OPS and n not in pro for n in graph.body.nodes[:-tail]) else got
+
+
+def extent_names(graph, shape) -> list | None:
+    """Each axis of ``shape`` as the program names it (``dK`` for a kernel extent, ``T.int64(n)`` for a literal), or
+    None when an axis is neither."""
+    names = {id(ev.extent): f"d{k}" for k, ev in enumerate(graph.extents)}
+    parts = [f"T.int64({s})" if isinstance(s, int) else names.get(id(s)) for s in shape]
+    return None if None in parts else parts
 
 
 def kernel_line(blocks: str, threads: int, emulated: bool, prelude: str | None, name: str = "bx") -> str:
@@ -75,6 +101,14 @@ class GridEmitter(TileLangEmitter):
         if typed is None:
             raise self.reject(f"internal: the atomic add's value {value!r} does not name its dtype")
         self.line(self.target.lanes.atomic_add(self, cell, value, typed[1] or typed[2]))
+
+    def emit_at(self, node, emit) -> None:
+        """``emit(node)`` with ``node`` the node being emitted (its checks' notes and rejections name it)."""
+        outer, self.node = self.node, node
+        try:
+            emit(node)
+        finally:
+            self.node = outer
 
     def unflatten(self, j: str, shape: tuple) -> list:
         """The row-major coordinates of flat index ``j`` in ``shape`` (extent expressions): ``coordinates``."""

@@ -5,13 +5,16 @@ graph, which keeps the planners after it (flat nests, parallel grids) and today'
 """
 from __future__ import annotations
 
+import functools
+
+from .cuda_gather import gather_plan
 from .cuda_histogram import histogram_plan
 from .cuda_scatter import scatter_plan
 
 
 def indexed_plan(graph, emulated: bool = False):
     """The grid plan of a histogram, scatter or row-gather graph, or None."""
-    for planner in (histogram_plan, scatter_plan):
+    for planner in (histogram_plan, functools.partial(scatter_plan, screen=True), gather_plan):
         plan = planner(graph, emulated)
         if plan is not None:
             return plan

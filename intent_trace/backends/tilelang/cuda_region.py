@@ -19,7 +19,9 @@ attention: the program is derived from the helper regions, node by node --
 
 **Tails.** The source's last block may be short: every reduction over the source axis and every contraction
 operand over it is masked there (the reduction's neutral element; 0 for a product), in a branch only that block
-takes (one uniform test per block, no per-element cost on full blocks); loads past the tensor read zeros. Rows past
+takes (one uniform test per block, no per-element cost on full blocks); loads past the tensor read zeros. Where
+``summarize`` compares the row and source coordinates (causal attention's mask), a whole block that lies inside the
+mask takes the same kind of branch: the comparison is known true there (:mod:`.cuda_region_inside`). Rows past
 the last are computed and never stored. ``S = 0`` is left to the general program (a TMA descriptor of an empty
 axis); so are ``rows = 0`` and ``batch = 0``.
 
@@ -34,8 +36,6 @@ by the serial program after the tiles are staged (:mod:`.cuda_region_nan`): NaN 
 """
 from __future__ import annotations
 
-import math
-
 import attrs
 
 from ... import types as T
@@ -46,9 +46,10 @@ from ...graph.values import Literal, Var
 from ...schedule import region as schedule_region
 from ...schedule.region import ROW, SLICE
 from . import cuda_region_nan, cuda_region_skip
+from .cuda_region_inside import Inside
 from .cuda_access import Specialization, tma_rows
 from .cuda_epilogue import declare_params
-from .cuda_region_tiles import Emulated, Spelling, Tiling, fast_helpers
+from .cuda_region_tiles import Emulated, Spelling, Tiling, clears_to, fast_helpers, float_literal
 from .emitter import Aggregate, Lazy, Scalar, TileLangEmitter
 from .rules import REJECTED, RULES
 
@@ -74,14 +75,6 @@ def specializations(graph, target) -> list:
 def emulated(graph, target) -> list:
     """The same mapping on ``target`` (the C target: tests, ``tools/pytest_plugins``)."""
     return _specializations(graph, target, True)
-
-
-def program_for(graph, target, tiling: Tiling) -> str | None:
-    """The CUDA program of ``graph`` with ``tiling`` (tools/attention_sweep.py), or None when it is no segmented fold."""
-    plan = schedule_region.recognise(graph)
-    if not isinstance(plan, schedule_region.SegmentedFold):
-        return None
-    return specialization(graph, target, plan, tiling, Spelling).program
 
 
 def _specializations(graph, target, emulate: bool) -> list:
@@ -142,6 +135,7 @@ class _Program:
     def __init__(self, graph, target, plan, tiling: Tiling, spelling, skip=None):
         self.graph, self.plan, self.t, self.target = graph, plan, tiling, target
         self.skip = skip  # schedule.region_skip.MaskedSkip: the source blocks a coordinate mask empties are skipped
+        self.inside = Inside(graph, plan, tiling)  # blocks inside a coordinate mask: no per-element comparison
         self.workspaces, self.passes = (), []  # the skip's workspaces and the lines of its kernels before the fold
         fast = spelling.fast_bodies
         spec = attrs.evolve(target, helper_source=fast_helpers(target.helper_source)) if fast else target
@@ -186,6 +180,7 @@ class _Program:
 
     def bind(self, var, tile: _Tile) -> None:
         self.em.env[var] = self.tile_value(tile)
+        self.inside.masked.discard(var)  # it reads the tile now, not the comparison
         self.deps[var] = frozenset({tile.buf}) if self.reuses(tile) else frozenset()
 
     def reuses(self, tile: _Tile) -> bool:
@@ -206,6 +201,7 @@ class _Program:
             self.em.env[node.outputs[0]] = _unit_reshape(self.em, node)
         else:
             self.em.run_node(node)
+        self.inside.track(self.em, node)
         deps = frozenset().union(*(self.deps.get(x, frozenset()) for x in node.inputs if isinstance(x, Var)))
         for v in node.outputs:
             self.deps[v] = deps
@@ -385,16 +381,23 @@ class _Program:
         target = self.reusable(var, shape, dtype, pos, last, scope) if reuse else None
         if target is None:
             target = _Tile(self.sp.alloc("m", shape, dtype, scope), scope, dtype, shape)
-        if pad is None or slice_axis is None:
-            self.write_tile(target, value)
-        else:
-            full = f"(kb + 1) * {self.t.block_N} <= {self.dims[self.plan.source]}"
-            with self.em.block(f"if {full}:"):
-                self.write_tile(target, value)
-            with self.em.block("else:"):
-                self.write_tile(target, value, (slice_axis, pad))
+        self.write_cases(target, value, var, None if pad is None or slice_axis is None else (slice_axis, pad))
         self.bind(var, target)
         return target
+
+    def write_cases(self, tile: _Tile, value, var, mask=None) -> None:
+        """``tile = value`` (``var``'s), in a branch per block: a whole block of the source inside every coordinate
+        mask (:mod:`.cuda_region_inside`) is written unmasked, with the comparisons known; the others as they are,
+        ``mask`` (the source axis and its padding) applied past the source's end."""
+        fast = [f"(kb + 1) * {self.t.block_N} <= {self.dims[self.plan.source]}"] if mask is not None else []
+        known = self.inside.known(var)
+        if not fast and known is None:
+            return self.write_tile(tile, value)
+        with self.em.block(f"if {' and '.join([*fast, *([known] if known else [])])}:"):
+            with self.inside.assuming(known is not None):
+                self.write_tile(tile, value)
+        with self.em.block("else:"):
+            self.write_tile(tile, value, mask)
 
     def write_tile(self, tile: _Tile, value, mask=None) -> None:
         names = [self.em.fresh("i") for _ in tile.shape]
@@ -419,13 +422,13 @@ class _Program:
         width = self.role_size(r.axis)
         out = self.fragment((self.t.block_M,), prefix="red")
         pad = _PAD[r.kind] if r.axis == SLICE else None
-        identity = _float(r.identity)
+        identity = float_literal(r.identity)
         if r.kind != "sum" and not self.plan.tolerant:
             self.exact(node, r, out, width, pos, last)
         else:
             src = self.materialize(source, "float32", pos, last, self.sp.reduced_scope, pad=pad,
                                    slice_axis=1 if pad else None)
-            clear = _is_init(r.kind, r.identity)
+            clear = clears_to(r.kind, r.identity)
             if not clear:
                 self.fill(out, Scalar(identity))
             self.sp.reduce(r.kind, src.buf, out.buf, (self.t.block_M, width), clear)
@@ -439,15 +442,9 @@ class _Program:
         value = self.em.env[node.inputs[0]]
         pad = "T.int32(-2147483648)" if r.kind == "max" else "T.int32(2147483647)"
         wrapped = Lazy(value.shape, lambda idx: f"T.call_extern('int32', {key!r}, {self.em.elem(value, idx)})")
-        if r.axis == SLICE:
-            with self.em.block(f"if (kb + 1) * {self.t.block_N} <= {self.dims[self.plan.source]}:"):
-                self.write_tile(keys, wrapped)
-            with self.em.block("else:"):
-                self.write_tile(keys, wrapped, (1, pad))
-        else:
-            self.write_tile(keys, wrapped)
+        self.write_cases(keys, wrapped, node.inputs[0], (1, pad) if r.axis == SLICE else None)
         best = self.fragment((self.t.block_M,), "int32", "best")
-        self.fill(best, Scalar(f"T.call_extern('int32', {key!r}, {_float(r.identity)})"))
+        self.fill(best, Scalar(f"T.call_extern('int32', {key!r}, {float_literal(r.identity)})"))
         self.sp.reduce(r.kind, keys.buf, best.buf, (self.t.block_M, width), False, "int32")
         i = self.em.fresh("i")
         with self.em.block(self.sp.parallel([i], (self.t.block_M,))):
@@ -584,17 +581,3 @@ def _unit_reshape(em, node) -> Lazy:
 
 def _loc(node) -> str:
     return f" at {node.loc!r}" if node.loc is not None else ""
-
-
-def _float(x: float) -> str:
-    if math.isnan(x):
-        return "T.float32(float('nan'))"
-    if math.isinf(x):
-        return "T.infinity('float32')" if x > 0 else "-T.infinity('float32')"
-    return f"T.float32({x!r})"
-
-
-def _is_init(kind: str, value: float) -> bool:
-    """Whether ``value`` is what TileLang's reduction starts from when cleared (-inf, +inf, +0)."""
-    start = {"max": -math.inf, "min": math.inf, "sum": 0.0}[kind]
-    return value == start and math.copysign(1.0, value) == math.copysign(1.0, start)

@@ -391,3 +391,18 @@ def fast_helpers(base):
             return f"{_HEADER[d]}{fn} float {name}(float a) {{ return {_HALF[d].format('a')}; }}"
         return base(name, family, dtypes, ret, args)
     return source
+
+
+def float_literal(x: float) -> str:
+    """``x`` as a TIR float32 literal (NaN and the infinities spelled)."""
+    if math.isnan(x):
+        return "T.float32(float('nan'))"
+    if math.isinf(x):
+        return "T.infinity('float32')" if x > 0 else "-T.infinity('float32')"
+    return f"T.float32({x!r})"
+
+
+def clears_to(kind: str, value: float) -> bool:
+    """Whether ``value`` is what TileLang's reduction starts from when cleared (-inf, +inf, +0)."""
+    start = {"max": -math.inf, "min": math.inf, "sum": 0.0}[kind]
+    return value == start and math.copysign(1.0, value) == math.copysign(1.0, start)

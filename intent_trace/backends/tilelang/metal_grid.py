@@ -25,6 +25,7 @@ from __future__ import annotations
 from ... import types as T
 from ...graph.values import walk_region
 from . import cuda_kernels, cuda_region_carry, cuda_rows, cuda_scan, metal_atomics
+from .cuda_gather import gather_plan
 from .cuda_histogram import histogram_plan
 from .cuda_scatter import scatter_plan
 from .lanes import Lanes
@@ -110,13 +111,16 @@ def _loop_refusal(grid) -> str | None:
 
 
 def indexed_grid(graph):
-    """A histogram's privatised grid (counts i32 or i64: :func:`_atomic_add`), or a scatter's, when Metal's atomics
-    do its combine: any combine on 32-bit elements, an integer add on 64-bit ones (metal_atomics.ADD64)."""
+    """A histogram's privatised grid (counts i32 or i64: :func:`_atomic_add`), a scatter's, when Metal's atomics
+    do its combine: any combine on 32-bit elements, an integer add on 64-bit ones (metal_atomics.ADD64), or a row
+    gather's (:mod:`.cuda_gather`: element copies, no atomics)."""
     plan = histogram_plan(graph)
     if plan is not None:
         return plan
     plan = scatter_plan(graph)
-    return plan if plan is not None and _scatter_refusal(plan) is None else None
+    if plan is not None:
+        return plan if _scatter_refusal(plan) is None else None
+    return gather_plan(graph)
 
 
 def _scatter_refusal(plan) -> str | None:
