@@ -225,7 +225,8 @@ def _loops(em, node, args, acc: T.DType):
     the reduced positions k in order into its row of the workspace, starting from zero, so every output element
     is its products summed in reduction order with one rounding per product and per sum (f16/bf16: in float32,
     rounded once at the end; integers wrap), as one scalar accumulator per element gives, while the innermost
-    loop runs along the row, over independent elements, where LLVM vectorises it."""
+    loop runs along the row, over independent elements, where LLVM vectorises it. A float row of at most 1 KiB is
+    summed instead by :func:`~.lane_contract.lane_row` (the same sums, held in registers across the reduction)."""
     lhs, rhs = args
     p = _Plan(em, node, lhs, rhs)
     if acc.is_float:  # f16/bf16: float32 products and sums (their values are float32 numbers already)
