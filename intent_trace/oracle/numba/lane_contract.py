@@ -12,8 +12,10 @@ sum: bit for bit the scalar loop's; the outputs after the row's last whole block
 Only rows of at most :data:`SHORT_ROW_BYTES`: a block's reduced loop reads the rhs a row (``N`` values) apart,
 and for a long row those loads fall in a few L1 sets (at N = 1024 floats, 4 KiB apart, all in the same ones):
 attention's ``q @ k.T`` (N = 1024) ran 2x slower so; copied into ``[N // W, K, W]`` panels first it ran 12%
-faster than the row-streaming loop, but the copy's loop nest cost ``attention_f16``'s first parallel-build call
-1.1 CPU-s (its limit is 5), so long rows keep the row-streaming loop.
+faster than the row-streaming loop, but the copy cost ``attention_f16``'s first parallel-build call 1.1 CPU-s as a
+generated loop nest and 0.6 as a second outlined helper (its limit is 5), so long rows keep the row-streaming loop.
+This helper alone costs that call nothing measurable once it is in Numba's cache, and its own compile (0.22 CPU-s)
+the first time on a machine.
 
 A runtime helper called through :func:`~.outlined_call.call_outlined`: compiled once per argument types and cached
 on disk, never linked into and optimised again with every kernel that calls it.
