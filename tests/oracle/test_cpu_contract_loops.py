@@ -14,7 +14,7 @@ import pytest
 
 import intent_trace as intent
 from intent_trace import I
-from intent_trace.oracle.numba import target as cpu_target
+from intent_trace.oracle.numba import runtime, target as cpu_target
 
 U32, U16 = 2.0**-24, 2.0**-11
 
@@ -44,7 +44,12 @@ def attention_scores(q: I.In[I.f32, ("B", "L", "D")], k: I.In[I.f32, ("B", "S", 
         o[b, :, :] = I.matmul(t, v[b, :, :], acc_dtype=I.f32)
 
 
-@pytest.mark.parametrize("shape", [(1, 1, 1, 1, 1), (2, 3, 5, 7, 2), (3, 17, 9, 33, 4), (2, 4, 3, 0, 5)],
+# Short output rows (at most 1 KiB: 256 f32, 128 f64 values; oracle/numba/lane_contract.py) run in whole blocks of
+# the lane width (64 f32, 32 f64 values) summed in registers, then the rest in the scalar loop's order; longer rows
+# by the generated loops: rows (S, E) below, at and above one and two blocks and the short-row limit, and a
+# reduction (D = 70) longer than a block.
+@pytest.mark.parametrize("shape", [(1, 1, 1, 1, 1), (2, 3, 5, 7, 2), (3, 17, 9, 33, 4), (2, 4, 3, 0, 5)] +
+                         [(2, 3, n, 70, n) for n in (31, 32, 33, 63, 64, 65, 129, 256, 257)],
                          ids=lambda s: "B{}L{}S{}D{}E{}".format(*s))
 def test_contractions_inside_a_parallel_loop(run, shape):
     b, l, s_, d, e = shape
@@ -105,3 +110,53 @@ def test_contraction_loops_above_the_parallel_threshold():
     for j in range(bb):
         _assert_within(s[j], q[j], kk[j].T, U32)
         _assert_within(o[j], s[j], v[j], U32)
+
+
+@intent.kernel
+def batched_f64_acc(a: I.In[I.f32, ("B", "M", "K")], b: I.In[I.f32, ("B", "K", "N")],
+                    c: I.Out[I.f64, ("B", "M", "N")]):
+    for j in I.parallel(I.domain(0, a.shape[0])):
+        c[j, :, :] = I.matmul(a[j, :, :], b[j, :, :], acc_dtype=I.f64)
+
+
+def _ordered(a, b, dtype):
+    """Each output element's products summed in reduction order from zero, one rounding per product and per sum,
+    in ``dtype`` (NumPy elementwise arithmetic: no FMA, no reassociation): what the loop nests compute."""
+    a, b = a.astype(dtype), b.astype(dtype)
+    c = np.zeros(a.shape[:-1] + b.shape[-1:], dtype)
+    for k in range(a.shape[-1]):
+        c = c + a[..., :, k:k + 1] * b[..., k:k + 1, :]
+    return c
+
+
+@pytest.mark.parametrize("n", [1, 31, 32, 33, 65, 128, 129], ids=lambda n: f"f64-N{n}")  # "f64" in the id: not on Metal
+def test_lane_blocks_of_an_f64_accumulator(run, n):
+    rng = np.random.default_rng(n)
+    a, w = rng.standard_normal((2, 3, 40)).astype(np.float32), rng.standard_normal((2, 40, n)).astype(np.float32)
+    c = np.full((2, 3, n), np.nan, np.float64)
+    run(batched_f64_acc, a, w, c)
+    for j in range(2):
+        _assert_within(c[j], a[j], w[j], 2.0**-53)
+
+
+@pytest.mark.parametrize("build", ["serial", "parallel"])
+def test_lane_blocks_sum_in_reduction_order(build, monkeypatch):
+    """The cpu target's sums are the ordered sums bit for bit, in f32 and f64, on both sides of a block, in both
+    builds (the parallel one forced at this size, as ``force_parallel`` in test_cpu_parallel_build.py does)."""
+    monkeypatch.setattr(cpu_target, "PARALLEL_THRESHOLD", 0 if build == "parallel" else 1 << 62)
+    rng = np.random.default_rng(3)
+    for n in (63, 64, 65, 128, 129, 256, 257):
+        q, k = (rng.standard_normal((2, m, 70)).astype(np.float32) for m in (5, n))
+        v = rng.standard_normal((2, n, n)).astype(np.float32)
+        s, o = np.empty((2, 5, n), np.float32), np.empty((2, 5, n), np.float32)
+        exe = intent.compile(attention_scores, target="cpu")
+        exe(q, k, v, s, o)
+        assert (exe._pick([q, k, v, s, o]) is exe.module.kernel_parallel) == (build == "parallel")
+        assert np.array_equal(s, _ordered(q, k.transpose(0, 2, 1), np.float32))
+        assert np.array_equal(o, _ordered(s, v, np.float32))
+        c = np.empty((2, 70, n), np.float64)
+        b = rng.standard_normal((2, 70, n)).astype(np.float32)
+        a = rng.standard_normal((2, 70, 70)).astype(np.float32)
+        intent.compile(batched_f64_acc, target="cpu")(a, b, c)
+        assert np.array_equal(c, _ordered(a, b, np.float64))
+    assert runtime.lane_row.signatures  # the short rows ran through the register blocks

@@ -17,9 +17,12 @@ An empty reduction gives the accumulator's zero on both paths.
 """
 from __future__ import annotations
 
+import contextlib
+
 from ... import types as T
 from ...graph import ops
 from ...graph.interpreter import rule_registrar
+from .lane_contract import LANES_BY_BITS
 from .scalar_rules import NARROW, cast_expr, np_type, round_to
 from .values import Array, Lazy, Scalar, View
 
@@ -222,7 +225,8 @@ def _loops(em, node, args, acc: T.DType):
     the reduced positions k in order into its row of the workspace, starting from zero, so every output element
     is its products summed in reduction order with one rounding per product and per sum (f16/bf16: in float32,
     rounded once at the end; integers wrap), as one scalar accumulator per element gives, while the innermost
-    loop runs along the row, over independent elements, where LLVM vectorises it."""
+    loop runs along the row, over independent elements, where LLVM vectorises it. A float row of at most 1 KiB is
+    summed instead by :func:`~.lane_contract.lane_row` (the same sums, held in registers across the reduction)."""
     lhs, rhs = args
     p = _Plan(em, node, lhs, rhs)
     if acc.is_float:  # f16/bf16: float32 products and sums (their values are float32 numbers already)
@@ -238,18 +242,24 @@ def _loops(em, node, args, acc: T.DType):
     a3 = em.assign(f"{a}.reshape(({nb}, {nm}, {nk}))", "a")
     b3 = em.assign(f"{b}.reshape(({nb}, {nk}, {nn}))", "a")
     c3 = em.allocate((nb, nm, nn), np_type(work), f"the {work.name} product workspace of `contract`")
+    lanes = work.is_float and work.bits in LANES_BY_BITS
     rows = _product(em, [nb, nm])
     with em.loop_nest((rows,), parallel=True) as (q,):
         bq = em.assign(f"{q} // {nm}", "b") if nb != "1" else "0"
         iq = em.assign(f"{q} - {bq} * {nm}", "i") if nb != "1" else q
         crow, arow = em.assign(f"{c3}[{bq}, {iq}]", "c"), em.assign(f"{a3}[{bq}, {iq}]", "a")
-        j = em.fresh("j")
-        with em.block(f"for {j} in range({nn}):"):
-            em.line(f"{crow}[{j}] = {np_type(work)}(0)")
-        k = em.fresh("k")
-        with em.block(f"for {k} in range({nk}):"):
-            x = em.assign(cast_expr(acc, work, f"{arow}[{k}]"), "x")
-            brow = em.assign(f"{b3}[{bq}, {k}]", "r")
+        if lanes:  # a short row summed in registers (:mod:`.lane_contract`); a long one by the loops below
+            done = em.assign(f"R.call_outlined(R.lane_row, {crow}, {arow}, {b3}, np.int64({bq}), {np_type(work)}(0))",
+                             "n")
+        with em.block(f"if not {done}:") if lanes else contextlib.nullcontext():
+            j = em.fresh("j")
             with em.block(f"for {j} in range({nn}):"):
-                em.line(f"{crow}[{j}] = {add(f'{crow}[{j}]', mul(x, cast_expr(acc, work, f'{brow}[{j}]')))}")
+                em.line(f"{crow}[{j}] = {np_type(work)}(0)")
+            k = em.fresh("k")
+            with em.block(f"for {k} in range({nk}):"):
+                x = em.assign(cast_expr(acc, work, f"{arow}[{k}]"), "x")
+                brow = em.assign(f"{b3}[{bq}, {k}]", "r")
+                with em.block(f"for {j} in range({nn}):"):
+                    em.line(f"{crow}[{j}] = {add(f'{crow}[{j}]', mul(x, cast_expr(acc, work, f'{brow}[{j}]')))}")
     return _result(em, node, p, c3, acc)
+

@@ -191,3 +191,38 @@ def lanes_sum(typingctx, acc):
         return builder.extract_element(v, ir.Constant(_I32, 0))
 
     return acc.dtype(acc), codegen
+
+
+@intrinsic
+def lanes_axpy(typingctx, acc, x, row, start):
+    """``acc + x * row[start : start + W]``, lane by lane: one rounded product and one rounded sum per lane (an
+    ``fmul`` then an ``fadd``, never contracted), so lane ``j`` is the scalar ``acc[j] + x * row[start + j]``.
+    A contraction's loop nest keeps W outputs of a row in registers across its reduced loop with it (the caller
+    keeps ``start + W`` within the C-contiguous ``row``)."""
+    if not (_contiguous(acc, row) and x == acc.dtype):
+        return None
+
+    def codegen(context, builder, sig, args):
+        lanes, scalar, arr, first = args
+        one = builder.insert_element(ir.Constant(lanes.type, ir.Undefined), scalar, ir.Constant(_I32, 0))
+        splat = builder.shuffle_vector(one, one, ir.Constant(ir.VectorType(_I32, lanes.type.count),
+                                                             [0] * lanes.type.count))
+        values = _strided_load(context, builder, sig.args[2], arr, first, lanes.type)
+        return builder.fadd(lanes, builder.fmul(splat, values))
+
+    return acc(acc, x, row, types.intp), codegen
+
+
+@intrinsic
+def lanes_store(typingctx, acc, row, start):
+    """``row[start : start + W] = acc`` (the caller keeps ``start + W`` within the C-contiguous ``row``)."""
+    if not _contiguous(acc, row):
+        return None
+
+    def codegen(context, builder, sig, args):
+        lanes, arr, first = args
+        ptr = _block_pointer(context, builder, sig.args[1], arr, first, lanes.type)
+        builder.store(lanes, ptr, align=context.get_abi_sizeof(lanes.type.element))
+        return context.get_dummy_value()
+
+    return types.none(acc, row, types.intp), codegen

@@ -29,7 +29,8 @@ from .bits import (JIT_FLAGS, bits_f32, bits_f64, f32_bits, f32_bits_i32, f64_bi
 from .half import (NATIVE_HALF, bf16_bits, bf16_value, f16_bits, f16_bits_native, f16_bits_soft,  # noqa: F401
                    f16_value, f16_value_native, f16_value_soft, f64_to_bf16, f64_to_f16, f64_to_f32_rto, round_bf16,
                    round_f16)
-from .lanes import lane_block, lanes_add, lanes_add_part, lanes_fill, lanes_sum  # noqa: F401
+from .lane_contract import lane_row  # noqa: F401
+from .lanes import lane_block, lanes_add, lanes_add_part, lanes_axpy, lanes_fill, lanes_store, lanes_sum  # noqa: F401
 from .minmax import max2, min2  # noqa: F401
 from .outlined_call import call_outlined  # noqa: F401
 
