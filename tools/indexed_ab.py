@@ -8,9 +8,10 @@ the scatter's values are small integers, so every order of the sums is exact) an
     python3 tools/indexed_ab.py --cases embedding
 
 Variants: ``embedding``: ``flat`` (main's flat nest: every element loads, checks and may leave on its row's id),
-``rows`` (cuda_gather, the default: 8 elements a thread, loads before stores, each load's column clamped into
+``rows`` (cuda_gather's element copy: 8 elements a thread, loads before stores, each load's column clamped into
 the row: 70 registers), ``rows_guarded`` (a branch around each load instead: 54 registers), ``rows4``/``rows16`` (4 or 16 a
-thread), ``units``/``units4`` (16-byte copies, 8 or 4 units a thread). ``scatter_add``: ``cas`` (the CAS loop for
+thread), ``units``/``units4`` (16-byte copies, 8 or 4 units a thread; ``units4`` is CUDA's default,
+cuda_indexed.VECTOR_GATHER). ``scatter_add``: ``cas`` (the CAS loop for
 every update), ``screened`` (the default: a screen kernel, then atomicAdd), ``screened_refused`` (the same program
 on values holding one subnormal: the screen raises its flag and every update takes the CAS loop; torch's
 index_add_ flushes that value, so this line is timed, not checked).
@@ -44,12 +45,12 @@ def _no_gather(graph):
 
 GATHER = {
     "flat": _no_gather,
-    "rows": cuda_indexed.indexed_plan,
+    "rows": cuda_gather.gather_plan,
     "rows_guarded": functools.partial(cuda_gather.gather_plan, clamp=False),
     "rows4": functools.partial(cuda_gather.gather_plan, per_thread=4),
     "rows16": functools.partial(cuda_gather.gather_plan, per_thread=16),
     "units": functools.partial(cuda_gather.gather_plan, vector=True),
-    "units4": functools.partial(cuda_gather.gather_plan, vector=True, per_thread=4),
+    "units4": cuda_indexed.indexed_plan,
 }
 SCATTER = {"cas": cuda_scatter.scatter_plan, "screened": cuda_indexed.indexed_plan,
            "screened_refused": cuda_indexed.indexed_plan}

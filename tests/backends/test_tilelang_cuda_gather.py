@@ -91,13 +91,23 @@ def test_the_cuda_program_reads_and_checks_each_row_s_id_once_and_copies_bits():
     assert text.count("p1[") == 1  # the row's id, once a block (the flat nest read it once an element)
     assert text.count("itc_claim") == 1 and "itc_return" not in text  # a bad row is claimed; nothing leaves
     assert "it_decode_f16" not in text and "it_encode_f16" not in text  # the row moves as its bits
+    # CUDA's default (cuda_indexed.VECTOR_GATHER): 4 16-byte units a thread where the rows are aligned whole units,
+    # else the same chunk copied by elements, 4 a thread, every load before the stores
+    assert text.count("itc_aligned16") == 1 and text.count("'itc_copy_units_4x128'") == 1
+    assert text.count("in T.unroll(4):") == 2 and "T.alloc_local((4,), 'uint16')" in text
+
+
+def test_the_element_copy_unrolls_a_thread_s_eight_elements():
+    spec = attrs.evolve(targets.CUDA, indexed_grid=cuda_gather.gather_plan)
+    text = body(lower(zoo.embedding_f16.trace(), spec).text)
     assert text.count("in T.unroll(8):") == 2 and "T.alloc_local((8,), 'uint16')" in text
-    assert "T.vectorized" not in text and "itc_copy_units" not in text  # the vector copy is the A/B variant
+    assert "T.vectorized" not in text and "itc_copy_units" not in text
 
 
 def test_the_schedule_says_gather_rows():
     part = schedule_of(zoo.embedding_f16.trace(), targets.CUDA).general
-    assert part.mapping == "gather_rows" and part.param("copy") == "elements" and part.param("chunk") == 1024
+    assert part.mapping == "gather_rows" and part.param("copy").startswith("16-byte units")
+    assert part.param("per_thread") == 4 and part.param("chunk") == 4096
     assert schedule_of(batched_lookup.trace(), targets.CUDA).general.mapping == "gather_rows"
 
 

@@ -16,9 +16,10 @@ column needs no
 check: it is below the row's length by construction. With ``emulated`` the threads of a block are a serial loop
 (the C target runs the same mapping, ``tools/pytest_plugins/emulate_cuda_grids.py``).
 
-``vector``: the A/B variant (``tools/indexed_ab.py``) in which a thread copies 16-byte units where the row's bytes
-are whole units and both buffers start on a 16-byte boundary (tested on the device, one uniform branch), the
-element copy otherwise.
+``vector`` (CUDA's default, :data:`.cuda_indexed.VECTOR_GATHER`; Metal copies elements): a thread copies 16-byte
+units where the row's bytes are whole units and both buffers start on a 16-byte boundary (tested on the device, one
+uniform branch), the element copy otherwise. Measured on one H100 (``tools/indexed_ab.py``, f16 rows of 4096): 4
+units a thread 0.97x torch, 8 elements a thread 0.66x, the flat nest 0.37x.
 """
 from __future__ import annotations
 
