@@ -138,6 +138,30 @@ def test_a_block_s_row_is_loaded_with_streaming_loads_a_warp_s_with_reads(kernel
         assert re.search(r"ld\.global\.cs\.[usbf]\d+", ptx) and re.search(r"ld\.global\.(nc\.)?[usbf]\d+", ptx)
 
 
+def _row_sum_of(name: str):
+    d = getattr(I, name)
+    acc = {"bf16": I.f32, "f16": I.f32, "f64": I.f64}.get(name, I.i64)
+
+    def row_sum_of(x: I.In[d, ("M", "N")], y: I.Out[acc, ("M",)]):
+        y[:] = I.reduce.sum(I.cast(x[:, :], acc), axis=1)
+
+    row_sum_of.__name__ = f"row_sum_{name}"
+    return intent.kernel(row_sum_of)
+
+
+@pytest.mark.parametrize("name", ["bool", "u8", "i8", "i16", "u16", "u32", "i64", "u64", "bf16", "f64"])
+def test_every_stored_dtype_has_its_streaming_load(name, tmp_path):
+    """``__ldcs`` is overloaded by the pointer's type: every dtype a view stores (bool as uint8, f16/bf16 as their
+    bits, u32 as int32) has one, so the block's loads of each compile (the local nvcc, sm_90a) with no spill."""
+    graph = _row_sum_of(name).trace()
+    program, slots = generate(graph, "tilelang-cuda"), cuda_rows.row_plan(graph).slots  # 16 of 8 bytes, else 32
+    warp, block, passes = _tiers(_kernel_body(program), 32 * slots, 256 * slots)
+    assert block.count("'__ldcs'") == 2 and "__ldcs" not in warp + passes
+    got = assemble(cuda_source(program), tmp_path)
+    if got is not None:
+        assert set(got.spills.values()) == {(0, 0)}
+
+
 #: the GPU zoo's row kernels (benchmarks/gpu_zoo.py), and x held beside exp (a bound of 2 blocks: 128 registers)
 ZOO = [softmax_rows, zoo.softmax_whole, zoo.log_softmax, zoo.layer_norm, zoo.rms_norm_f16, zoo.row_sum,
        zoo.argmax_rows, softmax_plus_x]
