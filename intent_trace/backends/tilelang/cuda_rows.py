@@ -29,8 +29,10 @@ more strided pass (a write of the row) or the first lane's (one value per row). 
 with streaming loads, which ptxas cannot issue again in a later pass (:func:`.cuda_rows_slots.streaming`).
 
 Re-association and re-ordering are what ``reduce`` allows (language §7, T10): a parallel sum differs from the
-serial order within T5's bound; max, min, argmax and integer results are the serial program's exactly. The block
-tiers fold each thread's elements in the same order, so they compute the same values.
+serial order within T5's bound; max, min, argmax and integer results are the serial program's exactly. On chip a
+thread folds its slots into one accumulator per slot of a chunk (4 independent chains, then a tree of them:
+:func:`.cuda_rows_combine.chunk_lanes`), so both on-chip tiers group a thread's elements the same way; a pass over
+memory (rows longer than the slots hold) folds them in one chain.
 
 With ``emulated`` the threads of a row are serial loops, one per phase between barriers, and a shuffle is a phase
 of its own that exchanges the lanes' values through local buffers (a block's warp rows one after another): the C
@@ -167,6 +169,7 @@ class RowEmitter(TileLangEmitter):
         self.loads: list = []  # (read node, buffer, the global read's value): the load phase still to emit
         self.raw: dict = {}  # read key -> the slots of its stored bits, for a read decoded from them (f16, bf16)
         self.slot = None  # the slot of the element ``strided`` yields (on chip)
+        self.within = None  # its place in its chunk: which of a fold's chunk accumulators takes it (on chip)
         self.chunk = None  # the chunk loop's variable while :meth:`chunks` is open (on chip)
         self.write_lane = None  # the lane of the row write's phase (strided in loop_nest)
         self.held = slots_of.held_sources(graph, group)  # id(reduce node) -> its source, kept in slots for later passes
@@ -203,8 +206,8 @@ class RowEmitter(TileLangEmitter):
         return super().run_region(region, params)
 
     def _run_tier(self, region, params) -> list:
-        """The graph's program for one tier: every tier folds each thread's elements in the same order
-        (``strided``) and combines them with the same shuffles, so tiers of one width compute the same values."""
+        """The graph's program for one tier: every tier takes each thread's elements in the same order
+        (``strided``) and combines the threads' partials with the same shuffles."""
         if not self.plan.emulated:
             self.lane = self.tx if self.width == self.plan.threads else \
                 self.assign(f"{self.tx} % {self.width}", "l")
@@ -350,7 +353,7 @@ class RowEmitter(TileLangEmitter):
                 end = f"T.Cast('int64', {c} + 1) * T.int64({n * u})"
                 test = f"{end} <= {cols}" if part == "whole" else f"{start} < {cols} and {cols} < {end}"
                 with self.block(f"if {test}:"), self.block(f"for {v} in T.unroll({u}):"):
-                    slot = f"{c} * {u} + {v}"
+                    slot, self.within = f"{c} * {u} + {v}", v
                     j = self.assign(f"T.Cast('int64', {slot}) * T.int64({n}) + T.Cast('int64', {tx})", "j")
                     self.slot = f"{tx} * {self.plan.slots} + {slot}" if self.plan.emulated else slot
                     if part == "whole":
@@ -511,17 +514,24 @@ class RowEmitter(TileLangEmitter):
                                                 for v in leaf_values(identity, Aggregate)]))
         with self.phase() as tx:  # each thread folds its strided slice of the row
             accs = [accumulators(self, T.leaf_types(acc_t), inits) for _, acc_t, _, inits in folds]
+            lanes = [row_combine.chunk_lanes(self, acc_t, inits) if self.on_chip else None
+                     for _, acc_t, _, inits in folds]
             with self.chunks(tx):
                 for part in self.parts():
                     with self.strided(tx, part) as j:
-                        for (node, acc_t, source, _), names in zip(folds, accs):
+                        for (node, acc_t, source, _), names, lane in zip(folds, accs, lanes):
                             self.node = node
                             items = [self.elem(v, [*pos, j]) for v in leaf_values(source, Aggregate)]
                             if self.on_chip and id(node) in self.held:  # the later passes read it from its slots
                                 self.line(f"{self.held_buffers[id(node)]}[{self.slot}] = {items[0]}")
-                            current = [self.assign(a, "x") for a in names]
-                            for name, value in zip(names, combine(self, node, acc_t, current, items, [], pos)):
+                            into = names if lane is None else [f"{b}[{self.within}]" for b in lane]
+                            current = [self.assign(a, "x") for a in into]
+                            for name, value in zip(into, combine(self, node, acc_t, current, items, [], pos)):
                                 self.line(f"{name} = {value}")
+            for (node, acc_t, _, _), names, lane in zip(folds, accs, lanes):
+                if lane is not None:  # the chunk's accumulators in a tree, into the thread's
+                    self.node = node
+                    row_combine.fold_lanes(self, node, acc_t, pos, names, lane)
             if self.plan.emulated:
                 for (node, *_), names in zip(folds, accs):
                     for buffer, acc in zip(self.shared[id(node)][0], names):
