@@ -38,12 +38,25 @@ BESIDE_SLOTS = 32
 
 @attrs.frozen(slots=True)
 class Stored:
-    """A row read held as its view's stored bits (f16, bf16) until every load is issued: the slots of the bits,
-    the stored element at an index, its decoding to the value the passes read."""
+    """A row read loaded from its view's storage by the load phase itself: the slots the load fills, the load of the
+    stored element at an index, and the decoding of the slots' bits to the value the passes read (f16, bf16: the
+    bits are held until every load is issued) or None where the slots hold the values (a streaming load of them)."""
 
     bits: str
     cell: Callable
-    decode: Callable
+    decode: Callable | None = None
+
+
+def streaming(dtype: str, cell: str) -> str:
+    """CUDA's load of a row element into its slot: ``ld.global.cs`` (``__ldcs``, streaming: read once), which ptxas
+    cannot issue again where the value is used. The read-only load (``ld.global.nc``, what nvcc makes of a
+    ``const __restrict__`` view) it may: under register pressure ptxas dropped slots of the first chunk from the
+    load phase and loaded them again in the fold, after the loads in flight had returned -- the row sum on sm_90a
+    loaded 3 of its 16 slots a thread that way (one round trip to memory more per row; three in a row, each after
+    the previous add, in the program measured at 0.71x torch; the program at 1.03x loaded every slot first, each
+    load under its own guard). ``dtype`` is the view's stored TIR dtype (every one has an ``__ldcs``: bool is
+    stored as uint8)."""
+    return f"T.call_extern({dtype!r}, '__ldcs', T.access_ptr({cell}, 'r'))"
 
 
 def read_key(node) -> tuple:
