@@ -51,6 +51,7 @@ from ...graph.lowering import assemble, leaf_values
 from ...graph.values import Var, walk_region
 from ...codegen.access import coords, index_plan
 from ...schedule import rows as schedule_rows
+from . import cuda_rows_columns as columns_of
 from . import cuda_rows_combine as row_combine
 from . import cuda_rows_slots as slots_of
 from .accumulate import accumulators, combine
@@ -174,6 +175,8 @@ class RowEmitter(TileLangEmitter):
         self.write_lane = None  # the lane of the row write's phase (strided in loop_nest)
         self.held = slots_of.held_sources(graph, group)  # id(reduce node) -> its source, kept in slots for later passes
         self.held_buffers: dict = {}  # id(reduce node) -> the slots of its source
+        self.columns: dict = {}  # id(per-column var) -> its block buffer (:mod:`.cuda_rows_columns`)
+        self.placed: set = set()  # the ids of the nodes this tier emitted before the row's guard
 
     @property
     def on_chip(self) -> bool:
@@ -213,6 +216,7 @@ class RowEmitter(TileLangEmitter):
                 self.assign(f"{self.tx} % {self.width}", "l")
         if self.plan.node is not None:  # the parallel loop's iterations are the rows (grid_iteration)
             return super().run_region(region, params)
+        self.placed = columns_of.hoist(self, self.plan, self.columns)
         with self.row_of_block() as row:
             self.row = row
             with self.block(f"if {self.row} < {self.plan.rows}:"):
@@ -247,6 +251,8 @@ class RowEmitter(TileLangEmitter):
             depends.update((v, out) for v in node.outputs)
             keyed.append((key, node))
         for _, node in sorted(keyed, key=lambda pair: pair[0]):
+            if id(node) in self.placed:  # emitted before the row's guard (cuda_rows_columns)
+                continue
             self.run_node(node)
             if self.row is not None:
                 self._once_per_row(node)
@@ -276,6 +282,7 @@ class RowEmitter(TileLangEmitter):
                 view = self.operand(node.inputs[0])
                 if getattr(view, "storage", None) and self.dialect.decode(self, view, "x") != "x":
                     self.raw[slots_of.read_key(node)] = self.assign(f"T.alloc_local(({size},), {view.storage!r})", "b")
+            self.columns = columns_of.buffers(self, plan)
             for key, var in self.held.items():
                 (t,) = T.leaf_types(var.type)
                 self.held_buffers[key] = self.assign(f"T.alloc_local(({size},), {self.tir(t.dtype)!r})", "h")
