@@ -49,10 +49,10 @@ from ... import types as T
 from ...graph import ops
 from ...graph.lowering import assemble, leaf_values
 from ...graph.values import Var, walk_region
-from ...codegen.access import coords, index_plan
 from ...schedule import rows as schedule_rows
 from . import cuda_rows_columns as columns_of
 from . import cuda_rows_combine as row_combine
+from . import cuda_rows_load as row_load
 from . import cuda_rows_slots as slots_of
 from .accumulate import accumulators, combine
 from .emitter import Aggregate, Lazy, Scalar, TileLangEmitter
@@ -168,6 +168,9 @@ class RowEmitter(TileLangEmitter):
         self.cache: dict = {}  # what a read reads (slots_of.read_key) -> its slots' buffer
         self.loaded: set = set()  # the buffers this tier loads
         self.loads: list = []  # (read node, buffer, the global read's value): the load phase still to emit
+        self.applies = {id(op): read for read in group.element_reads  # op -> the read whose slots it replaces
+                        for op in [slots_of.applied(graph, group).get(id(read))] if op is not None}
+        self.applied: list = []  # (op node, the slots, its value): applied by the load phase (cuda_rows_load)
         self.raw: dict = {}  # read key -> the slots of its stored bits, for a read decoded from them (f16, bf16)
         self.slot = None  # the slot of the element ``strided`` yields (on chip)
         self.within = None  # its place in its chunk: which of a fold's chunk accumulators takes it (on chip)
@@ -404,9 +407,19 @@ class RowEmitter(TileLangEmitter):
             buffer, source, raw = self.cache[key], self.env[out], self.raw.get(key)
             if buffer not in self.loaded:  # the same view and index read again: the same slots
                 self.loaded.add(buffer)  # (a read of stored bits: loaded as they are, decoded after every load)
-                load = source if raw is None and not self._streaming else self._stored(node, buffer, raw)
+                load = source if raw is None and not self._streaming else \
+                    row_load.stored(self, node, buffer, raw, self._streaming)
                 self.loads.append((node, buffer, load))
             value = Lazy(source.shape, lambda idx, b=buffer: f"{b}[{self.slot}]")
+            self.env[out] = value
+            self.bind_dims(out, value)
+            return None
+        if self.on_chip and id(node) in self.applies:  # computed once into its read's slots (cuda_rows_load)
+            super().run_node(node)
+            (out,) = node.outputs
+            buffer = self.cache[slots_of.read_key(self.applies[id(node)])]
+            self.applied.append((node, buffer, self.env[out]))
+            value = Lazy(self.env[out].shape, lambda idx, b=buffer: f"{b}[{self.slot}]")
             self.env[out] = value
             self.bind_dims(out, value)
             return None
@@ -446,48 +459,6 @@ class RowEmitter(TileLangEmitter):
                 self.env[out] = hoisted
                 self.bind_dims(out, hoisted)
 
-    def _stored(self, node, buffer: str, raw: str | None) -> slots_of.Stored:
-        """An element read loaded from its view's storage by the load phase: decoded from its stored bits (f16/bf16:
-        the stored loads into ``raw`` alone, then the slots decoded) where ``raw`` is given; on CUDA as a streaming
-        load (:func:`.cuda_rows_slots.streaming`)."""
-        view = self.operand(node.inputs[0])
-        _, plan = index_plan(self, node, view, [self.operand(x) for x in node.inputs[1:]])
-        d, stored = self.dialect, view.storage or self.tir(view.dtype)
-
-        def cell(idx):
-            text = f"{view.name}[{d.subscript(coords(self, plan, idx))}]"
-            return slots_of.streaming(stored, text) if self._streaming else text
-
-        if raw is None:
-            return slots_of.Stored(buffer, cell)
-        return slots_of.Stored(raw, cell, lambda bits: d.decode(self, view, bits))
-
-    def _load_phase(self, loads: list) -> None:
-        """The row's element reads into this thread's slots, every load issued before any is used: a read decoded
-        from stored bits (f16, bf16) loads the bits into slots of their own first, and one loop over the chunks
-        decodes them (a decode next to its load made each chunk's code wait on its loads before the next chunk's
-        were issued: RMSNorm f16 had 4 loads in flight, not 32)."""
-        pos, outer = self.position(), self.node
-        with self.phase() as tx:
-            for part in self.parts():
-                with self.strided(tx, part) as j:
-                    for node, buffer, source in loads:
-                        self.node = node
-                        if isinstance(source, slots_of.Stored):
-                            self.line(f"{source.bits}[{self.slot}] = {source.cell([*pos, j])}")
-                        else:
-                            self.line(f"{buffer}[{self.slot}] = {self.elem(source, [*pos, j])}")
-            stored = [(node, buffer, source) for node, buffer, source in loads
-                      if isinstance(source, slots_of.Stored) and source.decode is not None]
-            if stored:
-                with self.chunks(tx):
-                    for part in self.parts():
-                        with self.strided(tx, part):
-                            for node, buffer, source in stored:
-                                self.node = node
-                                self.line(f"{buffer}[{self.slot}] = {source.decode(f'{source.bits}[{self.slot}]')}")
-        self.node = outer
-
     def _unit_reshape(self, node, args):
         """A reshape that adds or drops unit axes (the recogniser proved the sizes agree): the same elements."""
         (x,) = args
@@ -510,8 +481,8 @@ class RowEmitter(TileLangEmitter):
         reduction's partials are combined (:func:`.cuda_rows_combine.shuffles`)."""
         pos, outer = self.position(), self.node
         if self.loads:  # on chip, before the first fold: every element read into its slots (all loads in flight)
-            self._load_phase(self.loads)
-            self.loads = []
+            row_load.load_phase(self, self.loads, self.applied)
+            self.loads, self.applied = [], []
         folds = []
         for node in nodes:
             self.node = node

@@ -19,6 +19,7 @@ from collections.abc import Callable
 import attrs
 
 from ... import types as T
+from ...graph.traits import POINTWISE
 from ...graph.values import Var, walk_region
 
 UNROLL = 4  # elements a thread reads before it combines any (its reads in flight): a chunk of slots
@@ -95,12 +96,38 @@ def _consumers(graph) -> dict:
     return consumers
 
 
+def _held_as(t):
+    """The dtype a slot holds a value of ``t`` in (f16 and bf16 as f32: :func:`slots`)."""
+    return T.f32 if t.dtype.name in ("f16", "bf16") else t.dtype
+
+
+def applied(graph, group) -> dict:
+    """The element reads whose one use is a unary pointwise op of the read alone, of the same slot dtype (RMSNorm's
+    ``cast(x, f32)`` of an f16 row): ``id(read node) -> the op``. The load phase applies the op to the slots once
+    (:mod:`.cuda_rows_load`) and every pass reads its value there, instead of computing it in each pass."""
+    consumers, out = _consumers(graph), {}
+    keys = [read_key(n) for n in group.element_reads]
+    for read in group.element_reads:
+        (value,) = read.outputs
+        users = consumers.get(value, [])
+        if keys.count(read_key(read)) != 1 or len(users) != 1:
+            continue
+        (op,) = users
+        if op.op not in POINTWISE or op.regions or tuple(op.inputs) != (value,) or len(op.outputs) != 1:
+            continue
+        (before,), (after,) = T.leaf_types(value.type), T.leaf_types(op.outputs[0].type)
+        if isinstance(after, T.TensorType) and _held_as(before) == _held_as(after):
+            out[id(read)] = op
+    return out
+
+
 def held_sources(graph, group) -> dict:
     """The reductions whose source -- a computed element value, one leaf -- a later pass uses again (softmax's
     ``exp(x - max)``, summed, then divided by the sum): on chip the fold keeps each element in a slot, so the
-    later passes read it instead of computing it again (its producers, an exp, run once per element).
+    later passes read it instead of computing it again (its producers, an exp, run once per element). A read's
+    :func:`applied` op is in the read's slots already.
     ``id(reduce node) -> the source``."""
-    reads = {n.outputs[0] for n in group.element_reads}
+    reads = {n.outputs[0] for n in group.element_reads} | {op.outputs[0] for op in applied(graph, group).values()}
     level = {id(n): k for n, k in zip(group.reductions, group.levels)}
     consumers = _consumers(graph)
     held, seen = {}, set()
