@@ -26,7 +26,10 @@ identity with the reduce's own combine; a butterfly of warp shuffles (``T.shfl_x
 gives every lane its warp's total and, a block per row, the first warp combines the warps' totals the same way
 (shared memory, two ``T.sync_threads`` per reduction); every thread reads the row's result. The final write is one
 more strided pass (a write of the row) or the first lane's (one value per row). On CUDA a block's row is loaded
-with streaming loads, which ptxas cannot issue again in a later pass (:func:`.cuda_rows_slots.streaming`).
+with streaming loads, which ptxas cannot issue again in a later pass (:func:`.cuda_rows_slots.streaming`). The load
+phase (:mod:`.cuda_rows_load`) applies a read's one unary op (an f16 row's cast to f32) to its slots once; where a
+block holds several rows (a warp each), the values of the columns alone (a weight and its decode) are computed once
+per block into shared memory before the rows' guard (:mod:`.cuda_rows_columns`).
 
 Re-association and re-ordering are what ``reduce`` allows (language §7, T10): a parallel sum differs from the
 serial order within T5's bound; max, min, argmax and integer results are the serial program's exactly. On chip a
