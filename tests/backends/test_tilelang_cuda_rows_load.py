@@ -102,3 +102,75 @@ def test_an_applied_exp_keeps_nan_bits_and_infinity(compiled, n):
     inf_col = (n - 1) // 3
     assert bits[3, inf_col] == 0xFFC00000  # inf / inf: invalid, x86's default NaN
     assert (np.delete(y[3], inf_col) == 0).all()
+
+
+# --- values a fold keeps for later passes (cuda_rows_slots.held_operands) ------------------------------------------
+
+@intent.kernel
+def centred_plus_x(x: I.In[I.f32, ("M", "N")], y: I.Out[I.f32, ("M", "N")]):
+    c = x[:, :] - _rows(I.reduce.sum(x[:, :], axis=1) / I.cast(x.shape[1], I.f32), x)
+    y[:, :] = c * _rows(I.rsqrt(I.reduce.sum(c * c, axis=1) + 1.0), x) + x[:, :]  # x read on in the write
+
+
+def _kept(kernel) -> list:
+    graph = kernel.trace()
+    group = cuda_rows.row_plan(graph).group
+    return [v for values in cuda_rows_slots.held_operands(graph, group).values() for v in values]
+
+
+def test_a_fold_keeps_the_values_a_later_pass_reads_where_they_replace_a_read():
+    (shifted,) = _kept(zoo.log_softmax)  # x - max: summed as exp(x - max), written as x - max - log(sum)
+    (centred,) = _kept(zoo.layer_norm)  # x - mean: squared and summed, then scaled
+    assert str(shifted.type) == str(centred.type) == "f32[M, N]"
+    assert _kept(zoo.softmax_whole) == [] and _kept(zoo.rms_norm_f16) == [] and _kept(zoo.row_sum) == []
+    assert _kept(centred_plus_x) == []  # x is read by the write too: keeping c would hold 64 registers, not 32
+    for kernel in (zoo.log_softmax, zoo.layer_norm):
+        graph = kernel.trace()
+        assert cuda_rows_slots.live_registers(graph, cuda_rows.row_plan(graph).group, 32) == 32
+
+
+def test_the_write_reads_the_kept_value_from_its_slots():
+    warp, block, passes = _tiers(_kernel_body(generate(zoo.log_softmax.trace(), "tilelang-cuda")))
+    for tier in (warp, block):  # on chip: the write's subtraction is of the kept x - max
+        write = tier[tier.rindex("T.call_extern('float32', 'it_log_f32'"):]
+        assert len(re.findall(r"'it_sub_f32', h\d+\[", write)) == 2 and "c4[" not in write
+    write = passes[passes.rindex("it_log_f32"):]  # a pass over memory: x - max computed again from x
+    assert "= p0[" in write and "it_sub_f32" in write and not re.search(r"h\d+\[", write)
+    warp, block, _ = _tiers(_kernel_body(generate(zoo.layer_norm.trace(), "tilelang-cuda")))
+    assert re.search(r"'it_mul_f32', h\d+\[", warp)  # a warp's rows: the write scales the kept x - mean
+    assert not re.search(r"h\d+\[", block)  # a block's row reads its weights from memory: not kept (ptxas spilled)
+
+
+def _log_softmax64(x):
+    x64 = x.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        s = x64 - x64.max(axis=1, keepdims=True)
+        return s - np.log(np.exp(s).sum(axis=1, keepdims=True))
+
+
+@pytest.mark.parametrize("n", LENGTHS)
+def test_log_softmax_with_its_shift_kept_within_the_bound(compiled, n):
+    x = (RNG.standard_normal((9, n)) * 3).astype(np.float32)
+    y = np.full_like(x, np.nan)
+    compiled(zoo.log_softmax)(x, y)
+    want = _log_softmax64(x)
+    # x - max one rounding, the sum of exps within (N + 2)·u relatively (T5, exp within 2 ulp), its log within 2
+    # ulp of a value at least 1 (absolute ~ (N + 4)·u), the subtraction one rounding
+    assert np.all(np.abs(y - want) <= (n + 8) * U32 * (np.abs(want) + 1))
+
+
+@pytest.mark.parametrize("n", [7, 1024, 1025])
+def test_log_softmax_with_nan_and_inf_at_varying_positions(compiled, n):
+    x = RNG.standard_normal((4, n)).astype(np.float32)
+    x[0, n // 2] = np.array(0x7FC00DEF, np.uint32).view(np.float32)
+    x[1, n - 1] = np.inf
+    x[2, 0] = -np.inf
+    y = np.zeros_like(x)
+    compiled(zoo.log_softmax)(x, y)
+    bits = y.view(np.uint32)
+    assert (bits[0] == 0x7FC00DEF).all()  # the max is the NaN: every x - NaN keeps it, and so does the rest
+    # row 1: the max is inf; x - inf = -inf for the finite, inf - inf = the default NaN at the inf, which the sum
+    # takes: every element is then -inf - NaN or NaN - NaN, the default NaN
+    assert (bits[1] == 0xFFC00000).all()
+    finite = _log_softmax64(x[2:3, 1:])[0]  # -inf takes no part in the max or the sum (exp(-inf) = 0)
+    assert y[2, 0] == -np.inf and np.all(np.abs(y[2, 1:] - finite) <= (n + 8) * U32 * (np.abs(finite) + 1))

@@ -181,6 +181,8 @@ class RowEmitter(TileLangEmitter):
         self.write_lane = None  # the lane of the row write's phase (strided in loop_nest)
         self.held = slots_of.held_sources(graph, group)  # id(reduce node) -> its source, kept in slots for later passes
         self.held_buffers: dict = {}  # id(reduce node) -> the slots of its source
+        self.kept = slots_of.held_operands(graph, group)  # id(reduce node) -> values its fold keeps in slots
+        self.kept_buffers: dict = {}  # such a value -> its slots
         self.columns: dict = {}  # id(per-column var) -> its block buffer (:mod:`.cuda_rows_columns`)
         self.placed: set = set()  # the ids of the nodes this tier emitted before the row's guard
 
@@ -292,6 +294,9 @@ class RowEmitter(TileLangEmitter):
             for key, var in self.held.items():
                 (t,) = T.leaf_types(var.type)
                 self.held_buffers[key] = self.assign(f"T.alloc_local(({size},), {self.tir(t.dtype)!r})", "h")
+            for var in (v for values in self.kept.values() for v in values):
+                (t,) = T.leaf_types(var.type)
+                self.kept_buffers[var] = self.assign(f"T.alloc_local(({size},), {self.tir(t.dtype)!r})", "h")
 
     @contextlib.contextmanager
     def grid_iteration(self, grid, length: str):
@@ -505,6 +510,9 @@ class RowEmitter(TileLangEmitter):
                             items = [self.elem(v, [*pos, j]) for v in leaf_values(source, Aggregate)]
                             if self.on_chip and id(node) in self.held:  # the later passes read it from its slots
                                 self.line(f"{self.held_buffers[id(node)]}[{self.slot}] = {items[0]}")
+                            for var in self._kept(node):  # computed for items: kept for the later passes
+                                self.line(f"{self.kept_buffers[var]}[{self.slot}] = "
+                                          f"{self.elem(self.env[var], [*pos, j])}")
                             into = names if lane is None else [f"{b}[{self.within}]" for b in lane]
                             current = [self.assign(a, "x") for a in into]
                             for name, value in zip(into, combine(self, node, acc_t, current, items, [], pos)):
@@ -530,10 +538,22 @@ class RowEmitter(TileLangEmitter):
             (out,) = node.outputs
             self.env[out] = value
             self.bind_dims(out, value)
-            if self.on_chip and id(node) in self.held:
-                var, buffer = self.held[id(node)], self.held_buffers[id(node)]
+            if not self.on_chip:
+                continue
+            held = [(self.held[id(node)], self.held_buffers[id(node)])] if id(node) in self.held else []
+            for var, buffer in [*held, *((v, self.kept_buffers[v]) for v in self._kept(node))]:
+                # the later passes read it from the slots the fold filled
                 self.env[var] = Lazy(self.env[var].shape, lambda idx, b=buffer: f"{b}[{self.slot}]")
         self.node = outer
+
+    def _kept(self, node) -> tuple:
+        """The values the fold of ``node`` keeps in slots for later passes (:func:`.cuda_rows_slots.held_operands`),
+        on chip, and not in a tier whose write reads per-column values from memory: there ptxas for sm_90a spilled
+        16 bytes a thread in layer norm's write (a block's row: its weight and bias loads in flight beside the kept
+        ``x - mean``); a warp's rows read them from the block's buffer (:mod:`.cuda_rows_columns`)."""
+        if not self.on_chip or (self.plan.group.columns and not self.placed):
+            return ()
+        return self.kept.get(id(node), ())
 
     @contextlib.contextmanager
     def loop_nest(self, shape):

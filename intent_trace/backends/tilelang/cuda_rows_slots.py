@@ -164,15 +164,59 @@ def _passes(graph, group, held_at: dict) -> dict:
     return uses
 
 
+def held_operands(graph, group) -> dict:
+    """Values a fold computes on the way to its source -- pointwise, of the row's shape -- that a later pass uses
+    again (log-softmax's ``x - max``, summed as ``exp(x - max)``, then written as ``x - max - log(sum)``; layer norm's
+    ``x - mean``, squared and summed, then scaled): the fold keeps each element in a slot, so the later passes read
+    it instead of computing it again. Held only where the slots held at once do not grow (:func:`live_registers`:
+    the read it replaces is not used past it). ``id(reduce node) -> the values``."""
+    reads = {n.outputs[0] for n in group.element_reads} | {op.outputs[0] for op in applied(graph, group).values()}
+    level = {id(n): k for n, k in zip(group.reductions, group.levels)}
+    sources = held_sources(graph, group)
+    held_at = {var: level[key] for key, var in sources.items()}
+    producer = {v: n for n in walk_region(graph.body) for v in n.outputs}
+    out: dict = {}
+    for node in group.reductions:
+        source, p = node.inputs[0], level[id(node)]
+        stack, seen = [source], set()
+        while stack:
+            var = stack.pop()
+            made = producer.get(var)
+            if var in seen or var in reads or made is None or made.op not in POINTWISE or made.regions:
+                continue
+            seen.add(var)
+            stack.extend(x for x in made.inputs if isinstance(x, Var))
+            if var is source or var in held_at or not isinstance(var.type, T.TensorType):
+                continue
+            if len(made.outputs) != 1 or var.type.shape != source.type.shape:
+                continue
+            uses = _passes(graph, group, held_at).get(var, set())
+            if not uses or min(uses) != p or max(uses) <= p:
+                continue
+            if _peak(graph, group, 1, {**held_at, var: p}) <= _peak(graph, group, 1, held_at):
+                held_at[var] = p
+                out.setdefault(id(node), []).append(var)
+    return {key: tuple(vs) for key, vs in out.items()}
+
+
 def live_registers(graph, group, count: int) -> int:
-    """The most registers a thread's slots (``count`` per buffer) hold at once. Each buffer lives from the pass that
-    fills it (the load, pass 0, for the reads; its fold's for a held source) to the last pass that reads it; within
-    a pass the buffers it reads for the last time and those it starts to fill replace each other chunk by chunk
-    (the larger of the two counts), the buffers read on past it are held whole."""
-    if not count:
-        return 0
+    """The most registers a thread's slots (``count`` per buffer) hold at once (:func:`_peak`), with every held
+    source and held operand."""
     level = {id(n): k for n, k in zip(group.reductions, group.levels)}
     held_at = {var: level[key] for key, var in held_sources(graph, group).items()}
+    for key, values in held_operands(graph, group).items():
+        held_at.update((v, level[key]) for v in values)
+    return _peak(graph, group, count, held_at)
+
+
+def _peak(graph, group, count: int, held_at: dict) -> int:
+    """The most registers the slots hold at once where ``held_at`` (var -> the pass whose fold fills its slots) are
+    held. Each buffer lives from the pass that fills it (the load, pass 0, for the reads; its fold's for a held
+    value) to the last pass that reads it; within a pass the buffers it reads for the last time and those it starts
+    to fill replace each other chunk by chunk (the larger of the two counts), the buffers read on past it are held
+    whole."""
+    if not count:
+        return 0
     uses = _passes(graph, group, held_at)
     spans = []  # (first pass, last pass, registers)
     for node in distinct_reads(group):
