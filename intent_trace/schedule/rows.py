@@ -62,7 +62,7 @@ class RowGroup:
     order. ``invariant``: the nodes of the tensor form whose values do not depend on the row (uniform or per column:
     a weight's read and decode), in program order, and ``columns`` the per-column values among them that a value of
     the row consumes -- a target whose block holds several rows may compute those once per block (none in the
-    parallel form: its loop body is a row's)."""
+    parallel form: its loop body is a row's); ``reads_columns``: a view is read by column alone (either form)."""
 
     form: str  # "tensor" | "parallel"
     rows: int
@@ -78,6 +78,7 @@ class RowGroup:
     element_reads: tuple = attrs.field(default=(), eq=False)
     invariant: tuple = attrs.field(default=(), eq=False)
     columns: tuple = attrs.field(default=(), eq=False)
+    reads_columns: bool = False  # a read of the columns alone (a weight) in either form
 
     @property
     def passes(self) -> int:
@@ -118,6 +119,7 @@ class _Walk:
         self.domains: dict = {}  # domain Var -> the Dim it covers
         self.reductions, self.combines, self.levels, self.reshapes, self.fused = [], [], [], set(), set()
         self.element_reads = []
+        self.reads_columns = False
         self.point = None  # the parallel loop's row coordinate
         self.parallel = any(n.op is ops.parallel for n in graph.body.nodes)
 
@@ -167,7 +169,8 @@ class _Walk:
         invariant, columns = self.invariant(nodes, write) if loop is None else ((), ())
         return RowGroup(form, self.index[self.rows], self.index[self.cols], tuple(self.combines), tuple(self.levels),
                         self.row_write, tuple(sorted(self.fused)), tuple(self.reductions), write, loop,
-                        frozenset(self.reshapes), tuple(self.element_reads), invariant, columns)
+                        frozenset(self.reshapes), tuple(self.element_reads), invariant, columns,
+                        self.reads_columns)
 
     def invariant(self, nodes, write) -> tuple:
         """The tensor form's nodes whose values depend on no row (domains, uniform and per-column values: pure, the
@@ -323,6 +326,7 @@ class _Walk:
         self.define(node, kind)
         if kind == ELEMENT:
             self.element_reads.append(node)
+        self.reads_columns |= kind == COL
 
     def reduce(self, node) -> None:
         source, identity, *captures = node.inputs

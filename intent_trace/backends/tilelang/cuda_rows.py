@@ -181,7 +181,8 @@ class RowEmitter(TileLangEmitter):
         self.write_lane = None  # the lane of the row write's phase (strided in loop_nest)
         self.held = slots_of.held_sources(graph, group)  # id(reduce node) -> its source, kept in slots for later passes
         self.held_buffers: dict = {}  # id(reduce node) -> the slots of its source
-        self.kept = slots_of.held_operands(graph, group)  # id(reduce node) -> values its fold keeps in slots
+        # id(reduce node) -> values its fold keeps in slots (:meth:`_kept`: not where weights are read from memory)
+        self.kept = slots_of.held_operands(graph, group) if group.columns or not group.reads_columns else {}
         self.kept_buffers: dict = {}  # such a value -> its slots
         self.columns: dict = {}  # id(per-column var) -> its block buffer (:mod:`.cuda_rows_columns`)
         self.placed: set = set()  # the ids of the nodes this tier emitted before the row's guard
@@ -551,7 +552,7 @@ class RowEmitter(TileLangEmitter):
         on chip, and not in a tier whose write reads per-column values from memory: there ptxas for sm_90a spilled
         16 bytes a thread in layer norm's write (a block's row: its weight and bias loads in flight beside the kept
         ``x - mean``); a warp's rows read them from the block's buffer (:mod:`.cuda_rows_columns`)."""
-        if not self.on_chip or (self.plan.group.columns and not self.placed):
+        if not self.on_chip or (self.plan.group.reads_columns and not self.placed):
             return ()
         return self.kept.get(id(node), ())
 
