@@ -22,9 +22,12 @@ from intent_trace import I
 
 pytest.importorskip("tilelang")
 from backends.test_tilelang_cuda_rows import U32, _kernel_body, _softmax_bound, _tiers, compiled  # noqa: F401
+from backends.test_tilelang_cuda_rows_columns import exp_weighted_sum
+from backends.test_tilelang_cuda_rows_load import exp_normalised
 from backends.tilelang_support import cuda_source
 from intent_trace.backends.tilelang import cuda_rows, cuda_rows_slots, metal_grid
 from intent_trace.backends.tilelang.target import generate
+from schedule.row_kernels import layer_norm as layer_norm_parallel
 from schedule.row_kernels import logsumexp, row_argmax
 
 RNG = np.random.default_rng(1719)
@@ -164,9 +167,11 @@ def test_every_stored_dtype_has_its_streaming_load(name, tmp_path):
         assert set(got.spills.values()) == {(0, 0)}
 
 
-#: the GPU zoo's row kernels (benchmarks/gpu_zoo.py), and x held beside exp (a bound of 2 blocks: 128 registers)
+#: the GPU zoo's row kernels (benchmarks/gpu_zoo.py), x held beside exp (a bound of 2 blocks: 128 registers), a
+#: computed weight filled once a block, the parallel form's weights read per element in every tier (no kept
+#: operand: cuda_rows.RowEmitter._kept), an exp applied to its read's slots
 ZOO = [softmax_rows, zoo.softmax_whole, zoo.log_softmax, zoo.layer_norm, zoo.rms_norm_f16, zoo.row_sum,
-       zoo.argmax_rows, softmax_plus_x]
+       zoo.argmax_rows, softmax_plus_x, exp_weighted_sum, layer_norm_parallel, exp_normalised]
 
 
 @pytest.mark.parametrize("kernel", ZOO, ids=lambda k: k.name)
