@@ -59,7 +59,10 @@ class RowGroup:
     ops computed inside the row's loops. ``loop`` is the parallel loop (parallel form) or None (tensor form);
     ``reshapes`` the unit-axis reshapes, ``write`` the final write; ``element_reads`` the reads of the row's
     elements (each a value per row and column: what a target may hold on chip between the passes), in program
-    order."""
+    order. ``invariant``: the nodes of the tensor form whose values do not depend on the row (uniform or per column:
+    a weight's read and decode), in program order, and ``columns`` the per-column values among them that a value of
+    the row consumes -- a target whose block holds several rows may compute those once per block (none in the
+    parallel form: its loop body is a row's); ``reads_columns``: a view is read by column alone (either form)."""
 
     form: str  # "tensor" | "parallel"
     rows: int
@@ -73,6 +76,9 @@ class RowGroup:
     loop: object = attrs.field(default=None, eq=False)
     reshapes: frozenset = attrs.field(default=frozenset(), eq=False)
     element_reads: tuple = attrs.field(default=(), eq=False)
+    invariant: tuple = attrs.field(default=(), eq=False)
+    columns: tuple = attrs.field(default=(), eq=False)
+    reads_columns: bool = False  # a read of the columns alone (a weight) in either form
 
     @property
     def passes(self) -> int:
@@ -113,6 +119,7 @@ class _Walk:
         self.domains: dict = {}  # domain Var -> the Dim it covers
         self.reductions, self.combines, self.levels, self.reshapes, self.fused = [], [], [], set(), set()
         self.element_reads = []
+        self.reads_columns = False
         self.point = None  # the parallel loop's row coordinate
         self.parallel = any(n.op is ops.parallel for n in graph.body.nodes)
 
@@ -159,9 +166,23 @@ class _Walk:
             self.rows, self.cols = map(_rep, source.shape)
             self.check_extents()
             write = self.walk(nodes)
+        invariant, columns = self.invariant(nodes, write) if loop is None else ((), ())
         return RowGroup(form, self.index[self.rows], self.index[self.cols], tuple(self.combines), tuple(self.levels),
                         self.row_write, tuple(sorted(self.fused)), tuple(self.reductions), write, loop,
-                        frozenset(self.reshapes), tuple(self.element_reads))
+                        frozenset(self.reshapes), tuple(self.element_reads), invariant, columns,
+                        self.reads_columns)
+
+    def invariant(self, nodes, write) -> tuple:
+        """The tensor form's nodes whose values depend on no row (domains, uniform and per-column values: pure, the
+        walk admitted no other effect than whole-axis reads), and the per-column tensors among them that a node of
+        the row consumes (the frontier: RMSNorm's ``cast(w[:], f32)``, layer norm's ``g[:]`` and ``b[:]``)."""
+        kept = [n for n in nodes if n is not write and n.op is not ops.reduce
+                and all(self.kind.get(v, UNIFORM if n.op is ops.domain else ELEMENT) in (UNIFORM, COL)
+                        for v in n.outputs)]
+        used = {x for n in nodes if n not in kept for x in n.inputs}
+        columns = tuple(v for n in kept for v in n.outputs
+                        if self.kind.get(v) == COL and v in used and isinstance(v.type, T.TensorType))
+        return tuple(kept), columns
 
     def producer(self, nodes, var):
         return next((n for n in nodes if var in n.outputs), None)
@@ -305,6 +326,7 @@ class _Walk:
         self.define(node, kind)
         if kind == ELEMENT:
             self.element_reads.append(node)
+        self.reads_columns |= kind == COL
 
     def reduce(self, node) -> None:
         source, identity, *captures = node.inputs

@@ -136,6 +136,33 @@ def test_the_cuda_program_is_a_block_per_row_with_shuffles_per_reduction(kernel)
     assert "E: T.Tensor" not in text and "W0" not in text  # no error record, no workspace
 
 
+def test_a_thread_folds_its_slots_in_four_chains_and_then_a_tree():
+    """On chip a thread's slots go to one accumulator per slot of a chunk (slot k of every chunk to accumulator k,
+    each from the identity): 4 independent chains of combines (4 each for 16 slots) instead of one of 16, in which
+    every combine waits on the previous one's NaN test (T3's payload rule, a compare and a select). The 4 are
+    combined in a tree (pairs, then the pair of pairs) and then into the thread's accumulator, which starts from the
+    identity as the serial fold does; the passes over memory keep one chain. ptxas sm_90a, the row sum with its
+    length fixed at 4096: 16 -> 7 dependent adds and 49 -> 22 instructions on the chain into the first shuffle."""
+    warp, on_chip, passes = _tiers(_kernel_body(generate(row_sum.trace(), "tilelang-cuda")))
+    add = r"t\d+ = T\.call_extern\('float32', 'it_add_f32', "
+    for copy in (warp, on_chip):
+        (lane,) = re.findall(r"(a\d+) = T\.alloc_local\(\(4,\), 'float32'\)", copy)
+        (acc, identity), = re.findall(r"(c\d+) = T\.alloc_var\('float32', init=(x\d+)\)", copy)
+        assert [f"{lane}[{k}] = {identity}" in copy for k in range(4)] == [True] * 4
+        reads = re.findall(rf"(x\d+) = {lane}\[(u\d+)\]\n\s+{add}(x\d+), c3\[c\d+ \* 4 \+ (u\d+)\]\)\n"
+                           rf"\s+(r\d+) = t\d+\n\s+{lane}\[(u\d+)\] = (r\d+)", copy)
+        assert len(reads) == 2  # the whole chunks' part and the edge's: slot u of the chunk into accumulator u
+        assert all(x == y and u == v == w and r == q for x, u, y, v, r, w, q in reads)
+        tree = re.search(rf"(x\d+) = {lane}\[0\]\n\s+(x\d+) = {lane}\[1\]\n\s+{add}\1, \2\)\n\s+(r\d+) = t\d+\n"
+                         rf"\s+(x\d+) = {lane}\[2\]\n\s+(x\d+) = {lane}\[3\]\n\s+{add}\4, \5\)\n\s+(r\d+) = t\d+\n"
+                         rf"\s+(x\d+) = \3\n\s+(x\d+) = \6\n\s+{add}\7, \8\)\n\s+(r\d+) = t\d+\n"
+                         rf"\s+(x\d+) = {acc}\n\s+{add}\10, \9\)", copy)
+        assert tree and copy.index(tree.group(0)) > copy.rindex(f"{lane}[u")  # after the fold, before the shuffles
+        assert copy.index(tree.group(0)) < copy.index("T.shfl_xor(")
+    (acc,) = re.findall(r"(c\d+) = T\.alloc_var\('float32', init=x\d+\)", passes)
+    assert "T.alloc_local((4,)" not in passes and passes.count(f"{acc} = r") == 2 + 5 + 3  # one chain over memory
+
+
 def test_one_value_per_row_is_written_by_thread_zero_and_argmax_keeps_both_leaves():
     body = _kernel_body(generate(row_argmax.trace(), "tilelang-cuda"))
     text = "\n".join(body)

@@ -22,9 +22,12 @@ from intent_trace import I
 
 pytest.importorskip("tilelang")
 from backends.test_tilelang_cuda_rows import U32, _kernel_body, _softmax_bound, _tiers, compiled  # noqa: F401
+from backends.test_tilelang_cuda_rows_columns import exp_weighted_sum
+from backends.test_tilelang_cuda_rows_load import exp_normalised
 from backends.tilelang_support import cuda_source
 from intent_trace.backends.tilelang import cuda_rows, cuda_rows_slots, metal_grid
 from intent_trace.backends.tilelang.target import generate
+from schedule.row_kernels import layer_norm as layer_norm_parallel
 from schedule.row_kernels import logsumexp, row_argmax
 
 RNG = np.random.default_rng(1719)
@@ -33,6 +36,9 @@ softmax_rows = example("row_softmax").softmax_rows
 #: a warp's rows (1024 elements at 32 slots a lane, 512 at 16), a block's (8192, 4096), chunks of 4 slots (128
 #: and 1024 elements at 32 a warp and 256 a block), on both sides of each, and rows re-read by each pass
 LENGTHS = (1, 7, 127, 129, 255, 257, 511, 512, 513, 1023, 1024, 1025, 4095, 4097, 8193)
+
+#: a slot's load: a read (a warp's row), or a streaming load of the element's address (a block's, on CUDA)
+_LOAD = r"(?:T\.call_extern\('\w+', '__ldcs', T\.access_ptr\()?"
 
 
 def _rows(v, like):
@@ -104,18 +110,68 @@ def test_a_half_precision_row_is_loaded_as_its_bits_and_decoded_after_every_load
     loop over the chunks decodes the bits into the slots the passes read."""
     program = generate(kernel.trace(), "tilelang-cuda")
     (bits,) = re.findall(r"(b\d+) = T\.alloc_local\(\(32,\), 'uint16'\)", program)
-    for tier in _tiers(_kernel_body(program))[:2]:  # a warp's rows, a block's
+    warp, block, _ = _tiers(_kernel_body(program))
+    for tier in (warp[warp.find("T.sync_threads()") + 1:], block):  # a warp's rows, past the weights it fills
+        # once a block (test_tilelang_cuda_rows_columns), and a block's
         load_end = tier.index(f"= T.call_extern('float32', 'it_decode_")
         loads = tier[:load_end]
-        assert len(re.findall(rf"{bits}\[c\d+ \* 4 \+ u\d+\] = p0\[", loads)) == 2  # whole chunks, the edge
+        assert len(re.findall(rf"{bits}\[c\d+ \* 4 \+ u\d+\] = {_LOAD}p0\[", loads)) == 2  # whole chunks, the edge
         assert "it_decode" not in loads and "p0[" not in tier[load_end:]  # every load before the first decode
         decodes = re.findall(rf"c\d+\[(c\d+) \* 4 \+ u\d+\] = T\.call_extern\('float32', 'it_decode_\w+', "
                              rf"{bits}\[\1 \* 4 \+ u\d+\]\)", tier)
         assert len(decodes) == 2 and len(set(decodes)) == 1  # both parts of a chunk in one loop
 
 
-#: the GPU zoo's row kernels (benchmarks/gpu_zoo.py), and x held beside exp (a bound of 2 blocks: 128 registers)
-ZOO = [softmax_rows, zoo.softmax_whole, zoo.log_softmax, zoo.layer_norm, zoo.rms_norm_f16, softmax_plus_x]
+@pytest.mark.parametrize("kernel", [zoo.row_sum, zoo.rms_norm_f16, softmax_rows], ids=lambda k: k.name)
+def test_a_block_s_row_is_loaded_with_streaming_loads_a_warp_s_with_reads(kernel, tmp_path):
+    """A block's row is loaded into its slots with ``__ldcs`` (``ld.global.cs``), which ptxas cannot load again later:
+    the read-only load it may, and did under the bound -- the row sum's first chunk (3 of 16 slots a thread) loaded
+    again in the fold, after the other loads had returned (SASS for sm_90a; at 863dd6f each after the previous add).
+    A warp's row keeps its reads (none was loaded again there, and the streaming loads' addresses spilled), and so do
+    the passes over memory, the emulated program and Metal's. The stored dtype is the load's (f16: its bits)."""
+    program = generate(kernel.trace(), "tilelang-cuda")
+    warp, block, passes = _tiers(_kernel_body(program))
+    stored = "uint16" if kernel is zoo.rms_norm_f16 else "float32"
+    streamed = re.findall(rf"= T\.call_extern\('{stored}', '__ldcs', T\.access_ptr\(p0\[[^\]]*\], 'r'\)\)", block)
+    assert len(streamed) == 2 and block.count("__ldcs") == 2  # whole chunks, the edge: every load of the row
+    assert "__ldcs" not in warp + passes and "= p0[" in warp
+    assert "__ldcs" not in generate(kernel.trace(), "tilelang-metal")
+    assert not cuda_rows.row_plan(kernel.trace(), emulated=True).streamed
+    got = assemble(cuda_source(program), tmp_path)
+    if got is not None:  # nvcc keeps both kinds: streaming (a block's row), read-only (a warp's)
+        (ptx,) = got.ptx.values()
+        assert re.search(r"ld\.global\.cs\.[usbf]\d+", ptx) and re.search(r"ld\.global\.(nc\.)?[usbf]\d+", ptx)
+
+
+def _row_sum_of(name: str):
+    d = getattr(I, name)
+    acc = {"bf16": I.f32, "f16": I.f32, "f64": I.f64}.get(name, I.i64)
+
+    def row_sum_of(x: I.In[d, ("M", "N")], y: I.Out[acc, ("M",)]):
+        y[:] = I.reduce.sum(I.cast(x[:, :], acc), axis=1)
+
+    row_sum_of.__name__ = f"row_sum_{name}"
+    return intent.kernel(row_sum_of)
+
+
+@pytest.mark.parametrize("name", ["bool", "u8", "i8", "i16", "u16", "u32", "i64", "u64", "bf16", "f64"])
+def test_every_stored_dtype_has_its_streaming_load(name, tmp_path):
+    """``__ldcs`` is overloaded by the pointer's type: every dtype a view stores (bool as uint8, f16/bf16 as their
+    bits, u32 as int32) has one, so the block's loads of each compile (the local nvcc, sm_90a) with no spill."""
+    graph = _row_sum_of(name).trace()
+    program, slots = generate(graph, "tilelang-cuda"), cuda_rows.row_plan(graph).slots  # 16 of 8 bytes, else 32
+    warp, block, passes = _tiers(_kernel_body(program), 32 * slots, 256 * slots)
+    assert block.count("'__ldcs'") == 2 and "__ldcs" not in warp + passes
+    got = assemble(cuda_source(program), tmp_path)
+    if got is not None:
+        assert set(got.spills.values()) == {(0, 0)}
+
+
+#: the GPU zoo's row kernels (benchmarks/gpu_zoo.py), x held beside exp (a bound of 2 blocks: 128 registers), a
+#: computed weight filled once a block, the parallel form's weights read per element in every tier (no kept
+#: operand: cuda_rows.RowEmitter._kept), an exp applied to its read's slots
+ZOO = [softmax_rows, zoo.softmax_whole, zoo.log_softmax, zoo.layer_norm, zoo.rms_norm_f16, zoo.row_sum,
+       zoo.argmax_rows, softmax_plus_x, exp_weighted_sum, layer_norm_parallel, exp_normalised]
 
 
 @pytest.mark.parametrize("kernel", ZOO, ids=lambda k: k.name)

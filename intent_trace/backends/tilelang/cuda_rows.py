@@ -22,14 +22,20 @@ fold and the final write read the slots; a reduction's computed source that a la
 both parts of its chunk (the code for a chunk the row fills, and for the one it ends in), so a thread holds what
 it has still to read and what it has filled, not both buffers whole; on CUDA the kernel's launch bound asks ptxas
 for the blocks an SM can hold with the registers that takes (:mod:`.cuda_rows_slots`). Each fold starts from the
-identity with the reduce's own combine; a butterfly of warp shuffles (``T.shfl_xor``) gives every lane its warp's
-total and, a block per row, the first warp combines the warps' totals the same way (shared memory, two
-``T.sync_threads`` per reduction); every thread reads the row's result. The final write is one more strided pass
-(a write of the row) or the first lane's (one value per row).
+identity with the reduce's own combine; a butterfly of warp shuffles (``T.shfl_xor``: :mod:`.cuda_rows_combine`)
+gives every lane its warp's total and, a block per row, the first warp combines the warps' totals the same way
+(shared memory, two ``T.sync_threads`` per reduction); every thread reads the row's result. The final write is one
+more strided pass (a write of the row) or the first lane's (one value per row). On CUDA a block's row is loaded
+with streaming loads, which ptxas cannot issue again in a later pass (:func:`.cuda_rows_slots.streaming`). The load
+phase (:mod:`.cuda_rows_load`) applies a read's one unary op (an f16 row's cast to f32) to its slots once; where a
+block holds several rows (a warp each), the values of the columns alone (a weight and its decode) are computed once
+per block into shared memory before the rows' guard (:mod:`.cuda_rows_columns`).
 
 Re-association and re-ordering are what ``reduce`` allows (language §7, T10): a parallel sum differs from the
-serial order within T5's bound; max, min, argmax and integer results are the serial program's exactly. The block
-tiers fold each thread's elements in the same order, so they compute the same values.
+serial order within T5's bound; max, min, argmax and integer results are the serial program's exactly. On chip a
+thread folds its slots into one accumulator per slot of a chunk (4 independent chains, then a tree of them:
+:func:`.cuda_rows_combine.chunk_lanes`), so both on-chip tiers group a thread's elements the same way; a pass over
+memory (rows longer than the slots hold) folds them in one chain.
 
 With ``emulated`` the threads of a row are serial loops, one per phase between barriers, and a shuffle is a phase
 of its own that exchanges the lanes' values through local buffers (a block's warp rows one after another): the C
@@ -46,14 +52,16 @@ from ... import types as T
 from ...graph import ops
 from ...graph.lowering import assemble, leaf_values
 from ...graph.values import Var, walk_region
-from ...codegen.access import coords, index_plan
 from ...schedule import rows as schedule_rows
+from . import cuda_rows_columns as columns_of
+from . import cuda_rows_combine as row_combine
+from . import cuda_rows_load as row_load
 from . import cuda_rows_slots as slots_of
 from .accumulate import accumulators, combine
 from .emitter import Aggregate, Lazy, Scalar, TileLangEmitter
 
 THREADS = schedule_rows.THREADS
-WARP = 32  # CUDA's warp: the lanes a shuffle exchanges values among
+WARP = row_combine.WARP
 UNROLL = slots_of.UNROLL  # elements a thread reads before it combines any (its reads in flight)
 #: The reads a thread has in flight in a pass over a row too long for its slots: the kernel's registers are sized
 #: for the slots anyway (one kernel holds every tier), so a pass unrolls up to this many (16 f32: 4096 a chunk).
@@ -73,6 +81,7 @@ class RowPlan:
     #: CUDA's launch bound: the blocks an SM must hold at once (ptxas caps a thread's registers to fit them;
     #: :func:`.cuda_rows_slots.min_blocks`), 0 for none
     min_blocks: int = 0
+    streamed: bool = False  # CUDA's: the slots loaded with streaming loads (:func:`.cuda_rows_slots.streaming`)
 
     @property
     def warps(self) -> int:
@@ -123,14 +132,16 @@ class RowPlan:
 
 def row_plan(graph, emulated: bool = False, bounded: bool = True) -> RowPlan | None:
     """The row-group launch of ``graph``, or None (:func:`~intent_trace.schedule.rows.recognise` says why);
-    ``bounded``: with CUDA's launch bound (Metal has none: a threadgroup's registers are its compiler's)."""
+    ``bounded``: CUDA's program, with its launch bound and streaming loads (Metal has neither: a threadgroup's
+    registers are its compiler's)."""
     group = schedule_rows.recognise(graph)
     if not isinstance(group, schedule_rows.RowGroup):
         return None
     count = slots_of.slots(group)
     held = slots_of.live_registers(graph, group, count)
     bound = slots_of.min_blocks(THREADS, held) if bounded and not emulated else 0
-    return RowPlan(group, f"d{group.rows}", f"d{group.cols}", THREADS, emulated, count, bound)
+    cuda = bounded and not emulated
+    return RowPlan(group, f"d{group.rows}", f"d{group.cols}", THREADS, emulated, count, bound, cuda)
 
 
 class RowEmitter(TileLangEmitter):
@@ -160,16 +171,32 @@ class RowEmitter(TileLangEmitter):
         self.cache: dict = {}  # what a read reads (slots_of.read_key) -> its slots' buffer
         self.loaded: set = set()  # the buffers this tier loads
         self.loads: list = []  # (read node, buffer, the global read's value): the load phase still to emit
+        self.applies = {id(op): read for read in group.element_reads  # op -> the read whose slots it replaces
+                        for op in [slots_of.applied(graph, group).get(id(read))] if op is not None}
+        self.applied: list = []  # (op node, the slots, its value): applied by the load phase (cuda_rows_load)
         self.raw: dict = {}  # read key -> the slots of its stored bits, for a read decoded from them (f16, bf16)
         self.slot = None  # the slot of the element ``strided`` yields (on chip)
+        self.within = None  # its place in its chunk: which of a fold's chunk accumulators takes it (on chip)
         self.chunk = None  # the chunk loop's variable while :meth:`chunks` is open (on chip)
         self.write_lane = None  # the lane of the row write's phase (strided in loop_nest)
         self.held = slots_of.held_sources(graph, group)  # id(reduce node) -> its source, kept in slots for later passes
         self.held_buffers: dict = {}  # id(reduce node) -> the slots of its source
+        # id(reduce node) -> values its fold keeps in slots (:meth:`_kept`: not where weights are read from memory)
+        self.kept = slots_of.held_operands(graph, group) if group.columns or not group.reads_columns else {}
+        self.kept_buffers: dict = {}  # such a value -> its slots
+        self.columns: dict = {}  # id(per-column var) -> its block buffer (:mod:`.cuda_rows_columns`)
+        self.placed: set = set()  # the ids of the nodes this tier emitted before the row's guard
 
     @property
     def on_chip(self) -> bool:
         return self.slots > 0
+
+    @property
+    def _streaming(self) -> bool:
+        """Loads of a block's row streamed (CUDA): there ptxas re-issued them (:func:`.cuda_rows_slots.streaming`).
+        A warp's row keeps the read-only loads: none is re-issued there, and the streaming loads' addresses (one
+        64-bit register a chunk, not one base and its offsets) spilled."""
+        return self.plan.streamed and self.width == self.plan.threads
 
     # -- where the code runs ---------------------------------------------------------------------------------
     def run_region(self, region, params=()) -> list:
@@ -191,13 +218,14 @@ class RowEmitter(TileLangEmitter):
         return super().run_region(region, params)
 
     def _run_tier(self, region, params) -> list:
-        """The graph's program for one tier: every tier folds each thread's elements in the same order
-        (``strided``) and combines them with the same shuffles, so tiers of one width compute the same values."""
+        """The graph's program for one tier: every tier takes each thread's elements in the same order
+        (``strided``) and combines the threads' partials with the same shuffles."""
         if not self.plan.emulated:
             self.lane = self.tx if self.width == self.plan.threads else \
                 self.assign(f"{self.tx} % {self.width}", "l")
         if self.plan.node is not None:  # the parallel loop's iterations are the rows (grid_iteration)
             return super().run_region(region, params)
+        self.placed = columns_of.hoist(self, self.plan, self.columns)
         with self.row_of_block() as row:
             self.row = row
             with self.block(f"if {self.row} < {self.plan.rows}:"):
@@ -232,6 +260,8 @@ class RowEmitter(TileLangEmitter):
             depends.update((v, out) for v in node.outputs)
             keyed.append((key, node))
         for _, node in sorted(keyed, key=lambda pair: pair[0]):
+            if id(node) in self.placed:  # emitted before the row's guard (cuda_rows_columns)
+                continue
             self.run_node(node)
             if self.row is not None:
                 self._once_per_row(node)
@@ -261,9 +291,13 @@ class RowEmitter(TileLangEmitter):
                 view = self.operand(node.inputs[0])
                 if getattr(view, "storage", None) and self.dialect.decode(self, view, "x") != "x":
                     self.raw[slots_of.read_key(node)] = self.assign(f"T.alloc_local(({size},), {view.storage!r})", "b")
+            self.columns = columns_of.buffers(self, plan)
             for key, var in self.held.items():
                 (t,) = T.leaf_types(var.type)
                 self.held_buffers[key] = self.assign(f"T.alloc_local(({size},), {self.tir(t.dtype)!r})", "h")
+            for var in (v for values in self.kept.values() for v in values):
+                (t,) = T.leaf_types(var.type)
+                self.kept_buffers[var] = self.assign(f"T.alloc_local(({size},), {self.tir(t.dtype)!r})", "h")
 
     @contextlib.contextmanager
     def grid_iteration(self, grid, length: str):
@@ -338,7 +372,7 @@ class RowEmitter(TileLangEmitter):
                 end = f"T.Cast('int64', {c} + 1) * T.int64({n * u})"
                 test = f"{end} <= {cols}" if part == "whole" else f"{start} < {cols} and {cols} < {end}"
                 with self.block(f"if {test}:"), self.block(f"for {v} in T.unroll({u}):"):
-                    slot = f"{c} * {u} + {v}"
+                    slot, self.within = f"{c} * {u} + {v}", v
                     j = self.assign(f"T.Cast('int64', {slot}) * T.int64({n}) + T.Cast('int64', {tx})", "j")
                     self.slot = f"{tx} * {self.plan.slots} + {slot}" if self.plan.emulated else slot
                     if part == "whole":
@@ -382,8 +416,19 @@ class RowEmitter(TileLangEmitter):
             buffer, source, raw = self.cache[key], self.env[out], self.raw.get(key)
             if buffer not in self.loaded:  # the same view and index read again: the same slots
                 self.loaded.add(buffer)  # (a read of stored bits: loaded as they are, decoded after every load)
-                self.loads.append((node, buffer, source if raw is None else self._stored(node, raw)))
+                load = source if raw is None and not self._streaming else \
+                    row_load.stored(self, node, buffer, raw, self._streaming)
+                self.loads.append((node, buffer, load))
             value = Lazy(source.shape, lambda idx, b=buffer: f"{b}[{self.slot}]")
+            self.env[out] = value
+            self.bind_dims(out, value)
+            return None
+        if self.on_chip and id(node) in self.applies:  # computed once into its read's slots (cuda_rows_load)
+            super().run_node(node)
+            (out,) = node.outputs
+            buffer = self.cache[slots_of.read_key(self.applies[id(node)])]
+            self.applied.append((node, buffer, self.env[out]))
+            value = Lazy(self.env[out].shape, lambda idx, b=buffer: f"{b}[{self.slot}]")
             self.env[out] = value
             self.bind_dims(out, value)
             return None
@@ -423,40 +468,6 @@ class RowEmitter(TileLangEmitter):
                 self.env[out] = hoisted
                 self.bind_dims(out, hoisted)
 
-    def _stored(self, node, raw: str) -> slots_of.Stored:
-        """An element read decoded from its view's storage (f16/bf16 bits): the load phase issues the stored loads
-        into ``raw`` alone, then decodes the slots."""
-        view = self.operand(node.inputs[0])
-        _, plan = index_plan(self, node, view, [self.operand(x) for x in node.inputs[1:]])
-        d = self.dialect
-        return slots_of.Stored(raw, lambda idx: f"{view.name}[{d.subscript(coords(self, plan, idx))}]",
-                               lambda bits: d.decode(self, view, bits))
-
-    def _load_phase(self, loads: list) -> None:
-        """The row's element reads into this thread's slots, every load issued before any is used: a read decoded
-        from stored bits (f16, bf16) loads the bits into slots of their own first, and one loop over the chunks
-        decodes them (a decode next to its load made each chunk's code wait on its loads before the next chunk's
-        were issued: RMSNorm f16 had 4 loads in flight, not 32)."""
-        pos, outer = self.position(), self.node
-        with self.phase() as tx:
-            for part in self.parts():
-                with self.strided(tx, part) as j:
-                    for node, buffer, source in loads:
-                        self.node = node
-                        if isinstance(source, slots_of.Stored):
-                            self.line(f"{source.bits}[{self.slot}] = {source.cell([*pos, j])}")
-                        else:
-                            self.line(f"{buffer}[{self.slot}] = {self.elem(source, [*pos, j])}")
-            stored = [(node, buffer, source) for node, buffer, source in loads if isinstance(source, slots_of.Stored)]
-            if stored:
-                with self.chunks(tx):
-                    for part in self.parts():
-                        with self.strided(tx, part):
-                            for node, buffer, source in stored:
-                                self.node = node
-                                self.line(f"{buffer}[{self.slot}] = {source.decode(f'{source.bits}[{self.slot}]')}")
-        self.node = outer
-
     def _unit_reshape(self, node, args):
         """A reshape that adds or drops unit axes (the recogniser proved the sizes agree): the same elements."""
         (x,) = args
@@ -476,11 +487,11 @@ class RowEmitter(TileLangEmitter):
     def _reduce_level(self, nodes: list) -> None:
         """The reductions of one level in one pass over the row: each thread folds its strided slice into every
         reduction's accumulators (the row's elements read once, shared by the producers they feed), then each
-        reduction's partials are combined (:meth:`_shuffles`)."""
+        reduction's partials are combined (:func:`.cuda_rows_combine.shuffles`)."""
         pos, outer = self.position(), self.node
         if self.loads:  # on chip, before the first fold: every element read into its slots (all loads in flight)
-            self._load_phase(self.loads)
-            self.loads = []
+            row_load.load_phase(self, self.loads, self.applied)
+            self.loads, self.applied = [], []
         folds = []
         for node in nodes:
             self.node = node
@@ -490,17 +501,27 @@ class RowEmitter(TileLangEmitter):
                                                 for v in leaf_values(identity, Aggregate)]))
         with self.phase() as tx:  # each thread folds its strided slice of the row
             accs = [accumulators(self, T.leaf_types(acc_t), inits) for _, acc_t, _, inits in folds]
+            lanes = [row_combine.chunk_lanes(self, acc_t, inits) if self.on_chip else None
+                     for _, acc_t, _, inits in folds]
             with self.chunks(tx):
                 for part in self.parts():
                     with self.strided(tx, part) as j:
-                        for (node, acc_t, source, _), names in zip(folds, accs):
+                        for (node, acc_t, source, _), names, lane in zip(folds, accs, lanes):
                             self.node = node
                             items = [self.elem(v, [*pos, j]) for v in leaf_values(source, Aggregate)]
                             if self.on_chip and id(node) in self.held:  # the later passes read it from its slots
                                 self.line(f"{self.held_buffers[id(node)]}[{self.slot}] = {items[0]}")
-                            current = [self.assign(a, "x") for a in names]
-                            for name, value in zip(names, combine(self, node, acc_t, current, items, [], pos)):
+                            for var in self._kept(node):  # computed for items: kept for the later passes
+                                self.line(f"{self.kept_buffers[var]}[{self.slot}] = "
+                                          f"{self.elem(self.env[var], [*pos, j])}")
+                            into = names if lane is None else [f"{b}[{self.within}]" for b in lane]
+                            current = [self.assign(a, "x") for a in into]
+                            for name, value in zip(into, combine(self, node, acc_t, current, items, [], pos)):
                                 self.line(f"{name} = {value}")
+            for (node, acc_t, _, _), names, lane in zip(folds, accs, lanes):
+                if lane is not None:  # the chunk's accumulators in a tree, into the thread's
+                    self.node = node
+                    row_combine.fold_lanes(self, node, acc_t, pos, names, lane)
             if self.plan.emulated:
                 for (node, *_), names in zip(folds, accs):
                     for buffer, acc in zip(self.shared[id(node)][0], names):
@@ -508,9 +529,9 @@ class RowEmitter(TileLangEmitter):
         for (node, acc_t, _, _), names in zip(folds, accs):
             self.node = node
             if self.plan.emulated:
-                results = self._emulated_shuffles(node, acc_t, pos)
+                results = row_combine.emulated_shuffles(self, node, acc_t, pos)
             else:
-                results = self._shuffles(node, acc_t, pos, names)
+                results = row_combine.shuffles(self, node, acc_t, pos, names)
             if self.row is None:
                 value = assemble(acc_t, [Scalar(r) for r in results], Aggregate)
             else:
@@ -518,71 +539,22 @@ class RowEmitter(TileLangEmitter):
             (out,) = node.outputs
             self.env[out] = value
             self.bind_dims(out, value)
-            if self.on_chip and id(node) in self.held:
-                var, buffer = self.held[id(node)], self.held_buffers[id(node)]
+            if not self.on_chip:
+                continue
+            held = [(self.held[id(node)], self.held_buffers[id(node)])] if id(node) in self.held else []
+            for var, buffer in [*held, *((v, self.kept_buffers[v]) for v in self._kept(node))]:
+                # the later passes read it from the slots the fold filled
                 self.env[var] = Lazy(self.env[var].shape, lambda idx, b=buffer: f"{b}[{self.slot}]")
         self.node = outer
 
-    # The partials of a row are combined in two butterflies: within each warp (lane ^ 16, ^ 8, ... ^ 1, so every
-    # lane ends with its warp's total), then, in the first warp, across the warps' totals (lane ^ warps/2, ...,
-    # ^ 1). Each lane combines (its value, its partner's) with the reduce's own combine. Two barriers per
-    # reduction: after the warps' totals are stored, after the row's result is.
-    def _butterfly(self, node, acc_t, pos, accs: list, width: int) -> None:
-        step, lanes = width // 2, self.target.lanes
-        dtypes = [self.tir(t.dtype) for t in T.leaf_types(acc_t)]
-        while step:
-            mine = [self.assign(a, "x") for a in accs]
-            other = [self.assign(lanes.shuffle(self, "xor", m, step, d), "x") for m, d in zip(mine, dtypes)]
-            for acc, value in zip(accs, combine(self, node, acc_t, mine, other, [], pos)):
-                self.line(f"{acc} = {value}")
-            step //= 2
-
-    def _shuffles(self, node, acc_t, pos, accs: list) -> list:
-        shared, tx, warps = self.shared[id(node)], self.tx, self.plan.warps
-        self._butterfly(node, acc_t, pos, accs, WARP)
-        if self.width == WARP:  # a warp's row: every lane holds the total, no barrier
-            return [self.assign(a, "r") for a in accs]
-        with self.block(f"if {tx} % {WARP} == 0:"):
-            for buffer, acc in zip(shared, accs):
-                self.line(f"{buffer}[{tx} // {WARP}] = {acc}")
-        self.sync()
-        with self.block(f"if {tx} < {WARP}:"):  # the first warp: lane l takes warp l % warps's total
-            for acc, buffer in zip(accs, shared):
-                self.line(f"{acc} = {buffer}[{tx} % {warps}]")
-            self._butterfly(node, acc_t, pos, accs, warps)
-            with self.block(f"if {tx} == 0:"):
-                for buffer, acc in zip(shared, accs):
-                    self.line(f"{buffer}[{warps}] = {acc}")
-        self.sync()
-        return [self.assign(f"{b}[{warps}]", "r") for b in shared]
-
-    def _emulated_shuffles(self, node, acc_t, pos) -> list:
-        """The same butterflies, one phase per step: every thread's register is a slot of a buffer, and a step
-        writes the other buffer (each lane reads its partner's value before any is replaced)."""
-        now, new = self.shared[id(node)]
-        warps = self.plan.warps
-
-        def steps(width: int, count: int):
-            nonlocal now, new
-            step = width // 2
-            while step:
-                with self.phase(count) as tx:
-                    mine = [self.assign(f"{b}[{tx}]", "x") for b in now]
-                    other = [self.assign(f"{b}[T.bitwise_xor({tx}, {step})]", "x") for b in now]
-                    for buffer, value in zip(new, combine(self, node, acc_t, mine, other, [], pos)):
-                        self.line(f"{buffer}[{tx}] = {value}")
-                now, new = new, now
-                step //= 2
-
-        steps(WARP, self.width)
-        if self.width == WARP:
-            return [self.assign(f"{b}[0]", "r") for b in now]
-        with self.phase(WARP) as tx:  # the first warp's lanes take the warps' totals (lane 0 of each warp)
-            for buffer, source in zip(new, now):
-                self.line(f"{buffer}[{tx}] = {source}[T.floormod({tx}, {warps}) * {WARP}]")
-        now, new = new, now
-        steps(warps, WARP)
-        return [self.assign(f"{b}[0]", "r") for b in now]
+    def _kept(self, node) -> tuple:
+        """The values the fold of ``node`` keeps in slots for later passes (:func:`.cuda_rows_slots.held_operands`),
+        on chip, and not in a tier whose write reads per-column values from memory: there ptxas for sm_90a spilled
+        16 bytes a thread in layer norm's write (a block's row: its weight and bias loads in flight beside the kept
+        ``x - mean``); a warp's rows read them from the block's buffer (:mod:`.cuda_rows_columns`)."""
+        if not self.on_chip or (self.plan.group.reads_columns and not self.placed):
+            return ()
+        return self.kept.get(id(node), ())
 
     @contextlib.contextmanager
     def loop_nest(self, shape):

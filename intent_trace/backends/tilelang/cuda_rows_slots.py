@@ -19,6 +19,7 @@ from collections.abc import Callable
 import attrs
 
 from ... import types as T
+from ...graph.traits import POINTWISE
 from ...graph.values import Var, walk_region
 
 UNROLL = 4  # elements a thread reads before it combines any (its reads in flight): a chunk of slots
@@ -38,12 +39,25 @@ BESIDE_SLOTS = 32
 
 @attrs.frozen(slots=True)
 class Stored:
-    """A row read held as its view's stored bits (f16, bf16) until every load is issued: the slots of the bits,
-    the stored element at an index, its decoding to the value the passes read."""
+    """A row read loaded from its view's storage by the load phase itself: the slots the load fills, the load of the
+    stored element at an index, and the decoding of the slots' bits to the value the passes read (f16, bf16: the
+    bits are held until every load is issued) or None where the slots hold the values (a streaming load of them)."""
 
     bits: str
     cell: Callable
-    decode: Callable
+    decode: Callable | None = None
+
+
+def streaming(dtype: str, cell: str) -> str:
+    """CUDA's load of a row element into its slot: ``ld.global.cs`` (``__ldcs``, streaming: read once), which ptxas
+    cannot issue again where the value is used. The read-only load (``ld.global.nc``, what nvcc makes of a
+    ``const __restrict__`` view) it may: under register pressure ptxas dropped slots of the first chunk from the
+    load phase and loaded them again in the fold, after the loads in flight had returned -- the row sum on sm_90a
+    loaded 3 of its 16 slots a thread that way (one round trip to memory more per row; three in a row, each after
+    the previous add, in the program measured at 0.71x torch; the program at 1.03x loaded every slot first, each
+    load under its own guard). ``dtype`` is the view's stored TIR dtype (every one has an ``__ldcs``: bool is
+    stored as uint8)."""
+    return f"T.call_extern({dtype!r}, '__ldcs', T.access_ptr({cell}, 'r'))"
 
 
 def read_key(node) -> tuple:
@@ -82,12 +96,38 @@ def _consumers(graph) -> dict:
     return consumers
 
 
+def _held_as(t):
+    """The dtype a slot holds a value of ``t`` in (f16 and bf16 as f32: :func:`slots`)."""
+    return T.f32 if t.dtype.name in ("f16", "bf16") else t.dtype
+
+
+def applied(graph, group) -> dict:
+    """The element reads whose one use is a unary pointwise op of the read alone, of the same slot dtype (RMSNorm's
+    ``cast(x, f32)`` of an f16 row): ``id(read node) -> the op``. The load phase applies the op to the slots once
+    (:mod:`.cuda_rows_load`) and every pass reads its value there, instead of computing it in each pass."""
+    consumers, out = _consumers(graph), {}
+    keys = [read_key(n) for n in group.element_reads]
+    for read in group.element_reads:
+        (value,) = read.outputs
+        users = consumers.get(value, [])
+        if keys.count(read_key(read)) != 1 or len(users) != 1:
+            continue
+        (op,) = users
+        if op.op not in POINTWISE or op.regions or tuple(op.inputs) != (value,) or len(op.outputs) != 1:
+            continue
+        (before,), (after,) = T.leaf_types(value.type), T.leaf_types(op.outputs[0].type)
+        if isinstance(after, T.TensorType) and _held_as(before) == _held_as(after):
+            out[id(read)] = op
+    return out
+
+
 def held_sources(graph, group) -> dict:
     """The reductions whose source -- a computed element value, one leaf -- a later pass uses again (softmax's
     ``exp(x - max)``, summed, then divided by the sum): on chip the fold keeps each element in a slot, so the
-    later passes read it instead of computing it again (its producers, an exp, run once per element).
+    later passes read it instead of computing it again (its producers, an exp, run once per element). A read's
+    :func:`applied` op is in the read's slots already.
     ``id(reduce node) -> the source``."""
-    reads = {n.outputs[0] for n in group.element_reads}
+    reads = {n.outputs[0] for n in group.element_reads} | {op.outputs[0] for op in applied(graph, group).values()}
     level = {id(n): k for n, k in zip(group.reductions, group.levels)}
     consumers = _consumers(graph)
     held, seen = {}, set()
@@ -124,15 +164,59 @@ def _passes(graph, group, held_at: dict) -> dict:
     return uses
 
 
+def held_operands(graph, group) -> dict:
+    """Values a fold computes on the way to its source -- pointwise, of the row's shape -- that a later pass uses
+    again (log-softmax's ``x - max``, summed as ``exp(x - max)``, then written as ``x - max - log(sum)``; layer norm's
+    ``x - mean``, squared and summed, then scaled): the fold keeps each element in a slot, so the later passes read
+    it instead of computing it again. Held only where the slots held at once do not grow (:func:`live_registers`:
+    the read it replaces is not used past it). ``id(reduce node) -> the values``."""
+    reads = {n.outputs[0] for n in group.element_reads} | {op.outputs[0] for op in applied(graph, group).values()}
+    level = {id(n): k for n, k in zip(group.reductions, group.levels)}
+    sources = held_sources(graph, group)
+    held_at = {var: level[key] for key, var in sources.items()}
+    producer = {v: n for n in walk_region(graph.body) for v in n.outputs}
+    out: dict = {}
+    for node in group.reductions:
+        source, p = node.inputs[0], level[id(node)]
+        stack, seen = [source], set()
+        while stack:
+            var = stack.pop()
+            made = producer.get(var)
+            if var in seen or var in reads or made is None or made.op not in POINTWISE or made.regions:
+                continue
+            seen.add(var)
+            stack.extend(x for x in made.inputs if isinstance(x, Var))
+            if var is source or var in held_at or not isinstance(var.type, T.TensorType):
+                continue
+            if len(made.outputs) != 1 or var.type.shape != source.type.shape:
+                continue
+            uses = _passes(graph, group, held_at).get(var, set())
+            if not uses or min(uses) != p or max(uses) <= p:
+                continue
+            if _peak(graph, group, 1, {**held_at, var: p}) <= _peak(graph, group, 1, held_at):
+                held_at[var] = p
+                out.setdefault(id(node), []).append(var)
+    return {key: tuple(vs) for key, vs in out.items()}
+
+
 def live_registers(graph, group, count: int) -> int:
-    """The most registers a thread's slots (``count`` per buffer) hold at once. Each buffer lives from the pass that
-    fills it (the load, pass 0, for the reads; its fold's for a held source) to the last pass that reads it; within
-    a pass the buffers it reads for the last time and those it starts to fill replace each other chunk by chunk
-    (the larger of the two counts), the buffers read on past it are held whole."""
-    if not count:
-        return 0
+    """The most registers a thread's slots (``count`` per buffer) hold at once (:func:`_peak`), with every held
+    source and held operand."""
     level = {id(n): k for n, k in zip(group.reductions, group.levels)}
     held_at = {var: level[key] for key, var in held_sources(graph, group).items()}
+    for key, values in held_operands(graph, group).items():
+        held_at.update((v, level[key]) for v in values)
+    return _peak(graph, group, count, held_at)
+
+
+def _peak(graph, group, count: int, held_at: dict) -> int:
+    """The most registers the slots hold at once where ``held_at`` (var -> the pass whose fold fills its slots) are
+    held. Each buffer lives from the pass that fills it (the load, pass 0, for the reads; its fold's for a held
+    value) to the last pass that reads it; within a pass the buffers it reads for the last time and those it starts
+    to fill replace each other chunk by chunk (the larger of the two counts), the buffers read on past it are held
+    whole."""
+    if not count:
+        return 0
     uses = _passes(graph, group, held_at)
     spans = []  # (first pass, last pass, registers)
     for node in distinct_reads(group):

@@ -1,0 +1,108 @@
+"""How a row group's threads (:mod:`.cuda_rows`) combine what they fold. On chip, a thread folds its slots into one
+accumulator per slot of a chunk, then those in a tree (:func:`chunk_lanes`, :func:`fold_lanes`). The threads'
+partial results are combined into the row's in two butterflies of warp shuffles -- within each warp (lane ^ 16,
+^ 8, ... ^ 1, so every lane ends with its warp's total), then, in the first warp, across the warps' totals (lane ^
+warps/2, ..., ^ 1), through shared memory with two barriers per reduction (after the warps' totals are stored,
+after the row's result is). Each lane combines (its value, its partner's) with the reduce's own combine, the serial
+program's helper: re-association and re-ordering are what ``reduce`` allows (T10). A warp's row (its lanes' slots
+hold it) stops after the first butterfly, with no barrier.
+
+Emulated (the C target running CUDA's mapping), every step is a phase of its own: every thread's register is a slot
+of a buffer, and a step writes the other buffer, so each lane reads its partner's value before any is replaced.
+The functions take the row emitter (:class:`.cuda_rows.RowEmitter`): its shared buffers, lanes and phases."""
+from __future__ import annotations
+
+from ... import types as T
+from .accumulate import combine
+from .cuda_rows_slots import UNROLL
+
+WARP = 32  # CUDA's warp: the lanes a shuffle exchanges values among
+
+
+def chunk_lanes(em, acc_t, inits: list) -> list:
+    """A thread's accumulators for the slots of a chunk, one per slot of it (a local buffer of UNROLL per leaf, every
+    index a constant once unrolled: registers), each from the identity: slot k of every chunk goes to accumulator k,
+    so a thread's fold is UNROLL independent chains (4 combines each for 16 slots) instead of one of 16, where each
+    combine waits on the previous one's NaN test (T3's payload rule: a compare and a select on the chain)."""
+    lanes = []
+    for t, init in zip(T.leaf_types(acc_t), inits):
+        buffer = em.assign(f"T.alloc_local(({UNROLL},), {em.tir(t.dtype)!r})", "a")
+        for k in range(UNROLL):
+            em.line(f"{buffer}[{k}] = {init}")
+        lanes.append(buffer)
+    return lanes
+
+
+def fold_lanes(em, node, acc_t, pos, accs: list, lanes: list) -> None:
+    """The chunk accumulators ``lanes`` combined in a balanced tree (pairs, then pairs of pairs), then into the
+    thread's accumulators ``accs`` (which start from the identity, as the serial fold does)."""
+    level = [[f"{b}[{k}]" for b in lanes] for k in range(UNROLL)]
+    while len(level) > 1:
+        level = [combine(em, node, acc_t, [em.assign(x, "x") for x in a], [em.assign(x, "x") for x in b], [], pos)
+                 for a, b in zip(level[::2], level[1::2])]
+    mine = [em.assign(a, "x") for a in accs]
+    for acc, value in zip(accs, combine(em, node, acc_t, mine, level[0], [], pos)):
+        em.line(f"{acc} = {value}")
+
+
+def butterfly(em, node, acc_t, pos, accs: list, width: int) -> None:
+    """``accs`` of every lane of ``width`` combined with its partners' (``T.shfl_xor``, or Metal's spelling):
+    every lane ends with their total."""
+    step, lanes = width // 2, em.target.lanes
+    dtypes = [em.tir(t.dtype) for t in T.leaf_types(acc_t)]
+    while step:
+        mine = [em.assign(a, "x") for a in accs]
+        other = [em.assign(lanes.shuffle(em, "xor", m, step, d), "x") for m, d in zip(mine, dtypes)]
+        for acc, value in zip(accs, combine(em, node, acc_t, mine, other, [], pos)):
+            em.line(f"{acc} = {value}")
+        step //= 2
+
+
+def shuffles(em, node, acc_t, pos, accs: list) -> list:
+    """The row's result of the reduction ``node`` from each thread's accumulators ``accs`` (names of its leaves)."""
+    shared, tx, warps = em.shared[id(node)], em.tx, em.plan.warps
+    butterfly(em, node, acc_t, pos, accs, WARP)
+    if em.width == WARP:  # a warp's row: every lane holds the total, no barrier
+        return [em.assign(a, "r") for a in accs]
+    with em.block(f"if {tx} % {WARP} == 0:"):
+        for buffer, acc in zip(shared, accs):
+            em.line(f"{buffer}[{tx} // {WARP}] = {acc}")
+    em.sync()
+    with em.block(f"if {tx} < {WARP}:"):  # the first warp: lane l takes warp l % warps's total
+        for acc, buffer in zip(accs, shared):
+            em.line(f"{acc} = {buffer}[{tx} % {warps}]")
+        butterfly(em, node, acc_t, pos, accs, warps)
+        with em.block(f"if {tx} == 0:"):
+            for buffer, acc in zip(shared, accs):
+                em.line(f"{buffer}[{warps}] = {acc}")
+    em.sync()
+    return [em.assign(f"{b}[{warps}]", "r") for b in shared]
+
+
+def emulated_shuffles(em, node, acc_t, pos) -> list:
+    """The same butterflies emulated, one phase per step, from the threads' accumulators in ``em.shared``'s
+    first buffers."""
+    now, new = em.shared[id(node)]
+    warps = em.plan.warps
+
+    def steps(width: int, count: int):
+        nonlocal now, new
+        step = width // 2
+        while step:
+            with em.phase(count) as tx:
+                mine = [em.assign(f"{b}[{tx}]", "x") for b in now]
+                other = [em.assign(f"{b}[T.bitwise_xor({tx}, {step})]", "x") for b in now]
+                for buffer, value in zip(new, combine(em, node, acc_t, mine, other, [], pos)):
+                    em.line(f"{buffer}[{tx}] = {value}")
+            now, new = new, now
+            step //= 2
+
+    steps(WARP, em.width)
+    if em.width == WARP:
+        return [em.assign(f"{b}[0]", "r") for b in now]
+    with em.phase(WARP) as tx:  # the first warp's lanes take the warps' totals (lane 0 of each warp)
+        for buffer, source in zip(new, now):
+            em.line(f"{buffer}[{tx}] = {source}[T.floormod({tx}, {warps}) * {WARP}]")
+    now, new = new, now
+    steps(warps, WARP)
+    return [em.assign(f"{b}[0]", "r") for b in now]
