@@ -111,8 +111,8 @@ def int_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def float_binary(fn, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     with errstate():
-        a, b = widen(a), widen(b)
-        return finish(first_nan(fn(a, b), (a, b)), a.dtype)
+        wa, wb = widen(a), widen(b)
+        return finish(first_nan(fn(wa, wb), (wa, wb)), a.dtype)
 
 
 def first_nan(r: np.ndarray, operands) -> np.ndarray:
