@@ -238,3 +238,37 @@ def test_generic_segmentations_agree_on_the_one_payload_spelling():
         out = np.zeros((B, L, D), np.float16)
         intent.compile(ATTENTION_NEGATIVE_SCALE, target="generic", seed=seed)(q, k, v, out, scale)
         assert (out[1].view(np.uint16) == NAN_F16).all(), seed
+
+
+# --- add and mul: commutative, so a compiler may swap their operands ------------------------------------------
+
+def _binary_kernel(name, op):
+    dt = _dtype(name)
+
+    @intent.kernel
+    def k(a: I.In[dt, ("N",)], b: I.In[dt, ("N",)], out: I.Out[dt, ("N",)]):
+        d = I.domain(0, a.shape[0])
+        out[d] = a[d] + b[d] if op == "add" else a[d] * b[d]
+    return k
+
+
+_BINARY = {(name, op): _binary_kernel(name, op) for name in FORMATS for op in ("add", "mul")}
+
+
+@pytest.mark.parametrize("op", ["add", "mul"])
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_add_and_mul_keep_the_first_nan_operand_quieted(run, name, op):
+    # by hand: 1.5 + 1.5 = 3, 1.5 * 1.5 = 2.25 exactly; a NaN operand gives the first NaN operand, quieted (x86)
+    unsigned, _, nans = FORMATS[name]
+    np_dtype = _dtype(name).np
+    finite = int(np.array(ONE_AND_HALF, np_dtype).view(unsigned))
+    result = int(np.array(3.0 if op == "add" else 2.25, np_dtype).view(unsigned))
+    pairs = list(itertools.product([finite, *nans], repeat=2))
+    rows = _positions(np.array(pairs, unsigned))
+    want = np.array([_expected(name, tuple(int(x) for x in row), finite, result) for row in rows], unsigned)
+    a, b = (np.ascontiguousarray(rows[:, i]).view(np_dtype) for i in range(2))
+    out = np.zeros(len(rows), np_dtype)
+    run(_BINARY[name, op], a, b, out)
+    got = out.view(unsigned)
+    bad = np.nonzero(got != want)[0]
+    assert bad.size == 0, [(_hexes(rows[i]), hex(int(got[i])), hex(int(want[i]))) for i in bad[:6]]

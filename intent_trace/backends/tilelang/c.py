@@ -336,14 +336,7 @@ def _fma(d):
         return None
     if _narrow(d):  # the exact result rounded to odd in double, then once to the format (as generic)
         return f"return {_df(d)}(itb_fma_rto((double)a, (double)b, (double)c));"
-    # T3: a NaN result is the first NaN of a, b, c quieted, else x86's default NaN: the hardware's order is its
-    # vfmadd form's (the one glibc's fmaf uses put b's NaN before a's)
-    t, to_float, to_bits, quiet, default = (("float", "itb_f32", "itb_bits32", "0x00400000u", "0xffc00000u") if _f32(d)
-                                             else ("double", "itb_f64", "itb_bits64", "0x0008000000000000ull",
-                                                   "0xfff8000000000000ull"))
-    return (f"{t} r = {'fmaf' if _f32(d) else 'fma'}(a, b, c); if (r == r) return r; "
-            f"return {to_float}((a != a ? {to_bits}(a) : b != b ? {to_bits}(b) : c != c ? {to_bits}(c) : {default}) "
-            f"| {quiet});")
+    return "return fmaf(a, b, c);" if _f32(d) else "return fma(a, b, c);"
 
 
 def _cast(src, dst):
