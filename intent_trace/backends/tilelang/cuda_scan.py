@@ -98,9 +98,10 @@ def scan_plan(graph, emulated: bool = False) -> ScanPlan | None:
     return ScanPlan(found, f"d{found.axis}", emulated=emulated)
 
 
-def multi_block(graph, emulated: bool = False):
-    """The multi-block plan of ``graph``: a full reduction's or a scan's, or None."""
-    return reduce_plan(graph, emulated) or scan_plan(graph, emulated)
+def multi_block(graph, emulated: bool = False, single_pass: bool = True):
+    """The multi-block plan of ``graph``: a full reduction's or a scan's, or None. ``single_pass``: the target's
+    blocks can wait for each other (:mod:`.grid_sync`), so a full reduction is one kernel and a scan one pass."""
+    return reduce_plan(graph, emulated, single_pass) or scan_plan(graph, emulated)
 
 
 class ScanEmitter(ReduceEmitter):

@@ -1,0 +1,87 @@
+"""Blocks of one grid that wait for each other: an atomic ticket, release/acquire status flags and a fence, the
+primitives of a one-kernel full reduction (:mod:`.cuda_reduce`: the last block to finish folds the partials) and of
+a single-pass scan (:mod:`.cuda_scan_lookback`: decoupled look-back, Merrill & Garland 2016, CUB's ``DeviceScan``).
+
+Both take their state from a workspace that starts at zero per call (``storage.Workspace(zeroed=True)``): word 0 is
+the ticket, word ``1 + t`` the status of tile ``t`` (0 invalid, :data:`AGGREGATE`, :data:`INCLUSIVE`).
+
+On CUDA (:data:`CUDA_HELPERS`, device functions in the program's prelude):
+
+- ``itg_ticket(&F[0])``: ``atomicAdd`` -- the order in which blocks *start*, so every tile before a block's own has
+  a block running it (forward progress whatever order the hardware schedules blocks in);
+- ``itg_publish(&F[0], t, f)``: ``st.release.gpu`` of the flag, after the value it announces (release: the value's
+  store is visible to whoever sees the flag);
+- ``itg_wait(&F[0], j)``: ``ld.acquire.gpu`` of tile ``j``'s flag until it is not 0 (``j < 0``: :data:`INCLUSIVE`,
+  the identity before the first tile); the values read after it are the ones published before the flag;
+- ``itg_first(p)``: the first lane of the warp whose ``p`` holds (``__ballot_sync``), 32 if none;
+- ``itg_fence()``: ``__threadfence()``, between a partial's store and the ticket that announces it, and after a
+  ticket that says every partial is stored, before they are read.
+
+With ``emulated`` (the C target running the CUDA mapping) blocks run one after another in block order, which is
+their ticket order, so each of these is the plain memory access it stands for and nothing waits: a look-back finds
+every predecessor's inclusive prefix already published (its window loop is bounded by the tiles before it anyway).
+
+Metal keeps the two-kernel programs: TileLang's Metal code generator gives relaxed 32-bit atomics and no
+device-scope fence, and Metal does not promise that one threadgroup makes progress while another waits for it.
+"""
+from __future__ import annotations
+
+AGGREGATE, INCLUSIVE = 1, 2  # a tile's status: its own total published, or the combine of it and all before it
+
+CUDA_HELPERS = {
+    "itg_ticket": "__device__ __forceinline__ int itg_ticket(int* f) { return atomicAdd(f, 1); }",
+    "itg_fence": "__device__ __forceinline__ int itg_fence() { __threadfence(); return 0; }",
+    "itg_publish": ("__device__ __forceinline__ int itg_publish(int* f, long long t, int v) { "
+                    "asm volatile(\"st.release.gpu.global.s32 [%0], %1;\" :: \"l\"(f + 1 + t), \"r\"(v) : \"memory\"); "
+                    "return 0; }"),
+    "itg_wait": ("__device__ __forceinline__ int itg_wait(int* f, long long j) { if (j < 0) return 2; int v; "
+                 "do { asm volatile(\"ld.acquire.gpu.global.s32 %0, [%1];\" : \"=r\"(v) : \"l\"(f + 1 + j) : "
+                 "\"memory\"); } while (v == 0); return v; }"),
+    "itg_first": ("__device__ __forceinline__ int itg_first(bool p) { unsigned b = __ballot_sync(0xffffffffu, p); "
+                  "return b ? __ffs(b) - 1 : 32; }"),
+}
+
+
+class GridSync:
+    """The primitives for one emitter (``em``: its ``line``/``assign``/``variable``/``helpers``), on CUDA or
+    emulated. ``flags`` is the zeroed int32 workspace's name."""
+
+    def __init__(self, em, flags: str, emulated: bool):
+        self.em, self.flags, self.emulated = em, flags, emulated
+
+    def _call(self, name: str, *args: str) -> str:
+        self.em.helpers.setdefault(name, CUDA_HELPERS[name])
+        return f"T.call_extern('int32', {name!r}, {', '.join(args)})"
+
+    def _base(self) -> str:
+        return f"T.access_ptr({self.flags}[0], 'rw')"
+
+    def ticket(self) -> str:
+        """A local holding this block's ticket (one thread's statement: the caller broadcasts it)."""
+        if self.emulated:
+            t = self.em.variable("int32", f"{self.flags}[0]", "t")
+            self.em.line(f"{self.flags}[0] = {t} + 1")
+            return t
+        return self.em.variable("int32", self._call("itg_ticket", self._base()), "t")
+
+    def fence(self) -> None:
+        if not self.emulated:
+            self.em.line(f"T.evaluate({self._call('itg_fence')})")
+
+    def publish(self, tile: str, flag: int) -> None:
+        """Tile ``tile``'s status set to ``flag``, after the value it announces (stored by this thread before)."""
+        if self.emulated:
+            self.em.line(f"{self.flags}[{tile} + T.int64(1)] = {flag}")
+        else:
+            self.em.line(f"T.evaluate({self._call('itg_publish', self._base(), tile, str(flag))})")
+
+    def wait(self, tile: str) -> str:
+        """A local holding tile ``tile``'s status once it is set (``tile < 0``: INCLUSIVE)."""
+        if self.emulated:  # blocks in ticket order: every earlier tile is done
+            read = f"{self.flags}[T.max({tile}, T.int64(0)) + T.int64(1)]"
+            return self.em.variable("int32", f"T.if_then_else({tile} < T.int64(0), {INCLUSIVE}, {read})", "f")
+        return self.em.variable("int32", self._call("itg_wait", self._base(), tile), "f")
+
+    def first(self, predicate: str) -> str:
+        """CUDA: a local holding the first lane of the warp where ``predicate`` holds, 32 if none."""
+        return self.em.variable("int32", self._call("itg_first", predicate), "k")
