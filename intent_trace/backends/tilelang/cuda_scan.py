@@ -35,11 +35,13 @@ from ...graph.lowering import leaf_values
 from ...schedule import scan as schedule_scan
 from .accumulate import accumulators, combine
 from .cuda_reduce import WARP, ReduceEmitter, computed_in_body, reduce_plan
+from .cuda_scan_lookback import LookbackMixin
 from .emitter import Aggregate
 from .storage import Workspace
 
 THREADS = 256
 UNROLL = 4  # a thread's run of consecutive elements in a tile
+LOOKBACK_UNROLL = 8  # the single pass's run: a tile of 2048 elements, one look-back per tile
 BLOCKS = 1024  # the grid's most blocks: their totals are one tile of the carry's fold (THREADS * UNROLL)
 
 
@@ -53,6 +55,7 @@ class ScanPlan:
     unroll: int = UNROLL
     blocks: int = BLOCKS
     emulated: bool = False
+    single_pass: bool = False  # one block a tile, decoupled look-back (cuda_scan_lookback)
 
     @property
     def node(self):
@@ -68,12 +71,14 @@ class ScanPlan:
 
     @property
     def emitter(self):
-        return ScanEmitter
+        return LookbackEmitter if self.single_pass else ScanEmitter
 
     def tiles(self) -> str:
         return f"T.ceildiv({self.size}, T.int64({self.tile}))"
 
     def grid(self) -> str:
+        if self.single_pass:  # a block a tile (at least one: an empty axis still launches)
+            return f"T.max({self.tiles()}, T.int64(1))"
         return f"T.min(T.max({self.tiles()}, T.int64(1)), T.int64({self.blocks}))"
 
     def launch(self, prelude: str | None) -> str:
@@ -86,14 +91,21 @@ class ScanPlan:
         return f"with T.Kernel({self.grid()}{threads}) as bx:"
 
     def part(self, graph):
+        if self.single_pass:
+            return self.found.part(graph, blocks="one a tile", threads=self.threads, per_thread=self.unroll,
+                                   passes=1, form="one pass, decoupled look-back (an atomic ticket a tile)")
         return self.found.part(graph, blocks=f"up to {self.blocks}", threads=self.threads, per_thread=self.unroll,
-                               passes=2)
+                               passes=2, form="reduce-then-scan, two kernels (blocks cannot wait for each other)")
 
 
-def scan_plan(graph, emulated: bool = False) -> ScanPlan | None:
+def scan_plan(graph, emulated: bool = False, single_pass: bool = False) -> ScanPlan | None:
+    """The scan's launch, or None; ``single_pass``: one block a tile with decoupled look-back, where the target's
+    blocks can wait for each other (CUDA, and its emulation on the C target)."""
     found = schedule_scan.recognise(graph)
     if not isinstance(found, schedule_scan.AxisScan):
         return None
+    if single_pass:
+        return ScanPlan(found, f"d{found.axis}", unroll=LOOKBACK_UNROLL, emulated=emulated, single_pass=True)
     assert BLOCKS <= THREADS * UNROLL  # the carry's fold reads every block's total in one tile
     return ScanPlan(found, f"d{found.axis}", emulated=emulated)
 
@@ -101,7 +113,7 @@ def scan_plan(graph, emulated: bool = False) -> ScanPlan | None:
 def multi_block(graph, emulated: bool = False, single_pass: bool = True):
     """The multi-block plan of ``graph``: a full reduction's or a scan's, or None. ``single_pass``: the target's
     blocks can wait for each other (:mod:`.grid_sync`), so a full reduction is one kernel and a scan one pass."""
-    return reduce_plan(graph, emulated, single_pass) or scan_plan(graph, emulated)
+    return reduce_plan(graph, emulated, single_pass) or scan_plan(graph, emulated, single_pass)
 
 
 class ScanEmitter(ReduceEmitter):
@@ -111,12 +123,7 @@ class ScanEmitter(ReduceEmitter):
         if region is not self.graph.body:
             return super(ReduceEmitter, self).run_region(region, params)
         dims = dict(self.dim_names)
-        scan = self.plan.found.scan
-        view = self.env[self.plan.found.write.inputs[0]]
-        if self.target.view_storage(view.dtype) is not None:
-            raise self.reject(f"the scan's output dtype {view.dtype} is stored as another (not mapped yet)", scan)
-        self.acc_t = scan.inputs[1].type
-        self.types = T.leaf_types(self.acc_t)
+        self.check_output()
         self.totals = []
         for t in self.types:
             space = Workspace(f"W{len(self.workspaces)}", (str(self.plan.blocks),), self.tir(t.dtype),
@@ -132,7 +139,18 @@ class ScanEmitter(ReduceEmitter):
         self.depth += 1
         return []
 
-    def _kernel(self, final: bool) -> None:
+    def check_output(self) -> None:
+        """The accumulator's type and leaves; a LoweringError for an output dtype stored as another."""
+        scan = self.plan.found.scan
+        view = self.env[self.plan.found.write.inputs[0]]
+        if self.target.view_storage(view.dtype) is not None:
+            raise self.reject(f"the scan's output dtype {view.dtype} is stored as another (not mapped yet)", scan)
+        self.acc_t = scan.inputs[1].type
+        self.types = T.leaf_types(self.acc_t)
+
+    def _setup(self) -> list:
+        """A kernel's start: the thread's binding, the block scan's buffers, the source's producers, the identity
+        and the registers of a thread's run. Returns the accumulators' TIR dtypes."""
         plan, found = self.plan, self.plan.found
         scan = found.scan
         self.node = scan
@@ -148,15 +166,41 @@ class ScanEmitter(ReduceEmitter):
         self.source = self.operand(scan.inputs[0])
         self.ident = [self.assign(self.elem(v, []), "x") for v in leaf_values(self.operand(scan.inputs[1]),
                                                                                Aggregate)]
-        g = self.assign(plan.grid(), "g")
-        b = self.assign("T.Cast('int64', bx)", "b")
-        per = self.assign(f"T.ceildiv({plan.tiles()}, {g})", "q")
-        count = self.assign(f"T.max(T.min({per}, {plan.tiles()} - {b} * {per}), T.int64(0))", "n")
         # the source's reads of a thread's run, in registers from the fold to the prefixes (emulated, every
         # thread's: the phases are loops of their own)
         self.reads = self._source_reads(found.pre)
         held = plan.unroll * (plan.threads if plan.emulated else 1)
         self.slots = [self.assign(f"T.alloc_local(({held},), {d!r})", "f") for _, d in self.reads]
+        return dtypes
+
+    def _fold_tile(self, tile: str):
+        """Each thread's run of the tile at ``tile`` read into registers, then folded in order, and the block's
+        scan of the runs' totals (:meth:`block_scan`)."""
+        scan = self.plan.found.scan
+        with self.phase() as tx:
+            acc = accumulators(self, self.types, self.ident)
+
+            def use(element):
+                at, j = element
+                self.seed_reads(self.reads, self.slots, at, [j])
+                self._combine_into(scan, self.acc_t, acc, self._items(j))
+
+            def load(element):
+                at, j = element
+                self.load_reads(self.reads, self.slots, at, [j])
+
+            self.loaded_first(lambda: self.run_of(tile, tx), load, use)
+            self.store_thread(self.buffers, tx, acc)
+        return self.block_scan(acc)
+
+    def _kernel(self, final: bool) -> None:
+        plan, found = self.plan, self.plan.found
+        scan = found.scan
+        dtypes = self._setup()
+        g = self.assign(plan.grid(), "g")
+        b = self.assign("T.Cast('int64', bx)", "b")
+        per = self.assign(f"T.ceildiv({plan.tiles()}, {g})", "q")
+        count = self.assign(f"T.max(T.min({per}, {plan.tiles()} - {b} * {per}), T.int64(0))", "n")
         if final:  # the combine of every earlier block's total, in order
             with self.phase() as tx:
                 acc = accumulators(self, self.types, self.ident)
@@ -181,21 +225,7 @@ class ScanEmitter(ReduceEmitter):
         k = self.fresh("k")
         with self.block(f"for {k} in T.serial({count}):"):
             tile = self.assign(f"({b} * {per} + {k}) * T.int64({plan.tile})", "o")
-            with self.phase() as tx:  # each thread's run: its reads into registers, then folded in order
-                acc = accumulators(self, self.types, self.ident)
-
-                def use(element):
-                    at, j = element
-                    self.seed_reads(self.reads, self.slots, at, [j])
-                    self._combine_into(scan, self.acc_t, acc, self._items(j))
-
-                def load(element):
-                    at, j = element
-                    self.load_reads(self.reads, self.slots, at, [j])
-
-                self.loaded_first(lambda: self.run_of(tile, tx), load, use)
-                self.store_thread(self.buffers, tx, acc)
-            excl, total = self.block_scan(acc)
+            excl, total = self._fold_tile(tile)
             if final:
                 self._prefixes(tile, carry, excl)
             self._combine_into(scan, self.acc_t, carry, total)
@@ -338,3 +368,7 @@ class ScanEmitter(ReduceEmitter):
                 self.line(f"{buffer}[{tx}] = {value}")
         total = [self.assign(f"{b}[{warps - 1}]", "r") for b in wt]
         return (lambda tx: [self.assign(f"{b}[{tx}]", "x") for b in bufs["ex"]]), total
+
+
+class LookbackEmitter(LookbackMixin, ScanEmitter):
+    """The single-pass scan (:mod:`.cuda_scan_lookback`) over the two-kernel emitter's tile fold and prefixes."""
