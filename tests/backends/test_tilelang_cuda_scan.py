@@ -92,35 +92,68 @@ def _prefix_bound(terms: np.ndarray, u: float) -> np.ndarray:
 
 # --- the program ---------------------------------------------------------------------------------------------
 
-def test_the_cuda_program_is_one_pass_with_a_ticket_and_a_look_back():
-    program = generate(cumsum_f32.trace(), "tilelang-cuda")
-    assert ("def kernel(p0: T.Tensor((d0,), 'float32'), p1: T.Tensor((d0,), 'float32'), W0: T.Tensor((W0_0,), "
-            "'int32'), W1: T.Tensor((W1_0,), 'float32'), W2: T.Tensor((W2_0,), 'float32')):") in program
-    flags, aggregates, prefixes = lower(cumsum_f32.trace(), targets.CUDA).workspaces
-    assert flags.zeroed and not aggregates.zeroed and not prefixes.zeroed
-    assert flags.shape == aggregates.shape == prefixes.shape == ("d0/2048+1",)
-    body = program[program.index("def kernel("):]
+def _common_one_pass(body: str, program: str) -> None:
     assert body.count("with T.Kernel(T.max(T.ceildiv(d0, T.int64(2048)), T.int64(1)), threads=256, "
                       "prelude=PRELUDE) as bx:") == 1 and body.count("T.Kernel(") == 1
     assert "bx" not in body.split(" as bx:")[1]  # the tile is the ticket's, never the block index
-    # thread 0 takes the ticket, a barrier, then the tile (read once into registers, 8 a thread), the block scan
-    # (tile 0 publishes its total as its inclusive prefix; any other tile its aggregate, then looks back)
-    order = [r"itg_ticket', T.access_ptr\(W0\[0\], 'rw'\)", r"T.sync_threads\(\)", r"p0\[", r"T.shfl_up\(",
-             r"W2\[0\] = r\d+", r"publish', T.access_ptr\(W0\[0\], 'rw'\), T.int64\(0\), 2\)", r"W1\[t\d+\] = r",
-             r"publish', T.access_ptr\(W0\[0\], 'rw'\), t\d+, 1\)", "itg_wait'", "itg_first'", r"T.shfl_down\(",
-             "break", r"W2\[t\d+\] = ", r"publish', T.access_ptr\(W0\[0\], 'rw'\), t\d+, 2\)", r"p1\["]
-    at = [re.search(x, body).start() for x in order]
-    assert at == sorted(at), order
-    assert body.count("p0[") == 1 and body.count("p1[") == 1 and "T.alloc_local((8,), 'float32')" in body
-    assert body.count("T.shfl_down(") == 5 and body.count("itg_wait'") == 1 and body.count("itg_publish'") == 3
-    assert body.count("T.shfl_up(") == 5 + 3 + 1  # the tile's block scan: within warps, the 8 warps, the lane before
+    assert body.count("p0[") == 1 and body.count("p1[") == 1  # the source read once, the prefixes written once
+    assert body.count("T.shfl_down(") == 5 and body.count("T.shfl_up(") == 5 + 3 + 1  # look-back; block scan
     # the look-back: warp 0, windows of 32 tiles back from the tile, until a window holds an inclusive prefix
     assert re.search(r"for w\d+ in T.serial\(T.ceildiv\(t\d+, T.int64\(32\)\)\):", body)
-    assert "T.if_then_else(f" in body and "== 2, W2[T.max(j" in body and "W1[T.max(j" in body
     assert "E: T.Tensor" not in program and "shfl_xor" not in program and "\n    while " not in program
+
+
+def test_the_cuda_program_is_one_pass_with_a_ticket_and_a_look_back():
+    """f32: a tile's status is one 64-bit word (flag high, value bits low), stored and read whole: no fence."""
+    program = generate(cumsum_f32.trace(), "tilelang-cuda")
+    assert ("def kernel(p0: T.Tensor((d0,), 'float32'), p1: T.Tensor((d0,), 'float32'), W0: T.Tensor((W0_0,), "
+            "'int64')):") in program
+    (status,) = lower(cumsum_f32.trace(), targets.CUDA).workspaces
+    assert status.zeroed and status.shape == ("d0/2048+1",) and status.dtype == "int64"
+    body = program[program.index("def kernel("):]
+    _common_one_pass(body, program)
+    # thread 0 takes the ticket, a barrier, then the tile (read once into registers, 8 a thread), the block scan
+    # (tile 0 publishes its total as its inclusive prefix; any other tile its aggregate, then looks back)
+    word = r"T.shift_left\(T.Cast\('int64', {}\), T.int64\(32\)\) \+ T.Cast\('int64', T.reinterpret\("
+    order = [r"itg_ticket64', T.access_ptr\(W0\[0\], 'rw'\)", r"T.sync_threads\(\)", r"p0\[", r"T.shfl_up\(",
+             r"itg_store64', T.access_ptr\(W0\[0\], 'rw'\), T.int64\(0\), " + word.format(2),
+             r"itg_store64', T.access_ptr\(W0\[0\], 'rw'\), t\d+, " + word.format(1),
+             "itg_wait64'", r"T.shift_right\(f\d+, T.int64\(32\)\)", "itg_first'", r"T.shfl_down\(", "break",
+             r"itg_store64', T.access_ptr\(W0\[0\], 'rw'\), t\d+, " + word.format(2), r"p1\["]
+    at = [re.search(x, body).start() for x in order]
+    assert at == sorted(at), order
+    assert "T.reinterpret(T.Cast('uint32', T.bitwise_and(f" in body and "T.alloc_local((8,), 'float32')" in body
+    assert body.count("itg_store64'") == 3 and body.count("itg_wait64'") == 1 and "itg_fence" not in body
     source = cuda_source(program)
-    assert "st.release.gpu.global.s32" in source and "ld.acquire.gpu.global.s32" in source
-    assert "atomicAdd(f, 1)" in source and "__ballot_sync(0xffffffffu, p)" in source
+    assert "st.relaxed.gpu.global.s64" in source and "ld.relaxed.gpu.global.s64" in source
+    assert "atomicAdd((unsigned long long*)f, 1ull)" in source and "__ballot_sync(0xffffffffu, p)" in source
+    assert "fence" not in source.split("itg_wait64")[1].split("}")[0]
+
+
+def test_a_64_bit_scan_publishes_its_values_then_a_flag():
+    """i64 (a cumsum of i32 accumulates in i64): the values cannot share a 64-bit word with the flag, so they live
+    in arrays of their own (aggregates W1, inclusive prefixes W2), stored before a release store of the flag; the
+    wait polls relaxed and fences once."""
+    program = generate(cumsum_i32.trace(), "tilelang-cuda")
+    assert ("W0: T.Tensor((W0_0,), 'int32'), W1: T.Tensor((W1_0,), 'int64'), W2: T.Tensor((W2_0,), 'int64')):"
+            in program)
+    flags, aggregates, prefixes = lower(cumsum_i32.trace(), targets.CUDA).workspaces
+    assert flags.zeroed and not aggregates.zeroed and not prefixes.zeroed
+    assert flags.shape == aggregates.shape == prefixes.shape == ("d0/2048+1",)
+    body = program[program.index("def kernel("):]
+    _common_one_pass(body, program)
+    order = [r"itg_ticket', T.access_ptr\(W0\[0\], 'rw'\)", r"T.sync_threads\(\)", r"p0\[", r"T.shfl_up\(",
+             r"W2\[T.int64\(0\)\] = r\d+", r"publish', T.access_ptr\(W0\[0\], 'rw'\), T.int64\(0\), 2\)",
+             r"W1\[t\d+\] = r", r"publish', T.access_ptr\(W0\[0\], 'rw'\), t\d+, 1\)", "itg_wait'", "itg_first'",
+             r"T.shfl_down\(", "break", r"W2\[t\d+\] = ", r"publish', T.access_ptr\(W0\[0\], 'rw'\), t\d+, 2\)",
+             r"p1\["]
+    at = [re.search(x, body).start() for x in order]
+    assert at == sorted(at), order
+    assert body.count("itg_wait'") == 1 and body.count("itg_publish'") == 3
+    assert "T.if_then_else(f" in body and "== 2, W2[T.max(j" in body and "W1[T.max(j" in body
+    source = cuda_source(program)
+    assert "st.release.gpu.global.s32" in source and "ld.relaxed.gpu.global.s32" in source
+    assert "fence.acq_rel.gpu" in source and "ld.acquire" not in source
 
 
 def test_the_two_kernel_program_is_two_grids_with_shuffles_up():
@@ -169,7 +202,7 @@ def test_the_emulated_single_pass_runs_the_look_back_with_serial_lanes_and_nothi
     assert "T.get_thread_binding" not in program and "T.sync_threads" not in program and "shfl" not in program
     assert "itg_" not in program and "break" in program and "\n    while " not in program
     body = program[program.index("def kernel("):]
-    assert re.search(r"W0\[0\] = t\d+ \+ 1", body) and body.count("T.Kernel(") == 1
+    assert re.search(r"W0\[0\] = W0\[0\] \+ T.int64\(1\)", body) and body.count("T.Kernel(") == 1
     assert re.search(r"for w\d+ in T.serial\(T.ceildiv\(t\d+, T.int64\(32\)\)\):", body)
     assert body.count("in T.serial(32):") == 2  # the window's flags, then its values folded earliest first
     assert body.count("in T.serial(256):") == 1 + 5 + 1 + 1  # the fold, 5 shuffle steps, the exclusive, prefixes

@@ -1,8 +1,12 @@
 """Full reductions on CUDA (and Metal, in its spelling: :mod:`.metal_grid`): a grid of blocks folds the source into
-partials, a second kernel combines them and runs the consumers (the schedule pass's
-:class:`~intent_trace.schedule.reduce.FullReduction`). Shuffles are the target's (``lanes.shuffle``).
+partials, and the last block to finish (CUDA) or a second kernel (Metal) combines them and runs the consumers (the
+schedule pass's :class:`~intent_trace.schedule.reduce.FullReduction`). Shuffles are the target's (``lanes.shuffle``).
 
-One program, two kernels launched in order on one stream (TileLang writes both from one ``prim_func``):
+On CUDA one kernel (``ReducePlan.one_kernel``): after its partial, each block's thread 0 fences and takes an atomic
+ticket (a workspace zeroed per call, :mod:`.grid_sync`); the block whose ticket is the last (``G - 1``) knows every
+partial is stored, fences, and runs the final pass below in place of the second kernel: the partials folded in
+block order, as the second kernel folds them, so results are the same. Metal keeps two kernels launched in order
+on one stream (TileLang writes both from one ``prim_func``; its threadgroups have no device-scope fence):
 
 1. **the grid**: ``G = min(ceil(n / (threads * UNROLL)), BLOCKS)`` blocks of ``threads``. The source's ``n``
    elements are chunks of ``threads * UNROLL``; block ``b`` takes chunks ``b, b + G, ...`` (a grid-stride loop, so

@@ -1,6 +1,9 @@
-"""Scans along a long axis on CUDA (and Metal, in its spelling: :mod:`.metal_grid`): reduce-then-scan over contiguous
-segments (the schedule pass's :class:`~intent_trace.schedule.scan.AxisScan`). Shuffles are the target's
-(``lanes.shuffle``: ``T.shfl_up`` on CUDA, a ``simd_shuffle_up`` helper on Metal).
+"""Scans along a long axis on CUDA (and Metal, in its spelling: :mod:`.metal_grid`), the schedule pass's
+:class:`~intent_trace.schedule.scan.AxisScan`. On CUDA (and its emulation on the C target) one pass with decoupled
+look-back (:mod:`.cuda_scan_lookback`, ``ScanPlan.single_pass``: the source read once, a block a tile); on Metal,
+whose threadgroups cannot wait for each other (:mod:`.grid_sync`), the two-kernel reduce-then-scan over contiguous
+segments described here, whose tile fold, block scan and prefix writes the single pass reuses. Shuffles are the
+target's (``lanes.shuffle``: ``T.shfl_up`` on CUDA, a ``simd_shuffle_up`` helper on Metal).
 
 The axis is cut into tiles of ``threads * UNROLL`` consecutive elements; ``G = min(tiles, BLOCKS)`` blocks each own a
 contiguous run of ``ceil(tiles / G)`` tiles. In a tile, thread ``tx`` owns the UNROLL consecutive elements

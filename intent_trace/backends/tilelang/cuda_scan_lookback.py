@@ -10,19 +10,25 @@ One block a tile of ``threads * unroll`` elements. Each block:
    schedules blocks in (a block index would not give it: block ``b`` may run before block ``b - 1`` starts);
 2. folds its tile (each thread's run read into registers, then folded in order) and scans the runs' totals in the
    block (:meth:`.cuda_scan.ScanEmitter._fold_tile`): the tile's **aggregate**;
-3. publishes it: ``A[t]``, then flag ``F[1 + t] = AGGREGATE`` (a release store after the value; tile 0 publishes its
-   aggregate as its inclusive prefix at once);
-4. **looks back** (warp 0): lane ``l`` waits for tile ``t - 1 - l``'s flag (an acquire load until it is set) and
-   reads its aggregate or its inclusive prefix ``P``; the first lane holding an inclusive prefix (a ballot) ends
+3. publishes it with status AGGREGATE (tile 0 publishes its aggregate as its inclusive prefix at once);
+4. **looks back** (warp 0): lane ``l`` polls tile ``t - 1 - l``'s status until it is set and
+   reads its aggregate or its inclusive prefix; the first lane holding an inclusive prefix (a ballot) ends
    the window, lanes past it take the identity, and the window is folded towards lane 0 with the earlier tile
    always on the left (shuffles down). Without an inclusive prefix in the window the next 32 tiles are read;
-5. publishes its **inclusive prefix** ``P[t]`` = the exclusive prefix combined with its aggregate (flag
-   ``INCLUSIVE``), and writes its tile's prefixes from the registers of its fold, starting from the exclusive one.
+5. publishes its **inclusive prefix** (the exclusive prefix combined with its aggregate, status INCLUSIVE), and
+   writes its tile's prefixes from the registers of its fold, starting from the exclusive one.
 
 So the source is read once and written once. Every combine keeps the left operand earlier in the axis
 (re-associated, never re-ordered: language §8, T10): integer, max/min and any associative combine exact, a float
-sum within T5's bound per prefix. The statuses are flag words of their own and the values separate arrays (``A``,
-``P``), so an aggregate's value is never overwritten by the inclusive prefix while a reader may still read it.
+sum within T5's bound per prefix.
+
+A tile's status: for one 32-bit accumulator (f32, i32, u32: ``_PACKED``) one int64 word, the flag in the high half
+and the value's bits in the low half, published with one relaxed 64-bit store and read with one relaxed load
+(aggregate then inclusive prefix in the same word: a reader sees one or the other whole), so neither side fences
+(the SASS has no MEMBAR or CCTL). Any other accumulator (64-bit, several leaves) keeps int32 flags and its values
+in arrays of their own (``A`` aggregates, ``P`` inclusive prefixes, so an aggregate is never overwritten while a
+reader may still read it), the values stored before a release store of the flag and read after a relaxed poll and
+one acquire fence.
 
 With ``emulated`` (the C target), blocks run one at a time in ticket order, the look-back's lanes are serial loops
 and no flag is waited for (:mod:`.grid_sync`): the predecessor has always published its inclusive prefix, and the
@@ -36,6 +42,11 @@ from .grid_sync import AGGREGATE, INCLUSIVE, GridSync
 from .storage import Workspace
 
 
+#: accumulators whose value packs with its flag into one 64-bit status word: (to its 32 bits, from them)
+_PACKED = {"float32": ("T.reinterpret({}, 'uint32')", "T.reinterpret({}, 'float32')"),
+           "int32": ("T.Cast('uint32', {})", "T.Cast('int32', {})"), "uint32": ("{}", "{}")}
+
+
 class LookbackMixin:
     """The single-pass program (the module docstring); mixed into the scan emitter."""
 
@@ -44,21 +55,23 @@ class LookbackMixin:
             return super(ReduceEmitter, self).run_region(region, params)
         self.check_output()
         tiles = f"{self.plan.size}/{self.plan.tile}+1"  # a tile's status and values, one more for an empty axis
-        flags = Workspace(f"W{len(self.workspaces)}", (tiles,), "int32",
-                          " for the ticket and the tiles' status flags of a scan", zeroed=True)
+        dtypes = [self.tir(t.dtype) for t in self.types]
+        self.packed = _PACKED.get(dtypes[0]) if len(dtypes) == 1 else None
+        flags = Workspace(f"W{len(self.workspaces)}", (tiles,), "int64" if self.packed else "int32",
+                          " for the ticket and the tiles' status of a scan", zeroed=True)
         self.workspaces.append(flags)
-        values = {}
-        for kind in ("A", "P"):
-            values[kind] = []
-            for t in self.types:
-                space = Workspace(f"W{len(self.workspaces)}", (tiles,), self.tir(t.dtype),
+        self.values = {}
+        for flag in () if self.packed else (AGGREGATE, INCLUSIVE):  # packed: the value is in the status word
+            self.values[flag] = []
+            for d in dtypes:
+                space = Workspace(f"W{len(self.workspaces)}", (tiles,), d,
                                   " for the tiles' aggregates and inclusive prefixes of a scan")
                 self.workspaces.append(space)
-                values[kind].append(space.name)
-        self._single_pass(GridSync(self, flags.name, self.plan.emulated), values["A"], values["P"])
+                self.values[flag].append(space.name)
+        self._single_pass(GridSync(self, flags.name, self.plan.emulated, wide=self.packed is not None))
         return []
 
-    def _single_pass(self, sync: GridSync, aggregates: list, inclusive: list) -> None:
+    def _single_pass(self, sync: GridSync) -> None:
         plan = self.plan
         dtypes = self._setup()
         if plan.emulated:
@@ -74,54 +87,64 @@ class LookbackMixin:
         tile = self.assign(f"{t} * T.int64({plan.tile})", "o")
         excl, total = self._fold_tile(tile)
         if plan.emulated:
-            prefix = self._emulated_look_back(sync, t, total, aggregates, inclusive)
+            prefix = self._emulated_look_back(sync, t, total)
         else:
-            prefix = self._look_back(sync, t, total, aggregates, inclusive, dtypes)
+            prefix = self._look_back(sync, t, total, dtypes)
         self._prefixes(tile, prefix, excl)
         self.node = None
 
-    # -- publishing ---------------------------------------------------------------------------------------------
-    def _publish_aggregate(self, sync, t: str, total: list, aggregates: list, inclusive: list) -> None:
+    # -- the tiles' statuses --------------------------------------------------------------------------------------
+    def _publish(self, sync, t: str, flag: int, values: list) -> None:
+        """Tile ``t``'s status ``flag`` with its values: one status word, or the values then the flag."""
+        if self.packed:
+            bits = self.packed[0].format(values[0])
+            sync.store_word(t, f"T.shift_left(T.Cast('int64', {flag}), T.int64(32)) + T.Cast('int64', {bits})")
+            return
+        for space, value in zip(self.values[flag], values):
+            self.line(f"{space}[{t}] = {value}")
+        sync.publish(t, flag)
+
+    def _status(self, sync, j: str) -> tuple:
+        """(a local holding tile ``j``'s flag once it is set, its values: expressions read after the flag)."""
+        if self.packed:
+            word = sync.wait_word(j)
+            flag = self.variable("int32", f"T.Cast('int32', T.shift_right({word}, T.int64(32)))", "f")
+            return flag, [self.packed[1].format(f"T.Cast('uint32', T.bitwise_and({word}, T.int64(0xFFFFFFFF)))")]
+        flag = sync.wait(j)
+        at = f"T.max({j}, T.int64(0))"
+        return flag, [f"T.if_then_else({flag} == {INCLUSIVE}, {p}[{at}], {a}[{at}])"
+                      for a, p in zip(self.values[AGGREGATE], self.values[INCLUSIVE])]
+
+    def _publish_aggregate(self, sync, t: str, total: list) -> None:
         """Tile ``t``'s aggregate, or for tile 0 its inclusive prefix (nothing is before it)."""
         with self.block(f"if {t} == T.int64(0):"):
-            for space, value in zip(inclusive, total):
-                self.line(f"{space}[0] = {value}")
-            sync.publish("T.int64(0)", INCLUSIVE)
+            self._publish(sync, "T.int64(0)", INCLUSIVE, total)
         with self.block("else:"):
-            for space, value in zip(aggregates, total):
-                self.line(f"{space}[{t}] = {value}")
-            sync.publish(t, AGGREGATE)
+            self._publish(sync, t, AGGREGATE, total)
 
-    def _publish_inclusive(self, sync, t: str, prefix: list, total: list, inclusive: list) -> None:
+    def _publish_inclusive(self, sync, t: str, prefix: list, total: list) -> None:
         with self.block(f"if {t} > T.int64(0):"):
             scan = self.plan.found.scan
-            for space, value in zip(inclusive, combine(self, scan, self.acc_t, prefix, total, [], [])):
-                self.line(f"{space}[{t}] = {value}")
-            sync.publish(t, INCLUSIVE)
-
-    def _status_value(self, flag: str, j: str, aggregates: list, inclusive: list) -> list:
-        """Tile ``j``'s published values (its inclusive prefix or its aggregate, as its flag says)."""
-        at = f"T.max({j}, T.int64(0))"
-        return [f"T.if_then_else({flag} == {INCLUSIVE}, {p}[{at}], {a}[{at}])" for a, p in zip(aggregates, inclusive)]
+            values = [self.assign(v, "x") for v in combine(self, scan, self.acc_t, prefix, total, [], [])]
+            self._publish(sync, t, INCLUSIVE, values)
 
     # -- the look-back --------------------------------------------------------------------------------------------
-    def _look_back(self, sync, t: str, total: list, aggregates: list, inclusive: list, dtypes: list) -> list:
+    def _look_back(self, sync, t: str, total: list, dtypes: list) -> list:
         """Warp 0 publishes the aggregate, looks back 32 tiles at a time and publishes the inclusive prefix; the
         exclusive prefix comes back through shared memory to every thread."""
         scan, acc_t, lane = self.plan.found.scan, self.acc_t, self.lane
         shared = [self.assign(f"T.alloc_shared((1,), {d!r})", "s") for d in dtypes]
         with self.block(f"if {self.tx} < {WARP}:"):
             with self.block(f"if {lane} == 0:"):
-                self._publish_aggregate(sync, t, total, aggregates, inclusive)
+                self._publish_aggregate(sync, t, total)
             prefix = accumulators(self, self.types, self.ident)
             w = self.fresh("w")
             with self.block(f"for {w} in T.serial(T.ceildiv({t}, T.int64({WARP}))):"):
                 j = self.variable("int64", f"{t} - T.int64(1) - {w} * T.int64({WARP}) - T.Cast('int64', {lane})", "j")
-                flag = sync.wait(j)
+                flag, values = self._status(sync, j)
                 k = sync.first(f"{flag} == {INCLUSIVE}")  # the nearest tile holding an inclusive prefix
-                window = accumulators(self, self.types, [
-                    f"T.if_then_else({lane} <= {k}, {v}, {i})"
-                    for v, i in zip(self._status_value(flag, j, aggregates, inclusive), self.ident)])
+                window = accumulators(self, self.types, [f"T.if_then_else({lane} <= {k}, {v}, {i})"
+                                                         for v, i in zip(values, self.ident)])
                 step = 1
                 while step < WARP:  # lane l folds lane l + step's value (earlier tiles) on its left
                     mine = [self.assign(x, "x") for x in window]
@@ -137,17 +160,17 @@ class LookbackMixin:
                 with self.block(f"if {k} < {WARP}:"):
                     self.line("break")
             with self.block(f"if {lane} == 0:"):
-                self._publish_inclusive(sync, t, prefix, total, inclusive)
+                self._publish_inclusive(sync, t, prefix, total)
                 for buffer, value in zip(shared, prefix):
                     self.line(f"{buffer}[0] = {value}")
         self.sync()
         return [self.assign(f"{b}[0]", "x") for b in shared]
 
-    def _emulated_look_back(self, sync, t: str, total: list, aggregates: list, inclusive: list) -> list:
+    def _emulated_look_back(self, sync, t: str, total: list) -> list:
         """The same steps with the warp's lanes as serial loops: the first lane holding an inclusive prefix, then
         the window folded from that lane down to lane 0 (earliest tile first)."""
         scan, acc_t = self.plan.found.scan, self.acc_t
-        self._publish_aggregate(sync, t, total, aggregates, inclusive)
+        self._publish_aggregate(sync, t, total)
         prefix = accumulators(self, self.types, self.ident)
         w = self.fresh("w")
         with self.block(f"for {w} in T.serial(T.ceildiv({t}, T.int64({WARP}))):"):
@@ -159,7 +182,7 @@ class LookbackMixin:
                                               f"{lane_index})", "j")
 
             with self.block(f"for {lane} in T.serial({WARP}):"):
-                flag = sync.wait(tile_of(lane))
+                flag, _ = self._status(sync, tile_of(lane))
                 with self.block(f"if {flag} == {INCLUSIVE} and {first} == {WARP}:"):
                     self.line(f"{first} = {lane}")
             window = accumulators(self, self.types, self.ident)
@@ -167,14 +190,12 @@ class LookbackMixin:
             with self.block(f"for {m} in T.serial({WARP}):"):
                 back = self.assign(f"{WARP - 1} - {m}", "l")
                 with self.block(f"if {back} <= {first}:"):
-                    j = tile_of(back)
-                    values = [self.assign(v, "x") for v in self._status_value(sync.wait(j), j, aggregates,
-                                                                             inclusive)]
-                    self._combine_into(scan, acc_t, window, values)
+                    _, values = self._status(sync, tile_of(back))
+                    self._combine_into(scan, acc_t, window, [self.assign(v, "x") for v in values])
             current = [self.assign(p, "x") for p in prefix]
             for name, value in zip(prefix, combine(self, scan, acc_t, window, current, [], [])):
                 self.line(f"{name} = {value}")
             with self.block(f"if {first} < {WARP}:"):
                 self.line("break")
-        self._publish_inclusive(sync, t, prefix, total, inclusive)
+        self._publish_inclusive(sync, t, prefix, total)
         return [self.assign(p, "x") for p in prefix]

@@ -3,7 +3,9 @@ primitives of a one-kernel full reduction (:mod:`.cuda_reduce`: the last block t
 a single-pass scan (:mod:`.cuda_scan_lookback`: decoupled look-back, Merrill & Garland 2016, CUB's ``DeviceScan``).
 
 Both take their state from a workspace that starts at zero per call (``storage.Workspace(zeroed=True)``): word 0 is
-the ticket, word ``1 + t`` the status of tile ``t`` (0 invalid, :data:`AGGREGATE`, :data:`INCLUSIVE`).
+the ticket, word ``1 + t`` the status of tile ``t`` (0 invalid, :data:`AGGREGATE`, :data:`INCLUSIVE`). The words are
+int32 flags, whose values live in arrays of their own, or (``wide``) int64 words holding the flag in the high half
+and a 32-bit value's bits in the low half: one store publishes both, one load reads both, so neither needs a fence.
 
 On CUDA (:data:`CUDA_HELPERS`, device functions in the program's prelude):
 
@@ -11,8 +13,12 @@ On CUDA (:data:`CUDA_HELPERS`, device functions in the program's prelude):
   a block running it (forward progress whatever order the hardware schedules blocks in);
 - ``itg_publish(&F[0], t, f)``: ``st.release.gpu`` of the flag, after the value it announces (release: the value's
   store is visible to whoever sees the flag);
-- ``itg_wait(&F[0], j)``: ``ld.acquire.gpu`` of tile ``j``'s flag until it is not 0 (``j < 0``: :data:`INCLUSIVE`,
-  the identity before the first tile); the values read after it are the ones published before the flag;
+- ``itg_wait(&F[0], j)``: ``ld.relaxed.gpu`` of tile ``j``'s flag until it is not 0 (``j < 0``: :data:`INCLUSIVE`,
+  the identity before the first tile), then ``fence.acq_rel.gpu`` (the acquire pattern: one L1 invalidation after
+  the wait, not one a poll as ``ld.acquire`` gave, CCTL.IVALL in the spin loop's SASS); the values read after it
+  are the ones published before the flag;
+- wide words: ``itg_ticket64``, ``itg_store64`` (``st.relaxed.gpu`` of the word) and ``itg_wait64`` (``ld.relaxed.gpu``
+  until its flag half is set), no fence: the value travels in the word;
 - ``itg_first(p)``: the first lane of the warp whose ``p`` holds (``__ballot_sync``), 32 if none;
 - ``itg_fence()``: ``__threadfence()``, between a partial's store and the ticket that announces it, and after a
   ticket that says every partial is stored, before they are read.
@@ -35,8 +41,16 @@ CUDA_HELPERS = {
                     "asm volatile(\"st.release.gpu.global.s32 [%0], %1;\" :: \"l\"(f + 1 + t), \"r\"(v) : \"memory\"); "
                     "return 0; }"),
     "itg_wait": ("__device__ __forceinline__ int itg_wait(int* f, long long j) { if (j < 0) return 2; int v; "
-                 "do { asm volatile(\"ld.acquire.gpu.global.s32 %0, [%1];\" : \"=r\"(v) : \"l\"(f + 1 + j) : "
-                 "\"memory\"); } while (v == 0); return v; }"),
+                 "do { asm volatile(\"ld.relaxed.gpu.global.s32 %0, [%1];\" : \"=r\"(v) : \"l\"(f + 1 + j) : "
+                 "\"memory\"); } while (v == 0); asm volatile(\"fence.acq_rel.gpu;\" ::: \"memory\"); return v; }"),
+    "itg_ticket64": ("__device__ __forceinline__ int itg_ticket64(int64_t* f) { "
+                     "return (int)atomicAdd((unsigned long long*)f, 1ull); }"),
+    "itg_store64": ("__device__ __forceinline__ int itg_store64(int64_t* f, long long t, int64_t w) { "
+                    "asm volatile(\"st.relaxed.gpu.global.s64 [%0], %1;\" :: \"l\"(f + 1 + t), \"l\"(w) : \"memory\"); "
+                    "return 0; }"),
+    "itg_wait64": ("__device__ __forceinline__ int64_t itg_wait64(int64_t* f, long long j) { "
+                   "if (j < 0) return (int64_t)2 << 32; int64_t w; do { asm volatile(\"ld.relaxed.gpu.global.s64 %0, "
+                   "[%1];\" : \"=l\"(w) : \"l\"(f + 1 + j) : \"memory\"); } while ((w >> 32) == 0); return w; }"),
     "itg_first": ("__device__ __forceinline__ int itg_first(bool p) { unsigned b = __ballot_sync(0xffffffffu, p); "
                   "return b ? __ffs(b) - 1 : 32; }"),
 }
@@ -46,12 +60,14 @@ class GridSync:
     """The primitives for one emitter (``em``: its ``line``/``assign``/``variable``/``helpers``), on CUDA or
     emulated. ``flags`` is the zeroed int32 workspace's name."""
 
-    def __init__(self, em, flags: str, emulated: bool):
-        self.em, self.flags, self.emulated = em, flags, emulated
+    def __init__(self, em, flags: str, emulated: bool, wide: bool = False):
+        self.em, self.flags, self.emulated, self.wide = em, flags, emulated, wide
 
-    def _call(self, name: str, *args: str) -> str:
+    def _call(self, name: str, *args: str, dtype: str = "int32") -> str:
+        if self.wide and name + "64" in CUDA_HELPERS:  # the ticket, store and wait of 64-bit words
+            name += "64"
         self.em.helpers.setdefault(name, CUDA_HELPERS[name])
-        return f"T.call_extern('int32', {name!r}, {', '.join(args)})"
+        return f"T.call_extern({dtype!r}, {name!r}, {', '.join(args)})"
 
     def _base(self) -> str:
         return f"T.access_ptr({self.flags}[0], 'rw')"
@@ -59,14 +75,29 @@ class GridSync:
     def ticket(self) -> str:
         """A local holding this block's ticket (one thread's statement: the caller broadcasts it)."""
         if self.emulated:
-            t = self.em.variable("int32", f"{self.flags}[0]", "t")
-            self.em.line(f"{self.flags}[0] = {t} + 1")
+            t = self.em.variable("int32", f"T.Cast('int32', {self.flags}[0])", "t")
+            self.em.line(f"{self.flags}[0] = {self.flags}[0] + {'T.int64(1)' if self.wide else '1'}")
             return t
         return self.em.variable("int32", self._call("itg_ticket", self._base()), "t")
 
     def fence(self) -> None:
         if not self.emulated:
             self.em.line(f"T.evaluate({self._call('itg_fence')})")
+
+    def store_word(self, tile: str, word: str) -> None:
+        """Wide: tile ``tile``'s status word (its flag and value) in one store."""
+        if self.emulated:
+            self.em.line(f"{self.flags}[{tile} + T.int64(1)] = {word}")
+        else:
+            self.em.line(f"T.evaluate({self._call('itg_store', self._base(), tile, word)})")
+
+    def wait_word(self, tile: str) -> str:
+        """Wide: a local holding tile ``tile``'s status word once its flag is set (``tile < 0``: INCLUSIVE, 0)."""
+        if self.emulated:
+            read = f"{self.flags}[T.max({tile}, T.int64(0)) + T.int64(1)]"
+            return self.em.variable("int64", f"T.if_then_else({tile} < T.int64(0), T.int64({INCLUSIVE << 32}), "
+                                             f"{read})", "f")
+        return self.em.variable("int64", self._call("itg_wait", self._base(), tile, dtype="int64"), "f")
 
     def publish(self, tile: str, flag: int) -> None:
         """Tile ``tile``'s status set to ``flag``, after the value it announces (stored by this thread before)."""
