@@ -315,6 +315,36 @@ def test_the_two_kernel_program_emulated(n, monkeypatch):
     assert np.array_equal(z, np.cumsum(i.astype(np.int64)))
 
 
+#: a NaN or an inf at the first element, the ends of the first tile and its successor's start, a look-back window's
+#: boundary (tile 32) and the last element, in a length of 33 single-pass tiles and a tail
+PLACES = (0, ONE_PASS_TILE - 1, ONE_PASS_TILE, ONE_PASS_TILE + 1, ONE_PASS_TILE * 32 + 7, ONE_PASS_TILE * 33 + 4)
+
+
+@pytest.mark.parametrize("at", PLACES)
+@pytest.mark.parametrize("grid_target", [t for t in EXECUTABLE_TARGETS if t in GRID_TARGETS])
+def test_nan_and_inf_at_tile_boundaries(grid_target, at, monkeypatch):
+    """Against NumPy: a cumsum is finite before a NaN and NaN from it on, a cummax the running maximum before it
+    and NaN from it on (the prefix carried across tiles through the look-back), an inf propagates the same way."""
+    _use(grid_target, monkeypatch)
+    n = ONE_PASS_TILE * 33 + 5
+    x = RNG.standard_normal(n).astype(np.float32)
+    x[at] = np.nan
+    y, m = np.zeros(n, np.float32), np.zeros(n, np.float32)
+    tl_target.build(cumsum_f32.trace(), target=grid_target)(x, y)
+    tl_target.build(cummax_f32.trace(), target=grid_target)(x, m)
+    assert not np.isnan(y[:at]).any() and np.isnan(y[at:]).all()
+    assert np.array_equal(m[:at], np.maximum.accumulate(x[:at])) and np.isnan(m[at:]).all()
+    x[at] = np.inf
+    tl_target.build(cumsum_f32.trace(), target=grid_target)(x, y)
+    tl_target.build(cummax_f32.trace(), target=grid_target)(x, m)
+    assert np.isfinite(y[:at]).all() and (y[at:] == np.inf).all()
+    assert np.array_equal(m, np.maximum.accumulate(x))
+    i = np.zeros(n, np.int64)
+    exact = RNG.integers(-(2 ** 31), 2 ** 31, n, dtype=np.int64).astype(np.int32)
+    tl_target.build(cumsum_i32.trace(), target=grid_target)(exact, i)
+    assert np.array_equal(i, np.cumsum(exact.astype(np.int64)))
+
+
 @pytest.mark.parametrize("n", LARGE)
 @pytest.mark.parametrize("grid_target", [t for t in EXECUTABLE_TARGETS if t in GRID_TARGETS])
 def test_every_block_and_several_tiles_a_block(grid_target, n, monkeypatch):
