@@ -116,14 +116,14 @@ def test_the_cuda_program_is_one_pass_with_a_ticket_and_a_look_back():
     # (tile 0 publishes its total as its inclusive prefix; any other tile its aggregate, then looks back)
     word = r"T.shift_left\(T.Cast\('int64', {}\), T.int64\(32\)\) \+ T.Cast\('int64', T.reinterpret\("
     order = [r"itg_ticket64', T.access_ptr\(W0\[0\], 'rw'\)", r"T.sync_threads\(\)", r"p0\[", r"T.shfl_up\(",
-             r"itg_store64', T.access_ptr\(W0\[0\], 'rw'\), T.int64\(0\), " + word.format(2),
-             r"itg_store64', T.access_ptr\(W0\[0\], 'rw'\), t\d+, " + word.format(1),
+             r"itg_publish64', T.access_ptr\(W0\[0\], 'rw'\), T.int64\(0\), " + word.format(2),
+             r"itg_publish64', T.access_ptr\(W0\[0\], 'rw'\), t\d+, " + word.format(1),
              "itg_wait64'", r"T.shift_right\(f\d+, T.int64\(32\)\)", "itg_first'", r"T.shfl_down\(", "break",
-             r"itg_store64', T.access_ptr\(W0\[0\], 'rw'\), t\d+, " + word.format(2), r"p1\["]
+             r"itg_publish64', T.access_ptr\(W0\[0\], 'rw'\), t\d+, " + word.format(2), r"p1\["]
     at = [re.search(x, body).start() for x in order]
     assert at == sorted(at), order
     assert "T.reinterpret(T.Cast('uint32', T.bitwise_and(f" in body and "T.alloc_local((8,), 'float32')" in body
-    assert body.count("itg_store64'") == 3 and body.count("itg_wait64'") == 1 and "itg_fence" not in body
+    assert body.count("itg_publish64'") == 3 and body.count("itg_wait64'") == 1 and "itg_fence" not in body
     source = cuda_source(program)
     assert "st.relaxed.gpu.global.s64" in source and "ld.relaxed.gpu.global.s64" in source
     assert "atomicAdd((unsigned long long*)f, 1ull)" in source and "__ballot_sync(0xffffffffu, p)" in source

@@ -98,16 +98,16 @@ class LookbackMixin:
         """Tile ``t``'s status ``flag`` with its values: one status word, or the values then the flag."""
         if self.packed:
             bits = self.packed[0].format(values[0])
-            sync.store_word(t, f"T.shift_left(T.Cast('int64', {flag}), T.int64(32)) + T.Cast('int64', {bits})")
+            sync.publish(t, f"T.shift_left(T.Cast('int64', {flag}), T.int64(32)) + T.Cast('int64', {bits})")
             return
         for space, value in zip(self.values[flag], values):
             self.line(f"{space}[{t}] = {value}")
-        sync.publish(t, flag)
+        sync.publish(t, str(flag))
 
     def _status(self, sync, j: str) -> tuple:
         """(a local holding tile ``j``'s flag once it is set, its values: expressions read after the flag)."""
         if self.packed:
-            word = sync.wait_word(j)
+            word = sync.wait(j)
             flag = self.variable("int32", f"T.Cast('int32', T.shift_right({word}, T.int64(32)))", "f")
             return flag, [self.packed[1].format(f"T.Cast('uint32', T.bitwise_and({word}, T.int64(0xFFFFFFFF)))")]
         flag = sync.wait(j)

@@ -17,7 +17,7 @@ On CUDA (:data:`CUDA_HELPERS`, device functions in the program's prelude):
   the identity before the first tile), then ``fence.acq_rel.gpu`` (the acquire pattern: one L1 invalidation after
   the wait, not one a poll as ``ld.acquire`` gave, CCTL.IVALL in the spin loop's SASS); the values read after it
   are the ones published before the flag;
-- wide words: ``itg_ticket64``, ``itg_store64`` (``st.relaxed.gpu`` of the word) and ``itg_wait64`` (``ld.relaxed.gpu``
+- wide words: ``itg_ticket64``, ``itg_publish64`` (``st.relaxed.gpu`` of the word) and ``itg_wait64`` (``ld.relaxed.gpu``
   until its flag half is set), no fence: the value travels in the word;
 - ``itg_first(p)``: the first lane of the warp whose ``p`` holds (``__ballot_sync``), 32 if none;
 - ``itg_fence()``: ``__threadfence()``, between a partial's store and the ticket that announces it, and after a
@@ -45,7 +45,7 @@ CUDA_HELPERS = {
                  "\"memory\"); } while (v == 0); asm volatile(\"fence.acq_rel.gpu;\" ::: \"memory\"); return v; }"),
     "itg_ticket64": ("__device__ __forceinline__ int itg_ticket64(int64_t* f) { "
                      "return (int)atomicAdd((unsigned long long*)f, 1ull); }"),
-    "itg_store64": ("__device__ __forceinline__ int itg_store64(int64_t* f, long long t, int64_t w) { "
+    "itg_publish64": ("__device__ __forceinline__ int itg_publish64(int64_t* f, long long t, int64_t w) { "
                     "asm volatile(\"st.relaxed.gpu.global.s64 [%0], %1;\" :: \"l\"(f + 1 + t), \"l\"(w) : \"memory\"); "
                     "return 0; }"),
     "itg_wait64": ("__device__ __forceinline__ int64_t itg_wait64(int64_t* f, long long j) { "
@@ -64,7 +64,7 @@ class GridSync:
         self.em, self.flags, self.emulated, self.wide = em, flags, emulated, wide
 
     def _call(self, name: str, *args: str, dtype: str = "int32") -> str:
-        if self.wide and name + "64" in CUDA_HELPERS:  # the ticket, store and wait of 64-bit words
+        if self.wide and name + "64" in CUDA_HELPERS:  # the ticket, publish and wait of 64-bit words
             name += "64"
         self.em.helpers.setdefault(name, CUDA_HELPERS[name])
         return f"T.call_extern({dtype!r}, {name!r}, {', '.join(args)})"
@@ -84,34 +84,22 @@ class GridSync:
         if not self.emulated:
             self.em.line(f"T.evaluate({self._call('itg_fence')})")
 
-    def store_word(self, tile: str, word: str) -> None:
-        """Wide: tile ``tile``'s status word (its flag and value) in one store."""
+    def publish(self, tile: str, status: str) -> None:
+        """Tile ``tile``'s status: a flag, stored after the value it announces (stored by this thread before), or
+        (wide) the word holding the flag and the value, in one store."""
         if self.emulated:
-            self.em.line(f"{self.flags}[{tile} + T.int64(1)] = {word}")
+            self.em.line(f"{self.flags}[{tile} + T.int64(1)] = {status}")
         else:
-            self.em.line(f"T.evaluate({self._call('itg_store', self._base(), tile, word)})")
-
-    def wait_word(self, tile: str) -> str:
-        """Wide: a local holding tile ``tile``'s status word once its flag is set (``tile < 0``: INCLUSIVE, 0)."""
-        if self.emulated:
-            read = f"{self.flags}[T.max({tile}, T.int64(0)) + T.int64(1)]"
-            return self.em.variable("int64", f"T.if_then_else({tile} < T.int64(0), T.int64({INCLUSIVE << 32}), "
-                                             f"{read})", "f")
-        return self.em.variable("int64", self._call("itg_wait", self._base(), tile, dtype="int64"), "f")
-
-    def publish(self, tile: str, flag: int) -> None:
-        """Tile ``tile``'s status set to ``flag``, after the value it announces (stored by this thread before)."""
-        if self.emulated:
-            self.em.line(f"{self.flags}[{tile} + T.int64(1)] = {flag}")
-        else:
-            self.em.line(f"T.evaluate({self._call('itg_publish', self._base(), tile, str(flag))})")
+            self.em.line(f"T.evaluate({self._call('itg_publish', self._base(), tile, status)})")
 
     def wait(self, tile: str) -> str:
-        """A local holding tile ``tile``'s status once it is set (``tile < 0``: INCLUSIVE)."""
+        """A local holding tile ``tile``'s status (its flag, or the wide word) once its flag is set (``tile < 0``:
+        INCLUSIVE, value bits 0)."""
+        dtype, before = ("int64", f"T.int64({INCLUSIVE << 32})") if self.wide else ("int32", str(INCLUSIVE))
         if self.emulated:  # blocks in ticket order: every earlier tile is done
             read = f"{self.flags}[T.max({tile}, T.int64(0)) + T.int64(1)]"
-            return self.em.variable("int32", f"T.if_then_else({tile} < T.int64(0), {INCLUSIVE}, {read})", "f")
-        return self.em.variable("int32", self._call("itg_wait", self._base(), tile), "f")
+            return self.em.variable(dtype, f"T.if_then_else({tile} < T.int64(0), {before}, {read})", "f")
+        return self.em.variable(dtype, self._call("itg_wait", self._base(), tile, dtype=dtype), "f")
 
     def first(self, predicate: str) -> str:
         """CUDA: a local holding the first lane of the warp where ``predicate`` holds, 32 if none."""
