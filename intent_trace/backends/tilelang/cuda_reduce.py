@@ -2,7 +2,7 @@
 partials, and the last block to finish (CUDA) or a second kernel (Metal) combines them and runs the consumers (the
 schedule pass's :class:`~intent_trace.schedule.reduce.FullReduction`). Shuffles are the target's (``lanes.shuffle``).
 
-On CUDA one kernel (``ReducePlan.one_kernel``): after its partial, each block's thread 0 fences and takes an atomic
+On CUDA one kernel (``ReducePlan.one_kernel``): after its partial, each block's thread 0 takes an atomic (acq_rel)
 ticket (a workspace zeroed per call, :mod:`.grid_sync`); the block whose ticket is the last (``G - 1``) knows every
 partial is stored, fences, and runs the final pass below in place of the second kernel: the partials folded in
 block order, as the second kernel folds them, so results are the same. Metal keeps two kernels launched in order
@@ -315,18 +315,17 @@ class ReduceEmitter(BlockMixin, TileLangEmitter):
 
     @contextlib.contextmanager
     def _last_block(self, sync: GridSync):
-        """The code only the block that takes the last ticket runs: its partial stored and fenced, every block's
-        partial is then stored (each was fenced before its ticket), and a fence in each of its threads orders
-        their reads of the partials after the ticket."""
+        """The code only the block that takes the last ticket runs: every block's partial is then stored (thread 0
+        stored it before its ticket, an acq_rel atomic), and a fence in each of its threads orders their reads of
+        the partials after the ticket."""
         last = self.fresh("last")
         if self.plan.emulated:  # one block at a time, in ticket order
             t = sync.ticket()
             self.line(f"{last} = T.alloc_var('bool', init=T.Cast('int64', {t}) == {self.plan.grid()} - T.int64(1))")
         else:
             seen = self.assign("T.alloc_shared((1,), 'int32')", "s")
-            with self.first_thread():
-                sync.fence()  # this block's partial before its ticket
-                self.line(f"{seen}[0] = {sync.ticket()}")
+            with self.first_thread():  # the ticket's release: this block's partial (thread 0's store) before it
+                self.line(f"{seen}[0] = {sync.ticket(ordered=True)}")
             self.sync()
             self.line(f"{last} = T.alloc_var('bool', init=T.Cast('int64', {seen}[0]) == {self.plan.grid()} - "
                       f"T.int64(1))")

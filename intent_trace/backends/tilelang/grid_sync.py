@@ -9,8 +9,11 @@ and a 32-bit value's bits in the low half: one store publishes both, one load re
 
 On CUDA (:data:`CUDA_HELPERS`, device functions in the program's prelude):
 
-- ``itg_ticket(&F[0])``: ``atomicAdd`` -- the order in which blocks *start*, so every tile before a block's own has
-  a block running it (forward progress whatever order the hardware schedules blocks in);
+- ``itg_ticket(&F[0])``: a relaxed ``atomicAdd`` -- the order in which blocks *start*, so every tile before a
+  block's own has a block running it (forward progress whatever order the hardware schedules blocks in; a scan's
+  values travel through the statuses, so the ticket orders nothing else);
+- ``itg_ticket_acq_rel(&F[0])``: the same add, ``atom.acq_rel.gpu``: release orders the thread's stores before it (a
+  full reduction's partial), acquire its reads after it (the last block's reads of the partials);
 - ``itg_publish(&F[0], t, f)``: ``st.release.gpu`` of the flag, after the value it announces (release: the value's
   store is visible to whoever sees the flag);
 - ``itg_wait(&F[0], j)``: ``ld.relaxed.gpu`` of tile ``j``'s flag until it is not 0 (``j < 0``: :data:`INCLUSIVE`,
@@ -20,8 +23,8 @@ On CUDA (:data:`CUDA_HELPERS`, device functions in the program's prelude):
 - wide words: ``itg_ticket64``, ``itg_publish64`` (``st.relaxed.gpu`` of the word) and ``itg_wait64`` (``ld.relaxed.gpu``
   until its flag half is set), no fence: the value travels in the word;
 - ``itg_first(p)``: the first lane of the warp whose ``p`` holds (``__ballot_sync``), 32 if none;
-- ``itg_fence()``: ``__threadfence()``, between a partial's store and the ticket that announces it, and after a
-  ticket that says every partial is stored, before they are read.
+- ``itg_fence()``: ``fence.acq_rel.gpu``, in each thread of the block whose ticket says every partial is stored,
+  before it reads them (``__threadfence()`` is ``fence.sc``: MEMBAR.SC.GPU in the SASS, heavier than needed).
 
 With ``emulated`` (the C target running the CUDA mapping) blocks run one after another in block order, which is
 their ticket order, so each of these is the plain memory access it stands for and nothing waits: a look-back finds
@@ -36,7 +39,10 @@ AGGREGATE, INCLUSIVE = 1, 2  # a tile's status: its own total published, or the 
 
 CUDA_HELPERS = {
     "itg_ticket": "__device__ __forceinline__ int itg_ticket(int* f) { return atomicAdd(f, 1); }",
-    "itg_fence": "__device__ __forceinline__ int itg_fence() { __threadfence(); return 0; }",
+    "itg_ticket_acq_rel": ("__device__ __forceinline__ int itg_ticket_acq_rel(int* f) { int t; asm volatile(\"atom."
+                           "acq_rel.gpu.global.add.u32 %0, [%1], 1;\" : \"=r\"(t) : \"l\"(f) : \"memory\"); return t; }"),
+    "itg_fence": ("__device__ __forceinline__ int itg_fence() { asm volatile(\"fence.acq_rel.gpu;\" ::: \"memory\"); "
+                  "return 0; }"),
     "itg_publish": ("__device__ __forceinline__ int itg_publish(int* f, long long t, int v) { "
                     "asm volatile(\"st.release.gpu.global.s32 [%0], %1;\" :: \"l\"(f + 1 + t), \"r\"(v) : \"memory\"); "
                     "return 0; }"),
@@ -72,13 +78,15 @@ class GridSync:
     def _base(self) -> str:
         return f"T.access_ptr({self.flags}[0], 'rw')"
 
-    def ticket(self) -> str:
-        """A local holding this block's ticket (one thread's statement: the caller broadcasts it)."""
+    def ticket(self, ordered: bool = False) -> str:
+        """A local holding this block's ticket (one thread's statement: the caller broadcasts it); ``ordered``:
+        acq_rel, ordering this thread's stores before it and its reads after it."""
         if self.emulated:
             t = self.em.variable("int32", f"T.Cast('int32', {self.flags}[0])", "t")
             self.em.line(f"{self.flags}[0] = {self.flags}[0] + {'T.int64(1)' if self.wide else '1'}")
             return t
-        return self.em.variable("int32", self._call("itg_ticket", self._base()), "t")
+        name = "itg_ticket_acq_rel" if ordered else "itg_ticket"
+        return self.em.variable("int32", self._call(name, self._base()), "t")
 
     def fence(self) -> None:
         if not self.emulated:
