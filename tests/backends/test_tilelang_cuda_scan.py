@@ -123,6 +123,13 @@ def test_the_cuda_program_is_one_pass_with_a_ticket_and_a_look_back():
     at = [re.search(x, body).start() for x in order]
     assert at == sorted(at), order
     assert "T.reinterpret(T.Cast('uint32', T.bitwise_and(f" in body and "T.alloc_local((8,), 'float32')" in body
+    # the tile through shared memory (padded one word in 32): loaded striped (a warp's 32 consecutive elements),
+    # each thread's run of 8 taken from there, its prefixes put back there and stored striped
+    assert body.count("T.alloc_shared((2112,), 'float32')") == 2
+    assert re.search(r"e\d+ = v\d+ \* 256 \+ tx\d+\n\s+j\d+ = o\d+ \+ T.Cast\('int64', e\d+\)", body)
+    assert re.search(r"g\d+\[e\d+ \+ e\d+ // 32\] = t\d+", body)  # the striped load into shared
+    assert re.search(r"e\d+ = tx\d+ \* 8 \+ u\d+\n\s+f\d+\[u\d+\] = g\d+\[e\d+ \+ e\d+ // 32\]", body)
+    assert re.search(r"p1\[j\d+\] = g\d+\[e\d+ \+ e\d+ // 32\]", body)
     assert body.count("itg_publish64'") == 3 and body.count("itg_wait64'") == 1 and "itg_fence" not in body
     source = cuda_source(program)
     assert "st.relaxed.gpu.global.s64" in source and "ld.relaxed.gpu.global.s64" in source
@@ -205,7 +212,8 @@ def test_the_emulated_single_pass_runs_the_look_back_with_serial_lanes_and_nothi
     assert re.search(r"W0\[0\] = W0\[0\] \+ T.int64\(1\)", body) and body.count("T.Kernel(") == 1
     assert re.search(r"for w\d+ in T.serial\(T.ceildiv\(t\d+, T.int64\(32\)\)\):", body)
     assert body.count("in T.serial(32):") == 2  # the window's flags, then its values folded earliest first
-    assert body.count("in T.serial(256):") == 1 + 5 + 1 + 1  # the fold, 5 shuffle steps, the exclusive, prefixes
+    # the striped load, the fold, 5 shuffle steps, the exclusive, the prefixes, the striped store
+    assert body.count("in T.serial(256):") == 1 + 1 + 5 + 1 + 1 + 1
 
 
 def test_the_emulated_program_loops_over_the_threads_of_each_phase():
@@ -227,8 +235,8 @@ def test_tilelang_lowers_the_program_for_sm90(kernel, form, tmp_path):
     got = assemble(source, tmp_path)  # the local nvcc, where there is one
     if got is not None:  # ptxas for sm_90a: no spills; f32 at most 32 registers (8 blocks of 256 an SM)
         assert all(spills == (0, 0) for spills in got.spills.values()), got.spills
-        if kernel is cumsum_f32:
-            assert max(got.registers.values()) <= 32, got.registers
+        if kernel is cumsum_f32:  # two kernels: 8 blocks of 256 an SM; one pass 6 (its shared tiles: 2 x 8.4 KiB)
+            assert max(got.registers.values()) <= (32 if form == "two_kernels" else 40), got.registers
 
 
 # --- the numbers ----------------------------------------------------------------------------------------------

@@ -180,6 +180,7 @@ class ScanEmitter(ReduceEmitter):
         """Each thread's run of the tile at ``tile`` read into registers, then folded in order, and the block's
         scan of the runs' totals (:meth:`block_scan`)."""
         scan = self.plan.found.scan
+        self.stage_tile(tile)
         with self.phase() as tx:
             acc = accumulators(self, self.types, self.ident)
 
@@ -190,11 +191,26 @@ class ScanEmitter(ReduceEmitter):
 
             def load(element):
                 at, j = element
-                self.load_reads(self.reads, self.slots, at, [j])
+                self.load_run(tx, at, j)
 
             self.loaded_first(lambda: self.run_of(tile, tx), load, use)
             self.store_thread(self.buffers, tx, acc)
         return self.block_scan(acc)
+
+    # hooks where the single pass stages a tile through shared memory (cuda_scan_lookback)
+    def stage_tile(self, tile: str) -> None:
+        """Before the fold's phase: nothing (each thread reads its run from the source)."""
+
+    def load_run(self, tx: str, at: str, j: str) -> None:
+        """Element ``j`` of thread ``tx``'s run into its registers (slot ``at``)."""
+        self.load_reads(self.reads, self.slots, at, [j])
+
+    def write_prefix(self, tx: str, at: str, j: str, value: str) -> None:
+        view = self.env[self.plan.found.write.inputs[0]]
+        self.line(f"{view.name}[{j}] = {value}")
+
+    def unstage_tile(self, tile: str) -> None:
+        """After the prefixes' phase: nothing (each thread wrote its run)."""
 
     def _kernel(self, final: bool) -> None:
         plan, found = self.plan, self.plan.found
@@ -243,7 +259,7 @@ class ScanEmitter(ReduceEmitter):
 
     def _prefixes(self, tile: str, carry: list, excl) -> None:
         """Each thread's run again, from the carry and its exclusive prefix: every element's prefix written."""
-        scan, view = self.plan.found.scan, self.env[self.plan.found.write.inputs[0]]
+        scan = self.plan.found.scan
         inclusive = self.plan.found.inclusive
         with self.phase() as tx:
             start = combine(self, scan, self.acc_t, [self.assign(c, "x") for c in carry], excl(tx), [], [])
@@ -252,10 +268,11 @@ class ScanEmitter(ReduceEmitter):
                 self.seed_reads(self.reads, self.slots, at, [j])  # read once, by the fold: in registers
                 items = [self.assign(x, "x") for x in self._items(j)]
                 if not inclusive:
-                    self.line(f"{view.name}[{j}] = {run[0]}")
+                    self.write_prefix(tx, at, j, run[0])
                 self._combine_into(scan, self.acc_t, run, items)
                 if inclusive:
-                    self.line(f"{view.name}[{j}] = {run[0]}")
+                    self.write_prefix(tx, at, j, run[0])
+        self.unstage_tile(tile)
 
     @contextlib.contextmanager
     def run_of(self, tile: str, tx: str):

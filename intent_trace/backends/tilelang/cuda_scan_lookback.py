@@ -8,15 +8,17 @@ One block a tile of ``threads * unroll`` elements. Each block:
    out in the order blocks start, so every tile before a block's own has a block that has started it, and a block
    that waits for its predecessors waits for blocks that run: forward progress whatever order the hardware
    schedules blocks in (a block index would not give it: block ``b`` may run before block ``b - 1`` starts);
-2. folds its tile (each thread's run read into registers, then folded in order) and scans the runs' totals in the
-   block (:meth:`.cuda_scan.ScanEmitter._fold_tile`): the tile's **aggregate**;
+2. loads its tile striped (coalesced) into shared memory, takes each thread's run of consecutive elements from there
+   into registers, folds it in order and scans the runs' totals in the block
+   (:meth:`.cuda_scan.ScanEmitter._fold_tile`): the tile's **aggregate**;
 3. publishes it with status AGGREGATE (tile 0 publishes its aggregate as its inclusive prefix at once);
 4. **looks back** (warp 0): lane ``l`` polls tile ``t - 1 - l``'s status until it is set and
    reads its aggregate or its inclusive prefix; the first lane holding an inclusive prefix (a ballot) ends
    the window, lanes past it take the identity, and the window is folded towards lane 0 with the earlier tile
    always on the left (shuffles down). Without an inclusive prefix in the window the next 32 tiles are read;
 5. publishes its **inclusive prefix** (the exclusive prefix combined with its aggregate, status INCLUSIVE), and
-   writes its tile's prefixes from the registers of its fold, starting from the exclusive one.
+   computes its tile's prefixes from the registers of its fold, starting from the exclusive one, into shared
+   memory, and stores them striped.
 
 So the source is read once and written once. Every combine keeps the left operand earlier in the axis
 (re-associated, never re-ordered: language §8, T10): integer, max/min and any associative combine exact, a float
@@ -74,6 +76,9 @@ class LookbackMixin:
     def _single_pass(self, sync: GridSync) -> None:
         plan = self.plan
         dtypes = self._setup()
+        view = self.env[plan.found.write.inputs[0]]
+        self.staged = [self._stage_buffer(d) for _, d in self.reads]  # the tile's source, element-ordered
+        self.staged_out = self._stage_buffer(self.tir(view.dtype))  # its prefixes
         if plan.emulated:
             ticket = sync.ticket()
         else:
@@ -92,6 +97,58 @@ class LookbackMixin:
             prefix = self._look_back(sync, t, total, dtypes)
         self._prefixes(tile, prefix, excl)
         self.node = None
+
+    # -- the tile through shared memory -------------------------------------------------------------------------
+    # A thread's run is UNROLL consecutive elements: read straight from the source, a warp's load instruction spans
+    # 32 runs (1 KiB, 8 cache lines, 4 bytes of each 32-byte sector), 8 L1 wavefronts for one line's worth of bytes.
+    # So the tile is loaded striped (element v * threads + tx: a warp reads 128 contiguous bytes), through shared
+    # memory, and each thread takes its run from there; the prefixes leave the same way. Shared positions are padded
+    # by one word in 32 (position p at p + p // 32), so a thread's run and a warp's stripe both hit 32 banks.
+    def _stage_buffer(self, dtype: str) -> str:
+        size = self.plan.tile + self.plan.tile // WARP
+        space = "local" if self.plan.emulated else "shared"
+        return self.assign(f"T.alloc_{space}(({size},), {dtype!r})", "g")
+
+    @staticmethod
+    def _padded(p: str) -> str:
+        return f"{p} + {p} // {WARP}"
+
+    def _run_position(self, tx: str, at: str) -> str:
+        """The position in the tile of slot ``at`` of thread ``tx``'s run (emulated, ``at`` is already it)."""
+        return at if self.plan.emulated else f"{tx} * {self.plan.unroll} + {at}"
+
+    def _striped(self, tile: str, body) -> None:
+        """A phase over the tile striped across the threads: ``body(position, index)`` for each element in range."""
+        plan = self.plan
+        with self.phase() as tx:
+            v = self.fresh("v")
+            with self.block(f"for {v} in T.unroll({plan.unroll}):"):
+                e = self.assign(f"{v} * {plan.threads} + {tx}", "e")
+                j = self.assign(f"{tile} + T.Cast('int64', {e})", "j")
+                with self.block(f"if {j} < {plan.size}:"):
+                    body(e, j)
+        self.sync()
+
+    def stage_tile(self, tile: str) -> None:
+        def load(e, j):
+            for (value, _), buffer in zip(self.reads, self.staged):
+                self.line(f"{buffer}[{self._padded(e)}] = {self.elem(value, [j])}")
+
+        self._striped(tile, load)
+
+    def load_run(self, tx: str, at: str, j: str) -> None:
+        p = self.assign(self._run_position(tx, at), "e")
+        for slot, buffer in zip(self.slots, self.staged):
+            self.line(f"{slot}[{at}] = {buffer}[{self._padded(p)}]")
+
+    def write_prefix(self, tx: str, at: str, j: str, value: str) -> None:
+        p = self.assign(self._run_position(tx, at), "e")
+        self.line(f"{self.staged_out}[{self._padded(p)}] = {value}")
+
+    def unstage_tile(self, tile: str) -> None:
+        view = self.env[self.plan.found.write.inputs[0]]
+        self.sync()
+        self._striped(tile, lambda e, j: self.line(f"{view.name}[{j}] = {self.staged_out}[{self._padded(e)}]"))
 
     # -- the tiles' statuses --------------------------------------------------------------------------------------
     def _publish(self, sync, t: str, flag: int, values: list) -> None:
