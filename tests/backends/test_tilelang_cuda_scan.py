@@ -426,3 +426,18 @@ def test_each_call_gets_its_ticket_and_flags_at_zero(monkeypatch):
     for (before, after), tiles in zip(seen, (6, 2)):
         assert before.shape == (tiles + 1,) and not before.any()
         assert int(after[0]) == tiles and (after[1:] == 2).all()
+
+
+def test_a_workspace_axis_sized_by_an_extent_or_a_scalar_divided_rounded_up():
+    """``"d0/2048+1"``: ceil(extent 0 / 2048) + 1 (a scan's tiles and its ticket); ``"p1/4"``: ceil(max(0, the
+    call's argument 1) / 4); each a dynamic axis of its own in the parameter's shape, a plain extent kept."""
+    from intent_trace.backends.tilelang.storage import Workspace
+
+    space = Workspace("W3", ("d0/2048+1", "p1/4", "7", "d0"), "int32", zeroed=True)
+    assert space.dims() == ("W3_0", "W3_1", "7", "d0")
+    assert space.dynamic_lines() == ["W3_0 = T.dynamic('W3_0', 'int64')", "W3_1 = T.dynamic('W3_1', 'int64')"]
+    assert space.sizes({0: 4097}, (None, 9)) == (4, 3, 7, 4097)
+    assert space.sizes({0: 0}, (None, -5)) == (1, 0, 7, 0)
+    assert space.sizes({0: 2048}, (None, 8)) == (2, 2, 7, 2048)
+    with pytest.raises(ValueError, match="workspace W3"):
+        space.sizes({0: 1 << 62}, (None, 1 << 62))
