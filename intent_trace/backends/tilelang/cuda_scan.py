@@ -44,8 +44,36 @@ from .storage import Workspace
 
 THREADS = 256
 UNROLL = 4  # a thread's run of consecutive elements in a tile
-LOOKBACK_UNROLL = 8  # the single pass's run: a tile of 2048 elements, one look-back per tile
 BLOCKS = 1024  # the grid's most blocks: their totals are one tile of the carry's fold (THREADS * UNROLL)
+
+
+@attrs.frozen(slots=True)
+class Lookback:
+    """The single pass's knobs (:mod:`.cuda_scan_lookback`), one value so that an A/B run (``tools/scan_ab.py``)
+    can time each and :data:`LOOKBACK` names the one the programs use.
+
+    ``threads * unroll`` is the tile: the look-back's chain of statuses is one link a tile, so a larger tile is
+    a shorter chain (fewer windows to walk) and fewer polls, at more registers and shared memory a block.
+    ``staged``: the tile loaded and stored striped through shared memory (a warp's 128 contiguous bytes), else
+    each thread reads and writes its run straight (32 runs a load instruction). ``nearest``: the window is taken
+    once every lane up to the nearest inclusive prefix has a status (a warp-wide poll), instead of once all 32
+    have one. ``backoff_ns``: ``__nanosleep`` between polls of a status not yet set (0: spin), so the waiting
+    warps leave the L2 to the tiles' loads and stores."""
+
+    threads: int = 256
+    unroll: int = 8
+    staged: bool = True
+    nearest: bool = False
+    backoff_ns: int = 0
+
+    @property
+    def tile(self) -> int:
+        return self.threads * self.unroll
+
+
+#: the single pass the CUDA programs use (a tile of 2048 elements, one look-back a tile)
+LOOKBACK = Lookback()
+LOOKBACK_UNROLL = LOOKBACK.unroll
 
 
 @attrs.frozen
@@ -59,6 +87,7 @@ class ScanPlan:
     blocks: int = BLOCKS
     emulated: bool = False
     single_pass: bool = False  # one block a tile, decoupled look-back (cuda_scan_lookback)
+    lookback: Lookback = LOOKBACK  # its knobs (threads and unroll are copied into the fields above)
 
     @property
     def node(self):
@@ -101,22 +130,28 @@ class ScanPlan:
                                passes=2, form="reduce-then-scan, two kernels (blocks cannot wait for each other)")
 
 
-def scan_plan(graph, emulated: bool = False, single_pass: bool = False) -> ScanPlan | None:
-    """The scan's launch, or None; ``single_pass``: one block a tile with decoupled look-back, where the target's
-    blocks can wait for each other (CUDA, and its emulation on the C target)."""
+def scan_plan(graph, emulated: bool = False, single_pass: bool = False,
+              lookback: Lookback = LOOKBACK) -> ScanPlan | None:
+    """The scan's launch, or None; ``single_pass``: one block a tile with decoupled look-back (its knobs
+    ``lookback``), where the target's blocks can wait for each other (CUDA, and its emulation on the C target)."""
     found = schedule_scan.recognise(graph)
     if not isinstance(found, schedule_scan.AxisScan):
         return None
     if single_pass:
-        return ScanPlan(found, f"d{found.axis}", unroll=LOOKBACK_UNROLL, emulated=emulated, single_pass=True)
+        if lookback.threads % WARP or lookback.threads > WARP * WARP:
+            raise ValueError(f"a look-back block of {lookback.threads} threads: a multiple of {WARP}, at most "
+                             f"{WARP * WARP} (its warps' totals are one warp's scan)")
+        return ScanPlan(found, f"d{found.axis}", threads=lookback.threads, unroll=lookback.unroll,
+                        emulated=emulated, single_pass=True, lookback=lookback)
     assert BLOCKS <= THREADS * UNROLL  # the carry's fold reads every block's total in one tile
     return ScanPlan(found, f"d{found.axis}", emulated=emulated)
 
 
-def multi_block(graph, emulated: bool = False, single_pass: bool = True):
+def multi_block(graph, emulated: bool = False, single_pass: bool = True, lookback: Lookback = LOOKBACK):
     """The multi-block plan of ``graph``: a full reduction's or a scan's, or None. ``single_pass``: the target's
-    blocks can wait for each other (:mod:`.grid_sync`), so a full reduction is one kernel and a scan one pass."""
-    return reduce_plan(graph, emulated, single_pass) or scan_plan(graph, emulated, single_pass)
+    blocks can wait for each other (:mod:`.grid_sync`), so a full reduction is one kernel and a scan one pass
+    (``lookback``: its knobs)."""
+    return reduce_plan(graph, emulated, single_pass) or scan_plan(graph, emulated, single_pass, lookback)
 
 
 class ScanEmitter(ReduceEmitter):

@@ -32,6 +32,20 @@ in arrays of their own (``A`` aggregates, ``P`` inclusive prefixes, so an aggreg
 reader may still read it), the values stored before a release store of the flag and read after a relaxed poll and
 one acquire fence.
 
+The knobs (``ScanPlan.lookback``, :class:`.cuda_scan.Lookback`; :data:`.cuda_scan.LOOKBACK` the programs' choice,
+``tools/scan_ab.py`` times each): the tile (threads x unroll), the staging through shared memory (else each thread
+reads and writes its run straight), the window taken at its nearest inclusive prefix (``GridSync.wait(nearest)``)
+and a back-off between polls.
+
+Why a tile costs more than its bytes (issue 17: 2048-element tiles ran at a third of the two-kernel program's
+bandwidth): everything a block does after its ticket is a chain of dependent steps, and the look-back is the long
+one. A window is one L2 round trip (a relaxed 64-bit poll, ~600-700 cycles loaded) then a vote and five dependent
+shuffle-and-add steps, and a tile whose 32 predecessors hold only aggregates walks on, so a block resident beside
+~800 others (6 an SM) that finished their folds at about the same time walks up to ~25 windows; meanwhile it issues
+no loads, so the bytes in flight an SM are far below the 8 KiB x 6 its loads could have. Fewer, larger tiles
+shorten the chain and the walk (CUB's sm_90 scan of 4-byte sums: 4224-element tiles and a delay between polls);
+the spin itself (LDG.E.64.STRONG.GPU, YIELD, branch: no back-off) keeps ~800 warps polling the L2.
+
 With ``emulated`` (the C target), blocks run one at a time in ticket order, the look-back's lanes are serial loops
 and no flag is waited for (:mod:`.grid_sync`): the predecessor has always published its inclusive prefix, and the
 window loop is bounded by the tiles before the block, so nothing spins.
@@ -70,15 +84,17 @@ class LookbackMixin:
                                   " for the tiles' aggregates and inclusive prefixes of a scan")
                 self.workspaces.append(space)
                 self.values[flag].append(space.name)
-        self._single_pass(GridSync(self, flags.name, self.plan.emulated, wide=self.packed is not None))
+        self._single_pass(GridSync(self, flags.name, self.plan.emulated, wide=self.packed is not None,
+                                   backoff_ns=self.plan.lookback.backoff_ns))
         return []
 
     def _single_pass(self, sync: GridSync) -> None:
         plan = self.plan
         dtypes = self._setup()
         view = self.env[plan.found.write.inputs[0]]
-        self.staged = [self._stage_buffer(d) for _, d in self.reads]  # the tile's source, element-ordered
-        self.staged_out = self._stage_buffer(self.tir(view.dtype))  # its prefixes
+        if plan.lookback.staged:
+            self.staged = [self._stage_buffer(d) for _, d in self.reads]  # the tile's source, element-ordered
+            self.staged_out = self._stage_buffer(self.tir(view.dtype))  # its prefixes
         if plan.emulated:
             ticket = sync.ticket()
         else:
@@ -130,6 +146,9 @@ class LookbackMixin:
         self.sync()
 
     def stage_tile(self, tile: str) -> None:
+        if not self.plan.lookback.staged:
+            return super().stage_tile(tile)
+
         def load(e, j):
             for (value, _), buffer in zip(self.reads, self.staged):
                 self.line(f"{buffer}[{self._padded(e)}] = {self.elem(value, [j])}")
@@ -137,15 +156,21 @@ class LookbackMixin:
         self._striped(tile, load)
 
     def load_run(self, tx: str, at: str, j: str) -> None:
+        if not self.plan.lookback.staged:
+            return super().load_run(tx, at, j)
         p = self.assign(self._run_position(tx, at), "e")
         for slot, buffer in zip(self.slots, self.staged):
             self.line(f"{slot}[{at}] = {buffer}[{self._padded(p)}]")
 
     def write_prefix(self, tx: str, at: str, j: str, value: str) -> None:
+        if not self.plan.lookback.staged:
+            return super().write_prefix(tx, at, j, value)
         p = self.assign(self._run_position(tx, at), "e")
         self.line(f"{self.staged_out}[{self._padded(p)}] = {value}")
 
     def unstage_tile(self, tile: str) -> None:
+        if not self.plan.lookback.staged:
+            return super().unstage_tile(tile)
         view = self.env[self.plan.found.write.inputs[0]]
         self.sync()
         self._striped(tile, lambda e, j: self.line(f"{view.name}[{j}] = {self.staged_out}[{self._padded(e)}]"))
@@ -161,13 +186,14 @@ class LookbackMixin:
             self.line(f"{space}[{t}] = {value}")
         sync.publish(t, str(flag))
 
-    def _status(self, sync, j: str) -> tuple:
-        """(a local holding tile ``j``'s flag once it is set, its values: expressions read after the flag)."""
+    def _status(self, sync, j: str, nearest: bool = False) -> tuple:
+        """(a local holding tile ``j``'s flag once it is set, its values: expressions read after the flag);
+        ``nearest``: a window's, set up to its nearest inclusive prefix (:meth:`.GridSync.wait`)."""
         if self.packed:
-            word = sync.wait(j)
+            word = sync.wait(j, nearest)
             flag = self.variable("int32", f"T.Cast('int32', T.shift_right({word}, T.int64(32)))", "f")
             return flag, [self.packed[1].format(f"T.Cast('uint32', T.bitwise_and({word}, T.int64(0xFFFFFFFF)))")]
-        flag = sync.wait(j)
+        flag = sync.wait(j, nearest)
         at = f"T.max({j}, T.int64(0))"
         return flag, [f"T.if_then_else({flag} == {INCLUSIVE}, {p}[{at}], {a}[{at}])"
                       for a, p in zip(self.values[AGGREGATE], self.values[INCLUSIVE])]
@@ -198,7 +224,7 @@ class LookbackMixin:
             w = self.fresh("w")
             with self.block(f"for {w} in T.serial(T.ceildiv({t}, T.int64({WARP}))):"):
                 j = self.variable("int64", f"{t} - T.int64(1) - {w} * T.int64({WARP}) - T.Cast('int64', {lane})", "j")
-                flag, values = self._status(sync, j)
+                flag, values = self._status(sync, j, self.plan.lookback.nearest)
                 k = sync.first(f"{flag} == {INCLUSIVE}")  # the nearest tile holding an inclusive prefix
                 window = accumulators(self, self.types, [f"T.if_then_else({lane} <= {k}, {v}, {i})"
                                                          for v, i in zip(values, self.ident)])

@@ -16,12 +16,16 @@ On CUDA (:data:`CUDA_HELPERS`, device functions in the program's prelude):
   full reduction's partial), acquire its reads after it (the last block's reads of the partials);
 - ``itg_publish(&F[0], t, f)``: ``st.release.gpu`` of the flag, after the value it announces (release: the value's
   store is visible to whoever sees the flag);
-- ``itg_wait(&F[0], j)``: ``ld.relaxed.gpu`` of tile ``j``'s flag until it is not 0 (``j < 0``: :data:`INCLUSIVE`,
-  the identity before the first tile), then ``fence.acq_rel.gpu`` (the acquire pattern: one L1 invalidation after
-  the wait, not one a poll as ``ld.acquire`` gave, CCTL.IVALL in the spin loop's SASS); the values read after it
-  are the ones published before the flag;
-- wide words: ``itg_ticket64``, ``itg_publish64`` (``st.relaxed.gpu`` of the word) and ``itg_wait64`` (``ld.relaxed.gpu``
-  until its flag half is set), no fence: the value travels in the word;
+- ``itg_wait(&F[0], j, ns)``: ``ld.relaxed.gpu`` of tile ``j``'s flag until it is not 0 (``j < 0``:
+  :data:`INCLUSIVE`, the identity before the first tile), ``__nanosleep(ns)`` between polls when ``ns`` is not 0
+  (a back-off: the spinning warps leave the L2 to the tiles' loads, CUB's delay constructors), then
+  ``fence.acq_rel.gpu`` (the acquire pattern: one L1 invalidation after the wait, not one a poll as ``ld.acquire``
+  gave, CCTL.IVALL in the spin loop's SASS); the values read after it are the ones published before the flag;
+- ``itg_window(&F[0], j, ns)``: the same for a warp's window of 32 tiles, polled together until every lane up to
+  the first holding INCLUSIVE has a flag (``itg_settled``: two ballots), so a lane past the nearest inclusive
+  prefix, whose tile may not have published yet, holds nobody back (``itg_wait`` waits for all 32 lanes);
+- wide words: ``itg_ticket64``, ``itg_publish64`` (``st.relaxed.gpu`` of the word), ``itg_wait64`` and
+  ``itg_window64`` (``ld.relaxed.gpu`` until its flag half is set), no fence: the value travels in the word;
 - ``itg_first(p)``: the first lane of the warp whose ``p`` holds (``__ballot_sync``), 32 if none;
 - ``itg_fence()``: ``fence.acq_rel.gpu``, in each thread of the block whose ticket says every partial is stored,
   before it reads them (``__threadfence()`` is ``fence.sc``: MEMBAR.SC.GPU in the SASS, heavier than needed).
@@ -46,17 +50,33 @@ CUDA_HELPERS = {
     "itg_publish": ("__device__ __forceinline__ int itg_publish(int* f, long long t, int v) { "
                     "asm volatile(\"st.release.gpu.global.s32 [%0], %1;\" :: \"l\"(f + 1 + t), \"r\"(v) : \"memory\"); "
                     "return 0; }"),
-    "itg_wait": ("__device__ __forceinline__ int itg_wait(int* f, long long j) { if (j < 0) return 2; int v; "
-                 "do { asm volatile(\"ld.relaxed.gpu.global.s32 %0, [%1];\" : \"=r\"(v) : \"l\"(f + 1 + j) : "
-                 "\"memory\"); } while (v == 0); asm volatile(\"fence.acq_rel.gpu;\" ::: \"memory\"); return v; }"),
+    "itg_wait": ("__device__ __forceinline__ int itg_wait(int* f, long long j, int ns) { if (j < 0) return 2; int v; "
+                 "for (;;) { asm volatile(\"ld.relaxed.gpu.global.s32 %0, [%1];\" : \"=r\"(v) : \"l\"(f + 1 + j) : "
+                 "\"memory\"); if (v != 0) break; if (ns) __nanosleep(ns); } "
+                 "asm volatile(\"fence.acq_rel.gpu;\" ::: \"memory\"); return v; }"),
     "itg_ticket64": ("__device__ __forceinline__ int itg_ticket64(int64_t* f) { "
                      "return (int)atomicAdd((unsigned long long*)f, 1ull); }"),
     "itg_publish64": ("__device__ __forceinline__ int itg_publish64(int64_t* f, long long t, int64_t w) { "
                     "asm volatile(\"st.relaxed.gpu.global.s64 [%0], %1;\" :: \"l\"(f + 1 + t), \"l\"(w) : \"memory\"); "
                     "return 0; }"),
-    "itg_wait64": ("__device__ __forceinline__ int64_t itg_wait64(int64_t* f, long long j) { "
-                   "if (j < 0) return (int64_t)2 << 32; int64_t w; do { asm volatile(\"ld.relaxed.gpu.global.s64 %0, "
-                   "[%1];\" : \"=l\"(w) : \"l\"(f + 1 + j) : \"memory\"); } while ((w >> 32) == 0); return w; }"),
+    "itg_wait64": ("__device__ __forceinline__ int64_t itg_wait64(int64_t* f, long long j, int ns) { "
+                   "if (j < 0) return (int64_t)2 << 32; int64_t w; for (;;) { asm volatile(\"ld.relaxed.gpu.global.s64 "
+                   "%0, [%1];\" : \"=l\"(w) : \"l\"(f + 1 + j) : \"memory\"); if ((w >> 32) != 0) break; "
+                   "if (ns) __nanosleep(ns); } return w; }"),
+    # the window's statuses once every lane up to the nearest inclusive prefix has one (all 32 where none has):
+    # a warp-wide poll, so a lane past that prefix whose tile has not published holds nobody back
+    "itg_window": ("__device__ __forceinline__ int itg_window(int* f, long long j, int ns) { int v = 2; for (;;) { "
+                   "if (j >= 0) asm volatile(\"ld.relaxed.gpu.global.s32 %0, [%1];\" : \"=r\"(v) : \"l\"(f + 1 + j) : "
+                   "\"memory\"); if (itg_settled(v != 0, v == 2)) break; if (ns) __nanosleep(ns); } "
+                   "asm volatile(\"fence.acq_rel.gpu;\" ::: \"memory\"); return v; }"),
+    "itg_window64": ("__device__ __forceinline__ int64_t itg_window64(int64_t* f, long long j, int ns) { "
+                     "int64_t w = (int64_t)2 << 32; for (;;) { if (j >= 0) asm volatile(\"ld.relaxed.gpu.global.s64 "
+                     "%0, [%1];\" : \"=l\"(w) : \"l\"(f + 1 + j) : \"memory\"); "
+                     "if (itg_settled((w >> 32) != 0, (w >> 32) == 2)) break; if (ns) __nanosleep(ns); } return w; }"),
+    # lanes 0..k set, k the first lane holding an inclusive prefix (x ^ (x - 1): the bits up to x's lowest)
+    "itg_settled": ("__device__ __forceinline__ bool itg_settled(bool set, bool inclusive) { "
+                    "unsigned s = __ballot_sync(0xffffffffu, set), i = __ballot_sync(0xffffffffu, inclusive); "
+                    "unsigned need = i ? i ^ (i - 1u) : 0xffffffffu; return (s & need) == need; }"),
     "itg_first": ("__device__ __forceinline__ int itg_first(bool p) { unsigned b = __ballot_sync(0xffffffffu, p); "
                   "return b ? __ffs(b) - 1 : 32; }"),
 }
@@ -64,10 +84,11 @@ CUDA_HELPERS = {
 
 class GridSync:
     """The primitives for one emitter (``em``: its ``line``/``assign``/``variable``/``helpers``), on CUDA or
-    emulated. ``flags`` is the zeroed int32 workspace's name."""
+    emulated. ``flags`` is the zeroed workspace's name (int32, or int64 ``wide``); ``backoff_ns`` the sleep
+    between polls of a wait (0: spin)."""
 
-    def __init__(self, em, flags: str, emulated: bool, wide: bool = False):
-        self.em, self.flags, self.emulated, self.wide = em, flags, emulated, wide
+    def __init__(self, em, flags: str, emulated: bool, wide: bool = False, backoff_ns: int = 0):
+        self.em, self.flags, self.emulated, self.wide, self.backoff_ns = em, flags, emulated, wide, backoff_ns
 
     def _call(self, name: str, *args: str, dtype: str = "int32") -> str:
         if self.wide and name + "64" in CUDA_HELPERS:  # the ticket, publish and wait of 64-bit words
@@ -100,14 +121,18 @@ class GridSync:
         else:
             self.em.line(f"T.evaluate({self._call('itg_publish', self._base(), tile, status)})")
 
-    def wait(self, tile: str) -> str:
+    def wait(self, tile: str, nearest: bool = False) -> str:
         """A local holding tile ``tile``'s status (its flag, or the wide word) once its flag is set (``tile < 0``:
-        INCLUSIVE, value bits 0)."""
+        INCLUSIVE, value bits 0). ``nearest`` (all 32 lanes of a warp call it, a window of tiles): once the flags
+        of every lane up to the first holding INCLUSIVE are set; a lane past it may hold an unset status."""
         dtype, before = ("int64", f"T.int64({INCLUSIVE << 32})") if self.wide else ("int32", str(INCLUSIVE))
         if self.emulated:  # blocks in ticket order: every earlier tile is done
             read = f"{self.flags}[T.max({tile}, T.int64(0)) + T.int64(1)]"
             return self.em.variable(dtype, f"T.if_then_else({tile} < T.int64(0), {before}, {read})", "f")
-        return self.em.variable(dtype, self._call("itg_wait", self._base(), tile, dtype=dtype), "f")
+        if nearest:
+            self.em.helpers.setdefault("itg_settled", CUDA_HELPERS["itg_settled"])  # before its caller
+        name = "itg_window" if nearest else "itg_wait"
+        return self.em.variable(dtype, self._call(name, self._base(), tile, str(self.backoff_ns), dtype=dtype), "f")
 
     def first(self, predicate: str) -> str:
         """CUDA: a local holding the first lane of the warp where ``predicate`` holds, 32 if none."""
