@@ -45,6 +45,10 @@ SCANS = {
     "256x32_nearest_backoff_100": L(256, 32, nearest=True, backoff_ns=100),
     "512x16_nearest_backoff_100": L(512, 16, nearest=True, backoff_ns=100),
     "256x16_unstaged_nearest": L(256, 16, staged=False, nearest=True),
+    "cub_sm90": L(128, 24, backoff_ns=688, delay_ns=1140),  # CUB's sm_90 tuning of a float sum
+    "cub_sm90_tile_only": L(128, 24), "128x24_backoff_688": L(128, 24, backoff_ns=688),
+    "512x8_backoff_688_delay_1140": L(512, 8, backoff_ns=688, delay_ns=1140),
+    "delay_1140": attrs.evolve(cuda_scan.LOOKBACK, delay_ns=1140),
 }
 #: diagnostics, made from the module's program text (``diagnostic`` in their lines): how much of a call the
 #: look-back and the ticket take. ``no_lookback``: each tile scanned alone (wrong from tile 1 on: its numbers are

@@ -29,7 +29,8 @@ L = cuda_scan.Lookback
 #: a small tile (many tiles, past a look-back window, cheaply), the other tiles tools/scan_ab.py times, each knob
 VARIANTS = {"64x4": L(64, 4), "512x8": L(512, 8), "256x16": L(256, 16), "unstaged": L(staged=False),
             "64x4_unstaged": L(64, 4, staged=False), "nearest": L(nearest=True), "backoff": L(backoff_ns=100),
-            "64x4_nearest_backoff": L(64, 4, nearest=True, backoff_ns=64)}
+            "64x4_nearest_backoff": L(64, 4, nearest=True, backoff_ns=64),
+            "cub_sm90": L(128, 24, backoff_ns=688, delay_ns=1140)}
 GRID_TARGETS = [t for t in EXECUTABLE_TARGETS if t in ("tilelang-c", "tilelang-cuda")]
 
 
@@ -100,6 +101,14 @@ def test_the_spin_backs_off_only_when_asked():
                                                                      r"j\d+, 0\)", spin)
     backoff = cuda_source(lower(cumsum_f32.trace(), _cuda(L(backoff_ns=200))).text)
     assert re.search(r"itg_wait64\(\(&\(W0\[\(int64_t\)0\]\)\), j\d+, 200\)", backoff)
+
+
+def test_the_delay_sleeps_once_before_the_first_window_of_a_tile_past_the_first():
+    body = lower(cumsum_f32.trace(), _cuda(L(delay_ns=1140))).text
+    assert re.search(r"if t\d+ > T.int64\(0\):\n\s+T.evaluate\(T.call_extern\('int32', 'itg_sleep', 1140\)\)\n"
+                     r"\s+for w\d+ in T.serial", body)
+    assert body.count("itg_sleep'") == 1 and "__nanosleep(ns)" in body
+    assert "itg_sleep" not in lower(cumsum_f32.trace(), _cuda(L())).text
 
 
 @pytest.mark.parametrize("name", VARIANTS)

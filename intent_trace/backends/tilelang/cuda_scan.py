@@ -58,13 +58,16 @@ class Lookback:
     each thread reads and writes its run straight (32 runs a load instruction). ``nearest``: the window is taken
     once every lane up to the nearest inclusive prefix has a status (a warp-wide poll), instead of once all 32
     have one. ``backoff_ns``: ``__nanosleep`` between polls of a status not yet set (0: spin), so the waiting
-    warps leave the L2 to the tiles' loads and stores."""
+    warps leave the L2 to the tiles' loads and stores; ``delay_ns``: a sleep before the first poll, while the
+    predecessors' statuses reach the L2. (CUB's sm_90 tuning of a float sum: 128 x 24, 688 ns between polls,
+    1140 ns before the first: cub/device/dispatch/tuning/tuning_scan.cuh.)"""
 
     threads: int = 256
     unroll: int = 8
     staged: bool = True
     nearest: bool = False
     backoff_ns: int = 0
+    delay_ns: int = 0
 
     @property
     def tile(self) -> int:

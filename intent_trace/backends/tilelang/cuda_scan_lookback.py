@@ -34,8 +34,8 @@ one acquire fence.
 
 The knobs (``ScanPlan.lookback``, :class:`.cuda_scan.Lookback`; :data:`.cuda_scan.LOOKBACK` the programs' choice,
 ``tools/scan_ab.py`` times each): the tile (threads x unroll), the staging through shared memory (else each thread
-reads and writes its run straight), the window taken at its nearest inclusive prefix (``GridSync.wait(nearest)``)
-and a back-off between polls.
+reads and writes its run straight), the window taken at its nearest inclusive prefix (``GridSync.wait(nearest)``),
+a back-off between polls and a delay before the first.
 
 Why a tile costs more than its bytes (issue 17: 2048-element tiles ran at a third of the two-kernel program's
 bandwidth): everything a block does after its ticket is a chain of dependent steps, and the look-back is the long
@@ -43,7 +43,7 @@ one. A window is one L2 round trip (a relaxed 64-bit poll, ~600-700 cycles loade
 shuffle-and-add steps, and a tile whose 32 predecessors hold only aggregates walks on, so a block resident beside
 ~800 others (6 an SM) that finished their folds at about the same time walks up to ~25 windows; meanwhile it issues
 no loads, so the bytes in flight an SM are far below the 8 KiB x 6 its loads could have. Fewer, larger tiles
-shorten the chain and the walk (CUB's sm_90 scan of 4-byte sums: 4224-element tiles and a delay between polls);
+shorten the chain and the walk (CUB's sm_90 float sum: 3072-element tiles, and sleeps before and between polls);
 the spin itself (LDG.E.64.STRONG.GPU, YIELD, branch: no back-off) keeps ~800 warps polling the L2.
 
 With ``emulated`` (the C target), blocks run one at a time in ticket order, the look-back's lanes are serial loops
@@ -221,6 +221,9 @@ class LookbackMixin:
             with self.block(f"if {lane} == 0:"):
                 self._publish_aggregate(sync, t, total)
             prefix = accumulators(self, self.types, self.ident)
+            if self.plan.lookback.delay_ns:  # tile 0 looks nowhere
+                with self.block(f"if {t} > T.int64(0):"):
+                    sync.sleep(self.plan.lookback.delay_ns)
             w = self.fresh("w")
             with self.block(f"for {w} in T.serial(T.ceildiv({t}, T.int64({WARP}))):"):
                 j = self.variable("int64", f"{t} - T.int64(1) - {w} * T.int64({WARP}) - T.Cast('int64', {lane})", "j")

@@ -26,6 +26,8 @@ On CUDA (:data:`CUDA_HELPERS`, device functions in the program's prelude):
   prefix, whose tile may not have published yet, holds nobody back (``itg_wait`` waits for all 32 lanes);
 - wide words: ``itg_ticket64``, ``itg_publish64`` (``st.relaxed.gpu`` of the word), ``itg_wait64`` and
   ``itg_window64`` (``ld.relaxed.gpu`` until its flag half is set), no fence: the value travels in the word;
+- ``itg_sleep(ns)``: ``__nanosleep``, before a look-back's first poll (its predecessors' stores reaching the L2
+  meanwhile: CUB's ``L2WriteLatency``);
 - ``itg_first(p)``: the first lane of the warp whose ``p`` holds (``__ballot_sync``), 32 if none;
 - ``itg_fence()``: ``fence.acq_rel.gpu``, in each thread of the block whose ticket says every partial is stored,
   before it reads them (``__threadfence()`` is ``fence.sc``: MEMBAR.SC.GPU in the SASS, heavier than needed).
@@ -77,6 +79,7 @@ CUDA_HELPERS = {
     "itg_settled": ("__device__ __forceinline__ bool itg_settled(bool set, bool inclusive) { "
                     "unsigned s = __ballot_sync(0xffffffffu, set), i = __ballot_sync(0xffffffffu, inclusive); "
                     "unsigned need = i ? i ^ (i - 1u) : 0xffffffffu; return (s & need) == need; }"),
+    "itg_sleep": "__device__ __forceinline__ int itg_sleep(int ns) { __nanosleep(ns); return 0; }",
     "itg_first": ("__device__ __forceinline__ int itg_first(bool p) { unsigned b = __ballot_sync(0xffffffffu, p); "
                   "return b ? __ffs(b) - 1 : 32; }"),
 }
@@ -133,6 +136,11 @@ class GridSync:
             self.em.helpers.setdefault("itg_settled", CUDA_HELPERS["itg_settled"])  # before its caller
         name = "itg_window" if nearest else "itg_wait"
         return self.em.variable(dtype, self._call(name, self._base(), tile, str(self.backoff_ns), dtype=dtype), "f")
+
+    def sleep(self, ns: int) -> None:
+        """CUDA: this thread sleeps about ``ns`` nanoseconds (emulated: nothing, blocks run in turn)."""
+        if not self.emulated:
+            self.em.line(f"T.evaluate({self._call('itg_sleep', str(ns))})")
 
     def first(self, predicate: str) -> str:
         """CUDA: a local holding the first lane of the warp where ``predicate`` holds, 32 if none."""
