@@ -4,7 +4,8 @@ and torch.sum, on the GPU machine: one JSON line per variant (issue 17: the sing
 two kernels it replaced).
 
     python3 tools/scan_ab.py                 # every variant at 16M (and 16M + 777: a tail no tile divides)
-    python3 tools/scan_ab.py --ptxas         # no GPU: each variant's registers, spills and shared memory (nvcc)
+    python3 tools/scan_ab.py --sizes 16777216 --variants module two_kernels cub_sm90   # a few, one size
+    python3 tools/scan_ab.py --ptxas         # no GPU: each variant's registers and spills (nvcc)
 
 Each program is compiled in a worker process first (in parallel: TileLang's disk cache keeps them), then each runs on
 the same data as torch and is checked against float64 before it is timed: a cumsum per prefix within T5's bound
@@ -129,11 +130,13 @@ def measure(kind: str, name: str, program, n: int, error: str | None) -> dict:
         line["diagnostic"] = name[len("diag_"):]
     elif kind == "cumsum":
         line["lookback"] = attrs.asdict(SCANS[name]) if SCANS[name] else "two kernels"
+    if kind == "cumsum":
         y = torch.empty_like(x)
         theirs = cuda_time(lambda: torch.cumsum(x, 0, out=y))
     else:
         y = torch.empty(1, device="cuda")
-        theirs = cuda_time(lambda: torch.sum(x, out=y[0]))
+        scalar = torch.empty((), device="cuda")
+        theirs = cuda_time(lambda: torch.sum(x, 0, out=scalar))
     line["torch_ms"] = theirs * 1e3
     if error:
         return {**line, "error": error}
@@ -170,9 +173,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--ptxas", action="store_true", help="no GPU: nvcc's registers and spills per variant")
     parser.add_argument("--sizes", type=int, nargs="*", default=[1 << 24, (1 << 24) + 777])
+    parser.add_argument("--variants", nargs="*", help="only these names (default: all)")
     args = parser.parse_args()
     found = programs()
-    keys = list(found)
+    keys = [k for k in found if not args.variants or k[1] in args.variants]
     if args.ptxas:
         for key in keys:
             print(json.dumps({"kind": key[0], "variant": key[1], **ptxas(found[key].text)}), flush=True)
