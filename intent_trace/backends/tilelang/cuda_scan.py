@@ -74,9 +74,10 @@ class Lookback:
         return self.threads * self.unroll
 
 
-#: the single pass the CUDA programs use (a tile of 2048 elements, one look-back a tile)
-LOOKBACK = Lookback()
-LOOKBACK_UNROLL = LOOKBACK.unroll
+#: the single pass the CUDA programs use: CUB's sm_90 tuning of a float sum (issue 17: 256 x 8 with no back-off ran
+#: at a third of the two kernels' bandwidth, its look-back the long chain; not timed yet here: tools/scan_ab.py
+#: times it beside 256 x 8 and the other variants, and the lead sets this from its numbers)
+LOOKBACK = Lookback(128, 24, backoff_ns=688, delay_ns=1140)
 
 
 @attrs.frozen
