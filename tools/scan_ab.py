@@ -3,7 +3,7 @@ two-kernel reduce-then-scan side by side with torch.cumsum, and the one-kernel f
 and torch.sum, on the GPU machine: one JSON line per variant (issue 17: the single pass measured ~2x slower than the
 two kernels it replaced).
 
-    python3 tools/scan_ab.py                 # every variant at 16M (and 16M + 777: a tail no tile divides)
+    python3 tools/scan_ab.py                 # every variant at 16M (--sizes 16777993: a tail no tile divides)
     python3 tools/scan_ab.py --sizes 16777216 --variants module two_kernels cub_sm90   # a few, one size
     python3 tools/scan_ab.py --ptxas         # no GPU: each variant's registers and spills (nvcc)
 
@@ -33,10 +33,12 @@ from intent_trace.backends.tilelang import cuda_reduce, cuda_scan, targets  # no
 from intent_trace.backends.tilelang.program import lower  # noqa: E402
 
 L = cuda_scan.Lookback
-#: name -> the single pass's knobs, or None for the two-kernel reduce-then-scan (Metal's program)
+#: name -> the single pass's knobs, or None for the two-kernel reduce-then-scan (Metal's program); the names without
+#: a tile ("unstaged", "nearest", "backoff_50", ...) change one knob of the module's
 SCANS = {
     "module": cuda_scan.LOOKBACK,
     "two_kernels": None,
+    "256x8": L(256, 8),  # gpuscan1's single pass (issue 17's 0.28 ms)
     "256x16": L(256, 16), "512x8": L(512, 8), "256x32": L(256, 32), "128x16": L(128, 16), "512x16": L(512, 16),
     "unstaged": attrs.evolve(cuda_scan.LOOKBACK, staged=False),
     "nearest": attrs.evolve(cuda_scan.LOOKBACK, nearest=True),
@@ -49,8 +51,10 @@ SCANS = {
     "cub_sm90": L(128, 24, backoff_ns=688, delay_ns=1140),  # CUB's sm_90 tuning of a float sum
     "cub_sm90_tile_only": L(128, 24), "128x24_backoff_688": L(128, 24, backoff_ns=688),
     "512x8_backoff_688_delay_1140": L(512, 8, backoff_ns=688, delay_ns=1140),
-    "delay_1140": attrs.evolve(cuda_scan.LOOKBACK, delay_ns=1140),
+    "128x24_delay_1140": L(128, 24, delay_ns=1140),
+    "256x8_backoff_688_delay_1140": L(256, 8, backoff_ns=688, delay_ns=1140),
 }
+SCANS = {k: v for k, v in SCANS.items() if k == "module" or v != cuda_scan.LOOKBACK}  # the module's once
 #: diagnostics, made from the module's program text (``diagnostic`` in their lines): how much of a call the
 #: look-back and the ticket take. ``no_lookback``: each tile scanned alone (wrong from tile 1 on: its numbers are
 #: not checked), nothing waits; ``block_index``: the tile is the block's index, not a ticket (CUB's choice: right
@@ -172,7 +176,7 @@ def measure(kind: str, name: str, program, n: int, error: str | None) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--ptxas", action="store_true", help="no GPU: nvcc's registers and spills per variant")
-    parser.add_argument("--sizes", type=int, nargs="*", default=[1 << 24, (1 << 24) + 777])
+    parser.add_argument("--sizes", type=int, nargs="*", default=[1 << 24])
     parser.add_argument("--variants", nargs="*", help="only these names (default: all)")
     args = parser.parse_args()
     found = programs()
