@@ -37,14 +37,18 @@ The knobs (``ScanPlan.lookback``, :class:`.cuda_scan.Lookback`; :data:`.cuda_sca
 reads and writes its run straight), the window taken at its nearest inclusive prefix (``GridSync.wait(nearest)``),
 a back-off between polls and a delay before the first.
 
-Why a tile costs more than its bytes (issue 17: 2048-element tiles ran at a third of the two-kernel program's
-bandwidth): everything a block does after its ticket is a chain of dependent steps, and the look-back is the long
-one. A window is one L2 round trip (a relaxed 64-bit poll, ~600-700 cycles loaded) then a vote and five dependent
-shuffle-and-add steps, and a tile whose 32 predecessors hold only aggregates walks on, so a block resident beside
-~800 others (6 an SM) that finished their folds at about the same time walks up to ~25 windows; meanwhile it issues
-no loads, so the bytes in flight an SM are far below the 8 KiB x 6 its loads could have. Fewer, larger tiles
-shorten the chain and the walk (CUB's sm_90 float sum: 3072-element tiles, and sleeps before and between polls);
-the spin itself (LDG.E.64.STRONG.GPU, YIELD, branch: no back-off) keeps ~800 warps polling the L2.
+Why a tile cost more than its bytes (issue 17: gpuscan1's 256 x 8 moved 128 MB in 0.28 ms, ~0.48 TB/s, where the
+two kernels move 192 MB in ~0.14 ms): the program is latency-bound, not bandwidth-bound. By Little's law ~800
+resident blocks (6 an SM, 38 registers) at that rate live ~27 us each, ten times one load's and one store's latency.
+Everything a block does after its ticket is a chain of dependent steps, and the look-back is the long one: a window
+is one L2 round trip (a relaxed 64-bit poll) then a vote and five dependent shuffle-and-add steps (each with the
+NaN-preserving add's selects), and a tile whose 32 predecessors hold only aggregates walks on, so a block among
+hundreds that finished their folds at about the same time walks many windows, issuing no loads meanwhile. And the
+spin (LDG.E.64.STRONG.GPU, YIELD, branch: no back-off) keeps every waiting warp polling the same few L2 lines the
+publishing blocks store to. Fewer, larger tiles shorten the chain; sleeping before and between polls leaves the L2
+to the loads and stores (CUB's sm_90 float sum does both: 3072-element tiles, 1140 ns before the first poll and
+688 ns between polls). Which of these matters how much is for ``tools/scan_ab.py`` to say: its diagnostics time
+the same program with no look-back and with the block index for a ticket.
 
 With ``emulated`` (the C target), blocks run one at a time in ticket order, the look-back's lanes are serial loops
 and no flag is waited for (:mod:`.grid_sync`): the predecessor has always published its inclusive prefix, and the
