@@ -119,10 +119,13 @@ def test_ptxas_for_sm90_no_spills(name, tmp_path):
         assert all(spills == (0, 0) for spills in got.spills.values()), got.spills
 
 
-def test_a_block_is_whole_warps_and_at_most_32_of_them():
-    for threads in (48, 1056):
+def test_a_block_is_whole_warps_and_at_most_32_of_them_and_the_other_knobs_are_in_range():
+    for threads in (0, 48, 1056):
         with pytest.raises(ValueError, match=f"a look-back block of {threads} threads"):
-            cuda_scan.scan_plan(cumsum_f32.trace(), single_pass=True, lookback=L(threads, 4))
+            L(threads, 4)
+    for bad in ({"unroll": 0}, {"backoff_ns": -1}, {"delay_ns": -5}):
+        with pytest.raises(ValueError, match="unroll must be at least 1 and its sleeps at least 0 ns"):
+            L(**bad)
 
 
 # --- the numbers -------------------------------------------------------------------------------------------------

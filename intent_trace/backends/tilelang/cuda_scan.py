@@ -69,6 +69,13 @@ class Lookback:
     backoff_ns: int = 0
     delay_ns: int = 0
 
+    def __attrs_post_init__(self):
+        if self.threads % WARP or not WARP <= self.threads <= WARP * WARP:
+            raise ValueError(f"a look-back block of {self.threads} threads: a multiple of {WARP}, at most "
+                             f"{WARP * WARP} (its warps' totals are one warp's scan)")
+        if self.unroll < 1 or self.backoff_ns < 0 or self.delay_ns < 0:
+            raise ValueError(f"a look-back's unroll must be at least 1 and its sleeps at least 0 ns: {self}")
+
     @property
     def tile(self) -> int:
         return self.threads * self.unroll
@@ -142,9 +149,6 @@ def scan_plan(graph, emulated: bool = False, single_pass: bool = False,
     if not isinstance(found, schedule_scan.AxisScan):
         return None
     if single_pass:
-        if lookback.threads % WARP or lookback.threads > WARP * WARP:
-            raise ValueError(f"a look-back block of {lookback.threads} threads: a multiple of {WARP}, at most "
-                             f"{WARP * WARP} (its warps' totals are one warp's scan)")
         return ScanPlan(found, f"d{found.axis}", threads=lookback.threads, unroll=lookback.unroll,
                         emulated=emulated, single_pass=True, lookback=lookback)
     assert BLOCKS <= THREADS * UNROLL  # the carry's fold reads every block's total in one tile
