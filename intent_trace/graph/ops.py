@@ -84,6 +84,8 @@ TRAITS = {
     "looping": "runs a loop for every result element (over the reduced or contracted positions)",
     "indexed": "reads one source element per result element at coordinates it is given (constant work per "
                "element, no loop)",
+    "first_nan": "a NaN result is its first NaN operand, quieted, or the default NaN for an invalid operation (T3, as "
+                 "x86's arithmetic gives it): exact even where two NaN operands meet",
     "vendor_math": "a library function of T4 (a GPU target may use the vendor's precise implementation, T10)",
     "contraction": "a paired-axis multiply-add (T10 allows FMA inside it)",
     "reduction": "combines the elements along axes with an associative combine (T10 allows any order it permits)",
@@ -337,8 +339,10 @@ UNARY_MATH = tuple(UNARY_MATH_SPECS)
 UNARY_ATTRS = {name: spec.options for name, spec in UNARY_MATH_SPECS.items() if spec.options}
 
 _ELEMENTWISE = frozenset({"pointwise", "elementwise", "element_consumer", "once"})
+_FIRST_NAN = frozenset({"add", "sub", "mul", "div"})  # and fma; not pow (a libm's), nor maximum/minimum (IEEE's own)
 for _name, _cls in BINARY.items():
-    define(_name, "binary", 2, attrs=BINARY_ATTRS.get(_name, ()), infer=elementwise(), dtypes=_cls, traits=_ELEMENTWISE)
+    define(_name, "binary", 2, attrs=BINARY_ATTRS.get(_name, ()), infer=elementwise(), dtypes=_cls,
+           traits=_ELEMENTWISE | {"first_nan"} if _name in _FIRST_NAN else _ELEMENTWISE)
 for _name in COMPARE:
     define(_name, "compare", 2, infer=elementwise("bool"), dtypes="compare", traits=_ELEMENTWISE)
 for _name, _spec in UNARY_MATH_SPECS.items():
@@ -348,7 +352,8 @@ define("neg", "unary", 1, infer=elementwise(), dtypes="numeric", traits=_ELEMENT
 define("invert", "unary", 1, infer=elementwise(), dtypes="int_or_bool", doc="bitwise not; logical not on bool",
        traits=_ELEMENTWISE)
 define("select", "ternary", 3, infer=select_rule, traits=_ELEMENTWISE)
-define("fma", "ternary", 3, infer=elementwise(), dtypes="float", doc="a*b+c rounded once", traits=_ELEMENTWISE)
+define("fma", "ternary", 3, infer=elementwise(), dtypes="float", doc="a*b+c rounded once",
+       traits=_ELEMENTWISE | {"first_nan"})
 define("constant", "convert", 0, attrs=("value", "type"), infer=R.constant_rule,
        doc="a typed scalar constant (I.cast of a Python number)", traits={"pointwise"})
 define("cast", "convert", 1, attrs=("dtype",), infer=convert_rule, traits=_ELEMENTWISE)

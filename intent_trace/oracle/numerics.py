@@ -111,7 +111,24 @@ def int_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def float_binary(fn, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     with errstate():
-        return finish(fn(widen(a), widen(b)), a.dtype)
+        wa, wb = widen(a), widen(b)
+        return finish(first_nan(fn(wa, wb), (wa, wb)), a.dtype)
+
+
+def first_nan(r: np.ndarray, operands) -> np.ndarray:
+    """``r`` with each NaN that an operand carries replaced by the first NaN operand, quieted (T3, x86's rule). NumPy's
+    add and multiply loops are compiled as commutative: where two NaNs meet, their SIMD body keeps the first operand's
+    payload but the scalar tail and a broadcast scalar keep the second's, so the payload depended on the position."""
+    r = np.asarray(r)
+    if r.dtype.kind != "f" or not np.isnan(r).any():
+        return r
+    unsigned = np.dtype(f"u{r.dtype.itemsize}")
+    quiet = np.array(1 << (np.finfo(r.dtype).nmant - 1), dtype=unsigned)
+    picked = r.copy()
+    for x in reversed(operands):  # the last assignment is the first operand's
+        x = np.broadcast_to(np.asarray(x, dtype=r.dtype), r.shape)
+        picked = np.where(np.isnan(x), (x.view(unsigned) | quiet).view(r.dtype), picked)
+    return picked
 
 
 def float_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -144,16 +161,15 @@ def sign_bit_op(x: np.ndarray, op: str) -> np.ndarray:
 def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """``a*b + c`` rounded once: exact rational arithmetic, then one RNE rounding."""
     dtype = a.dtype
-    a64, b64, c64 = (np.asarray(v, dtype=np.float64) for v in (a, b, c))
-    a64, b64, c64 = np.broadcast_arrays(a64, b64, c64)
     with errstate():
-        naive = a64 * b64 + c64
+        a64, b64, c64 = np.broadcast_arrays(*(np.asarray(v, dtype=np.float64) for v in (a, b, c)))
+        naive = first_nan(a64 * b64 + c64, (a64, b64, c64))  # x86 (vfmadd): the first NaN of a, b, c (T3)
     out = np.empty(a64.shape, dtype=np.float64)
     flat_out = out.reshape(-1)
     for k, (x, y, z, n) in enumerate(zip(a64.reshape(-1), b64.reshape(-1), c64.reshape(-1), naive.reshape(-1))):
-        if math.isnan(z) and not (math.isnan(x) or math.isnan(y)):
-            flat_out[k] = z  # fma(0, inf, qNaN) keeps c's payload (IEEE 754-2019 §7.2(c), §6.2.3), as hardware FMA does
-            continue
+        if math.isnan(x) or math.isnan(y) or math.isnan(z):
+            flat_out[k] = n  # the first NaN operand, quieted; so fma(0, inf, qNaN) keeps c's payload (IEEE 754-2019
+            continue  # §7.2(c), §6.2.3), as hardware FMA does
         if not (math.isfinite(x) and math.isfinite(y)):
             flat_out[k] = n  # inf/NaN products: IEEE gives the same as the unfused expression
             continue

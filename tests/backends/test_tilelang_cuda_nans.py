@@ -1,6 +1,6 @@
 """tilelang-cuda's NaN rules, checked on this machine: NVIDIA arithmetic returns the canonical NaN 0x7FFFFFFF where
 x86 (the oracles' machine) returns the first NaN operand quieted, or 0xFFC00000 for an invalid operation. The CUDA
-helpers decide NaNs in code around the C body (cuda._x86_nans). Here the CUDA helper text is built as host C++ with
+helpers decide NaNs in code around the C body (x86_nans.wrap). Here the CUDA helper text is built as host C++ with
 its inner IEEE body made to answer as an NVIDIA GPU does (every NaN result canonical), and the result must equal
 NumPy's bit for bit on NaN payloads, invalid operations and ordinary values (the found-on-the-H200 bug: verify
 cuda-tilelang reported NaN-payload mismatches for add/sub/mul/div/sqrt/floor/fma)."""

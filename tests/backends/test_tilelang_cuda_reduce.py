@@ -89,21 +89,29 @@ def _sum_bound(x: np.ndarray, u: float) -> float:
 # --- the program ---------------------------------------------------------------------------------------------
 
 def _kernels(program: str) -> tuple:
-    """(the grid kernel's text, the final kernel's text)."""
+    """(the grid's fold, the last block's fold of the partials and the consumers: after ``if last``)."""
     body = program[program.index("def kernel("):]
-    first, second = body.split("\n    with T.Kernel(1")
+    first, second = re.split(r"\n        if last\d+:", body)
     return first, second
 
 
-def test_the_cuda_program_is_a_grid_of_blocks_then_one_block():
+def test_the_cuda_program_is_one_kernel_whose_last_block_folds_the_partials():
     program = generate(full_sum.trace(), "tilelang-cuda")
     assert ("def kernel(p0: T.Tensor((d0,), 'float32'), p1: T.Tensor((1,), 'float32'), "
-            "W0: T.Tensor((1024,), 'float32')):") in program
+            "W0: T.Tensor((1024,), 'float32'), W1: T.Tensor((1,), 'int32')):") in program
+    assert program.count("with T.Kernel(") == 1
     grid, final = _kernels(program)
     # a grid of up to 1024 blocks of 256 threads: one per chunk of 2048 elements
     assert ("with T.Kernel(T.min(T.max(T.ceildiv(d0, T.int64(2048)), T.int64(1)), T.int64(1024)), threads=256, "
             "prelude=PRELUDE) as bx:") in grid
-    assert final.startswith(", threads=256) as bx:") and "prelude" not in final  # the prelude is the module's
+    # thread 0 stores the block's partial, then takes the ticket (W1: zeroed per call) with an acq_rel atomic (the
+    # partial's store released by it); the block whose ticket is the last one fences and folds every partial
+    tail = grid[grid.index("W0[bx] = "):]
+    assert "itg_ticket_acq_rel', T.access_ptr(W1[0], 'rw')" in tail and "itg_fence" not in grid
+    assert re.search(r"last\d+ = T.alloc_var\('bool', init=T.Cast\('int64', s\d+\[0\]\) == T.min\(.*\) - "
+                     r"T.int64\(1\)\)", tail)
+    assert final.split("\n")[1].strip() == "T.evaluate(T.call_extern('int32', 'itg_fence', ))"
+    assert "itg_ticket" not in final and "W1" not in final
     # a grid-stride loop over chunks, 8 unrolled reads a thread, then the tail under a guard per element; in each,
     # the 8 reads into registers first, then the 8 combines (a combine's NaN branch would hold the next read)
     assert grid.count("T.unroll(8)") == 4 and grid.count("p0[") == 2 and "T.floormod(n" in grid
@@ -114,12 +122,15 @@ def test_the_cuda_program_is_a_grid_of_blocks_then_one_block():
         assert "p0[" not in fold.split("if b")[0] and "it_add_f32" in fold
     assert final.count("T.unroll(4)") == 2 and "T.alloc_local((4,), 'float32')" in final  # the partials: the same
     for text in (grid, final):
-        assert text.count("T.get_thread_binding()") == 1 and text.count("T.sync_threads()") == 2
         assert text.count("T.shfl_xor(") == 5 + 3  # within warps, then across the 8 warps' totals
-        assert text.count("T.alloc_shared((9,), 'float32')") == 1
+    # the block combine's shared buffer, allocated once and used by both folds; a barrier before the ticket is read
+    assert grid.count("T.get_thread_binding()") == 1 and "T.get_thread_binding()" not in final
+    assert grid.count("T.sync_threads()") == 3 and final.count("T.sync_threads()") == 2
+    assert grid.count("T.alloc_shared((9,), 'float32')") == 1 and "T.alloc_shared" not in final
     assert grid.count("W0[bx] = ") == 1 and "W0[" in final and "p1[" in final and "p1[" not in grid
     assert "E: T.Tensor" not in program  # no error record: the program cannot fail
-    assert lower(full_sum.trace(), targets.CUDA).workspaces[0].shape == ("1024",)
+    partials, ticket = lower(full_sum.trace(), targets.CUDA).workspaces
+    assert partials.shape == ("1024",) and not partials.zeroed and ticket.shape == ("1",) and ticket.zeroed
 
 
 def test_fused_producers_and_consumers_and_several_reductions():
@@ -130,7 +141,7 @@ def test_fused_producers_and_consumers_and_several_reductions():
     program = generate(sum_and_max.trace(), "tilelang-cuda")
     grid, final = _kernels(program)
     assert grid.count("p0[") == 2  # one read of each element feeds both folds (main and tail)
-    assert "W0" in grid and "W1" in grid and grid.count("T.sync_threads()") == 4
+    assert "W0" in grid and "W1" in grid and grid.count("T.sync_threads()") == 5 and "W2[0]" in grid
     program = generate(argmax_all.trace(), "tilelang-cuda")
     assert "W0: T.Tensor((1024,), 'float32'), W1: T.Tensor((1024,), 'int64')" in program  # both leaves
     program = generate(full_sum_2d.trace(), "tilelang-cuda")
@@ -141,7 +152,10 @@ def test_the_schedule_reports_the_mapping():
     exe = tl_target.build(full_sum.trace(), target="tilelang-cuda")
     (part,) = exe.schedule
     assert part.mapping == "full_reduce" and part.param("elements") == "N" and part.param("passes") == 2
-    assert "full_reduce (elements=N, blocks=up to 1024, threads=256, per_thread=8, passes=2)" in str(exe.schedule)
+    assert ("full_reduce (elements=N, blocks=up to 1024, threads=256, per_thread=8, passes=2, form=one kernel, the "
+            "last block to take the atomic ticket folds the partials)") in str(exe.schedule)
+    metal = tl_target.build(full_sum.trace(), target="tilelang-metal").schedule.general
+    assert metal.param("form").startswith("two kernels") and "fence" in metal.param("form")
     part = tl_target.build(weighted_norm.trace(), target="tilelang-cuda").schedule.general
     assert part.fused == ("mul",)
 
@@ -151,8 +165,10 @@ def test_the_emulated_program_loops_over_the_threads_of_each_phase():
     grid, final = _kernels(program)
     assert "T.get_thread_binding" not in program and "T.sync_threads" not in program and "shfl" not in program
     assert "with T.Kernel(T.min(T.max(T.ceildiv(d0, T.int64(2048)), T.int64(1)), T.int64(1024)), prelude" in grid
+    assert grid.count("T.alloc_local((256,), 'float32')") == 2  # every thread's register, twice (reused by final)
+    # blocks run in order, which is their ticket order: the ticket a plain increment, no fence, nothing waits
+    assert "itg_" not in program and "W1[0] = W1[0] + 1" in grid
     for text in (grid, final):
-        assert text.count("T.alloc_local((256,), 'float32')") == 2  # every thread's register, twice
         assert text.count("in T.serial(256):") == 1 + 5 and text.count("in T.serial(32):") == 1 + 3
         assert text.count("T.bitwise_xor(") == 8
 
@@ -161,7 +177,8 @@ def test_the_emulated_program_loops_over_the_threads_of_each_phase():
                          ids=lambda k: k.name)
 def test_tilelang_lowers_the_program_for_sm90(kernel):
     source = cuda_source(generate(kernel.trace(), "tilelang-cuda"))
-    assert source.count("__global__ void __launch_bounds__(256") == 2  # the grid, then the final block
+    assert source.count("__global__ void __launch_bounds__(256") == 1  # one kernel: the last block folds
+    assert "atom.acq_rel.gpu.global.add.u32" in source and "fence.acq_rel.gpu;" in source
     assert "__syncthreads();" in source and "__shfl_xor_sync(" in source and "__shared__" in source
     assert "blockIdx.x" in source
 
@@ -358,5 +375,32 @@ def test_the_partials_are_made_in_the_targets_memory_not_copied_there():
 
     exe.spec = attrs.evolve(exe.spec, device_tensors="meta", to_device=to_device)
     (n,) = [ev.extent for ev in exe.graph.extents]
-    (w,) = exe._workspace_tensors({n: 1 << 24}, ())
+    w, ticket = exe._workspace_tensors({n: 1 << 24}, ())
     assert w.device.type == "meta" and tuple(w.shape) == (cuda_reduce.BLOCKS,) and w.dtype.itemsize == 4
+    assert ticket.device.type == "meta" and tuple(ticket.shape) == (1,)
+
+
+def test_each_call_gets_a_ticket_at_zero(monkeypatch):
+    """The ticket is zeroed per call (a stale ticket would make no block the last, or the wrong one): the workspace
+    tensors handed to the kernel are recorded, the first call's ticket ends at its block count, and the second call
+    starts again at zero and gets the right sum."""
+    monkeypatch.setitem(targets.TARGETS, "tilelang-c", EMULATED)
+    monkeypatch.setattr(tl_target, "_EXECUTABLES", {})
+    exe = tl_target.build(full_sum.trace(), target="tilelang-c")
+    seen = []
+    made = exe._workspace_tensors
+
+    def recorded(*a, **k):
+        tensors = made(*a, **k)
+        seen.append([t.clone() for t in tensors] + [tensors])
+        return tensors
+
+    monkeypatch.setattr(exe, "_workspace_tensors", recorded)
+    for n in (5 * CHUNK + 3, 3 * CHUNK):
+        x = RNG.standard_normal(n).astype(np.float32)
+        y = np.zeros(1, np.float32)
+        exe(x, y)
+        assert abs(float(y[0]) - math.fsum(x.astype(np.float64))) <= _sum_bound(x, U32)
+    assert len(seen) == 2
+    for (_, ticket_before, (_, ticket_after)), blocks in zip(seen, (6, 3)):
+        assert int(ticket_before[0]) == 0 and int(ticket_after[0]) == blocks

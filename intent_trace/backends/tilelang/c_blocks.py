@@ -75,7 +75,9 @@ SCALAR_BASE = {
 }""",
     "itb_fma_rto": """$static double itb_fma_rto(double a, double b, double c) {
   /* a*b + c for operands of at most 26 significant bits (a*b is exact): rounded to odd */
-  if (c != c && a == a && b == b) return c;
+  /* T3: a NaN operand gives the first NaN of a, b, c quieted, as x86's vfmadd (``p + c`` below may be commuted:
+     g++ returned c's NaN for two NaN operands) */
+  if (a != a || b != b || c != c) return itb_f64(itb_bits64(a != a ? a : b != b ? b : c) | 0x0008000000000000ull);
   double p = a * b, s = p + c;
   if (!(s - s == 0)) return s;
   double bb = s - p, err = (p - (s - bb)) + (c - bb);

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-from . import c, cuda_atomics
+from . import c, cuda_atomics, x86_nans
 from .lanes import Lanes
 
 NAME = "tilelang-cuda"
@@ -106,26 +106,9 @@ DEVICE = c.Spelling(function="__device__ __forceinline__", static="static __devi
                     table="static __device__ const", clz="__clzll")
 
 
-# NaNs (T3: "NaN payloads are values"). The oracles run on x86, whose arithmetic returns its first NaN operand,
-# quieted, and the default NaN 0xFFC00000 for an invalid operation (inf - inf, 0 * inf, sqrt(-1)); NVIDIA's returns
-# the canonical NaN 0x7FFFFFFF for both, so these helpers decide NaNs in code (as Metal's do) around the C body.
+# NaNs (T3): NVIDIA's arithmetic returns the canonical NaN 0x7FFFFFFF where x86 (the oracles') returns its first NaN
+# operand or its default NaN, so these helpers decide NaNs in code around the C body (:mod:`.x86_nans`; Metal's too)
 _X86_NANS = frozenset({"add", "sub", "mul", "div", "sqrt", "floor", "fma"})
-_NAN_BITS = {"f32": ("float", "itb_f32", "itb_bits32", "0x00400000u", "0xffc00000u"),
-             "f64": ("double", "itb_f64", "itb_bits64", "0x0008000000000000ull", "0xfff8000000000000ull")}
-
-
-def _x86_nans(inner: str, name: str, d, arity: int) -> str:
-    """``name``: the C body (``inner``, defined as ``<name>_ieee``) with x86's NaN results decided around it."""
-    t, to_float, to_bits, quiet_bit, default = _NAN_BITS[d.name]
-    names = "abc"[:arity]
-    # a NaN operand makes the result NaN, so only a NaN result looks at the operands: one compare on the fast path.
-    # Selects, not returns: nvcc made each early return a branch region (a row's write pass paid three per element
-    # and could not schedule one element's loads and stores across the next one's); the default NaN is quiet already
-    bits = "uint32_t" if d.name == "f32" else "uint64_t"
-    picks = " ".join(f"q = {n} != {n} ? {to_bits}({n}) : q;" for n in reversed(names))  # the first NaN operand's
-    return (f"{inner}\n{DEVICE.function} {t} {name}({', '.join(f'{t} {n}' for n in names)}) {{ "
-            f"{t} r = {name}_ieee({', '.join(names)}); {bits} q = {default}; {picks} "
-            f"return r == r ? r : {to_float}(q | {quiet_bit}); }}")
 
 
 # T4 functions (T10): on f32, and on f16/bf16 computed in f32 and rounded once, a helper calls CUDA's precise
@@ -202,9 +185,9 @@ def helper_source(name: str, family: str, dtypes: tuple, ret, args: tuple) -> st
         converted = _hardware_conversion(name, family, dtypes)
         if converted is not None:
             return converted
-    if family in _X86_NANS and ret.name in _NAN_BITS and all(a == ret for a in args):
+    if x86_nans.applies(family, ret, args, _X86_NANS):
         inner = c.helper_source(f"{name}_ieee", family, dtypes, ret, args, DEVICE)
-        return None if inner is None else _x86_nans(inner, name, ret, len(args))
+        return None if inner is None else x86_nans.wrap(inner, name, ret, len(args), DEVICE)
     return c.helper_source(name, family, dtypes, ret, args, DEVICE)
 
 

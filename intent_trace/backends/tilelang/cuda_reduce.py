@@ -1,8 +1,12 @@
 """Full reductions on CUDA (and Metal, in its spelling: :mod:`.metal_grid`): a grid of blocks folds the source into
-partials, a second kernel combines them and runs the consumers (the schedule pass's
-:class:`~intent_trace.schedule.reduce.FullReduction`). Shuffles are the target's (``lanes.shuffle``).
+partials, and the last block to finish (CUDA) or a second kernel (Metal) combines them and runs the consumers (the
+schedule pass's :class:`~intent_trace.schedule.reduce.FullReduction`). Shuffles are the target's (``lanes.shuffle``).
 
-One program, two kernels launched in order on one stream (TileLang writes both from one ``prim_func``):
+On CUDA one kernel (``ReducePlan.one_kernel``): after its partial, each block's thread 0 takes an atomic (acq_rel)
+ticket (a workspace zeroed per call, :mod:`.grid_sync`); the block whose ticket is the last (``G - 1``) knows every
+partial is stored, fences, and runs the final pass below in place of the second kernel: the partials folded in
+block order, as the second kernel folds them, so results are the same. Metal keeps two kernels launched in order
+on one stream (TileLang writes both from one ``prim_func``; its threadgroups have no device-scope fence):
 
 1. **the grid**: ``G = min(ceil(n / (threads * UNROLL)), BLOCKS)`` blocks of ``threads``. The source's ``n``
    elements are chunks of ``threads * UNROLL``; block ``b`` takes chunks ``b, b + G, ...`` (a grid-stride loop, so
@@ -40,6 +44,7 @@ from ...graph.lowering import assemble, leaf_values
 from ...schedule import reduce as schedule_reduce
 from .accumulate import accumulators, combine
 from .emitter import Aggregate, Lazy, Scalar, TileLangEmitter
+from .grid_sync import GridSync
 from .scalar_rules import constant_expr
 from .storage import Workspace
 
@@ -61,6 +66,7 @@ class ReducePlan:
     unroll: int = UNROLL
     blocks: int = BLOCKS
     emulated: bool = False
+    one_kernel: bool = True  # the last block folds the partials (grid_sync); False: a second kernel does (Metal)
 
     @property
     def node(self):
@@ -95,17 +101,19 @@ class ReducePlan:
         return f"with T.Kernel(1{threads}) as bx:"
 
     def part(self, graph):
+        form = ("one kernel, the last block to take the atomic ticket folds the partials" if self.one_kernel else
+                "two kernels, partials then a final block (no device-scope fence between threadgroups)")
         return self.reduction.part(graph, blocks=f"up to {self.blocks}", threads=self.threads,
-                                   per_thread=self.unroll, passes=2)
+                                   per_thread=self.unroll, passes=2, form=form)
 
 
-def reduce_plan(graph, emulated: bool = False) -> ReducePlan | None:
+def reduce_plan(graph, emulated: bool = False, one_kernel: bool = True) -> ReducePlan | None:
     """The full-reduction launch of ``graph``, or None (:func:`~intent_trace.schedule.reduce.recognise` says
-    why)."""
+    why). ``one_kernel``: the target's blocks can wait for each other (:mod:`.grid_sync`)."""
     found = schedule_reduce.recognise(graph)
     if not isinstance(found, schedule_reduce.FullReduction):
         return None
-    return ReducePlan(found, tuple(f"d{a}" for a in found.axes), emulated=emulated)
+    return ReducePlan(found, tuple(f"d{a}" for a in found.axes), emulated=emulated, one_kernel=one_kernel)
 
 
 class BlockMixin:
@@ -286,6 +294,16 @@ class ReduceEmitter(BlockMixin, TileLangEmitter):
                 self.workspaces.append(space)
                 spaces.append(space.name)
             self.partials[id(node)] = spaces
+        if self.plan.one_kernel:
+            ticket = Workspace(f"W{len(self.workspaces)}", ("1",), "int32", " for the ticket of a full reduction",
+                               zeroed=True)
+            self.workspaces.append(ticket)
+            buffers = self._grid_pass()
+            with self._last_block(GridSync(self, ticket.name, self.plan.emulated)):
+                self.env = {k: v for k, v in self.env.items() if not computed_in_body(k, self.graph)}
+                self.memo = [{}]
+                self._final_pass(buffers)
+            return []
         self._grid_pass()
         self.depth -= 1  # the second kernel, after the first
         self.env = {k: v for k, v in self.env.items() if not computed_in_body(k, self.graph)}
@@ -295,8 +313,29 @@ class ReduceEmitter(BlockMixin, TileLangEmitter):
         self.depth += 1
         return []
 
+    @contextlib.contextmanager
+    def _last_block(self, sync: GridSync):
+        """The code only the block that takes the last ticket runs: every block's partial is then stored (thread 0
+        stored it before its ticket, an acq_rel atomic), and a fence in each of its threads orders their reads of
+        the partials after the ticket."""
+        last = self.fresh("last")
+        if self.plan.emulated:  # one block at a time, in ticket order
+            t = sync.ticket()
+            self.line(f"{last} = T.alloc_var('bool', init=T.Cast('int64', {t}) == {self.plan.grid()} - T.int64(1))")
+        else:
+            seen = self.assign("T.alloc_shared((1,), 'int32')", "s")
+            with self.first_thread():  # the ticket's release: this block's partial (thread 0's store) before it
+                self.line(f"{seen}[0] = {sync.ticket(ordered=True)}")
+            self.sync()
+            self.line(f"{last} = T.alloc_var('bool', init=T.Cast('int64', {seen}[0]) == {self.plan.grid()} - "
+                      f"T.int64(1))")
+        with self.block(f"if {last}:"):
+            sync.fence()  # every partial's store before this thread's reads of them
+            yield
+
     # -- the two kernels -----------------------------------------------------------------------------------------
-    def _grid_pass(self) -> None:
+    def _grid_pass(self) -> dict:
+        """The grid's fold; returns the block combine's buffers (the last block's final fold uses them again)."""
         plan, red = self.plan, self.plan.reduction
         self.bind_thread()
         buffers = {id(n): self.block_buffers(self._dtypes(n)) for n in red.reductions}
@@ -331,6 +370,7 @@ class ReduceEmitter(BlockMixin, TileLangEmitter):
             for (node, *_), values in zip(folds, results):
                 for space, value, dtype in zip(self.partials[id(node)], values, self._dtypes(node)):
                     self.line(f"{space}[bx] = {value if dtype != 'bool' else f'T.Cast({_storage(dtype)!r}, {value})'}")
+        return buffers
 
     def _source_reads(self, nodes) -> list:
         """(lazy value, TIR dtype) of each read among ``nodes`` (a fold's producers) that is read per element: what
@@ -368,10 +408,14 @@ class ReduceEmitter(BlockMixin, TileLangEmitter):
         self.loaded_first(lambda: self.unrolled(u, self.plan.unroll, flat(u), "j", bound),
                           lambda j: self.load_reads(reads, slots, u, self._index(j)), use)
 
-    def _final_pass(self) -> None:
+    def _final_pass(self, buffers: dict | None = None) -> None:
+        """The partials folded in block order, then the consumers: a second kernel's whole body, or the last
+        block's end (``buffers``: the grid pass's, reused: every thread has read them, past the combine's
+        barriers)."""
         plan, red = self.plan, self.plan.reduction
-        self.bind_thread()
-        buffers = {id(n): self.block_buffers(self._dtypes(n)) for n in red.reductions}
+        if buffers is None:
+            self.bind_thread()
+            buffers = {id(n): self.block_buffers(self._dtypes(n)) for n in red.reductions}
         for node in red.pre:
             self.run_node(node)
         g = self.assign(plan.grid(), "g")
@@ -461,6 +505,6 @@ def computed_in_body(var, graph) -> bool:
     return not (var in graph.extents or any(p.var is var for p in graph.params))
 
 
-def multi_block(graph, emulated: bool = False):
-    """The multi-block plan of ``graph`` (a full reduction), or None."""
-    return reduce_plan(graph, emulated)
+def multi_block(graph, emulated: bool = False, single_pass: bool = True):
+    """The multi-block plan of ``graph`` (a full reduction), or None; ``single_pass``: in one kernel."""
+    return reduce_plan(graph, emulated, single_pass)

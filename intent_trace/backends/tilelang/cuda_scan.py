@@ -1,6 +1,9 @@
-"""Scans along a long axis on CUDA (and Metal, in its spelling: :mod:`.metal_grid`): reduce-then-scan over contiguous
-segments (the schedule pass's :class:`~intent_trace.schedule.scan.AxisScan`). Shuffles are the target's
-(``lanes.shuffle``: ``T.shfl_up`` on CUDA, a ``simd_shuffle_up`` helper on Metal).
+"""Scans along a long axis on CUDA (and Metal, in its spelling: :mod:`.metal_grid`), the schedule pass's
+:class:`~intent_trace.schedule.scan.AxisScan`. On CUDA (and its emulation on the C target) one pass with decoupled
+look-back (:mod:`.cuda_scan_lookback`, ``ScanPlan.single_pass``: the source read once, a block a tile); on Metal,
+whose threadgroups cannot wait for each other (:mod:`.grid_sync`), the two-kernel reduce-then-scan over contiguous
+segments described here, whose tile fold, block scan and prefix writes the single pass reuses. Shuffles are the
+target's (``lanes.shuffle``: ``T.shfl_up`` on CUDA, a ``simd_shuffle_up`` helper on Metal).
 
 The axis is cut into tiles of ``threads * UNROLL`` consecutive elements; ``G = min(tiles, BLOCKS)`` blocks each own a
 contiguous run of ``ceil(tiles / G)`` tiles. In a tile, thread ``tx`` owns the UNROLL consecutive elements
@@ -35,12 +38,53 @@ from ...graph.lowering import leaf_values
 from ...schedule import scan as schedule_scan
 from .accumulate import accumulators, combine
 from .cuda_reduce import WARP, ReduceEmitter, computed_in_body, reduce_plan
+from .cuda_scan_lookback import LookbackMixin
 from .emitter import Aggregate
 from .storage import Workspace
 
 THREADS = 256
 UNROLL = 4  # a thread's run of consecutive elements in a tile
 BLOCKS = 1024  # the grid's most blocks: their totals are one tile of the carry's fold (THREADS * UNROLL)
+
+
+@attrs.frozen(slots=True)
+class Lookback:
+    """The single pass's knobs (:mod:`.cuda_scan_lookback`), one value so that an A/B run (``tools/scan_ab.py``)
+    can time each and :data:`LOOKBACK` names the one the programs use.
+
+    ``threads * unroll`` is the tile: the look-back's chain of statuses is one link a tile, so a larger tile is
+    a shorter chain (fewer windows to walk) and fewer polls, at more registers and shared memory a block.
+    ``staged``: the tile loaded and stored striped through shared memory (a warp's 128 contiguous bytes), else
+    each thread reads and writes its run straight (32 runs a load instruction). ``nearest``: the window is taken
+    once every lane up to the nearest inclusive prefix has a status (a warp-wide poll), instead of once all 32
+    have one. ``backoff_ns``: ``__nanosleep`` between polls of a status not yet set (0: spin), so the waiting
+    warps leave the L2 to the tiles' loads and stores; ``delay_ns``: a sleep before the first poll, while the
+    predecessors' statuses reach the L2. (CUB's sm_90 tuning of a float sum: 128 x 24, 688 ns between polls,
+    1140 ns before the first: cub/device/dispatch/tuning/tuning_scan.cuh.)"""
+
+    threads: int = 256
+    unroll: int = 8
+    staged: bool = True
+    nearest: bool = False
+    backoff_ns: int = 0
+    delay_ns: int = 0
+
+    def __attrs_post_init__(self):
+        if self.threads % WARP or not WARP <= self.threads <= WARP * WARP:
+            raise ValueError(f"a look-back block of {self.threads} threads: a multiple of {WARP}, at most "
+                             f"{WARP * WARP} (its warps' totals are one warp's scan)")
+        if self.unroll < 1 or self.backoff_ns < 0 or self.delay_ns < 0:
+            raise ValueError(f"a look-back's unroll must be at least 1 and its sleeps at least 0 ns: {self}")
+
+    @property
+    def tile(self) -> int:
+        return self.threads * self.unroll
+
+
+#: the single pass the CUDA programs use: CUB's sm_90 tuning of a float sum (issue 17: 256 x 8 with no back-off ran
+#: at a third of the two kernels' bandwidth, its look-back the long chain; not timed yet here: tools/scan_ab.py
+#: times it beside 256 x 8 and the other variants, and the lead sets this from its numbers)
+LOOKBACK = Lookback(128, 24, backoff_ns=688, delay_ns=1140)
 
 
 @attrs.frozen
@@ -53,6 +97,8 @@ class ScanPlan:
     unroll: int = UNROLL
     blocks: int = BLOCKS
     emulated: bool = False
+    single_pass: bool = False  # one block a tile, decoupled look-back (cuda_scan_lookback)
+    lookback: Lookback = LOOKBACK  # its knobs (threads and unroll are copied into the fields above)
 
     @property
     def node(self):
@@ -68,12 +114,14 @@ class ScanPlan:
 
     @property
     def emitter(self):
-        return ScanEmitter
+        return LookbackEmitter if self.single_pass else ScanEmitter
 
     def tiles(self) -> str:
         return f"T.ceildiv({self.size}, T.int64({self.tile}))"
 
     def grid(self) -> str:
+        if self.single_pass:  # a block a tile (at least one: an empty axis still launches)
+            return f"T.max({self.tiles()}, T.int64(1))"
         return f"T.min(T.max({self.tiles()}, T.int64(1)), T.int64({self.blocks}))"
 
     def launch(self, prelude: str | None) -> str:
@@ -86,21 +134,32 @@ class ScanPlan:
         return f"with T.Kernel({self.grid()}{threads}) as bx:"
 
     def part(self, graph):
+        if self.single_pass:
+            return self.found.part(graph, blocks="one a tile", threads=self.threads, per_thread=self.unroll,
+                                   passes=1, form="one pass, decoupled look-back (an atomic ticket a tile)")
         return self.found.part(graph, blocks=f"up to {self.blocks}", threads=self.threads, per_thread=self.unroll,
-                               passes=2)
+                               passes=2, form="reduce-then-scan, two kernels (blocks cannot wait for each other)")
 
 
-def scan_plan(graph, emulated: bool = False) -> ScanPlan | None:
+def scan_plan(graph, emulated: bool = False, single_pass: bool = False,
+              lookback: Lookback = LOOKBACK) -> ScanPlan | None:
+    """The scan's launch, or None; ``single_pass``: one block a tile with decoupled look-back (its knobs
+    ``lookback``), where the target's blocks can wait for each other (CUDA, and its emulation on the C target)."""
     found = schedule_scan.recognise(graph)
     if not isinstance(found, schedule_scan.AxisScan):
         return None
+    if single_pass:
+        return ScanPlan(found, f"d{found.axis}", threads=lookback.threads, unroll=lookback.unroll,
+                        emulated=emulated, single_pass=True, lookback=lookback)
     assert BLOCKS <= THREADS * UNROLL  # the carry's fold reads every block's total in one tile
     return ScanPlan(found, f"d{found.axis}", emulated=emulated)
 
 
-def multi_block(graph, emulated: bool = False):
-    """The multi-block plan of ``graph``: a full reduction's or a scan's, or None."""
-    return reduce_plan(graph, emulated) or scan_plan(graph, emulated)
+def multi_block(graph, emulated: bool = False, single_pass: bool = True, lookback: Lookback = LOOKBACK):
+    """The multi-block plan of ``graph``: a full reduction's or a scan's, or None. ``single_pass``: the target's
+    blocks can wait for each other (:mod:`.grid_sync`), so a full reduction is one kernel and a scan one pass
+    (``lookback``: its knobs)."""
+    return reduce_plan(graph, emulated, single_pass) or scan_plan(graph, emulated, single_pass, lookback)
 
 
 class ScanEmitter(ReduceEmitter):
@@ -110,12 +169,7 @@ class ScanEmitter(ReduceEmitter):
         if region is not self.graph.body:
             return super(ReduceEmitter, self).run_region(region, params)
         dims = dict(self.dim_names)
-        scan = self.plan.found.scan
-        view = self.env[self.plan.found.write.inputs[0]]
-        if self.target.view_storage(view.dtype) is not None:
-            raise self.reject(f"the scan's output dtype {view.dtype} is stored as another (not mapped yet)", scan)
-        self.acc_t = scan.inputs[1].type
-        self.types = T.leaf_types(self.acc_t)
+        self.check_output()
         self.totals = []
         for t in self.types:
             space = Workspace(f"W{len(self.workspaces)}", (str(self.plan.blocks),), self.tir(t.dtype),
@@ -131,7 +185,18 @@ class ScanEmitter(ReduceEmitter):
         self.depth += 1
         return []
 
-    def _kernel(self, final: bool) -> None:
+    def check_output(self) -> None:
+        """The accumulator's type and leaves; a LoweringError for an output dtype stored as another."""
+        scan = self.plan.found.scan
+        view = self.env[self.plan.found.write.inputs[0]]
+        if self.target.view_storage(view.dtype) is not None:
+            raise self.reject(f"the scan's output dtype {view.dtype} is stored as another (not mapped yet)", scan)
+        self.acc_t = scan.inputs[1].type
+        self.types = T.leaf_types(self.acc_t)
+
+    def _setup(self) -> list:
+        """A kernel's start: the thread's binding, the block scan's buffers, the source's producers, the identity
+        and the registers of a thread's run. Returns the accumulators' TIR dtypes."""
         plan, found = self.plan, self.plan.found
         scan = found.scan
         self.node = scan
@@ -147,15 +212,57 @@ class ScanEmitter(ReduceEmitter):
         self.source = self.operand(scan.inputs[0])
         self.ident = [self.assign(self.elem(v, []), "x") for v in leaf_values(self.operand(scan.inputs[1]),
                                                                                Aggregate)]
-        g = self.assign(plan.grid(), "g")
-        b = self.assign("T.Cast('int64', bx)", "b")
-        per = self.assign(f"T.ceildiv({plan.tiles()}, {g})", "q")
-        count = self.assign(f"T.max(T.min({per}, {plan.tiles()} - {b} * {per}), T.int64(0))", "n")
         # the source's reads of a thread's run, in registers from the fold to the prefixes (emulated, every
         # thread's: the phases are loops of their own)
         self.reads = self._source_reads(found.pre)
         held = plan.unroll * (plan.threads if plan.emulated else 1)
         self.slots = [self.assign(f"T.alloc_local(({held},), {d!r})", "f") for _, d in self.reads]
+        return dtypes
+
+    def _fold_tile(self, tile: str):
+        """Each thread's run of the tile at ``tile`` read into registers, then folded in order, and the block's
+        scan of the runs' totals (:meth:`block_scan`)."""
+        scan = self.plan.found.scan
+        self.stage_tile(tile)
+        with self.phase() as tx:
+            acc = accumulators(self, self.types, self.ident)
+
+            def use(element):
+                at, j = element
+                self.seed_reads(self.reads, self.slots, at, [j])
+                self._combine_into(scan, self.acc_t, acc, self._items(j))
+
+            def load(element):
+                at, j = element
+                self.load_run(tx, at, j)
+
+            self.loaded_first(lambda: self.run_of(tile, tx), load, use)
+            self.store_thread(self.buffers, tx, acc)
+        return self.block_scan(acc)
+
+    # hooks where the single pass stages a tile through shared memory (cuda_scan_lookback)
+    def stage_tile(self, tile: str) -> None:
+        """Before the fold's phase: nothing (each thread reads its run from the source)."""
+
+    def load_run(self, tx: str, at: str, j: str) -> None:
+        """Element ``j`` of thread ``tx``'s run into its registers (slot ``at``)."""
+        self.load_reads(self.reads, self.slots, at, [j])
+
+    def write_prefix(self, tx: str, at: str, j: str, value: str) -> None:
+        view = self.env[self.plan.found.write.inputs[0]]
+        self.line(f"{view.name}[{j}] = {value}")
+
+    def unstage_tile(self, tile: str) -> None:
+        """After the prefixes' phase: nothing (each thread wrote its run)."""
+
+    def _kernel(self, final: bool) -> None:
+        plan, found = self.plan, self.plan.found
+        scan = found.scan
+        dtypes = self._setup()
+        g = self.assign(plan.grid(), "g")
+        b = self.assign("T.Cast('int64', bx)", "b")
+        per = self.assign(f"T.ceildiv({plan.tiles()}, {g})", "q")
+        count = self.assign(f"T.max(T.min({per}, {plan.tiles()} - {b} * {per}), T.int64(0))", "n")
         if final:  # the combine of every earlier block's total, in order
             with self.phase() as tx:
                 acc = accumulators(self, self.types, self.ident)
@@ -180,21 +287,7 @@ class ScanEmitter(ReduceEmitter):
         k = self.fresh("k")
         with self.block(f"for {k} in T.serial({count}):"):
             tile = self.assign(f"({b} * {per} + {k}) * T.int64({plan.tile})", "o")
-            with self.phase() as tx:  # each thread's run: its reads into registers, then folded in order
-                acc = accumulators(self, self.types, self.ident)
-
-                def use(element):
-                    at, j = element
-                    self.seed_reads(self.reads, self.slots, at, [j])
-                    self._combine_into(scan, self.acc_t, acc, self._items(j))
-
-                def load(element):
-                    at, j = element
-                    self.load_reads(self.reads, self.slots, at, [j])
-
-                self.loaded_first(lambda: self.run_of(tile, tx), load, use)
-                self.store_thread(self.buffers, tx, acc)
-            excl, total = self.block_scan(acc)
+            excl, total = self._fold_tile(tile)
             if final:
                 self._prefixes(tile, carry, excl)
             self._combine_into(scan, self.acc_t, carry, total)
@@ -209,7 +302,7 @@ class ScanEmitter(ReduceEmitter):
 
     def _prefixes(self, tile: str, carry: list, excl) -> None:
         """Each thread's run again, from the carry and its exclusive prefix: every element's prefix written."""
-        scan, view = self.plan.found.scan, self.env[self.plan.found.write.inputs[0]]
+        scan = self.plan.found.scan
         inclusive = self.plan.found.inclusive
         with self.phase() as tx:
             start = combine(self, scan, self.acc_t, [self.assign(c, "x") for c in carry], excl(tx), [], [])
@@ -218,10 +311,11 @@ class ScanEmitter(ReduceEmitter):
                 self.seed_reads(self.reads, self.slots, at, [j])  # read once, by the fold: in registers
                 items = [self.assign(x, "x") for x in self._items(j)]
                 if not inclusive:
-                    self.line(f"{view.name}[{j}] = {run[0]}")
+                    self.write_prefix(tx, at, j, run[0])
                 self._combine_into(scan, self.acc_t, run, items)
                 if inclusive:
-                    self.line(f"{view.name}[{j}] = {run[0]}")
+                    self.write_prefix(tx, at, j, run[0])
+        self.unstage_tile(tile)
 
     @contextlib.contextmanager
     def run_of(self, tile: str, tx: str):
@@ -337,3 +431,7 @@ class ScanEmitter(ReduceEmitter):
                 self.line(f"{buffer}[{tx}] = {value}")
         total = [self.assign(f"{b}[{warps - 1}]", "r") for b in wt]
         return (lambda tx: [self.assign(f"{b}[{tx}]", "x") for b in bufs["ex"]]), total
+
+
+class LookbackEmitter(LookbackMixin, ScanEmitter):
+    """The single-pass scan (:mod:`.cuda_scan_lookback`) over the two-kernel emitter's tile fold and prefixes."""

@@ -336,8 +336,13 @@ class TileLangExecutable(ExecutableDisplay):
         # and a stream synchronisation per call (torch's blocking host-to-device copy), which a full sum on the
         # H100 paid before every launch
         device = self.spec.device_tensors
-        return [self.spec.to_device(_empty_tensor(space.sizes(extents, args), np.dtype(space.dtype), device))
-                for space in spaces]
+
+        def made(space):
+            tensor = _empty_tensor(space.sizes(extents, args), np.dtype(space.dtype), device)
+            # a ticket's and flags' zeros per call (torch's fill: a memset on CUDA); compact strides kept
+            return self.spec.to_device(tensor.zero_() if space.zeroed else tensor)
+
+        return [made(space) for space in spaces]
 
     def specialization_for(self, dims: dict):
         """The specialisation a call with these extents ({extent: size}) runs, or None for the general program.

@@ -95,7 +95,12 @@ def row_group(graph):
     return cuda_rows.row_plan(graph, bounded=False)
 
 
-multi_block = cuda_scan.multi_block
+def multi_block(graph):
+    """CUDA's full reductions and scans in their two-kernel forms: Metal's blocks cannot wait for each other
+    (:mod:`.grid_sync`: relaxed 32-bit atomics only, no device-scope fence, no forward-progress promise)."""
+    return cuda_scan.multi_block(graph, single_pass=False)
+
+
 carried_lanes = cuda_region_carry.lane_plan  # one thread a lane: no atomics, no shuffles
 
 

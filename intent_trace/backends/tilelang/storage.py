@@ -71,16 +71,25 @@ def checks_on(target, checks: bool) -> bool:
 @attrs.frozen(slots=True)
 class Workspace:
     """A hidden buffer parameter the executable allocates, sized per axis by a static size ("16"), a graph
-    extent ("d3": graph.extents[3]) or a scalar parameter ("p2": max(0, the call's argument 2))."""
+    extent ("d3": graph.extents[3]), a scalar parameter ("p2": max(0, the call's argument 2)), or either of those
+    divided, rounded up, plus a constant ("d0/2048+1": ceil(extents[0] / 2048) + 1, a grid's tiles and a ticket).
+
+    ``zeroed``: every element starts at zero, made so per call with the target's zero fill (``torch.zeros``: a
+    memset on CUDA; a zeroed host allocation on the C target). A grid's atomic ticket and its tiles' status flags
+    need it (:mod:`.grid_sync`); per call, because launches on several streams may overlap, so no program may
+    count on a previous call having left its workspace at zero."""
 
     name: str
     shape: tuple
     dtype: str  # TIR dtype
     what: str = ""  # " for op `reduce` at file.py:12": where the program needs it, for error messages
+    zeroed: bool = False
 
     def dims(self) -> tuple:
-        """The parameter's shape: a scalar-sized axis is a dynamic variable of its own, bound by the buffer."""
-        return tuple(f"{self.name}_{k}" if SCALAR_PARAM.fullmatch(s) else s for k, s in enumerate(self.shape))
+        """The parameter's shape: an axis sized by a scalar or a derived size is a dynamic variable of its own,
+        bound by the buffer."""
+        return tuple(f"{self.name}_{k}" if SCALAR_PARAM.fullmatch(s) or _DERIVED.fullmatch(s) else s
+                     for k, s in enumerate(self.shape))
 
     def dynamic_lines(self) -> list:
         return [f"{d} = T.dynamic({d!r}, 'int64')" for d, s in zip(self.dims(), self.shape) if d != s]
@@ -91,14 +100,23 @@ class Workspace:
     def sizes(self, extents: dict, args) -> tuple:
         """The shape for one call, given {graph extent index: size} and the call's arguments in parameter order;
         a ValueError (limits.py) when it cannot fit."""
+        def base(s):
+            param = SCALAR_PARAM.fullmatch(s)
+            return max(0, int(args[int(param[1])])) if param else int(extents[int(s[1:])])
+
         def size(s):
             if s.isdigit():
                 return int(s)
-            param = SCALAR_PARAM.fullmatch(s)
-            return max(0, int(args[int(param[1])])) if param else int(extents[int(s[1:])])
+            derived = _DERIVED.fullmatch(s)
+            if derived:
+                return -(-base(derived[1]) // int(derived[2])) + int(derived[3] or 0)
+            return base(s)
         shape = tuple(size(s) for s in self.shape)
         check_allocation(f"workspace {self.name} of shape {shape}{self.what}", shape, _itemsize(self.dtype))
         return shape
+
+
+_DERIVED = re.compile(r"([dp]\d+)/(\d+)(?:\+(\d+))?")  # "d0/2048+1": ceil(extent 0 / 2048) + 1
 
 
 class StorageMixin:

@@ -8,14 +8,14 @@ This is the one module that puts a target module together with the planners (so 
 from __future__ import annotations
 
 from . import (c, cuda, cuda_indexed, cuda_kernels, cuda_region_carry, cuda_rows, cuda_scan, metal, metal_grid,
-               metal_matmul, metal_region)
+               metal_matmul, metal_region, x86_nans)
 from .metal_emulation.executable import build_emulated
 from .spec import TileLangTarget
 
 C = TileLangTarget(
     name=c.NAME, tilelang_target=c.TILELANG_TARGET, execution_backend=c.EXECUTION_BACKEND, language=c.LANGUAGE,
     supports=c.supports, view_storage=c.view_storage, scalar_storage=c.scalar_storage,
-    helper_source=c.helper_source, prelude=c.prelude, launch=c.launch,
+    helper_source=x86_nans.c_helper_source, prelude=c.prelude, launch=c.launch,
     extern_source=c.extern_source, workspace_source=c.workspace_source, claim_source=c.claim_source,
     early_exit=c.early_exit, host_workspaces=False,
     compile_flags=c.compile_flags,

@@ -301,9 +301,22 @@ def fma(typingctx, a, b, c):
 
 
 @njit(**JIT_FLAGS)
+def fma_nan(a, b, c):
+    """:func:`fma` with x86's NaN rule in the order a, b, c (T3): the first NaN operand, quieted (``x + x``). The
+    hardware's order is its instruction form's (vfmadd132/213/231), and LLVM swaps a and b freely: with b loop
+    invariant, b's NaN won over a's."""
+    r = fma(a, b, c)
+    if r == r:
+        return r
+    return a + a if a != a else (b + b if b != b else (c + c if c != c else r))
+
+
+@njit(**JIT_FLAGS)
 def fma_rto(a, b, c):
     """a*b + c for operands of at most 24 significant bits, in float64 rounded to odd, so that
     rounding the result once more (to f32/f16/bf16) is the single correct rounding."""
+    if a != a or b != b or c != c:  # the first NaN of a, b, c, quieted (T3); ``p + c`` below may be commuted
+        return a + a if a != a else (b + b if b != b else c + c)
     p = a * b  # exact: at most 48 significant bits
     s = p + c
     if not math.isfinite(s):

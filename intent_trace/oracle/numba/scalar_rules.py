@@ -168,7 +168,7 @@ def select(node, d, p, a, b):
 
 def fma(node, d, a, b, c):
     if d.name in ("f32", "f64"):
-        return f"R.fma({a}, {b}, {c})"
+        return f"R.fma_nan({a}, {b}, {c})"
     return from_f64(d, f"R.fma_rto(np.float64({a}), np.float64({b}), np.float64({c}))")
 
 

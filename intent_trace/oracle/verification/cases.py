@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from ...graph import ops
 from .bounds import fibre_sums, prefix_sums, product_sums
 from .case import INT_EDGES as _INT_EDGES, Case, case_seed  # noqa: F401  (Case: the name the stages import)
 from .catalogue import MATMUL, POINTWISE, REDUCE, SCAN, Operation
@@ -59,13 +60,15 @@ def _is_nan_word(dtype: str, word: int) -> bool:
     return dtype == "f32" and (word & 0x7FFFFFFF) > 0x7F800000
 
 
-def _all_combinations(dtypes, pools) -> tuple:
+def _all_combinations(dtypes, pools, nan_operands: int = 1) -> tuple:
     """Every combination of one value per operand (the cross product), as one payload per operand.
 
-    Combinations with two or more NaN operands are left out: IEEE 754 (§6.2.3) lets the result carry
-    either payload, so no exact witness can be built from them.
+    Combinations with more than ``nan_operands`` NaN operands are left out: IEEE 754 (§6.2.3) lets the result
+    carry either payload, so no exact witness can be built from them, except for an op whose NaN result T3 fixes as
+    its first NaN operand (trait ``first_nan``: add, sub, mul, div, fma), where every combination is exact.
     """
-    combos = [c for c in itertools.product(*pools) if sum(_is_nan_word(d, w) for d, w in zip(dtypes, c)) < 2]
+    combos = [c for c in itertools.product(*pools)
+              if sum(_is_nan_word(d, w) for d, w in zip(dtypes, c)) <= nan_operands]
     return tuple(_payload_of_words(d, [c[i] for c in combos]) for i, d in enumerate(dtypes))
 
 
@@ -94,7 +97,9 @@ def _pointwise_cases(op: Operation, plan: PlanKey, cls: VC) -> list:
         operands = _all_combinations(dtypes, pools)
     elif cls is VC.SPECIAL_VALUES:
         seed = None
-        operands = _all_combinations(dtypes, [_edges(d) for d in dtypes])
+        op = ops.REGISTRY.get(plan.operation)
+        nan_operands = len(dtypes) if op is not None and "first_nan" in op.traits else 1
+        operands = _all_combinations(dtypes, [_edges(d) for d in dtypes], nan_operands)
     else:
         raise ValueError(f"{plan.plan_id}: class {cls.value} does not apply to a pointwise plan")
     n = len(operands[0])
