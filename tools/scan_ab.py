@@ -64,13 +64,13 @@ _BLOCK_INDEX = (r"T\.call_extern\('int32', 'itg_ticket64', T\.access_ptr\(W0\[0\
 DIAGNOSTICS = {"no_lookback": (_NO_LOOKBACK,), "block_index": (_BLOCK_INDEX,),
                "no_lookback_block_index": (_NO_LOOKBACK, _BLOCK_INDEX)}  # a tile-local scan: the floor
 #: name -> the full sum's plan: one kernel (the last block folds the partials) or two
-SUMS = {"one_kernel": True, "two_kernels": False}
+SUMS = {"module": True, "two_kernels": False}
 
 
 def scan_target(lookback):
     if lookback is None:
         return attrs.evolve(targets.CUDA, multi_block=lambda g: cuda_scan.multi_block(g, single_pass=False))
-    return attrs.evolve(targets.CUDA, multi_block=lambda g: cuda_scan.multi_block(g, single_pass=True, lookback=lookback))
+    return attrs.evolve(targets.CUDA, multi_block=lambda g: cuda_scan.multi_block(g, lookback=lookback))
 
 
 def sum_target(one_kernel: bool):

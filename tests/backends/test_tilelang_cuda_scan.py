@@ -32,7 +32,6 @@ pytest.importorskip("tilelang")
 from backends.cuda_ptx import assemble
 from backends.tilelang_support import cuda_source
 from conftest import EXECUTABLE_TARGETS
-from intent_trace.backends.tilelang.program import schedule_of
 from intent_trace.backends.tilelang import cuda_scan, targets
 from intent_trace.backends.tilelang import target as tl_target
 from intent_trace.backends.tilelang.program import lower
@@ -53,10 +52,7 @@ SMALL = (0, 1, 33, 1025, 2049, 4097, 100003)
 LARGE = (TILE * cuda_scan.BLOCKS - 1, TILE * cuda_scan.BLOCKS, TILE * cuda_scan.BLOCKS + 1,
          TILE * cuda_scan.BLOCKS * 2 + 777, ONE_PASS_TILE * 33 + 5)
 U32, U64 = 2.0 ** -24, 2.0 ** -53
-#: the single pass (decoupled look-back) in CUDA's spelling and emulated on the C target: not CUDA's default
-#: until tools/scan_ab.py has timed it (cuda_scan.SINGLE_PASS)
-ONE_PASS = attrs.evolve(targets.CUDA, multi_block=lambda g: cuda_scan.multi_block(g, single_pass=True))
-EMULATED = attrs.evolve(targets.C, multi_block=lambda g: cuda_scan.multi_block(g, emulated=True, single_pass=True),
+EMULATED = attrs.evolve(targets.C, multi_block=lambda g: cuda_scan.multi_block(g, emulated=True),
                         host_workspaces=True)
 #: the two-kernel program (Metal's mapping) in CUDA's spelling and emulated on the C target
 TWO_KERNELS = attrs.evolve(targets.CUDA, multi_block=lambda g: cuda_scan.multi_block(g, single_pass=False))
@@ -111,10 +107,10 @@ def _common_one_pass(body: str, program: str) -> None:
 
 def test_the_cuda_program_is_one_pass_with_a_ticket_and_a_look_back():
     """f32: a tile's status is one 64-bit word (flag high, value bits low), stored and read whole: no fence."""
-    program = lower(cumsum_f32.trace(), ONE_PASS).text
+    program = generate(cumsum_f32.trace(), "tilelang-cuda")
     assert ("def kernel(p0: T.Tensor((d0,), 'float32'), p1: T.Tensor((d0,), 'float32'), W0: T.Tensor((W0_0,), "
             "'int64')):") in program
-    (status,) = lower(cumsum_f32.trace(), ONE_PASS).workspaces
+    (status,) = lower(cumsum_f32.trace(), targets.CUDA).workspaces
     assert status.zeroed and status.shape == (f"d0/{ONE_PASS_TILE}+1",) and status.dtype == "int64"
     body = program[program.index("def kernel("):]
     _common_one_pass(body, program)
@@ -147,10 +143,10 @@ def test_a_64_bit_scan_publishes_its_values_then_a_flag():
     """i64 (a cumsum of i32 accumulates in i64): the values cannot share a 64-bit word with the flag, so they live
     in arrays of their own (aggregates W1, inclusive prefixes W2), stored before a release store of the flag; the
     wait polls relaxed and fences once."""
-    program = lower(cumsum_i32.trace(), ONE_PASS).text
+    program = generate(cumsum_i32.trace(), "tilelang-cuda")
     assert ("W0: T.Tensor((W0_0,), 'int32'), W1: T.Tensor((W1_0,), 'int64'), W2: T.Tensor((W2_0,), 'int64')):"
             in program)
-    flags, aggregates, prefixes = lower(cumsum_i32.trace(), ONE_PASS).workspaces
+    flags, aggregates, prefixes = lower(cumsum_i32.trace(), targets.CUDA).workspaces
     assert flags.zeroed and not aggregates.zeroed and not prefixes.zeroed
     assert flags.shape == aggregates.shape == prefixes.shape == (f"d0/{ONE_PASS_TILE}+1",)
     body = program[program.index("def kernel("):]
@@ -195,11 +191,9 @@ def test_the_two_kernel_program_is_two_grids_with_shuffles_up():
 
 
 def test_the_schedule_reports_the_mapping_and_other_scans_keep_their_programs():
-    assert str(schedule_of(cumsum_f32.trace(), ONE_PASS)).startswith(
-        f"multi_block_scan (elements=N, blocks=one a tile, threads={LB.threads}, per_thread={LB.unroll}, passes=1, "
-        f"form=one pass, decoupled look-back")
-    cuda = tl_target.build(cumsum_f32.trace(), target="tilelang-cuda").schedule.general  # cuda_scan.SINGLE_PASS
-    assert cuda.param("passes") == 2 and cuda.param("form").startswith("reduce-then-scan, two kernels")
+    exe = tl_target.build(cumsum_f32.trace(), target="tilelang-cuda")
+    assert str(exe.schedule).startswith(f"multi_block_scan (elements=N, blocks=one a tile, threads={LB.threads}, "
+                                        f"per_thread={LB.unroll}, passes=1, form=one pass, decoupled look-back")
     metal = tl_target.build(cumsum_f32.trace(), target="tilelang-metal").schedule.general
     assert metal.mapping == "multi_block_scan" and metal.param("passes") == 2
     assert metal.param("form").startswith("reduce-then-scan, two kernels") and "wait" in metal.param("form")
@@ -236,7 +230,7 @@ def test_the_emulated_program_loops_over_the_threads_of_each_phase():
                          ids=lambda k: k.name)
 @pytest.mark.parametrize("form", ["one_pass", "two_kernels"])
 def test_tilelang_lowers_the_program_for_sm90(kernel, form, tmp_path):
-    target = ONE_PASS if form == "one_pass" else TWO_KERNELS
+    target = targets.CUDA if form == "one_pass" else TWO_KERNELS
     source = cuda_source(lower(kernel.trace(), target).text)
     launch = f"__global__ void __launch_bounds__({LB.threads if form == 'one_pass' else 256}"
     assert source.count(launch) == (1 if form == "one_pass" else 2)

@@ -155,22 +155,11 @@ def scan_plan(graph, emulated: bool = False, single_pass: bool = False,
     return ScanPlan(found, f"d{found.axis}", emulated=emulated)
 
 
-#: whether CUDA's scans run in one pass (decoupled look-back) or as two kernels (the measured default). On one H100
-#: (2026-12-06, sixth session) the first single pass ran cumsum 16M at 0.326x torch (0.280 ms) against 0.56-0.61x
-#: for the two kernels in earlier runs; the tuned look-back (:data:`LOOKBACK`) has not run on a GPU yet.
-#: ``tools/scan_ab.py`` times every variant beside the two kernels in one call; set this from its numbers. (A full
-#: reduction is one kernel: it ran right on the GPU; 0.59x torch in the same run, 0.72x for two kernels in the fifth
-#: session's, a case that has measured 0.41-0.78 across runs; scan_ab times both forms too.)
-SINGLE_PASS = False
-
-
-def multi_block(graph, emulated: bool = False, single_pass: bool | None = None, lookback: Lookback = LOOKBACK):
+def multi_block(graph, emulated: bool = False, single_pass: bool = True, lookback: Lookback = LOOKBACK):
     """The multi-block plan of ``graph``: a full reduction's or a scan's, or None. ``single_pass``: the target's
     blocks can wait for each other (:mod:`.grid_sync`), so a full reduction is one kernel and a scan one pass
     (``lookback``: its knobs)."""
-    scan_single_pass = SINGLE_PASS if single_pass is None else single_pass
-    return (reduce_plan(graph, emulated, True if single_pass is None else single_pass)
-            or scan_plan(graph, emulated, scan_single_pass, lookback))
+    return reduce_plan(graph, emulated, single_pass) or scan_plan(graph, emulated, single_pass, lookback)
 
 
 class ScanEmitter(ReduceEmitter):
