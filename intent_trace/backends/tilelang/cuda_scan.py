@@ -81,10 +81,12 @@ class Lookback:
         return self.threads * self.unroll
 
 
-#: the single pass the CUDA programs use: CUB's sm_90 tuning of a float sum (issue 17: 256 x 8 with no back-off ran
-#: at a third of the two kernels' bandwidth, its look-back the long chain; not timed yet here: tools/scan_ab.py
-#: times it beside 256 x 8 and the other variants, and the lead sets this from its numbers)
-LOOKBACK = Lookback(128, 24, backoff_ns=688, delay_ns=1140)
+#: the single pass the CUDA programs use: CUB's sm_90 tile for a float sum (128 x 24) with its sleep before a tile's
+#: first window, no back-off between polls. tools/scan_ab.py on one H100 (2026-12-06, sixth session; cumsum 16M f32,
+#: docs/gpu-scan_ab-2026-12-06-h100-session6.jsonl): this 0.825x torch.cumsum, CUB's tuning with the 688 ns back-off
+#: 0.796, 512 x 16 0.807, the two kernels 0.681, the tile read without staging 0.252 (the first single pass's 0.326:
+#: uncoalesced runs, not the look-back); each tile scanned alone (no look-back, wrong: the floor) 1.11
+LOOKBACK = Lookback(128, 24, delay_ns=1140)
 
 
 @attrs.frozen
