@@ -43,13 +43,13 @@ from ...graph import ops
 from ...graph.lowering import assemble, leaf_values
 from ...schedule import reduce as schedule_reduce
 from .accumulate import accumulators, combine
+from .cuda_butterfly import WARP, emulated_butterflies
 from .emitter import Aggregate, Lazy, Scalar, TileLangEmitter
 from .grid_sync import GridSync
 from .scalar_rules import constant_expr
 from .storage import Workspace
 
 THREADS = 256  # a block's threads
-WARP = 32  # CUDA's warp: the lanes a shuffle exchanges values among
 UNROLL = 8  # elements a thread reads before it combines any (its reads in flight)
 #: The grid's most blocks, so the size of the partials' workspace: 132 SMs of an H200 hold 8 blocks of 256
 #: threads each, so every block is resident at once and the grid-stride loop balances the work.
@@ -215,30 +215,8 @@ class BlockMixin:
         return [self.assign(f"{b}[{warps}]", "r") for b in shared]
 
     def _emulated_combine(self, node, acc_t, buffers) -> list:
-        """The same butterflies, one phase per step: every thread's register is a slot of a buffer, and a step
-        writes the other buffer (each lane reads its partner's value before any is replaced)."""
-        now, new = buffers
-        warps = self.plan.warps
-
-        def steps(width: int, count: int):
-            nonlocal now, new
-            step = width // 2
-            while step:
-                with self.phase(count) as tx:
-                    mine = [self.assign(f"{b}[{tx}]", "x") for b in now]
-                    other = [self.assign(f"{b}[T.bitwise_xor({tx}, {step})]", "x") for b in now]
-                    for buffer, value in zip(new, combine(self, node, acc_t, mine, other, [], [])):
-                        self.line(f"{buffer}[{tx}] = {value}")
-                now, new = new, now
-                step //= 2
-
-        steps(WARP, self.plan.threads)
-        with self.phase(WARP) as tx:  # the first warp's lanes take the warps' totals (lane 0 of each warp)
-            for buffer, source in zip(new, now):
-                self.line(f"{buffer}[{tx}] = {source}[T.floormod({tx}, {warps}) * {WARP}]")
-        now, new = new, now
-        steps(warps, WARP)
-        return [self.assign(f"{b}[0]", "r") for b in now]
+        """The same butterflies, one phase per step (:func:`.cuda_butterfly.emulated_butterflies`)."""
+        return emulated_butterflies(self, node, acc_t, buffers, self.plan.threads, self.plan.warps)
 
     @contextlib.contextmanager
     def first_thread(self):

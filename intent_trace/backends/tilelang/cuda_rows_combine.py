@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from ... import types as T
 from .accumulate import combine
+from .cuda_butterfly import WARP, emulated_butterflies
 from .cuda_rows_slots import UNROLL
 
-WARP = 32  # CUDA's warp: the lanes a shuffle exchanges values among
 
 
 def chunk_lanes(em, acc_t, inits: list) -> list:
@@ -80,29 +80,6 @@ def shuffles(em, node, acc_t, pos, accs: list) -> list:
 
 
 def emulated_shuffles(em, node, acc_t, pos) -> list:
-    """The same butterflies emulated, one phase per step, from the threads' accumulators in ``em.shared``'s
-    first buffers."""
-    now, new = em.shared[id(node)]
-    warps = em.plan.warps
-
-    def steps(width: int, count: int):
-        nonlocal now, new
-        step = width // 2
-        while step:
-            with em.phase(count) as tx:
-                mine = [em.assign(f"{b}[{tx}]", "x") for b in now]
-                other = [em.assign(f"{b}[T.bitwise_xor({tx}, {step})]", "x") for b in now]
-                for buffer, value in zip(new, combine(em, node, acc_t, mine, other, [], pos)):
-                    em.line(f"{buffer}[{tx}] = {value}")
-            now, new = new, now
-            step //= 2
-
-    steps(WARP, em.width)
-    if em.width == WARP:
-        return [em.assign(f"{b}[0]", "r") for b in now]
-    with em.phase(WARP) as tx:  # the first warp's lanes take the warps' totals (lane 0 of each warp)
-        for buffer, source in zip(new, now):
-            em.line(f"{buffer}[{tx}] = {source}[T.floormod({tx}, {warps}) * {WARP}]")
-    now, new = new, now
-    steps(warps, WARP)
-    return [em.assign(f"{b}[0]", "r") for b in now]
+    """The same butterflies emulated (:func:`.cuda_butterfly.emulated_butterflies`), from the threads'
+    accumulators in ``em.shared``'s first buffers."""
+    return emulated_butterflies(em, node, acc_t, em.shared[id(node)], em.width, em.plan.warps, pos)
