@@ -43,7 +43,7 @@ from ...graph import ops
 from ...graph.lowering import assemble, leaf_values
 from ...schedule import reduce as schedule_reduce
 from .accumulate import accumulators, combine
-from .cuda_butterfly import WARP, emulated_butterflies
+from .cuda_butterfly import WARP, emulated_butterflies, shuffles
 from .emitter import Aggregate, Lazy, Scalar, TileLangEmitter
 from .grid_sync import GridSync
 from .scalar_rules import constant_expr
@@ -187,32 +187,8 @@ class BlockMixin:
     # ends with its warp's total), then, in the first warp, across the warps' totals. Each lane combines (its
     # value, its partner's) with the reduce's own combine. Two barriers: after the warps' totals are stored, after
     # the block's result is.
-    def _butterfly(self, node, acc_t, accs: list, width: int) -> None:
-        step, lanes = width // 2, self.target.lanes
-        dtypes = [self.tir(t.dtype) for t in T.leaf_types(acc_t)]
-        while step:
-            mine = [self.assign(a, "x") for a in accs]
-            other = [self.assign(lanes.shuffle(self, "xor", m, step, d), "x") for m, d in zip(mine, dtypes)]
-            for acc, value in zip(accs, combine(self, node, acc_t, mine, other, [], [])):
-                self.line(f"{acc} = {value}")
-            step //= 2
-
     def _shuffles(self, node, acc_t, shared, accs: list) -> list:
-        tx, warps = self.tx, self.plan.warps
-        self._butterfly(node, acc_t, accs, WARP)
-        with self.block(f"if {tx} % {WARP} == 0:"):
-            for buffer, acc in zip(shared, accs):
-                self.line(f"{buffer}[{tx} // {WARP}] = {acc}")
-        self.sync()
-        with self.block(f"if {tx} < {WARP}:"):  # the first warp: lane l takes warp l % warps's total
-            for acc, buffer in zip(accs, shared):
-                self.line(f"{acc} = {buffer}[{tx} % {warps}]")
-            self._butterfly(node, acc_t, accs, warps)
-            with self.block(f"if {tx} == 0:"):
-                for buffer, acc in zip(shared, accs):
-                    self.line(f"{buffer}[{warps}] = {acc}")
-        self.sync()
-        return [self.assign(f"{b}[{warps}]", "r") for b in shared]
+        return shuffles(self, node, acc_t, shared, accs, self.plan.threads)
 
     def _emulated_combine(self, node, acc_t, buffers) -> list:
         """The same butterflies, one phase per step (:func:`.cuda_butterfly.emulated_butterflies`)."""

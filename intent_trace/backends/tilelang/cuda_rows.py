@@ -53,6 +53,7 @@ from ...graph import ops
 from ...graph.lowering import assemble, leaf_values
 from ...graph.values import Var, walk_region
 from ...schedule import rows as schedule_rows
+from . import cuda_butterfly
 from . import cuda_rows_columns as columns_of
 from . import cuda_rows_combine as row_combine
 from . import cuda_rows_load as row_load
@@ -61,7 +62,7 @@ from .accumulate import accumulators, combine
 from .emitter import Aggregate, Lazy, Scalar, TileLangEmitter
 
 THREADS = schedule_rows.THREADS
-WARP = row_combine.WARP
+WARP = cuda_butterfly.WARP
 UNROLL = slots_of.UNROLL  # elements a thread reads before it combines any (its reads in flight)
 #: The reads a thread has in flight in a pass over a row too long for its slots: the kernel's registers are sized
 #: for the slots anyway (one kernel holds every tier), so a pass unrolls up to this many (16 f32: 4096 a chunk).

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from ... import types as T
 from .accumulate import combine
-from .cuda_butterfly import WARP, emulated_butterflies
+from .cuda_butterfly import emulated_butterflies
+from .cuda_butterfly import shuffles as block_shuffles
 from .cuda_rows_slots import UNROLL
 
 
@@ -45,38 +46,10 @@ def fold_lanes(em, node, acc_t, pos, accs: list, lanes: list) -> None:
         em.line(f"{acc} = {value}")
 
 
-def butterfly(em, node, acc_t, pos, accs: list, width: int) -> None:
-    """``accs`` of every lane of ``width`` combined with its partners' (``T.shfl_xor``, or Metal's spelling):
-    every lane ends with their total."""
-    step, lanes = width // 2, em.target.lanes
-    dtypes = [em.tir(t.dtype) for t in T.leaf_types(acc_t)]
-    while step:
-        mine = [em.assign(a, "x") for a in accs]
-        other = [em.assign(lanes.shuffle(em, "xor", m, step, d), "x") for m, d in zip(mine, dtypes)]
-        for acc, value in zip(accs, combine(em, node, acc_t, mine, other, [], pos)):
-            em.line(f"{acc} = {value}")
-        step //= 2
-
-
 def shuffles(em, node, acc_t, pos, accs: list) -> list:
-    """The row's result of the reduction ``node`` from each thread's accumulators ``accs`` (names of its leaves)."""
-    shared, tx, warps = em.shared[id(node)], em.tx, em.plan.warps
-    butterfly(em, node, acc_t, pos, accs, WARP)
-    if em.width == WARP:  # a warp's row: every lane holds the total, no barrier
-        return [em.assign(a, "r") for a in accs]
-    with em.block(f"if {tx} % {WARP} == 0:"):
-        for buffer, acc in zip(shared, accs):
-            em.line(f"{buffer}[{tx} // {WARP}] = {acc}")
-    em.sync()
-    with em.block(f"if {tx} < {WARP}:"):  # the first warp: lane l takes warp l % warps's total
-        for acc, buffer in zip(accs, shared):
-            em.line(f"{acc} = {buffer}[{tx} % {warps}]")
-        butterfly(em, node, acc_t, pos, accs, warps)
-        with em.block(f"if {tx} == 0:"):
-            for buffer, acc in zip(shared, accs):
-                em.line(f"{buffer}[{warps}] = {acc}")
-    em.sync()
-    return [em.assign(f"{b}[{warps}]", "r") for b in shared]
+    """The row's result of the reduction ``node`` from each thread's accumulators ``accs`` (names of its leaves):
+    :func:`.cuda_butterfly.shuffles` over the row's threads."""
+    return block_shuffles(em, node, acc_t, em.shared[id(node)], accs, em.width, pos)
 
 
 def emulated_shuffles(em, node, acc_t, pos) -> list:
