@@ -55,16 +55,27 @@ LARGE = (CHUNK * cuda_reduce.BLOCKS - 1, CHUNK * cuda_reduce.BLOCKS, CHUNK * cud
 U32, U64 = 2.0 ** -24, 2.0 ** -53
 EMULATED = attrs.evolve(targets.C, multi_block=lambda g: cuda_reduce.multi_block(g, emulated=True),
                         host_workspaces=True)
+#: the two forms of a full reduction on the grid targets: CUDA's one kernel (the last block folds the partials) and
+#: two (CUDA's default, cuda_reduce.ONE_KERNEL), the C target emulating each
+FORMS = {"one_kernel": {"tilelang-c": EMULATED, "tilelang-cuda": attrs.evolve(
+             targets.CUDA, multi_block=lambda g: cuda_reduce.multi_block(g, single_pass=True))},
+         "two_kernels": {"tilelang-c": attrs.evolve(EMULATED, multi_block=lambda g: cuda_reduce.multi_block(
+             g, emulated=True, single_pass=False)), "tilelang-cuda": targets.CUDA}}
 GRID_TARGETS = ("tilelang-c", "tilelang-cuda")  # the targets whose programs are multi-block
+
+
+def _use(target: str, form: str, monkeypatch) -> None:
+    monkeypatch.setitem(targets.TARGETS, target, FORMS[form][target])
+    monkeypatch.setattr(tl_target, "_EXECUTABLES", {})
 
 
 @pytest.fixture
 def compiled(target, monkeypatch):
-    """``compiled(kernel)``: the kernel for this target; on tilelang-c with CUDA's mapping emulated. On a target
-    that runs multi-block programs, the test fails unless the program is one."""
-    if target == "tilelang-c":
-        monkeypatch.setitem(targets.TARGETS, target, EMULATED)
-        monkeypatch.setattr(tl_target, "_EXECUTABLES", {})
+    """``compiled(kernel)``: the kernel for this target; on the grid targets in CUDA's default form (two kernels;
+    tilelang-c emulates it), where the test fails unless the program is multi-block. The one-kernel form runs
+    under ``one_kernel`` below."""
+    if target in GRID_TARGETS:
+        _use(target, "two_kernels", monkeypatch)
 
     def compiled(kernel):
         if target in GRID_TARGETS:
@@ -95,8 +106,26 @@ def _kernels(program: str) -> tuple:
     return first, second
 
 
+def _one_kernel(kernel) -> str:
+    return lower(kernel.trace(), FORMS["one_kernel"]["tilelang-cuda"]).text
+
+
+def test_the_cuda_default_is_two_kernels_without_a_ticket():
+    """CUDA's full reductions run as two kernels (cuda_reduce.ONE_KERNEL: one kernel measured slower, its ticket's
+    per-call zero fill included): the second kernel of one block folds the partials; no workspace is zeroed per
+    call, no atomic, no fence; the schedule says why."""
+    assert cuda_reduce.ONE_KERNEL is False
+    program = lower(full_sum.trace(), targets.CUDA)
+    assert program.text.count("with T.Kernel(") == 2 and "itg_" not in program.text and "if last" not in program.text
+    assert "with T.Kernel(1, threads=256) as bx:" in program.text
+    (partials,) = program.workspaces
+    assert partials.shape == ("1024",) and not partials.zeroed
+    form = tl_target.build(full_sum.trace(), target="tilelang-cuda").schedule.general.param("form")
+    assert form == "two kernels, partials then a final block " + cuda_reduce.MEASURED_FASTER
+
+
 def test_the_cuda_program_is_one_kernel_whose_last_block_folds_the_partials():
-    program = generate(full_sum.trace(), "tilelang-cuda")
+    program = _one_kernel(full_sum)
     assert ("def kernel(p0: T.Tensor((d0,), 'float32'), p1: T.Tensor((1,), 'float32'), "
             "W0: T.Tensor((1024,), 'float32'), W1: T.Tensor((1,), 'int32')):") in program
     assert program.count("with T.Kernel(") == 1
@@ -129,31 +158,34 @@ def test_the_cuda_program_is_one_kernel_whose_last_block_folds_the_partials():
     assert grid.count("T.alloc_shared((9,), 'float32')") == 1 and "T.alloc_shared" not in final
     assert grid.count("W0[bx] = ") == 1 and "W0[" in final and "p1[" in final and "p1[" not in grid
     assert "E: T.Tensor" not in program  # no error record: the program cannot fail
-    partials, ticket = lower(full_sum.trace(), targets.CUDA).workspaces
+    partials, ticket = lower(full_sum.trace(), FORMS["one_kernel"]["tilelang-cuda"]).workspaces
     assert partials.shape == ("1024",) and not partials.zeroed and ticket.shape == ("1",) and ticket.zeroed
 
 
 def test_fused_producers_and_consumers_and_several_reductions():
-    program = generate(weighted_norm.trace(), "tilelang-cuda")
+    program = _one_kernel(weighted_norm)
     grid, final = _kernels(program)
     assert grid.count("it_mul_f32") >= 2 and "p1[" in grid  # x * w * s computed where x and w are read
     assert "it_sqrt_f32" in final and "it_sqrt_f32" not in grid  # the consumer runs once, in the final kernel
-    program = generate(sum_and_max.trace(), "tilelang-cuda")
+    program = _one_kernel(sum_and_max)
     grid, final = _kernels(program)
     assert grid.count("p0[") == 2  # one read of each element feeds both folds (main and tail)
     assert "W0" in grid and "W1" in grid and grid.count("T.sync_threads()") == 5 and "W2[0]" in grid
-    program = generate(argmax_all.trace(), "tilelang-cuda")
+    program = _one_kernel(argmax_all)
     assert "W0: T.Tensor((1024,), 'float32'), W1: T.Tensor((1024,), 'int64')" in program  # both leaves
     program = generate(full_sum_2d.trace(), "tilelang-cuda")
     assert "T.ceildiv(d0 * d1, T.int64(2048))" in program and "T.floormod(j" in program
 
 
-def test_the_schedule_reports_the_mapping():
+def test_the_schedule_reports_the_mapping(monkeypatch):
     exe = tl_target.build(full_sum.trace(), target="tilelang-cuda")
     (part,) = exe.schedule
     assert part.mapping == "full_reduce" and part.param("elements") == "N" and part.param("passes") == 2
-    assert ("full_reduce (elements=N, blocks=up to 1024, threads=256, per_thread=8, passes=2, form=one kernel, the "
-            "last block to take the atomic ticket folds the partials)") in str(exe.schedule)
+    assert ("full_reduce (elements=N, blocks=up to 1024, threads=256, per_thread=8, passes=2, form=two kernels, "
+            "partials then a final block (measured faster on CUDA") in str(exe.schedule)
+    _use("tilelang-cuda", "one_kernel", monkeypatch)
+    exe = tl_target.build(full_sum.trace(), target="tilelang-cuda")
+    assert ("form=one kernel, the last block to take the atomic ticket folds the partials)") in str(exe.schedule)
     metal = tl_target.build(full_sum.trace(), target="tilelang-metal").schedule.general
     assert metal.param("form").startswith("two kernels") and "fence" in metal.param("form")
     part = tl_target.build(weighted_norm.trace(), target="tilelang-cuda").schedule.general
@@ -176,9 +208,14 @@ def test_the_emulated_program_loops_over_the_threads_of_each_phase():
 @pytest.mark.parametrize("kernel", [full_sum, argmax_all, weighted_norm, full_sum_2d, any_nan, full_max_f16],
                          ids=lambda k: k.name)
 def test_tilelang_lowers_the_program_for_sm90(kernel):
-    source = cuda_source(generate(kernel.trace(), "tilelang-cuda"))
+    source = cuda_source(_one_kernel(kernel))
     assert source.count("__global__ void __launch_bounds__(256") == 1  # one kernel: the last block folds
     assert "atom.acq_rel.gpu.global.add.u32" in source and "fence.acq_rel.gpu;" in source
+    assert "__syncthreads();" in source and "__shfl_xor_sync(" in source and "__shared__" in source
+    assert "blockIdx.x" in source
+    source = cuda_source(generate(kernel.trace(), "tilelang-cuda"))  # the default: two kernels, nothing atomic
+    assert source.count("__global__ void __launch_bounds__(256") == 2
+    assert "atom." not in source and "fence." not in source
     assert "__syncthreads();" in source and "__shfl_xor_sync(" in source and "__shared__" in source
     assert "blockIdx.x" in source
 
@@ -188,7 +225,7 @@ def test_a_thread_has_a_chunk_of_loads_in_flight_and_every_block_is_resident(tmp
     between them (folded as read, each load waited on the previous combine's NaN branch: one in flight), and ptxas
     gives it at most 32 registers, so 8 blocks of 256 threads fit an SM and 1024 blocks are resident at once on a
     132-SM H100/H200 (more registers would run the grid in two waves)."""
-    source = cuda_source(generate(full_sum.trace(), "tilelang-cuda"))
+    source = cuda_source(_one_kernel(full_sum))
     main = source[source.index("kernel_kernel(float*"):]
     main = main[:main.index("it_add_f32(")]  # the CUDA source: a chunk's loads into registers before its combines
     assert "p0[" in main and re.search(r"\bf\d+\[u\w+\] = t\d+;", main)
@@ -226,12 +263,11 @@ def test_full_sum_is_within_the_bound(compiled, n):
     assert abs(float(y[0]) - math.fsum(x.astype(np.float64))) <= _sum_bound(x, U32)
 
 
+@pytest.mark.parametrize("form", sorted(FORMS))
 @pytest.mark.parametrize("n", LARGE)
 @pytest.mark.parametrize("grid_target", [t for t in EXECUTABLE_TARGETS if t in GRID_TARGETS])
-def test_grid_stride_rounds_are_within_the_bound_and_exact(grid_target, n, monkeypatch):
-    if grid_target == "tilelang-c":
-        monkeypatch.setitem(targets.TARGETS, grid_target, EMULATED)
-        monkeypatch.setattr(tl_target, "_EXECUTABLES", {})
+def test_grid_stride_rounds_are_within_the_bound_and_exact(grid_target, n, form, monkeypatch):
+    _use(grid_target, form, monkeypatch)
     x = RNG.standard_normal(n).astype(np.float32)
     x[n - 1] = 9.0  # the maximum in the tail (or the last chunk), a tie earlier
     x[n // 2 + 3] = 9.0
@@ -363,10 +399,12 @@ def test_wrong_dtype_and_extent_leave_the_output_unchanged(compiled):
     assert y[0] == 7.0
 
 
-def test_the_partials_are_made_in_the_targets_memory_not_copied_there():
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_the_partials_are_made_in_the_targets_memory_not_copied_there(form, monkeypatch):
     """A CUDA launch's workspaces are torch tensors made on the device: a host tensor moved there (``.cuda()``) is a
     blocking copy, a stream synchronisation before every launch. Checked without a GPU: the target's memory here is
-    torch's ``meta`` device, and moving a host tensor there fails the test."""
+    torch's ``meta`` device, and moving a host tensor there fails the test. The default (two kernels) has no ticket."""
+    _use("tilelang-cuda", form, monkeypatch)
     exe = tl_target.build(full_sum.trace(), target="tilelang-cuda")
 
     def to_device(tensor):
@@ -375,9 +413,33 @@ def test_the_partials_are_made_in_the_targets_memory_not_copied_there():
 
     exe.spec = attrs.evolve(exe.spec, device_tensors="meta", to_device=to_device)
     (n,) = [ev.extent for ev in exe.graph.extents]
-    w, ticket = exe._workspace_tensors({n: 1 << 24}, ())
+    w, *ticket = exe._workspace_tensors({n: 1 << 24}, ())
     assert w.device.type == "meta" and tuple(w.shape) == (cuda_reduce.BLOCKS,) and w.dtype.itemsize == 4
-    assert ticket.device.type == "meta" and tuple(ticket.shape) == (1,)
+    assert len(ticket) == (form == "one_kernel")
+    for t in ticket:
+        assert t.device.type == "meta" and tuple(t.shape) == (1,)
+
+
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("grid_target", [t for t in EXECUTABLE_TARGETS if t in GRID_TARGETS])
+def test_the_one_kernel_form_sums_within_the_bound_and_keeps_nans_and_extremes(grid_target, n, monkeypatch):
+    """The one-kernel form (not CUDA's default) at every size of SIZES: a sum within T5's bound, a NaN at a position
+    that moves with ``n`` found, and the maximum found where it is planted."""
+    _use(grid_target, "one_kernel", monkeypatch)
+    x = (RNG.standard_normal(n) * 10 ** RNG.uniform(-3, 3)).astype(np.float32)
+    y = np.full(1, np.nan, np.float32)
+    tl_target.build(full_sum.trace(), target=grid_target)(x, y)
+    assert abs(float(y[0]) - math.fsum(x.astype(np.float64))) <= _sum_bound(x, U32)
+    if n:
+        k = (n * 7) // 11
+        x[k] = 1e30
+        got, i = np.zeros(2, np.float32), np.zeros(1, np.int64)
+        tl_target.build(sum_and_max.trace(), target=grid_target)(x, got)
+        tl_target.build(argmax_all.trace(), target=grid_target)(x, i)
+        assert got[1] == np.float32(1e30) and i[0] == k
+        x[(n * 3) // 5] = np.nan
+        tl_target.build(sum_and_max.trace(), target=grid_target)(x, got)
+        assert np.isnan(got[0]) and np.isnan(got[1])
 
 
 def test_each_call_gets_a_ticket_at_zero(monkeypatch):

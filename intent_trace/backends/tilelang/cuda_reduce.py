@@ -2,11 +2,12 @@
 partials, and the last block to finish (CUDA) or a second kernel (Metal) combines them and runs the consumers (the
 schedule pass's :class:`~intent_trace.schedule.reduce.FullReduction`). Shuffles are the target's (``lanes.shuffle``).
 
-On CUDA one kernel (``ReducePlan.one_kernel``): after its partial, each block's thread 0 takes an atomic (acq_rel)
-ticket (a workspace zeroed per call, :mod:`.grid_sync`); the block whose ticket is the last (``G - 1``) knows every
-partial is stored, fences, and runs the final pass below in place of the second kernel: the partials folded in
-block order, as the second kernel folds them, so results are the same. Metal keeps two kernels launched in order
-on one stream (TileLang writes both from one ``prim_func``; its threadgroups have no device-scope fence):
+Two kernels launched in order on one stream (TileLang writes both from one ``prim_func``), or one
+(``ReducePlan.one_kernel``): after its partial, each block's thread 0 takes an atomic (acq_rel) ticket (a workspace
+zeroed per call, :mod:`.grid_sync`); the block whose ticket is the last (``G - 1``) knows every partial is stored,
+fences, and runs the final pass below in place of the second kernel: the partials folded in block order, as the
+second kernel folds them, so results are the same. Metal has two (its threadgroups have no device-scope fence);
+CUDA could have one and has two too, since one measured slower (:data:`ONE_KERNEL`):
 
 1. **the grid**: ``G = min(ceil(n / (threads * UNROLL)), BLOCKS)`` blocks of ``threads``. The source's ``n``
    elements are chunks of ``threads * UNROLL``; block ``b`` takes chunks ``b, b + G, ...`` (a grid-stride loop, so
@@ -54,6 +55,15 @@ UNROLL = 8  # elements a thread reads before it combines any (its reads in fligh
 #: The grid's most blocks, so the size of the partials' workspace: 132 SMs of an H200 hold 8 blocks of 256
 #: threads each, so every block is resident at once and the grid-stride loop balances the work.
 BLOCKS = 1024
+#: Whether CUDA's full reductions run as one kernel (the last block to take a ticket folds the partials) where the
+#: target's blocks can wait for each other. Measured by ``tools/scan_ab.py`` on one H100 (16M f32 sums, side by side
+#: with torch.sum, docs/gpu-scan_ab-2026-12-06-h100-session6.jsonl): one kernel 0.88x torch, two kernels 1.02x. The
+#: ticket must start at zero on every call (launches on several streams may overlap, so no call may count on the last
+#: one resetting it), and its per-call zero fill costs about what the second kernel's launch saves and more.
+ONE_KERNEL = False
+#: why a CUDA plan with ``one_kernel`` False is two kernels (the schedule's ``form`` says it)
+MEASURED_FASTER = "(measured faster on CUDA than one kernel, whose ticket needs a zero fill each call)"
+NO_FENCE = "(no device-scope fence between threadgroups)"
 
 
 @attrs.frozen
@@ -66,7 +76,8 @@ class ReducePlan:
     unroll: int = UNROLL
     blocks: int = BLOCKS
     emulated: bool = False
-    one_kernel: bool = True  # the last block folds the partials (grid_sync); False: a second kernel does (Metal)
+    one_kernel: bool = True  # the last block folds the partials (grid_sync); False: a second kernel does
+    why_two: str = NO_FENCE  # the reason ``form`` gives for two kernels
 
     @property
     def node(self):
@@ -102,18 +113,20 @@ class ReducePlan:
 
     def part(self, graph):
         form = ("one kernel, the last block to take the atomic ticket folds the partials" if self.one_kernel else
-                "two kernels, partials then a final block (no device-scope fence between threadgroups)")
+                f"two kernels, partials then a final block {self.why_two}")
         return self.reduction.part(graph, blocks=f"up to {self.blocks}", threads=self.threads,
                                    per_thread=self.unroll, passes=2, form=form)
 
 
-def reduce_plan(graph, emulated: bool = False, one_kernel: bool = True) -> ReducePlan | None:
+def reduce_plan(graph, emulated: bool = False, one_kernel: bool = True, why_two: str = NO_FENCE) -> ReducePlan | None:
     """The full-reduction launch of ``graph``, or None (:func:`~intent_trace.schedule.reduce.recognise` says
-    why). ``one_kernel``: the target's blocks can wait for each other (:mod:`.grid_sync`)."""
+    why). ``one_kernel``: in one kernel, where the target's blocks can wait for each other (:mod:`.grid_sync`);
+    else two, for the reason ``why_two``."""
     found = schedule_reduce.recognise(graph)
     if not isinstance(found, schedule_reduce.FullReduction):
         return None
-    return ReducePlan(found, tuple(f"d{a}" for a in found.axes), emulated=emulated, one_kernel=one_kernel)
+    return ReducePlan(found, tuple(f"d{a}" for a in found.axes), emulated=emulated, one_kernel=one_kernel,
+                      why_two=why_two)
 
 
 class BlockMixin:

@@ -36,6 +36,7 @@ import attrs
 from ... import types as T
 from ...graph.lowering import leaf_values
 from ...schedule import scan as schedule_scan
+from . import cuda_reduce
 from .accumulate import accumulators, combine
 from .cuda_reduce import WARP, ReduceEmitter, computed_in_body, reduce_plan
 from .cuda_scan_lookback import LookbackMixin
@@ -159,9 +160,13 @@ def scan_plan(graph, emulated: bool = False, single_pass: bool = False,
 
 def multi_block(graph, emulated: bool = False, single_pass: bool = True, lookback: Lookback = LOOKBACK):
     """The multi-block plan of ``graph``: a full reduction's or a scan's, or None. ``single_pass``: the target's
-    blocks can wait for each other (:mod:`.grid_sync`), so a full reduction is one kernel and a scan one pass
-    (``lookback``: its knobs)."""
-    return reduce_plan(graph, emulated, single_pass) or scan_plan(graph, emulated, single_pass, lookback)
+    blocks can wait for each other (:mod:`.grid_sync`), so a scan is one pass (``lookback``: its knobs) and a full
+    reduction one kernel where :data:`.cuda_reduce.ONE_KERNEL` says it pays."""
+    if single_pass:
+        reduce = reduce_plan(graph, emulated, cuda_reduce.ONE_KERNEL, cuda_reduce.MEASURED_FASTER)
+    else:
+        reduce = reduce_plan(graph, emulated, False)
+    return reduce or scan_plan(graph, emulated, single_pass, lookback)
 
 
 class ScanEmitter(ReduceEmitter):
