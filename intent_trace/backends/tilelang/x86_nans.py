@@ -11,8 +11,15 @@ from __future__ import annotations
 
 from . import c
 
-_NAN_BITS = {"f32": ("float", "itb_f32", "itb_bits32", "0x00400000u", "0xffc00000u"),
-             "f64": ("double", "itb_f64", "itb_bits64", "0x0008000000000000ull", "0xfff8000000000000ull")}
+_F32_BITS = ("float", "itb_f32", "itb_bits32", "{q} | 0x00400000u", "0xffc00000u")
+#: per format: (the C type, bits -> value, value -> bits, the NaN result's bits from the chosen NaN's bits ``{q}``,
+#: the default NaN). f16 and bf16 helpers compute in f32 and round once (T3): their operands and results are floats
+#: holding the format's values, so the NaN x86's f32 arithmetic picks is then rounded to the format as the C body
+#: rounds it (itb_rf16/itb_rbf16 through double: quieted, f16 keeps the payload's top ten bits, bf16 none of it)
+_NAN_BITS = {"f32": _F32_BITS,
+             "f16": (*_F32_BITS[:3], "({q} | 0x00400000u) & 0xffffe000u", "0xffc00000u"),
+             "bf16": (*_F32_BITS[:3], "({q} & 0x80000000u) | 0x7fc00000u", "0xffc00000u"),
+             "f64": ("double", "itb_f64", "itb_bits64", "{q} | 0x0008000000000000ull", "0xfff8000000000000ull")}
 #: the families whose operands g++ or the vfmadd form may put in either order
 COMMUTATIVE = frozenset({"add", "mul", "fma"})
 
@@ -23,16 +30,16 @@ def applies(family: str, ret, args: tuple, families: frozenset) -> bool:
 
 def wrap(inner: str, name: str, d, arity: int, spelling: c.Spelling) -> str:
     """``name``: the C body (``inner``, defined as ``<name>_ieee``) with x86's NaN results decided around it."""
-    t, to_float, to_bits, quiet_bit, default = _NAN_BITS[d.name]
+    t, to_float, to_bits, nan_bits, default = _NAN_BITS[d.name]
     names = "abc"[:arity]
     # a NaN operand makes the result NaN, so only a NaN result looks at the operands: one compare on the fast path.
     # Selects, not returns: nvcc made each early return a branch region (a row's write pass paid three per element
     # and could not schedule one element's loads and stores across the next one's); the default NaN is quiet already
-    bits = "uint32_t" if d.name == "f32" else "uint64_t"
+    bits = "uint64_t" if d.name == "f64" else "uint32_t"
     picks = " ".join(f"q = {n} != {n} ? {to_bits}({n}) : q;" for n in reversed(names))  # the first NaN operand's
     return (f"{inner}\n{spelling.function} {t} {name}({', '.join(f'{t} {n}' for n in names)}) {{ "
             f"{t} r = {name}_ieee({', '.join(names)}); {bits} q = {default}; {picks} "
-            f"return r == r ? r : {to_float}(q | {quiet_bit}); }}")
+            f"return r == r ? r : {to_float}({nan_bits.format(q='q')}); }}")
 
 
 def c_helper_source(name: str, family: str, dtypes: tuple, ret, args: tuple) -> str | None:
