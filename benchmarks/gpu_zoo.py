@@ -2,6 +2,11 @@
 same GPU, each checked against PyTorch first, then timed side by side (CUDA events, median). ``benchmarks/gpu.py``
 runs these after its tiled cases; one JSON line per case as it finishes, so a run cut short keeps what it measured.
 
+``ratio`` times one call a timing (the device idle when the start event is recorded, so the host's launch path
+before the kernel starts counts: ours through ``exe.launch`` and TileLang's launcher, torch's through its
+dispatcher); ``ratio_stream`` times 20 back-to-back calls a timing, per call, where the host's path overlaps the
+device's work as in a loop of calls (``tools/launch_overhead.py`` breaks the difference down).
+
 Each case says which program ran (``program``: a specialisation's name, or the general program's launch line,
 ``T.Kernel(...)``) and ``serial`` when that is one GPU thread. A serial program can take seconds per call at the
 zoo's shapes, so it is timed at ``serial_shape`` (stated in the line: its ratio is at that shape, not comparable
@@ -98,8 +103,13 @@ class Case:
             raise AssertionError(f"max error {err:.3g} vs torch exceeds {self.tol:.3g}")
         repeat = 1 if serial else 20
         ours, theirs = cuda_time(lambda: exe.launch(*args), repeat), cuda_time(timed, 20)
-        return {"ratio": theirs / ours, "ours_ms": ours * 1e3, "torch_ms": theirs * 1e3, "max_err_vs_torch": err,
+        line = {"ratio": theirs / ours, "ours_ms": ours * 1e3, "torch_ms": theirs * 1e3, "max_err_vs_torch": err,
                 "program": program, "serial": serial, "shape": list(shape)}
+        if not serial:  # a stream of calls: the host's launch path overlaps the device's work (tools/launch_overhead)
+            ours_s, theirs_s = (cuda_time(lambda: exe.launch(*args), 10, inner=20),
+                                cuda_time(timed, 10, inner=20))
+            line.update(ratio_stream=theirs_s / ours_s, ours_stream_ms=ours_s * 1e3, torch_stream_ms=theirs_s * 1e3)
+        return line
 
 
 def _rowwise(fn):
