@@ -466,3 +466,24 @@ def test_each_call_gets_a_ticket_at_zero(monkeypatch):
     assert len(seen) == 2
     for (_, ticket_before, (_, ticket_after)), blocks in zip(seen, (6, 3)):
         assert int(ticket_before[0]) == 0 and int(ticket_after[0]) == blocks
+
+
+def test_a_launch_makes_fresh_workspaces_of_shapes_planned_once(monkeypatch):
+    """``launch`` plans the workspaces' shapes once per argument shapes (checked against the allocation limit there)
+    and only allocates per call, in the target's memory (``meta`` here, without a GPU), fresh each call; a shape
+    too large for the limit is refused when the plan is made."""
+    _use("tilelang-cuda", "one_kernel", monkeypatch)
+    exe = tl_target.build(full_sum.trace(), target="tilelang-cuda")
+    exe.spec = attrs.evolve(exe.spec, device_tensors="meta")
+    (n,) = [ev.extent for ev in exe.graph.extents]
+    made = exe._workspace_maker({n: 5 * CHUNK + 3}, exe.workspaces)
+    first, second = made(()), made(())
+    for tensors in (first, second):
+        (w, ticket) = tensors
+        assert w.device.type == ticket.device.type == "meta"
+        assert tuple(w.shape) == (cuda_reduce.BLOCKS,) and str(w.dtype) == "torch.float32"
+        assert tuple(ticket.shape) == (1,) and str(ticket.dtype) == "torch.int32"
+    assert all(a is not b for a, b in zip(first, second))
+    monkeypatch.setenv("INTENT_TRACE_MAX_ALLOCATION", "16")
+    with pytest.raises(ValueError, match="workspace W0 of shape"):
+        exe._workspace_maker({n: 5 * CHUNK + 3}, exe.workspaces)

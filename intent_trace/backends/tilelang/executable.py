@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import linecache
+from collections.abc import Callable
 
 import ml_dtypes
 import numpy as np
@@ -309,7 +310,7 @@ class TileLangExecutable(ExecutableDisplay):
             views.append((value, stored) if use_value else (stored, value))
         if special:  # its workspaces (if any) fresh per call, as the general program's
             spaces = special.workspaces
-            return kernel, tuple(views), (lambda a: self._workspace_tensors(dims, a, spaces)) if spaces else None
+            return kernel, tuple(views), self._workspace_maker(dims, spaces) if spaces else None
 
         # the error record: made once (launch never reads it; a kernel that fails a check stops either way)
         trailing = []
@@ -320,10 +321,39 @@ class TileLangExecutable(ExecutableDisplay):
 
             trailing.append(self.spec.to_device(torch.zeros(4, dtype=torch.int64)))
 
+        made = self._workspace_maker(dims, self.workspaces)
+
         def extra(device_args) -> list:  # workspaces fresh per call: launches on several streams may overlap
-            return [*self._workspace_tensors(dims, device_args), *trailing]
+            return [*made(device_args), *trailing]
 
         return kernel, tuple(views), extra
+
+    def _workspace_maker(self, dims: dict, spaces) -> Callable:
+        """``made(device_args)``: fresh workspaces for one ``launch`` with these extents. Where no scalar argument
+        sizes them, their shapes are computed and checked against the allocation limit here, once, and a call
+        only allocates (and zero-fills the ``zeroed`` ones) in the target's memory: the host's time per launch is
+        part of what a single call costs (tools/launch_overhead.py: a full sum's launch path was twice a plain
+        kernel call's)."""
+        device = self.spec.device_tensors
+        if device is None or any(space.sized_by_arguments for space in spaces):
+            return lambda device_args: self._workspace_tensors(dims, device_args, spaces)
+        import torch
+
+        extents = {k: dims[ev.extent] for k, ev in enumerate(self.graph.extents)}
+        plans = []
+        for space in spaces:
+            shape = space.sizes(extents, ())
+            plans.append((shape, _compact_strides(shape), _torch_dtype(np.dtype(space.dtype)), space.zeroed))
+
+        def made(device_args) -> list:
+            tensors = [torch.empty_strided(shape, strides, dtype=dtype, device=device)
+                       for shape, strides, dtype, _ in plans]
+            for tensor, plan in zip(tensors, plans):
+                if plan[3]:
+                    tensor.zero_()
+            return tensors
+
+        return made
 
     def _workspace_tensors(self, dims: dict, args, spaces=None) -> list:
         """Fresh target-memory buffers for the program's workspaces (:mod:`.storage`; ``spaces``: a specialisation's

@@ -85,6 +85,12 @@ class Workspace:
     what: str = ""  # " for op `reduce` at file.py:12": where the program needs it, for error messages
     zeroed: bool = False
 
+    @property
+    def sized_by_arguments(self) -> bool:
+        """Whether a scalar argument sizes an axis ("p2", "p2/16+1"): then its shape is known per call, not per
+        extents."""
+        return any(s.startswith("p") for s in self.shape)
+
     def dims(self) -> tuple:
         """The parameter's shape: an axis sized by a scalar or a derived size is a dynamic variable of its own,
         bound by the buffer."""
