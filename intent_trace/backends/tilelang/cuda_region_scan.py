@@ -1,0 +1,286 @@
+"""The segmented scan (:class:`~intent_trace.schedule.region_scan.SegmentedScan`) as three CUDA kernels over chunks
+of ``CHUNK`` members of the source axis (and its emulation on the C target: a block's threads one after another).
+
+1. **transitions**: a block a chunk runs ``summarize`` on its chunk and stores the transition in its slot of a
+   workspace;
+2. **prefixes**: one block folds the transitions in chunk order: chunk ``c``'s incoming state is
+   ``apply(prefix, initial)`` with ``prefix`` the ``combine`` of the transitions before it (stored in its slot), then
+   ``prefix = combine(prefix, transition[c])``; the final state ``apply(total, initial)`` is written;
+3. **outputs**: a block a chunk runs ``emit`` on its chunk from its incoming state, its outputs written at the
+   chunk's offset.
+
+By §9.2's laws the result is the serial program's within T5 (T10: the segmentation and the parenthesisation the
+laws allow are free). Each helper is the shared emitter's element code (:class:`.emitter.TileLangEmitter`: the serial
+program's helpers and rules); only where values are stored differs. A value the element code holds in a buffer (a
+materialised contraction, a carry, a copy) gets a slot of a workspace per chunk (one block's threads share it), and
+every nest that writes one is spread over the block's threads (a strided loop over its flat elements), a barrier
+after it. A buffer written anywhere else (inside a loop of the element code, where every thread would write it) is a
+LoweringError: the plan is refused and the serial program runs, saying so.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import attrs
+
+from ... import types as T
+from ...graph.lowering import assemble, leaf_values
+from ...schedule import region_scan as schedule_region_scan
+from . import cuda_scan
+from .cuda_grid import kernel_line
+from .cuda_reduce import WARP, BlockMixin, _storage, computed_in_body
+from .emitter import Aggregate, Array, Lazy, Scalar, TileLangEmitter
+from .region import slice_views
+from .scalar_rules import constant_expr
+from .storage import _KERNEL_EXTENT, Workspace
+from .views import encode
+
+CHUNK = 64  # members of the source a block summarises and emits
+THREADS = 128
+
+
+@attrs.frozen
+class RegionScanPlan:
+    """A segmented scan's launch: ``size`` the extent name of the source axis."""
+
+    found: schedule_region_scan.SegmentedScan = attrs.field(eq=False)
+    size: str
+    chunk: int = CHUNK
+    threads: int = THREADS
+    emulated: bool = False
+    mapping = "segmented_scan"
+    node = None  # no parallel loop of the graph is the grid's
+
+    @property
+    def warps(self) -> int:
+        return self.threads // WARP
+
+    @property
+    def emitter(self):
+        return RegionScanEmitter
+
+    def chunks(self) -> str:
+        return f"T.ceildiv({self.size}, T.int64({self.chunk}))"
+
+    def grid(self) -> str:
+        return f"T.max({self.chunks()}, T.int64(1))"  # at least one block: an empty axis still launches
+
+    @property
+    def slots(self) -> str:
+        """A workspace's leading axis, as the host sizes it: a slot per chunk and one more (the prefix block's)."""
+        return f"{self.size}/{self.chunk}+1"
+
+    def launch(self, prelude: str | None) -> str:
+        return kernel_line(self.grid(), self.threads, self.emulated, prelude)
+
+    def part(self, graph):
+        return self.found.part(graph, chunk=self.chunk, blocks="one a chunk", threads=self.threads,
+                               phases="3: transitions in parallel, their prefixes in order (one block), "
+                                      "outputs in parallel")
+
+
+def multi_block(graph, emulated: bool = False):
+    """CUDA's multi-block plans: a full reduction's or a scan's (:func:`.cuda_scan.multi_block`), else a segmented
+    scan's."""
+    return cuda_scan.multi_block(graph, emulated) or region_scan_plan(graph, emulated)
+
+
+def region_scan_plan(graph, emulated: bool = False) -> RegionScanPlan | None:
+    """The segmented scan's launch of ``graph``, or None (:func:`~intent_trace.schedule.region_scan.recognise` says
+    why)."""
+    found = schedule_region_scan.recognise(graph)
+    if not isinstance(found, schedule_region_scan.SegmentedScan):
+        return None
+    return RegionScanPlan(found, f"d{found.axis}", emulated=emulated)
+
+
+class RegionScanEmitter(BlockMixin, TileLangEmitter):
+    """The shared emitter writing the three kernels: buffers in per-chunk workspace slots, their nests spread over
+    the block's threads."""
+
+    def __init__(self, graph, target, rules, rejected, checks=True, nest=None, grid=None):
+        super().__init__(graph, target, rules, rejected, checks, nest=None, grid=None)
+        self.plan = grid
+        self.grid_planned = True
+        self.tx = None
+        self.slot = "T.int64(0)"  # the chunk whose workspace slots this kernel's buffers take
+        self.spread_depth = None  # the depth at which a nest writing a buffer is spread over the threads
+
+    def constant(self, value, dtype):
+        """A constant's expression where it is used: no constant is bound once in the first of three kernels."""
+        self.tir(dtype)
+        return constant_expr(self, value, dtype)
+
+    # -- the kernels ----------------------------------------------------------------------------------------------
+    def run_region(self, region, params=()) -> list:
+        if region is not self.graph.body:
+            return super().run_region(region, params)
+        scan = self.plan.found.scan
+        summary_t, state_t = scan.inputs[1].type, scan.inputs[2].type
+        self.transitions = self._chunk_spaces(summary_t, "the chunks' transitions of a region scan")
+        self.incoming = self._chunk_spaces(state_t, "the chunks' incoming states of a region scan")
+        dims = dict(self.dim_names)
+        self._transitions()
+        self.depth -= 1  # the next kernels, after the first
+        for launch, kernel in ((kernel_line("1", self.plan.threads, self.plan.emulated, None), self._prefixes),
+                               (kernel_line(self.plan.grid(), self.plan.threads, self.plan.emulated, None),
+                                self._outputs)):
+            self.env = {k: v for k, v in self.env.items() if not computed_in_body(k, self.graph)}
+            self.dim_names, self.memo = dict(dims), [{}]
+            with self.block(launch):
+                kernel()
+        self.depth += 1
+        return []
+
+    def _begin(self, chunked: bool):
+        """A kernel's start: the thread's binding, the nodes before the scan; for a chunk's kernel its slice (the
+        chunk ``bx``). Returns (the chunk's source leaves, its first member) or None."""
+        self.bind_thread()
+        self.spread_depth = self.depth
+        self.slot = self.assign("T.Cast('int64', bx)", "c") if chunked else "T.int64(0)"
+        for node in self.plan.found.before:
+            self.run_node(node)
+        self.node = scan = self.plan.found.scan
+        if not chunked:
+            return None
+        start = self.assign(f"{self.slot} * T.int64({self.plan.chunk})", "s")
+        return slice_views(self, scan, self.operand(scan.inputs[0]), start, self.plan.chunk), start
+
+    def _operands(self) -> list:
+        return [self.operand(x) for x in self.plan.found.scan.inputs[3:]]
+
+    def _transitions(self) -> None:
+        parts, _ = self._begin(True)
+        summarize = self.plan.found.scan.regions[0]
+        (s,) = self.run_region(summarize, (*parts, *self._operands()))
+        self._store_slots(self.transitions, s, self.plan.found.scan.inputs[1].type, self.slot)
+        self.node = None
+
+    def _prefixes(self) -> None:
+        self._begin(False)
+        scan = self.plan.found.scan
+        _summarize, combine, apply, _emit = scan.regions
+        summary_t = scan.inputs[1].type
+        identity, initial = self.operand(scan.inputs[1]), self.operand(scan.inputs[2])
+        prefix = self.mutable(summary_t, identity)
+        k = self.fresh("k")
+        with self.block(f"for {k} in T.serial({self.plan.chunks()}):"):
+            outer, self.spread_depth = self.spread_depth, self.depth
+            (state,) = self.run_region(apply, (self.current(prefix, summary_t), initial))
+            self._store_slots(self.incoming, state, scan.inputs[2].type, k)
+            (new,) = self.run_region(combine, (self.current(prefix, summary_t),
+                                               self._slot_value(self.transitions, summary_t, k)))
+            self.store(prefix, new, summary_t)
+            self.spread_depth = outer
+        (final,) = self.run_region(apply, (self.current(prefix, summary_t), initial))
+        self.env[scan.outputs[1]] = final
+        for write, _ in self.plan.found.state_writes:
+            self.run_node(write)
+        self.node = None
+
+    def _outputs(self) -> None:
+        parts, start = self._begin(True)
+        scan = self.plan.found.scan
+        state = self._slot_value(self.incoming, scan.inputs[2].type, self.slot)
+        (piece,) = self.run_region(scan.regions[3], (*parts, state, *self._operands()))
+        ((write, _),) = self.plan.found.out_writes
+        view = self.env[write.inputs[0]]
+        axis = scan.attr("axis")
+        (out_t,) = T.leaf_types(scan.outputs[0].type)
+        piece = self.computed(piece, out_t)
+        with self.spread(piece.shape) as idx:
+            dest = [f"{i} + {start}" if k == axis else i for k, i in enumerate(idx)]
+            self.line(f"{view.name}[{', '.join(dest)}] = {encode(self, view, self.elem(piece, idx))}")
+        self.node = None
+
+    # -- the per-chunk workspaces -------------------------------------------------------------------------------
+    def _chunk_spaces(self, t, what: str) -> list:
+        """A workspace per leaf of ``t``, a slot per chunk (and one more): each chunk's value of it."""
+        names = []
+        for lt in T.leaf_types(t):
+            shape = self.shape(lt) if isinstance(lt, T.TensorType) else ()
+            space = Workspace(f"W{len(self.workspaces)}", (self.plan.slots, *shape), _storage(self.tir(lt.dtype)),
+                              f" for {what}")
+            self.workspaces.append(space)
+            names.append((space.name, lt))
+        return names
+
+    def _store_slots(self, spaces, value, t, slot: str) -> None:
+        for (name, lt), leaf in zip(spaces, self.leaves(value, t)):
+            if isinstance(lt, T.TensorType):
+                leaf = self.computed(leaf, lt)
+                with self.spread(leaf.shape) as idx:
+                    self.line(f"{name}[{', '.join([slot, *idx])}] = {self.elem(leaf, idx)}")
+            else:
+                with self.spread(()):
+                    self.line(f"{name}[{slot}] = {leaf}")
+
+    def _slot_value(self, spaces, t, slot: str):
+        """The value of ``t`` held in the slot ``slot`` of ``spaces`` (lazy: read where used)."""
+        leaves = []
+        for name, lt in spaces:
+            if isinstance(lt, T.TensorType):
+                shape = self.shape(lt)
+                leaves.append(Lazy(shape, lambda idx, name=name: f"{name}[{', '.join([slot, *idx])}]"))
+            else:
+                leaves.append(Scalar(self.assign(f"{name}[{slot}]", "x")))
+        return assemble(t, leaves, Aggregate)
+
+    # -- buffers: a slot per chunk, written by every thread ------------------------------------------------------
+    def allocate(self, shape, dtype: str, zero: bool = False) -> str:
+        """A buffer of ``shape`` in this chunk's slot of a workspace of its own (every thread of the block sees
+        it): each axis the host sizes (a kernel extent, a static size, a slice's bound)."""
+        dims = tuple(shape) or ("1",)
+        sizes = tuple(s if s.isdigit() or _KERNEL_EXTENT.fullmatch(s) else self.host_sizes.get(s) for s in dims)
+        if None in sizes:
+            raise self.reject("a chunk's program needs a buffer whose size depends on data")
+        space = Workspace(f"W{len(self.workspaces)}", (self.plan.slots, *sizes), _storage(dtype), self._for_op())
+        self.workspaces.append(space)
+        name = self.fresh("a")
+        first = ", ".join(["0"] * len(sizes))
+        self.line(f"{name} = T.make_tensor_from_addr(T.access_ptr({space.name}[{self.slot}, {first}], 'rw'), "
+                  f"({', '.join(sizes)},), {dtype!r})")
+        self.zero_fill(name, sizes, dtype, zero)
+        return name
+
+    def zero_fill(self, name: str, dims: tuple, dtype: str, zero: bool) -> None:
+        if zero:
+            with self.spread(dims) as idx:
+                self.line(f"{name}[{', '.join(idx) or '0'}] = T.Cast({dtype!r}, 0)")
+
+    def materialize(self, value, t):
+        if not isinstance(value, Lazy):
+            return value
+        name = self.allocate(value.shape, self.tir(t.dtype))
+        with self.spread(value.shape) as idx:
+            self.line(f"{name}[{', '.join(idx) or '0'}] = {self.elem(value, idx)}")
+        return Array(name, value.shape)
+
+    def _copy(self, dest: Array, value) -> None:
+        with self.spread(dest.shape) as idx:
+            self.line(f"{dest.name}[{', '.join(idx) or '0'}] = {self.elem(value, idx)}")
+
+    def nest(self, shape, parallel: bool):
+        """A shared rule's nest: spread over the threads where it is parallel at a kernel's top level (a write of
+        a view), else serial in each thread (a reduction's loop: every thread's locals)."""
+        if parallel and self.depth == self.spread_depth:
+            return self.spread(shape)
+        return self.loop_nest(shape)
+
+    @contextlib.contextmanager
+    def spread(self, shape):
+        """The elements of ``shape`` spread over the block's threads (a strided loop over the flat elements), then a
+        barrier: the buffer it writes is read by any thread after it."""
+        if self.depth != self.spread_depth:
+            raise self.reject("a chunk's program writes a buffer inside a loop (every thread would write it)")
+        shape = tuple(shape)
+        threads = self.plan.threads
+        total = self.assign(" * ".join(f"T.Cast('int64', {s})" for s in shape) or "T.int64(1)", "t")
+        with self.phase() as tx:
+            e = self.fresh("e")
+            with self.block(f"for {e} in T.serial(T.ceildiv({total}, T.int64({threads}))):"):
+                f = self.assign(f"{e} * T.int64({threads}) + T.Cast('int64', {tx})", "f")
+                with self.block(f"if {f} < {total}:"):
+                    yield self.coordinates(f, shape, total) if shape else []
+        self.sync()
+

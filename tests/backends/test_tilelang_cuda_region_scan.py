@@ -1,0 +1,169 @@
+"""Segmented scans on tilelang-cuda (cuda_region_scan: a region_scan as three phases over chunks of its source axis;
+schedule/region_scan.py recognises it).
+
+The schedule (on CPU, no GPU): causal linear attention (examples/causal_linear_attention.py) gets
+``segmented_scan`` with its chunk and phases, and three kernels; a near miss keeps the serial program and names its
+reason. The numbers: on every executable target through the shared ``target`` fixture (tilelang-c running the CUDA
+mapping emulated, a block's threads one after another), against a float64 NumPy reference computed independently
+(the cumulative sum of the k^T v outer products), within T5's bound for each output's own terms (T10: the chunks and
+the order in which their transitions combine are free): lengths no chunk divides (1, CHUNK - 1, CHUNK, CHUNK + 1,
+many chunks and a tail), f32 and f16 sources, NaN and infinities planted at several positions (non-finite where and
+only where the reference is).
+"""
+import attrs
+import numpy as np
+import pytest
+from example_modules import example
+
+import intent_trace as intent
+from intent_trace import I
+
+pytest.importorskip("tilelang")
+from backends.tilelang_support import mapped_compiler
+from intent_trace.backends.tilelang import cuda_region_scan, targets
+from intent_trace.backends.tilelang.cuda_region_scan import CHUNK
+from intent_trace.backends.tilelang.target import build, generate
+from intent_trace.schedule import region_scan
+from intent_trace.schedule.recognition import Rejected
+
+ATTENTION = example("causal_linear_attention")
+EMULATED = attrs.evolve(targets.C, multi_block=lambda g: cuda_region_scan.multi_block(g, emulated=True),
+                        host_workspaces=True)
+
+
+@intent.fn
+def _transition(q, k, v, pos):
+    return I.matmul(k, v, transpose_lhs=True, acc_dtype=I.f32)
+
+
+@intent.fn
+def _emit(q, k, v, pos, state):
+    n = pos.shape[0]
+    causal = I.reshape(pos, (n, 1)) >= I.reshape(pos, (1, n))
+    scores = I.matmul(q, k, transpose_rhs=True, acc_dtype=I.f32)
+    within = I.matmul(I.select(causal, scores, I.zeros(scores.shape, I.f32)), I.cast(v, I.f32), acc_dtype=I.f32)
+    return I.cast(I.matmul(I.cast(q, I.f32), state, acc_dtype=I.f32) + within, I.f16)
+
+
+@intent.kernel
+def attention_f16(q: I.In[I.f16, ("L", "D")], k: I.In[I.f16, ("L", "D")], v: I.In[I.f16, ("L", "D")],
+                  out: I.Out[I.f16, ("L", "D")], final: I.Out[I.f32, ("D", "D")]):
+    """The example's kernel with f16 sources and output (f32 products and state)."""
+    t = I.domain(0, q.shape[0])
+    zero = I.zeros((q.shape[1], q.shape[1]), I.f32)
+    outputs, state = I.region_scan(
+        source=(q[:, :], k[:, :], v[:, :], I.indices(t)), axis=0, summarize=_transition,
+        combine=lambda a, b: a + b, identity=zero, initial_state=zero, apply=lambda tr, s: s + tr, emit=_emit)
+    out[:, :] = outputs
+    final[:, :] = state
+
+
+@intent.kernel
+def scan_then_scale(x: I.In[I.f32, ("L", "D")], out: I.Out[I.f32, ("L", "D")], final: I.Out[I.f32, ("D",)]):
+    """A near miss: the outputs are scaled after the scan (not a whole write of its result)."""
+    zero = I.zeros((x.shape[1],), I.f32)
+    outputs, state = I.region_scan(
+        source=(x[:, :],), axis=0, summarize=lambda s: I.reduce.sum(s, axis=0), combine=lambda a, b: a + b,
+        identity=zero, initial_state=zero, apply=lambda tr, s: s + tr,
+        emit=lambda s, st: s + I.reshape(st, (1, st.shape[0])))
+    out[:, :] = outputs * 2.0
+    final[:] = state
+
+
+def test_linear_attention_gets_a_segmented_scan():
+    g = ATTENTION.linear_attention.trace()
+    found = region_scan.recognise(g)
+    assert isinstance(found, region_scan.SegmentedScan) and g.extents[found.axis].extent.name == "L"
+    assert found.contractions == 4 and len(found.out_writes) == 1 and len(found.state_writes) == 1
+    exe = build(g, target="tilelang-cuda")
+    assert exe.schedule.mappings() == ("segmented_scan",), exe.schedule
+    part = exe.schedule.general
+    assert part.param("chunk") == CHUNK and part.param("source") == "L" and part.param("phases").startswith("3:")
+    assert "segmented_scan (source=L, chunk=64" in str(exe.schedule)
+    program = generate(g, "tilelang-cuda")
+    assert program.count("with T.Kernel(") == 3 and "T.Kernel(1, threads=128) as bx:" in program
+    assert program.count("with T.Kernel(T.max(T.ceildiv(d0, T.int64(64)), T.int64(1)), threads=128") == 2
+    assert "T.sync_threads()" in program and "T.get_thread_binding()" in program
+
+
+def test_a_near_miss_keeps_one_thread_and_says_why():
+    found = region_scan.recognise(scan_then_scale.trace())
+    assert isinstance(found, Rejected) and "after the region_scan is not a write of its results" in found.reason
+    schedule = build(scan_then_scale.trace(), target="tilelang-cuda").schedule
+    assert schedule.general.mapping == "serial"
+    assert "not a segmented scan: op mul" in schedule.general.reason
+
+
+@pytest.fixture
+def scans(target, monkeypatch):
+    return mapped_compiler(target, monkeypatch, EMULATED, "segmented_scan")
+
+
+def _reference(q, k, v):
+    """(out, final, the sums of the outputs' terms' magnitudes, the terms per output) in float64."""
+    q, k, v = (a.astype(np.float64) for a in (q, k, v))
+    with np.errstate(invalid="ignore", over="ignore"):
+        states = np.cumsum(np.einsum("ld,le->lde", k, v), axis=0)
+        out, final = np.einsum("ld,lde->le", q, states), states[-1]
+        magnitude = np.einsum("ld,lde->le", np.abs(q), np.cumsum(np.einsum("ld,le->lde", np.abs(k), np.abs(v)), 0))
+        final_magnitude = np.sum(np.einsum("ld,le->lde", np.abs(k), np.abs(v)), axis=0)
+    return out, final, magnitude, final_magnitude
+
+
+def _check(got, want, magnitude, terms: int, unit: float = 2.0 ** -24, rounded: float = 0.0) -> None:
+    """Non-finite exactly where the reference is; elsewhere within T5's bound gamma_n * sum |terms| (every term a
+    product of three values: ``terms`` additions and two multiplications each), plus, when the f32 result is rounded
+    to a narrower output (``rounded``: its unit roundoff), that rounding (relative, and half its least subnormal)."""
+    assert np.array_equal(np.isfinite(got), np.isfinite(want))
+    finite = np.isfinite(want)
+    n = terms + 2
+    bound = n * unit / (1 - n * unit) * magnitude[finite]
+    if rounded:
+        bound += rounded * (np.abs(want[finite]) + bound) + 2.0 ** -25
+    err = np.abs(got[finite].astype(np.float64) - want[finite])
+    assert np.all(err <= bound), np.max(err - bound)
+
+
+LENGTHS = [1, CHUNK - 1, CHUNK, CHUNK + 1, 5 * CHUNK + 7]
+
+
+@pytest.mark.parametrize("L", LENGTHS, ids=[f"L{n}" for n in LENGTHS])
+def test_linear_attention_f32(scans, L):
+    D = 8
+    exe = scans(ATTENTION.linear_attention)
+    for seed in range(2):  # several sequences through one executable
+        rng = np.random.default_rng(L * 10 + seed)
+        q, k, v = (rng.standard_normal((L, D)).astype(np.float32) for _ in range(3))
+        out, final = np.zeros((L, D), np.float32), np.zeros((D, D), np.float32)
+        exe(q, k, v, out, final)
+        want, want_final, magnitude, final_magnitude = _reference(q, k, v)
+        _check(out, want, magnitude, L * D + D)
+        _check(final, want_final, final_magnitude, L)
+
+
+@pytest.mark.parametrize("L", [CHUNK + 1, 3 * CHUNK + 5], ids=["one-tail", "tail"])
+def test_linear_attention_f16(scans, L):
+    D = 4
+    rng = np.random.default_rng(L)
+    q, k, v = (rng.uniform(-1, 1, (L, D)).astype(np.float16) for _ in range(3))
+    out, final = np.zeros((L, D), np.float16), np.zeros((D, D), np.float32)
+    scans(attention_f16)(q, k, v, out, final)
+    want, want_final, magnitude, final_magnitude = _reference(q, k, v)
+    _check(out, want, magnitude, L * D + D, rounded=2.0 ** -11)  # f32 arithmetic, then one rounding to f16
+    _check(final, want_final, final_magnitude, L)
+
+
+@pytest.mark.parametrize("where", [(0, "k", np.nan), (CHUNK - 1, "v", np.inf), (CHUNK, "q", -np.inf),
+                                   (2 * CHUNK + 3, "k", np.nan)],
+                         ids=["nan-first", "inf-chunk-end", "inf-chunk-start", "nan-middle"])
+def test_linear_attention_non_finite(scans, where):
+    at, name, value = where
+    L, D = 3 * CHUNK + 9, 4
+    rng = np.random.default_rng(at)
+    arrays = {n: rng.standard_normal((L, D)).astype(np.float32) for n in "qkv"}
+    arrays[name][at, 1] = value
+    out, final = np.zeros((L, D), np.float32), np.zeros((D, D), np.float32)
+    scans(ATTENTION.linear_attention)(arrays["q"], arrays["k"], arrays["v"], out, final)
+    want, want_final, magnitude, final_magnitude = _reference(arrays["q"], arrays["k"], arrays["v"])
+    _check(out, want, magnitude, L * D + D)
+    _check(final, want_final, final_magnitude, L)
