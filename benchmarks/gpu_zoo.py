@@ -208,18 +208,18 @@ def _linear_attention(shape):
     masked q k^T v; the errors against the same form on |q|, |k|, |v| (T5's sum of |terms|)."""
     import torch
 
-    length, d = shape
-    q, k, v = (torch.randn(length, d, device="cuda") / 4 for _ in range(3))
-    out, final = torch.empty_like(q), torch.empty(d, d, device="cuda")
+    batch, length, d = shape
+    q, k, v = (torch.randn(batch, length, d, device="cuda") / 4 for _ in range(3))
+    out, final = torch.empty_like(q), torch.empty(batch, d, d, device="cuda")
 
     def chunked(q, k, v, chunk=64):
         torch.backends.cuda.matmul.allow_tf32 = False
         n = length // chunk
-        qc, kc, vc = (x.view(n, chunk, d) for x in (q, k, v))
-        transitions = kc.transpose(1, 2) @ vc
-        states = torch.cumsum(transitions, 0)
-        within = torch.tril(qc @ kc.transpose(1, 2)) @ vc
-        return (qc @ (states - transitions) + within).view(length, d), states[-1]
+        qc, kc, vc = (x.view(batch, n, chunk, d) for x in (q, k, v))
+        transitions = kc.transpose(2, 3) @ vc
+        states = torch.cumsum(transitions, 1)
+        within = torch.tril(qc @ kc.transpose(2, 3)) @ vc
+        return (qc @ (states - transitions) + within).view(batch, length, d), states[:, -1]
 
     def theirs():
         return chunked(q, k, v)
@@ -247,7 +247,7 @@ def _matmul(dtype, batched=False, bias=False):
 def cases() -> list:
     import torch
 
-    from causal_linear_attention import linear_attention
+    from causal_linear_attention import linear_attention_batched
     from mamba_state_passing import state_passing  # the examples' kernels (gpu.py puts examples/ on the path)
     from row_softmax import softmax_rows
 
@@ -289,8 +289,8 @@ def cases() -> list:
              _matmul("float16", bias=True), 1e-2, "torch addmm + relu", 0.9),
         Case("mamba_state_passing_f32_1024x65536", state_passing, (1024, 65536), (64, 4096), _mamba, 1e-5,
              "torch chunk loop (addcmul per chunk)", None),
-        Case("causal_linear_attention_f32_131072x64", linear_attention, (131072, 64), (4096, 64), _linear_attention,
-             1e-4, "torch chunked form (bmm, cumsum, tril; no TF32)", None),
+        Case("causal_linear_attention_f32_bh32_l4096_d64", linear_attention_batched, (32, 4096, 64), (1, 512, 64),
+             _linear_attention, 1e-4, "torch chunked form (bmm, cumsum, tril; no TF32)", None),
     ]
 
 

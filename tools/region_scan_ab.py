@@ -1,8 +1,9 @@
 """The segmented scan (cuda_region_scan) against the one-thread program it replaces and PyTorch, on one GPU: causal
 linear attention (examples/causal_linear_attention.py), one JSON line per measurement.
 
-1. the zoo case (benchmarks/gpu_zoo.py, ``causal_linear_attention_f32_131072x64``): ours vs PyTorch's chunked form;
-2. at L=4096, D=64: the segmented scan, the one-thread program (the CUDA target without the segmented-scan plan: what
+1. the zoo case (benchmarks/gpu_zoo.py, ``causal_linear_attention_f32_bh32_l4096_d64``): ours vs PyTorch's chunked
+   form;
+2. at batch 1, L=4096, D=64: the segmented scan, the one-thread program (the CUDA target without the segmented-scan plan: what
    main runs) and PyTorch, each checked against PyTorch first.
 
 Run from the repository root with the examples and benchmarks importable: ``python tools/region_scan_ab.py``.
@@ -28,20 +29,20 @@ def main() -> int:
     import torch
 
     import gpu_zoo
-    from causal_linear_attention import linear_attention
+    from causal_linear_attention import linear_attention_batched
 
     (case,) = [c for c in gpu_zoo.cases() if c.name.startswith("causal_linear_attention")]
     print(json.dumps(case.run(), default=str), flush=True)
-    shape = (4096, 64)
+    shape = (1, 4096, 64)
     args, outputs, theirs, _, mass = gpu_zoo._linear_attention(shape)
     want, scale = theirs(), mass()
-    line = {"case": "causal_linear_attention_f32_4096x64", "device": torch.cuda.get_device_name()}
+    line = {"case": "causal_linear_attention_f32_1x4096x64", "device": torch.cuda.get_device_name()}
     programs = [("segmented_scan", None), ("one_thread", attrs.evolve(targets.CUDA, multi_block=cuda_scan.multi_block))]
     for name, spec in programs:
         if spec is not None:  # the CUDA target without the segmented-scan plan: main's one-thread program
             targets.TARGETS["tilelang-cuda"] = spec
             tl_target._EXECUTABLES.clear()
-        exe = intent.compile(linear_attention, target="tilelang-cuda")
+        exe = intent.compile(linear_attention_batched, target="tilelang-cuda")
         line[f"{name}_schedule"] = str(exe.schedule.general.mapping)
         exe.launch(*args)
         torch.cuda.synchronize()

@@ -22,8 +22,10 @@ import attrs
 from .. import types as T
 from ..graph import ops
 from ..graph.lowering import pointwise_shape
+from ..graph.patterns import match
 from ..graph.traits import AGGREGATE, CONTRACTIONS, POINTWISE
 from ..graph.values import KernelGraph, walk_region
+from .access import UNIT_DOMAIN
 from .plan import Part
 from .prologue import extent_vars, prologue
 from .recognition import NotRecognised, run_walk
@@ -37,7 +39,8 @@ _BEFORE_OPS = (ops.read, ops.full, ops.domain, ops.indices, ops.broadcast, ops.r
 
 @attrs.frozen(slots=True)
 class SegmentedScan:
-    """A recognised segmented scan: ``axis`` the graph extent index of the scanned axis; ``scan`` the node;
+    """A recognised segmented scan: ``axis`` the graph extent index of the scanned axis; ``batch`` that of the
+    top-level ``parallel`` loop around it (None: none; ``loop`` and ``point`` its node and its point); ``scan`` the node;
     ``before`` the nodes computed before it (its source's reads, its identity and initial state: every phase
     computes them again, lazily); ``out_writes`` and ``state_writes`` the whole writes of its outputs' and final
     state's leaves (``(write node, leaf index)``); ``fused`` the pointwise ops of its helpers."""
@@ -45,10 +48,13 @@ class SegmentedScan:
     axis: int
     fused: tuple
     contractions: int
+    batch: int | None
     scan: object = attrs.field(eq=False)
     before: tuple = attrs.field(default=(), eq=False)
     out_writes: tuple = attrs.field(default=(), eq=False)
     state_writes: tuple = attrs.field(default=(), eq=False)
+    loop: object = attrs.field(default=None, eq=False)
+    point: object = attrs.field(default=None, eq=False)
 
     @property
     def reason(self) -> str:
@@ -60,8 +66,9 @@ class SegmentedScan:
     def part(self, graph: KernelGraph, **params) -> Part:
         names = [ev.extent.name for ev in graph.extents]
         writes = tuple(w for w, _ in (*self.out_writes, *self.state_writes))
-        return Part("segmented_scan", self.reason, (("source", names[self.axis]), *params.items()), self.fused,
-                    nodes=(self.scan, *writes))
+        batch = () if self.batch is None else (("batch", names[self.batch]),)
+        return Part("segmented_scan", self.reason, (("source", names[self.axis]), *batch, *params.items()),
+                    self.fused, nodes=(self.scan, *writes))
 
 
 def recognise(graph: KernelGraph) -> SegmentedScan | "Rejected":  # noqa: F821
@@ -73,8 +80,9 @@ class _Walk:
     def __init__(self, graph: KernelGraph):
         self.graph = graph
         self.prologue = prologue(graph)
-        self.extents = {ev.extent: k for ev, k in extent_vars(graph, self.prologue).items()}
-        self.extents.update({ev.extent: k for k, ev in enumerate(graph.extents)})
+        self.extent_of = extent_vars(graph, self.prologue)
+        self.extents = {ev.extent: k for k, ev in enumerate(graph.extents)}
+        self.point = None
         self.params = {p.var: p for p in graph.params}
         self.fused: set = set()
         self.contractions = 0
@@ -88,11 +96,24 @@ class _Walk:
             self.fail("no region_scan" if not scans else "more than one region_scan")
         (scan,) = scans
         top = list(self.graph.body.nodes)
-        if scan not in top:
-            self.fail(f"the region_scan{_at(scan)} is not at the top level of the kernel (inside a loop or branch)")
-        at = top.index(scan)
+        loop = batch = point = None
+        if scan in top:
+            pre, body = [], top
+        else:
+            loop = top[-1] if top and top[-1].op is ops.parallel else None
+            if loop is None or scan not in loop.regions[0].nodes or sum(n.op is ops.parallel for n in top) != 1:
+                self.fail(f"the region_scan{_at(scan)} is neither at the top level nor in a top-level parallel loop "
+                          f"(last in the kernel)")
+            pre, body = top[:-1], list(loop.regions[0].nodes)
+            caps = match(UNIT_DOMAIN, next((n for n in pre if loop.inputs[0] in n.outputs), None), {})
+            if caps is None or caps["end"] not in self.extent_of:
+                self.fail(f"the parallel loop{_at(loop)} is not over domain(0, B, 1) of a kernel extent B")
+            batch = self.extent_of[caps["end"]]
+            (point,) = loop.regions[0].params
+        self.point = point
+        at = body.index(scan)
         before = []
-        for node in top[:at]:
+        for node in [*pre, *body[:at]]:
             before.append(node)
             if node in self.prologue:
                 continue
@@ -111,9 +132,11 @@ class _Walk:
                           f"chunk's transition is stored for the prefix phase)")
         for region in scan.regions:
             self.helper(region)
-        out_writes, state_writes = self.consumers(scan, top[at + 1:])
-        return SegmentedScan(self.extents[source_t.shape[axis]], tuple(sorted(self.fused)), self.contractions, scan,
-                             tuple(before), tuple(out_writes), tuple(state_writes))
+        out_writes, state_writes = self.consumers(scan, body[at + 1:])
+        if batch is not None and batch == self.extents[source_t.shape[axis]]:
+            self.fail("the batch extent is also the scan's source axis")
+        return SegmentedScan(self.extents[source_t.shape[axis]], tuple(sorted(self.fused)), self.contractions, batch,
+                             scan, tuple(before), tuple(out_writes), tuple(state_writes), loop, point)
 
     def helper(self, region) -> None:
         for node in region.nodes:
@@ -131,6 +154,13 @@ class _Walk:
             if op in POINTWISE and node.inputs:
                 self.fused.add(op.name)
 
+    def whole(self, write) -> bool:
+        """Whether ``write`` is of whole axes, led by the batch point when the scan is in a parallel loop."""
+        index, operands = write.attr("index"), write.inputs[2:]
+        lead = 0 if self.point is None else 1
+        return tuple(index[:lead]) == ("point",) * lead and all(e == "all" for e in index[lead:]) and \
+            all(x is self.point for x in operands)
+
     def consumers(self, scan, nodes) -> tuple:
         outs, state = scan.outputs
         for v in (outs, state):
@@ -146,7 +176,7 @@ class _Walk:
             p = self.params.get(view)
             if value is not outs and value is not state:
                 self.fail(f"the write{_at(node)} is not of a result of the region_scan")
-            if p is None or p.type.access != "Out" or any(e != "all" for e in node.attr("index")) or \
+            if p is None or p.type.access != "Out" or not self.whole(node) or \
                     any(n.op is ops.read and n.inputs[0] is view for n in walk_region(self.graph.body)):
                 self.fail(f"the write{_at(node)} is not a whole write of an Out view that nothing reads")
             (out_writes if value is outs else state_writes).append((node, 0))

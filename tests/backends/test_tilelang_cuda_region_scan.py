@@ -86,6 +86,18 @@ def test_linear_attention_gets_a_segmented_scan():
     assert "T.sync_threads()" in program and "T.get_thread_binding()" in program
 
 
+def test_a_batch_loop_is_the_grid_of_entries():
+    g = ATTENTION.linear_attention_batched.trace()
+    found = region_scan.recognise(g)
+    assert isinstance(found, region_scan.SegmentedScan) and g.extents[found.batch].extent.name == "B"
+    part = build(g, target="tilelang-cuda").schedule.general
+    assert part.mapping == "segmented_scan" and part.param("batch") == "B" and part.param("source") == "L"
+    program = generate(g, "tilelang-cuda")
+    per = "T.max(T.ceildiv(d1, T.int64(64)), T.int64(1))"
+    assert program.count(f"with T.Kernel({per} * T.max(d0, T.int64(1)), threads=128") == 2
+    assert "with T.Kernel(T.max(d0, T.int64(1)), threads=128) as bx:" in program
+
+
 def test_a_near_miss_keeps_one_thread_and_says_why():
     found = region_scan.recognise(scan_then_scale.trace())
     assert isinstance(found, Rejected) and "after the region_scan is not a write of its results" in found.reason
@@ -169,3 +181,20 @@ def test_linear_attention_non_finite(scans, where):
     want, want_final, magnitude, final_magnitude = _reference(arrays["q"], arrays["k"], arrays["v"])
     _check(out, want, magnitude, L * D + D)
     _check(final, want_final, final_magnitude, L)
+
+
+@pytest.mark.parametrize("B, L", [(3, 2 * CHUNK + 5), (1, CHUNK), (2, 0), (0, 5)],
+                         ids=["entries-tail", "one-entry", "empty-axis", "no-entries"])
+def test_batched_linear_attention(scans, B, L):
+    D = 4
+    rng = np.random.default_rng(B * 100 + L)
+    q, k, v = (rng.standard_normal((B, L, D)).astype(np.float32) for _ in range(3))
+    out, final = np.full((B, L, D), 7.0, np.float32), np.full((B, D, D), 7.0, np.float32)
+    scans(ATTENTION.linear_attention_batched)(q, k, v, out, final)
+    for b in range(B):
+        if L == 0:
+            assert np.array_equal(final[b], np.zeros((D, D), np.float32))
+            continue
+        want, want_final, magnitude, final_magnitude = _reference(q[b], k[b], v[b])
+        _check(out[b], want, magnitude, L * D + D)
+        _check(final[b], want_final, final_magnitude, L)

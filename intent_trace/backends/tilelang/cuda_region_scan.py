@@ -41,10 +41,12 @@ THREADS = 128
 
 @attrs.frozen
 class RegionScanPlan:
-    """A segmented scan's launch: ``size`` the extent name of the source axis."""
+    """A segmented scan's launch: ``size`` the extent name of the source axis, ``batch`` that of the parallel loop
+    around the scan (None: none). A chunk kernel's blocks are the chunks of every batch entry, batch-major."""
 
     found: schedule_region_scan.SegmentedScan = attrs.field(eq=False)
     size: str
+    batch: str | None = None
     chunk: int = CHUNK
     threads: int = THREADS
     emulated: bool = False
@@ -62,13 +64,23 @@ class RegionScanPlan:
     def chunks(self) -> str:
         return f"T.ceildiv({self.size}, T.int64({self.chunk}))"
 
+    def per_entry(self) -> str:
+        """The chunk blocks of one batch entry (at least one: an empty axis still has a block)."""
+        return f"T.max({self.chunks()}, T.int64(1))"
+
     def grid(self) -> str:
-        return f"T.max({self.chunks()}, T.int64(1))"  # at least one block: an empty axis still launches
+        entries = f" * T.max({self.batch}, T.int64(1))" if self.batch else ""
+        return f"{self.per_entry()}{entries}"
+
+    def prefix_grid(self) -> str:
+        """The prefix kernel's blocks: one a batch entry."""
+        return f"T.max({self.batch}, T.int64(1))" if self.batch else "1"
 
     @property
-    def slots(self) -> str:
-        """A workspace's leading axis, as the host sizes it: a slot per chunk and one more (the prefix block's)."""
-        return f"{self.size}/{self.chunk}+1"
+    def slots(self) -> tuple:
+        """A workspace's leading axes, as the host sizes them: the batch entries, then a slot per chunk and one
+        more."""
+        return (*((self.batch,) if self.batch else ()), f"{self.size}/{self.chunk}+1")
 
     def launch(self, prelude: str | None) -> str:
         return kernel_line(self.grid(), self.threads, self.emulated, prelude)
@@ -91,7 +103,8 @@ def region_scan_plan(graph, emulated: bool = False) -> RegionScanPlan | None:
     found = schedule_region_scan.recognise(graph)
     if not isinstance(found, schedule_region_scan.SegmentedScan):
         return None
-    return RegionScanPlan(found, f"d{found.axis}", emulated=emulated)
+    batch = None if found.batch is None else f"d{found.batch}"
+    return RegionScanPlan(found, f"d{found.axis}", batch, emulated=emulated)
 
 
 class RegionScanEmitter(BlockMixin, TileLangEmitter):
@@ -103,7 +116,7 @@ class RegionScanEmitter(BlockMixin, TileLangEmitter):
         self.plan = grid
         self.grid_planned = True
         self.tx = None
-        self.slot = "T.int64(0)"  # the chunk whose workspace slots this kernel's buffers take
+        self.slot = ("T.int64(0)",)  # the (entry,) chunk whose workspace slots this kernel's buffers take
         self.spread_depth = None  # the depth at which a nest writing a buffer is spread over the threads
 
     def constant(self, value, dtype):
@@ -122,7 +135,8 @@ class RegionScanEmitter(BlockMixin, TileLangEmitter):
         dims = dict(self.dim_names)
         self._transitions()
         self.depth -= 1  # the next kernels, after the first
-        for launch, kernel in ((kernel_line("1", self.plan.threads, self.plan.emulated, None), self._prefixes),
+        for launch, kernel in ((kernel_line(self.plan.prefix_grid(), self.plan.threads, self.plan.emulated, None),
+                                self._prefixes),
                                (kernel_line(self.plan.grid(), self.plan.threads, self.plan.emulated, None),
                                 self._outputs)):
             self.env = {k: v for k, v in self.env.items() if not computed_in_body(k, self.graph)}
@@ -132,66 +146,83 @@ class RegionScanEmitter(BlockMixin, TileLangEmitter):
         self.depth += 1
         return []
 
+    @contextlib.contextmanager
     def _begin(self, chunked: bool):
-        """A kernel's start: the thread's binding, the nodes before the scan; for a chunk's kernel its slice (the
-        chunk ``bx``). Returns (the chunk's source leaves, its first member) or None."""
+        """A kernel's body: the thread's binding, this block's batch entry (under a guard: an empty batch still has a
+        block) and chunk, the nodes before the scan; yields, for a chunk's kernel, (its source leaves, its first
+        member), else None."""
+        plan = self.plan
         self.bind_thread()
         self.spread_depth = self.depth
-        self.slot = self.assign("T.Cast('int64', bx)", "c") if chunked else "T.int64(0)"
-        for node in self.plan.found.before:
-            self.run_node(node)
-        self.node = scan = self.plan.found.scan
-        if not chunked:
-            return None
-        start = self.assign(f"{self.slot} * T.int64({self.plan.chunk})", "s")
-        return slice_views(self, scan, self.operand(scan.inputs[0]), start, self.plan.chunk), start
+        block = self.assign("T.Cast('int64', bx)", "c")
+        if plan.batch is None:
+            entry, chunk = None, block if chunked else "T.int64(0)"
+        elif chunked:
+            per = self.assign(plan.per_entry(), "g")
+            entry, chunk = self.assign(f"{block} // {per}", "b"), self.assign(f"{block} % {per}", "c")
+        else:
+            entry, chunk = block, "T.int64(0)"
+        self.slot = (*((entry,) if entry else ()), chunk)
+        guard = self.block(f"if {entry} < {plan.batch}:") if entry else contextlib.nullcontext()
+        with guard:
+            self.spread_depth = self.depth
+            if self.plan.found.point is not None:
+                self.env[self.plan.found.point] = Scalar(entry)
+            for node in self.plan.found.before:
+                self.run_node(node)
+            self.node = scan = self.plan.found.scan
+            if not chunked:
+                yield None
+            else:
+                start = self.assign(f"{chunk} * T.int64({plan.chunk})", "s")
+                yield slice_views(self, scan, self.operand(scan.inputs[0]), start, plan.chunk), start
+            self.node = None
 
     def _operands(self) -> list:
         return [self.operand(x) for x in self.plan.found.scan.inputs[3:]]
 
     def _transitions(self) -> None:
-        parts, _ = self._begin(True)
-        summarize = self.plan.found.scan.regions[0]
-        (s,) = self.run_region(summarize, (*parts, *self._operands()))
-        self._store_slots(self.transitions, s, self.plan.found.scan.inputs[1].type, self.slot)
-        self.node = None
+        with self._begin(True) as (parts, _):
+            summarize = self.plan.found.scan.regions[0]
+            (s,) = self.run_region(summarize, (*parts, *self._operands()))
+            self._store_slots(self.transitions, s, self.plan.found.scan.inputs[1].type, self.slot)
 
     def _prefixes(self) -> None:
-        self._begin(False)
-        scan = self.plan.found.scan
-        _summarize, combine, apply, _emit = scan.regions
-        summary_t = scan.inputs[1].type
-        identity, initial = self.operand(scan.inputs[1]), self.operand(scan.inputs[2])
-        prefix = self.mutable(summary_t, identity)
-        k = self.fresh("k")
-        with self.block(f"for {k} in T.serial({self.plan.chunks()}):"):
-            outer, self.spread_depth = self.spread_depth, self.depth
-            (state,) = self.run_region(apply, (self.current(prefix, summary_t), initial))
-            self._store_slots(self.incoming, state, scan.inputs[2].type, k)
-            (new,) = self.run_region(combine, (self.current(prefix, summary_t),
-                                               self._slot_value(self.transitions, summary_t, k)))
-            self.store(prefix, new, summary_t)
-            self.spread_depth = outer
-        (final,) = self.run_region(apply, (self.current(prefix, summary_t), initial))
-        self.env[scan.outputs[1]] = final
-        for write, _ in self.plan.found.state_writes:
-            self.run_node(write)
-        self.node = None
+        with self._begin(False):
+            scan = self.plan.found.scan
+            _summarize, combine, apply, _emit = scan.regions
+            summary_t = scan.inputs[1].type
+            identity, initial = self.operand(scan.inputs[1]), self.operand(scan.inputs[2])
+            prefix = self.mutable(summary_t, identity)
+            k = self.fresh("k")
+            with self.block(f"for {k} in T.serial({self.plan.chunks()}):"):
+                outer, self.spread_depth = self.spread_depth, self.depth
+                slot = (*self.slot[:-1], k)
+                (state,) = self.run_region(apply, (self.current(prefix, summary_t), initial))
+                self._store_slots(self.incoming, state, scan.inputs[2].type, slot)
+                (new,) = self.run_region(combine, (self.current(prefix, summary_t),
+                                                   self._slot_value(self.transitions, summary_t, slot)))
+                self.store(prefix, new, summary_t)
+                self.spread_depth = outer
+            (final,) = self.run_region(apply, (self.current(prefix, summary_t), initial))
+            self.env[scan.outputs[1]] = final
+            for write, _ in self.plan.found.state_writes:
+                self.run_node(write)
 
     def _outputs(self) -> None:
-        parts, start = self._begin(True)
-        scan = self.plan.found.scan
-        state = self._slot_value(self.incoming, scan.inputs[2].type, self.slot)
-        (piece,) = self.run_region(scan.regions[3], (*parts, state, *self._operands()))
-        ((write, _),) = self.plan.found.out_writes
-        view = self.env[write.inputs[0]]
-        axis = scan.attr("axis")
-        (out_t,) = T.leaf_types(scan.outputs[0].type)
-        piece = self.computed(piece, out_t)
-        with self.spread(piece.shape) as idx:
-            dest = [f"{i} + {start}" if k == axis else i for k, i in enumerate(idx)]
-            self.line(f"{view.name}[{', '.join(dest)}] = {encode(self, view, self.elem(piece, idx))}")
-        self.node = None
+        with self._begin(True) as (parts, start):
+            scan = self.plan.found.scan
+            state = self._slot_value(self.incoming, scan.inputs[2].type, self.slot)
+            (piece,) = self.run_region(scan.regions[3], (*parts, state, *self._operands()))
+            ((write, _),) = self.plan.found.out_writes
+            view = self.env[write.inputs[0]]
+            axis = scan.attr("axis")
+            (out_t,) = T.leaf_types(scan.outputs[0].type)
+            piece = self.computed(piece, out_t)
+            points = [self.operand(x).expr for x in write.inputs[2:]]  # the batch point, leading
+            with self.spread(piece.shape) as idx:
+                dest = points + [f"{i} + {start}" if k == axis else i for k, i in enumerate(idx)]
+                self.line(f"{view.name}[{', '.join(dest)}] = {encode(self, view, self.elem(piece, idx))}")
 
     # -- the per-chunk workspaces -------------------------------------------------------------------------------
     def _chunk_spaces(self, t, what: str) -> list:
@@ -199,31 +230,31 @@ class RegionScanEmitter(BlockMixin, TileLangEmitter):
         names = []
         for lt in T.leaf_types(t):
             shape = self.shape(lt) if isinstance(lt, T.TensorType) else ()
-            space = Workspace(f"W{len(self.workspaces)}", (self.plan.slots, *shape), _storage(self.tir(lt.dtype)),
+            space = Workspace(f"W{len(self.workspaces)}", (*self.plan.slots, *shape), _storage(self.tir(lt.dtype)),
                               f" for {what}")
             self.workspaces.append(space)
             names.append((space.name, lt))
         return names
 
-    def _store_slots(self, spaces, value, t, slot: str) -> None:
+    def _store_slots(self, spaces, value, t, slot: tuple) -> None:
         for (name, lt), leaf in zip(spaces, self.leaves(value, t)):
             if isinstance(lt, T.TensorType):
                 leaf = self.computed(leaf, lt)
                 with self.spread(leaf.shape) as idx:
-                    self.line(f"{name}[{', '.join([slot, *idx])}] = {self.elem(leaf, idx)}")
+                    self.line(f"{name}[{', '.join([*slot, *idx])}] = {self.elem(leaf, idx)}")
             else:
                 with self.spread(()):
-                    self.line(f"{name}[{slot}] = {leaf}")
+                    self.line(f"{name}[{', '.join(slot)}] = {leaf}")
 
-    def _slot_value(self, spaces, t, slot: str):
+    def _slot_value(self, spaces, t, slot: tuple):
         """The value of ``t`` held in the slot ``slot`` of ``spaces`` (lazy: read where used)."""
         leaves = []
         for name, lt in spaces:
             if isinstance(lt, T.TensorType):
                 shape = self.shape(lt)
-                leaves.append(Lazy(shape, lambda idx, name=name: f"{name}[{', '.join([slot, *idx])}]"))
+                leaves.append(Lazy(shape, lambda idx, name=name: f"{name}[{', '.join([*slot, *idx])}]"))
             else:
-                leaves.append(Scalar(self.assign(f"{name}[{slot}]", "x")))
+                leaves.append(Scalar(self.assign(f"{name}[{', '.join(slot)}]", "x")))
         return assemble(t, leaves, Aggregate)
 
     # -- buffers: a slot per chunk, written by every thread ------------------------------------------------------
@@ -234,11 +265,11 @@ class RegionScanEmitter(BlockMixin, TileLangEmitter):
         sizes = tuple(s if s.isdigit() or _KERNEL_EXTENT.fullmatch(s) else self.host_sizes.get(s) for s in dims)
         if None in sizes:
             raise self.reject("a chunk's program needs a buffer whose size depends on data")
-        space = Workspace(f"W{len(self.workspaces)}", (self.plan.slots, *sizes), _storage(dtype), self._for_op())
+        space = Workspace(f"W{len(self.workspaces)}", (*self.plan.slots, *sizes), _storage(dtype), self._for_op())
         self.workspaces.append(space)
         name = self.fresh("a")
-        first = ", ".join(["0"] * len(sizes))
-        self.line(f"{name} = T.make_tensor_from_addr(T.access_ptr({space.name}[{self.slot}, {first}], 'rw'), "
+        first = ", ".join([*self.slot, *["0"] * len(sizes)])
+        self.line(f"{name} = T.make_tensor_from_addr(T.access_ptr({space.name}[{first}], 'rw'), "
                   f"({', '.join(sizes)},), {dtype!r})")
         self.zero_fill(name, sizes, dtype, zero)
         return name
