@@ -3,8 +3,8 @@ linear attention (examples/causal_linear_attention.py), one JSON line per measur
 
 1. the zoo case (benchmarks/gpu_zoo.py, ``causal_linear_attention_f32_bh32_l4096_d64``): ours vs PyTorch's chunked
    form;
-2. at batch 1, L=4096, D=64: the segmented scan, the one-thread program (the CUDA target without the segmented-scan plan: what
-   main runs) and PyTorch, each checked against PyTorch first.
+2. at batch 1, L=4096, D=64: the segmented scan, the one-thread program (the CUDA target without the segmented-scan
+   plan: what main runs) and PyTorch, each checked against PyTorch first.
 
 Run from the repository root with the examples and benchmarks importable: ``python tools/region_scan_ab.py``.
 """

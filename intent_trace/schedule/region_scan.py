@@ -28,7 +28,7 @@ from ..graph.values import KernelGraph, walk_region
 from .access import UNIT_DOMAIN
 from .plan import Part
 from .prologue import extent_vars, prologue
-from .recognition import NotRecognised, run_walk
+from .recognition import NotRecognised, Rejected, run_walk
 from .recognition import at as _at
 
 #: ops a chunk's program computes as element code (besides pointwise ones, aggregates and contractions)
@@ -40,10 +40,10 @@ _BEFORE_OPS = (ops.read, ops.full, ops.domain, ops.indices, ops.broadcast, ops.r
 @attrs.frozen(slots=True)
 class SegmentedScan:
     """A recognised segmented scan: ``axis`` the graph extent index of the scanned axis; ``batch`` that of the
-    top-level ``parallel`` loop around it (None: none; ``loop`` and ``point`` its node and its point); ``scan`` the node;
-    ``before`` the nodes computed before it (its source's reads, its identity and initial state: every phase
-    computes them again, lazily); ``out_writes`` and ``state_writes`` the whole writes of its outputs' and final
-    state's leaves (``(write node, leaf index)``); ``fused`` the pointwise ops of its helpers."""
+    top-level ``parallel`` loop around it (None: none; ``loop`` and ``point`` its node and its point); ``scan`` the
+    node; ``before`` the nodes computed before it (its source's reads, its identity and initial state: every phase
+    computes them again, lazily); ``out_writes`` and ``state_writes`` the whole writes of its outputs and of its
+    final state; ``fused`` the pointwise ops of its helpers."""
 
     axis: int
     fused: tuple
@@ -65,13 +65,13 @@ class SegmentedScan:
 
     def part(self, graph: KernelGraph, **params) -> Part:
         names = [ev.extent.name for ev in graph.extents]
-        writes = tuple(w for w, _ in (*self.out_writes, *self.state_writes))
+        writes = (*self.out_writes, *self.state_writes)
         batch = () if self.batch is None else (("batch", names[self.batch]),)
         return Part("segmented_scan", self.reason, (("source", names[self.axis]), *batch, *params.items()),
                     self.fused, nodes=(self.scan, *writes))
 
 
-def recognise(graph: KernelGraph) -> SegmentedScan | "Rejected":  # noqa: F821
+def recognise(graph: KernelGraph) -> SegmentedScan | Rejected:
     """The segmented scan of ``graph``, or a Rejected saying why it is none."""
     return run_walk(_Walk(graph))
 
@@ -179,7 +179,7 @@ class _Walk:
             if p is None or p.type.access != "Out" or not self.whole(node) or \
                     any(n.op is ops.read and n.inputs[0] is view for n in walk_region(self.graph.body)):
                 self.fail(f"the write{_at(node)} is not a whole write of an Out view that nothing reads")
-            (out_writes if value is outs else state_writes).append((node, 0))
+            (out_writes if value is outs else state_writes).append(node)
         if len(out_writes) != 1:
             self.fail("the region_scan's outputs are not written once, whole")
         return out_writes, state_writes

@@ -19,7 +19,7 @@ import intent_trace as intent
 from intent_trace import I
 
 pytest.importorskip("tilelang")
-from backends.tilelang_support import mapped_compiler
+from backends.tilelang_support import cuda_source, mapped_compiler
 from intent_trace.backends.tilelang import cuda_region_scan, targets
 from intent_trace.backends.tilelang.cuda_region_scan import CHUNK
 from intent_trace.backends.tilelang.target import build, generate
@@ -96,6 +96,8 @@ def test_a_batch_loop_is_the_grid_of_entries():
     per = "T.max(T.ceildiv(d1, T.int64(64)), T.int64(1))"
     assert program.count(f"with T.Kernel({per} * T.max(d0, T.int64(1)), threads=128") == 2
     assert "with T.Kernel(T.max(d0, T.int64(1)), threads=128) as bx:" in program
+    source = cuda_source(program)  # TileLang lowers it for sm_90a (no GPU here: not compiled)
+    assert source.count("__global__ void __launch_bounds__(128, 1)") == 3 and "__syncthreads();" in source
 
 
 def test_a_near_miss_keeps_one_thread_and_says_why():

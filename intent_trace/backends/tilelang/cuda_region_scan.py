@@ -24,15 +24,15 @@ import contextlib
 import attrs
 
 from ... import types as T
-from ...graph.lowering import assemble, leaf_values
+from ...graph.lowering import assemble
 from ...schedule import region_scan as schedule_region_scan
 from . import cuda_scan
 from .cuda_grid import kernel_line
-from .cuda_reduce import WARP, BlockMixin, _storage, computed_in_body
+from .cuda_reduce import WARP, BlockMixin, computed_in_body
 from .emitter import Aggregate, Array, Lazy, Scalar, TileLangEmitter
 from .region import slice_views
 from .scalar_rules import constant_expr
-from .storage import _KERNEL_EXTENT, Workspace
+from .storage import Workspace, host_dtype
 from .views import encode
 
 CHUNK = 64  # members of the source a block summarises and emits
@@ -206,7 +206,7 @@ class RegionScanEmitter(BlockMixin, TileLangEmitter):
                 self.spread_depth = outer
             (final,) = self.run_region(apply, (self.current(prefix, summary_t), initial))
             self.env[scan.outputs[1]] = final
-            for write, _ in self.plan.found.state_writes:
+            for write in self.plan.found.state_writes:
                 self.run_node(write)
 
     def _outputs(self) -> None:
@@ -214,7 +214,7 @@ class RegionScanEmitter(BlockMixin, TileLangEmitter):
             scan = self.plan.found.scan
             state = self._slot_value(self.incoming, scan.inputs[2].type, self.slot)
             (piece,) = self.run_region(scan.regions[3], (*parts, state, *self._operands()))
-            ((write, _),) = self.plan.found.out_writes
+            (write,) = self.plan.found.out_writes
             view = self.env[write.inputs[0]]
             axis = scan.attr("axis")
             (out_t,) = T.leaf_types(scan.outputs[0].type)
@@ -230,7 +230,7 @@ class RegionScanEmitter(BlockMixin, TileLangEmitter):
         names = []
         for lt in T.leaf_types(t):
             shape = self.shape(lt) if isinstance(lt, T.TensorType) else ()
-            space = Workspace(f"W{len(self.workspaces)}", (*self.plan.slots, *shape), _storage(self.tir(lt.dtype)),
+            space = Workspace(f"W{len(self.workspaces)}", (*self.plan.slots, *shape), host_dtype(self.tir(lt.dtype)),
                               f" for {what}")
             self.workspaces.append(space)
             names.append((space.name, lt))
@@ -262,10 +262,10 @@ class RegionScanEmitter(BlockMixin, TileLangEmitter):
         """A buffer of ``shape`` in this chunk's slot of a workspace of its own (every thread of the block sees
         it): each axis the host sizes (a kernel extent, a static size, a slice's bound)."""
         dims = tuple(shape) or ("1",)
-        sizes = tuple(s if s.isdigit() or _KERNEL_EXTENT.fullmatch(s) else self.host_sizes.get(s) for s in dims)
-        if None in sizes:
+        sizes = self.host_shape(dims)
+        if sizes is None:
             raise self.reject("a chunk's program needs a buffer whose size depends on data")
-        space = Workspace(f"W{len(self.workspaces)}", (*self.plan.slots, *sizes), _storage(dtype), self._for_op())
+        space = Workspace(f"W{len(self.workspaces)}", (*self.plan.slots, *sizes), host_dtype(dtype), self._for_op())
         self.workspaces.append(space)
         name = self.fresh("a")
         first = ", ".join([*self.slot, *["0"] * len(sizes)])
