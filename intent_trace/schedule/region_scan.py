@@ -22,10 +22,9 @@ import attrs
 from .. import types as T
 from ..graph import ops
 from ..graph.lowering import pointwise_shape
-from ..graph.patterns import match
 from ..graph.traits import AGGREGATE, CONTRACTIONS, POINTWISE
 from ..graph.values import KernelGraph, walk_region
-from .access import UNIT_DOMAIN
+from .batch import placement
 from .plan import Part
 from .prologue import extent_vars, prologue
 from .recognition import NotRecognised, Rejected, run_walk
@@ -95,21 +94,8 @@ class _Walk:
         if len(scans) != 1:
             self.fail("no region_scan" if not scans else "more than one region_scan")
         (scan,) = scans
-        top = list(self.graph.body.nodes)
-        loop = batch = point = None
-        if scan in top:
-            pre, body = [], top
-        else:
-            loop = top[-1] if top and top[-1].op is ops.parallel else None
-            if loop is None or scan not in loop.regions[0].nodes or sum(n.op is ops.parallel for n in top) != 1:
-                self.fail(f"the region_scan{_at(scan)} is neither at the top level nor in a top-level parallel loop "
-                          f"(last in the kernel)")
-            pre, body = top[:-1], list(loop.regions[0].nodes)
-            caps = match(UNIT_DOMAIN, next((n for n in pre if loop.inputs[0] in n.outputs), None), {})
-            if caps is None or caps["end"] not in self.extent_of:
-                self.fail(f"the parallel loop{_at(loop)} is not over domain(0, B, 1) of a kernel extent B")
-            batch = self.extent_of[caps["end"]]
-            (point,) = loop.regions[0].params
+        where = placement(self.graph, scan, self.extent_of)
+        pre, body, loop, batch, point = where.pre, list(where.body), where.loop, where.batch, where.point
         self.point = point
         at = body.index(scan)
         before = []
