@@ -100,12 +100,28 @@ def test_a_batch_loop_is_the_grid_of_entries():
     assert source.count("__global__ void __launch_bounds__(128, 1)") == 3 and "__syncthreads();" in source
 
 
-def test_a_near_miss_keeps_one_thread_and_says_why():
-    found = region_scan.recognise(scan_then_scale.trace())
-    assert isinstance(found, Rejected) and "after the region_scan is not a write of its results" in found.reason
-    schedule = build(scan_then_scale.trace(), target="tilelang-cuda").schedule
+@intent.kernel
+def scan_in_emit(x: I.In[I.f32, ("N",)], y: I.Out[I.f32, ("N",)], total: I.Out[I.f32, (1,)]):
+    """A near miss: emit scans its slice (an ordered loop in the element code: every thread would write its buffer)."""
+    d = I.domain(0, x.shape[0])
+    outs, final = I.region_scan(
+        source=x[d], axis=0, summarize=lambda s: I.reduce.sum(s, axis=0), combine=lambda a, b: a + b,
+        identity=I.cast(0.0, I.f32), initial_state=I.cast(0.0, I.f32), apply=lambda t, state: state + t,
+        emit=lambda s, state: I.cumsum(s, axis=0) + state)
+    y[d] = outs
+    total[0] = final
+
+
+@pytest.mark.parametrize("kernel, why", [
+    (scan_then_scale, "op mul at test_tilelang_cuda_region_scan.py:"),
+    (scan_in_emit, "op scan at test_tilelang_cuda_region_scan.py:"),
+], ids=["consumer-after-the-scan", "ordered-loop-in-a-helper"])
+def test_a_near_miss_keeps_one_thread_and_says_why(kernel, why):
+    found = region_scan.recognise(kernel.trace())
+    assert isinstance(found, Rejected) and why in found.reason, found
+    schedule = build(kernel.trace(), target="tilelang-cuda").schedule
     assert schedule.general.mapping == "serial"
-    assert "not a segmented scan: op mul" in schedule.general.reason
+    assert f"not a segmented scan: {why}" in schedule.general.reason
 
 
 @pytest.fixture
