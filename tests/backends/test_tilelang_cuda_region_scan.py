@@ -131,8 +131,8 @@ def scans(target, monkeypatch):
 
 def _reference(q, k, v):
     """(out, final, the sums of the outputs' terms' magnitudes, the terms per output) in float64."""
-    q, k, v = (a.astype(np.float64) for a in (q, k, v))
-    with np.errstate(invalid="ignore", over="ignore"):
+    with np.errstate(invalid="ignore", over="ignore"):  # a signalling NaN, infinities
+        q, k, v = (a.astype(np.float64) for a in (q, k, v))
         states = np.cumsum(np.einsum("ld,le->lde", k, v), axis=0)
         out, final = np.einsum("ld,lde->le", q, states), states[-1]
         magnitude = np.einsum("ld,lde->le", np.abs(q), np.cumsum(np.einsum("ld,le->lde", np.abs(k), np.abs(v)), 0))
@@ -154,6 +154,7 @@ def _check(got, want, magnitude, terms: int, unit: float = 2.0 ** -24, rounded: 
     assert np.all(err <= bound), np.max(err - bound)
 
 
+PAYLOAD = 0x7F812345  # a signalling NaN
 LENGTHS = [1, CHUNK - 1, CHUNK, CHUNK + 1, 5 * CHUNK + 7]
 
 
@@ -194,11 +195,16 @@ def test_linear_attention_non_finite(scans, where):
     rng = np.random.default_rng(at)
     arrays = {n: rng.standard_normal((L, D)).astype(np.float32) for n in "qkv"}
     arrays[name][at, 1] = value
+    if np.isnan(value):  # a signalling NaN with a payload of its own: every NaN it makes is it, quieted (T3)
+        arrays[name][at, 1:2].view(np.uint32)[:] = PAYLOAD
     out, final = np.zeros((L, D), np.float32), np.zeros((D, D), np.float32)
     scans(ATTENTION.linear_attention)(arrays["q"], arrays["k"], arrays["v"], out, final)
     want, want_final, magnitude, final_magnitude = _reference(arrays["q"], arrays["k"], arrays["v"])
     _check(out, want, magnitude, L * D + D)
     _check(final, want_final, final_magnitude, L)
+    if np.isnan(value):
+        for got in (out, final):
+            assert np.all(got[np.isnan(got)].view(np.uint32) == PAYLOAD | 0x00400000)
 
 
 @pytest.mark.parametrize("B, L", [(3, 2 * CHUNK + 5), (1, CHUNK), (2, 0), (0, 5)],
