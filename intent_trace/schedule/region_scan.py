@@ -42,12 +42,15 @@ class SegmentedScan:
     top-level ``parallel`` loop around it (None: none; ``loop`` and ``point`` its node and its point); ``scan`` the
     node; ``before`` the nodes computed before it (its source's reads, its identity and initial state: every phase
     computes them again, lazily); ``out_writes`` and ``state_writes`` the whole writes of its outputs and of its
-    final state; ``fused`` the pointwise ops of its helpers."""
+    final state; ``fused`` the pointwise ops of its helpers; ``elementwise``: the one shape of every summary and state
+    leaf when ``combine`` and ``apply`` are pointwise on it (each element's prefix is then independent of the others:
+    the prefix phase may split the elements over blocks), else None."""
 
     axis: int
     fused: tuple
     contractions: int
     batch: int | None
+    elementwise: tuple | None
     scan: object = attrs.field(eq=False)
     before: tuple = attrs.field(default=(), eq=False)
     out_writes: tuple = attrs.field(default=(), eq=False)
@@ -73,6 +76,24 @@ class SegmentedScan:
 def recognise(graph: KernelGraph) -> SegmentedScan | Rejected:
     """The segmented scan of ``graph``, or a Rejected saying why it is none."""
     return run_walk(_Walk(graph))
+
+
+def elementwise(scan) -> tuple | None:
+    """The one shape of every leaf of ``scan``'s summary and state when ``combine`` and ``apply`` compute each element
+    from the same element of their operands (pointwise ops of values of that shape, scalars), else None."""
+    leaves = [*T.leaf_types(scan.inputs[1].type), *T.leaf_types(scan.inputs[2].type)]
+    shapes = {tuple(t.shape) if isinstance(t, T.TensorType) else None for t in leaves}
+    if len(shapes) != 1 or None in shapes:
+        return None
+    (shape,) = shapes
+    _summarize, combine, apply, _emit = scan.regions
+    for node in (*combine.nodes, *apply.nodes):
+        values = [*node.outputs, *(x for x in node.inputs if hasattr(x, "type"))]
+        if node.op not in POINTWISE or node.regions or any(
+                isinstance(v.type, T.TensorType) and tuple(v.type.shape) != shape for v in values) or any(
+                not isinstance(v.type, T.TensorType) for v in node.outputs):
+            return None
+    return shape
 
 
 class _Walk:
@@ -122,7 +143,8 @@ class _Walk:
         if batch is not None and batch == self.extents[source_t.shape[axis]]:
             self.fail("the batch extent is also the scan's source axis")
         return SegmentedScan(self.extents[source_t.shape[axis]], tuple(sorted(self.fused)), self.contractions, batch,
-                             scan, tuple(before), tuple(out_writes), tuple(state_writes), loop, point)
+                             elementwise(scan), scan, tuple(before), tuple(out_writes), tuple(state_writes), loop,
+                             point)
 
     def helper(self, region) -> None:
         for node in region.nodes:

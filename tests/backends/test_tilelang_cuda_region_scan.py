@@ -58,6 +58,48 @@ def attention_f16(q: I.In[I.f16, ("L", "D")], k: I.In[I.f16, ("L", "D")], v: I.I
     final[:, :] = state
 
 
+def _causal(pos):
+    n = pos.shape[0]
+    return I.reshape(pos, (n, 1)) >= I.reshape(pos, (1, n))
+
+
+def _cumulative(la, pos):
+    """[n, 1]: each member's sum of the log-decays up to it, through a masked product (no ordered loop)."""
+    mask = I.select(_causal(pos), I.full((pos.shape[0], pos.shape[0]), 1.0, I.f32),
+                    I.zeros((pos.shape[0], pos.shape[0]), I.f32))
+    return I.matmul(mask, I.reshape(la, (la.shape[0], 1)), acc_dtype=I.f32)
+
+
+@intent.fn
+def _decay_summary(la, x, pos):
+    total = I.reduce.sum(la, axis=0)
+    weights = I.exp(total - _cumulative(la, pos))  # [n, 1]: each member's decay to the slice's end
+    return total, I.reshape(I.matmul(weights, x, transpose_lhs=True, acc_dtype=I.f32), (x.shape[1],))
+
+
+@intent.fn
+def _decay_emit(la, x, pos, h):
+    cum = _cumulative(la, pos)
+    n = pos.shape[0]
+    decay = I.select(_causal(pos), I.exp(cum - I.reshape(cum, (1, n))), I.zeros((n, n), I.f32))
+    return I.exp(cum) * I.reshape(h, (1, h.shape[0])) + I.matmul(decay, x, acc_dtype=I.f32)
+
+
+@intent.kernel
+def decayed_recurrence(log_a: I.In[I.f32, ("L",)], x: I.In[I.f32, ("L", "D")], h0: I.In[I.f32, ("D",)],
+                       states: I.Out[I.f32, ("L", "D")], final: I.Out[I.f32, ("D",)]):
+    """h[t] = a[t] * h[t-1] + x[t]: a transition is (the slice's log-decay, its decayed sum), composed in order
+    (``combine`` is not commutative) and not pointwise on one shape: the prefix phase is one block."""
+    t = I.domain(0, x.shape[0])
+    outputs, state = I.region_scan(
+        source=(log_a[:], x[:, :], I.indices(t)), axis=0, summarize=_decay_summary,
+        combine=lambda p, q: (p[0] + q[0], I.exp(q[0]) * p[1] + q[1]),
+        identity=(I.cast(0.0, I.f32), I.zeros((x.shape[1],), I.f32)), initial_state=h0[:],
+        apply=lambda tr, h: I.exp(tr[0]) * h + tr[1], emit=_decay_emit)
+    states[:, :] = outputs
+    final[:] = state
+
+
 @intent.kernel
 def scan_then_scale(x: I.In[I.f32, ("L", "D")], out: I.Out[I.f32, ("L", "D")], final: I.Out[I.f32, ("D",)]):
     """A near miss: the outputs are scaled after the scan (not a whole write of its result)."""
@@ -81,7 +123,8 @@ def test_linear_attention_gets_a_segmented_scan():
     assert part.param("chunk") == CHUNK and part.param("source") == "L" and part.param("phases").startswith("3:")
     assert "segmented_scan (source=L, chunk=64" in str(exe.schedule)
     program = generate(g, "tilelang-cuda")
-    assert program.count("with T.Kernel(") == 3 and "T.Kernel(1, threads=128) as bx:" in program
+    elements = "T.max(T.ceildiv(T.Cast('int64', d1) * T.Cast('int64', d1), T.int64(128)), T.int64(1))"
+    assert program.count("with T.Kernel(") == 3 and f"T.Kernel({elements}, threads=128) as bx:" in program
     assert program.count("with T.Kernel(T.max(T.ceildiv(d0, T.int64(64)), T.int64(1)), threads=128") == 2
     assert "T.sync_threads()" in program and "T.get_thread_binding()" in program
 
@@ -95,7 +138,8 @@ def test_a_batch_loop_is_the_grid_of_entries():
     program = generate(g, "tilelang-cuda")
     per = "T.max(T.ceildiv(d1, T.int64(64)), T.int64(1))"
     assert program.count(f"with T.Kernel({per} * T.max(d0, T.int64(1)), threads=128") == 2
-    assert "with T.Kernel(T.max(d0, T.int64(1)), threads=128) as bx:" in program
+    elements = "T.max(T.ceildiv(T.Cast('int64', d2) * T.Cast('int64', d2), T.int64(128)), T.int64(1))"
+    assert f"with T.Kernel({elements} * T.max(d0, T.int64(1)), threads=128) as bx:" in program
     source = cuda_source(program)  # TileLang lowers it for sm_90a (no GPU here: not compiled)
     assert source.count("__global__ void __launch_bounds__(128, 1)") == 3 and "__syncthreads();" in source
 
@@ -222,3 +266,33 @@ def test_batched_linear_attention(scans, B, L):
         want, want_final, magnitude, final_magnitude = _reference(q[b], k[b], v[b])
         _check(out[b], want, magnitude, L * D + D)
         _check(final[b], want_final, final_magnitude, L)
+
+
+def test_an_ordered_combine_gets_one_prefix_block():
+    g = decayed_recurrence.trace()
+    found = region_scan.recognise(g)
+    assert isinstance(found, region_scan.SegmentedScan) and found.elementwise is None
+    part = build(g, target="tilelang-cuda").schedule.general
+    assert part.mapping == "segmented_scan" and "(one block an entry)" in part.param("phases")
+    assert "with T.Kernel(T.int64(1), threads=128) as bx:" in generate(g, "tilelang-cuda")
+
+
+@pytest.mark.parametrize("L", [1, CHUNK + 3, 4 * CHUNK + 1], ids=["one", "tail", "chunks-tail"])
+def test_an_ordered_combine_is_the_recurrence(scans, L):
+    D = 6
+    rng = np.random.default_rng(L)
+    log_a = np.log(rng.uniform(0.9, 1.0, L)).astype(np.float32)
+    x = rng.standard_normal((L, D)).astype(np.float32)
+    h0 = rng.standard_normal(D).astype(np.float32)
+    states, final = np.zeros((L, D), np.float32), np.zeros(D, np.float32)
+    scans(decayed_recurrence)(log_a, x, h0, states, final)
+    a = np.exp(log_a.astype(np.float64))
+    want, magnitude = np.zeros((L, D)), np.zeros((L, D))
+    h, m = h0.astype(np.float64), np.abs(h0.astype(np.float64))
+    for t in range(L):
+        h, m = a[t] * h + x[t], a[t] * m + np.abs(x[t])
+        want[t], magnitude[t] = h, m
+    # exp and the sums of log-decays carry a few ulps each per member (a reordering error is of the values' size)
+    bound = 2.0 ** -24 * 16 * (L + 8) * magnitude
+    assert np.all(np.abs(states - want) <= bound), np.max(np.abs(states - want) / magnitude)
+    assert np.all(np.abs(final - want[-1]) <= bound[-1])

@@ -3,9 +3,11 @@ of ``CHUNK`` members of the source axis (and its emulation on the C target: a bl
 
 1. **transitions**: a block a chunk runs ``summarize`` on its chunk and stores the transition in its slot of a
    workspace;
-2. **prefixes**: one block folds the transitions in chunk order: chunk ``c``'s incoming state is
+2. **prefixes**: one block (a batch entry's) folds the transitions in chunk order: chunk ``c``'s incoming state is
    ``apply(prefix, initial)`` with ``prefix`` the ``combine`` of the transitions before it (stored in its slot), then
-   ``prefix = combine(prefix, transition[c])``; the final state ``apply(total, initial)`` is written;
+   ``prefix = combine(prefix, transition[c])``; the final state ``apply(total, initial)`` is written. Where
+   ``combine`` and ``apply`` are pointwise on one shape (``SegmentedScan.elementwise``: a sum of outer products),
+   each element's prefixes are independent: the elements are split over blocks, a thread an element;
 3. **outputs**: a block a chunk runs ``emit`` on its chunk from its incoming state, its outputs written at the
    chunk's offset.
 
@@ -72,10 +74,6 @@ class RegionScanPlan:
         entries = f" * T.max({self.batch}, T.int64(1))" if self.batch else ""
         return f"{self.per_entry()}{entries}"
 
-    def prefix_grid(self) -> str:
-        """The prefix kernel's blocks: one a batch entry."""
-        return f"T.max({self.batch}, T.int64(1))" if self.batch else "1"
-
     @property
     def slots(self) -> tuple:
         """A workspace's leading axes, as the host sizes them: the batch entries, then a slot per chunk and one
@@ -86,9 +84,10 @@ class RegionScanPlan:
         return kernel_line(self.grid(), self.threads, self.emulated, prelude)
 
     def part(self, graph):
+        prefixes = "the state's elements split over blocks" if self.found.elementwise else "one block"
         return self.found.part(graph, chunk=self.chunk, blocks="one a chunk", threads=self.threads,
-                               phases="3: transitions in parallel, their prefixes in order (one block), "
-                                      "outputs in parallel")
+                               phases=f"3: transitions in parallel, their prefixes in order ({prefixes} an entry), "
+                                      f"outputs in parallel")
 
 
 def multi_block(graph, emulated: bool = False):
@@ -118,6 +117,8 @@ class RegionScanEmitter(BlockMixin, TileLangEmitter):
         self.tx = None
         self.slot = ("T.int64(0)",)  # the (entry,) chunk whose workspace slots this kernel's buffers take
         self.spread_depth = None  # the depth at which a nest writing a buffer is spread over the threads
+        self.elements = None  # the prefix kernel's elements, split over its blocks (an elementwise scan), or None
+        self.part = None  # this block's part of them, in the prefix kernel
 
     def constant(self, value, dtype):
         """A constant's expression where it is used: no constant is bound once in the first of three kernels."""
@@ -135,10 +136,16 @@ class RegionScanEmitter(BlockMixin, TileLangEmitter):
         dims = dict(self.dim_names)
         self._transitions()
         self.depth -= 1  # the next kernels, after the first
-        for launch, kernel in ((kernel_line(self.plan.prefix_grid(), self.plan.threads, self.plan.emulated, None),
-                                self._prefixes),
-                               (kernel_line(self.plan.grid(), self.plan.threads, self.plan.emulated, None),
-                                self._outputs)):
+        entries = f" * T.max({self.plan.batch}, T.int64(1))" if self.plan.batch else ""
+        self.elements = None  # the shape whose elements the prefix kernel's blocks split (elementwise helpers)
+        if self.plan.found.elementwise is not None:
+            self.elements = tuple(self.shape(T.leaf_types(state_t)[0]))
+            total = " * ".join(f"T.Cast('int64', {s})" for s in self.elements) or "T.int64(1)"
+            prefix_blocks = f"T.max(T.ceildiv({total}, T.int64({self.plan.threads})), T.int64(1))"
+        else:
+            prefix_blocks = "T.int64(1)"
+        for launch, kernel in ((self._launch(f"{prefix_blocks}{entries}"), lambda: self._prefixes(prefix_blocks)),
+                               (self._launch(self.plan.grid()), self._outputs)):
             self.env = {k: v for k, v in self.env.items() if not computed_in_body(k, self.graph)}
             self.dim_names, self.memo = dict(dims), [{}]
             with self.block(launch):
@@ -146,23 +153,26 @@ class RegionScanEmitter(BlockMixin, TileLangEmitter):
         self.depth += 1
         return []
 
+    def _launch(self, blocks: str) -> str:
+        return kernel_line(blocks, self.plan.threads, self.plan.emulated, None)
+
     @contextlib.contextmanager
-    def _begin(self, chunked: bool):
+    def _begin(self, per: str, chunked: bool):
         """A kernel's body: the thread's binding, this block's batch entry (under a guard: an empty batch still has a
-        block) and chunk, the nodes before the scan; yields, for a chunk's kernel, (its source leaves, its first
-        member), else None."""
+        block) and its block of the entry (``per`` a batch entry: its chunk, or its part of the prefix kernel's
+        elements), the nodes before the scan; yields, for a chunk's kernel, (its source leaves, its first member),
+        else None."""
         plan = self.plan
         self.bind_thread()
         self.spread_depth = self.depth
         block = self.assign("T.Cast('int64', bx)", "c")
         if plan.batch is None:
-            entry, chunk = None, block if chunked else "T.int64(0)"
-        elif chunked:
-            per = self.assign(plan.per_entry(), "g")
-            entry, chunk = self.assign(f"{block} // {per}", "b"), self.assign(f"{block} % {per}", "c")
+            entry, within = None, block
         else:
-            entry, chunk = block, "T.int64(0)"
-        self.slot = (*((entry,) if entry else ()), chunk)
+            per = self.assign(per, "g")
+            entry, within = self.assign(f"{block} // {per}", "b"), self.assign(f"{block} % {per}", "c")
+        self.part = None if chunked or self.elements is None else within
+        self.slot = (*((entry,) if entry else ()), within if chunked else "T.int64(0)")
         guard = self.block(f"if {entry} < {plan.batch}:") if entry else contextlib.nullcontext()
         with guard:
             self.spread_depth = self.depth
@@ -174,21 +184,22 @@ class RegionScanEmitter(BlockMixin, TileLangEmitter):
             if not chunked:
                 yield None
             else:
-                start = self.assign(f"{chunk} * T.int64({plan.chunk})", "s")
+                start = self.assign(f"{within} * T.int64({plan.chunk})", "s")
                 yield slice_views(self, scan, self.operand(scan.inputs[0]), start, plan.chunk), start
             self.node = None
+        self.part = None
 
     def _operands(self) -> list:
         return [self.operand(x) for x in self.plan.found.scan.inputs[3:]]
 
     def _transitions(self) -> None:
-        with self._begin(True) as (parts, _):
+        with self._begin(self.plan.per_entry(), True) as (parts, _):
             summarize = self.plan.found.scan.regions[0]
             (s,) = self.run_region(summarize, (*parts, *self._operands()))
             self._store_slots(self.transitions, s, self.plan.found.scan.inputs[1].type, self.slot)
 
-    def _prefixes(self) -> None:
-        with self._begin(False):
+    def _prefixes(self, per: str) -> None:
+        with self._begin(per, False):
             scan = self.plan.found.scan
             _summarize, combine, apply, _emit = scan.regions
             summary_t = scan.inputs[1].type
@@ -210,7 +221,7 @@ class RegionScanEmitter(BlockMixin, TileLangEmitter):
                 self.run_node(write)
 
     def _outputs(self) -> None:
-        with self._begin(True) as (parts, start):
+        with self._begin(self.plan.per_entry(), True) as (parts, start):
             scan = self.plan.found.scan
             state = self._slot_value(self.incoming, scan.inputs[2].type, self.slot)
             (piece,) = self.run_region(scan.regions[3], (*parts, state, *self._operands()))
@@ -307,11 +318,19 @@ class RegionScanEmitter(BlockMixin, TileLangEmitter):
         shape = tuple(shape)
         threads = self.plan.threads
         total = self.assign(" * ".join(f"T.Cast('int64', {s})" for s in shape) or "T.int64(1)", "t")
-        with self.phase() as tx:
-            e = self.fresh("e")
-            with self.block(f"for {e} in T.serial(T.ceildiv({total}, T.int64({threads}))):"):
-                f = self.assign(f"{e} * T.int64({threads}) + T.Cast('int64', {tx})", "f")
+        if self.part is not None:  # the prefix kernel of an elementwise scan: this block's threads, an element each
+            if shape != self.elements:
+                raise self.reject(f"the prefix kernel splits the elements of {self.elements!r}, not of {shape!r}")
+            with self.phase() as tx:
+                f = self.assign(f"{self.part} * T.int64({threads}) + T.Cast('int64', {tx})", "f")
                 with self.block(f"if {f} < {total}:"):
                     yield self.coordinates(f, shape, total) if shape else []
+        else:
+            with self.phase() as tx:
+                e = self.fresh("e")
+                with self.block(f"for {e} in T.serial(T.ceildiv({total}, T.int64({threads}))):"):
+                    f = self.assign(f"{e} * T.int64({threads}) + T.Cast('int64', {tx})", "f")
+                    with self.block(f"if {f} < {total}:"):
+                        yield self.coordinates(f, shape, total) if shape else []
         self.sync()
 
