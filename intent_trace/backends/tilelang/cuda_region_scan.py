@@ -31,7 +31,7 @@ from ...schedule import region_scan as schedule_region_scan
 from . import cuda_scan
 from .cuda_grid import kernel_line
 from .cuda_reduce import WARP, BlockMixin, computed_in_body
-from .emitter import Aggregate, Array, Lazy, Scalar, TileLangEmitter
+from .emitter import Aggregate, Lazy, Scalar, TileLangEmitter
 from .region import slice_views
 from .scalar_rules import constant_expr
 from .storage import Workspace, host_dtype
@@ -285,22 +285,9 @@ class RegionScanEmitter(BlockMixin, TileLangEmitter):
         self.zero_fill(name, sizes, dtype, zero)
         return name
 
-    def zero_fill(self, name: str, dims: tuple, dtype: str, zero: bool) -> None:
-        if zero:
-            with self.spread(dims) as idx:
-                self.line(f"{name}[{', '.join(idx) or '0'}] = T.Cast({dtype!r}, 0)")
-
-    def materialize(self, value, t):
-        if not isinstance(value, Lazy):
-            return value
-        name = self.allocate(value.shape, self.tir(t.dtype))
-        with self.spread(value.shape) as idx:
-            self.line(f"{name}[{', '.join(idx) or '0'}] = {self.elem(value, idx)}")
-        return Array(name, value.shape)
-
-    def _copy(self, dest: Array, value) -> None:
-        with self.spread(dest.shape) as idx:
-            self.line(f"{dest.name}[{', '.join(idx) or '0'}] = {self.elem(value, idx)}")
+    def buffer_nest(self, shape):
+        """Every element of a buffer written (a snapshot, a copy, a fill): spread over the block's threads."""
+        return self.spread(shape)
 
     def nest(self, shape, parallel: bool):
         """A shared rule's nest: spread over the threads where it is parallel at a kernel's top level (a write of

@@ -245,7 +245,7 @@ class StorageMixin:
 
     def zero_fill(self, name: str, dims: tuple, dtype: str, zero: bool) -> None:
         if zero:
-            with self.loop_nest(dims) as idx:
+            with self.buffer_nest(dims) as idx:
                 self.line(f"{name}[{', '.join(idx)}] = T.Cast({dtype!r}, 0)")
 
     def free_line(self, handle: str) -> str:
