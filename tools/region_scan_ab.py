@@ -3,7 +3,9 @@ linear attention (examples/causal_linear_attention.py), one JSON line per measur
 
 1. the zoo case (benchmarks/gpu_zoo.py, ``causal_linear_attention_f32_bh32_l4096_d64``): ours vs PyTorch's chunked
    form;
-2. at batch 1, L=4096, D=64: the segmented scan, the one-thread program (the CUDA target without the segmented-scan
+2. where the zoo case's time goes: each of the segmented scan's three kernels (transitions, prefixes, outputs) timed by
+   torch.profiler (CUPTI), ms a call;
+3. at batch 1, L=4096, D=64: the segmented scan, the one-thread program (the CUDA target without the segmented-scan
    plan: what main runs) and PyTorch, each checked against PyTorch first.
 
 Run from the repository root with the examples and benchmarks importable: ``python tools/region_scan_ab.py``.
@@ -33,6 +35,7 @@ def main() -> int:
 
     (case,) = [c for c in gpu_zoo.cases() if c.name.startswith("causal_linear_attention")]
     print(json.dumps(case.run(), default=str), flush=True)
+    print(json.dumps(phases(linear_attention_batched, case.shape)), flush=True)
     shape = (1, 4096, 64)
     args, outputs, theirs, _, mass = gpu_zoo._linear_attention(shape)
     want, scale = theirs(), mass()
@@ -60,6 +63,34 @@ def main() -> int:
             line["segmented_vs_one_thread"] = line["one_thread_ms"] / line["segmented_scan_ms"]
     print(json.dumps(line), flush=True)
     return 0
+
+
+def phases(kernel, shape) -> dict:
+    """ms a call of each CUDA kernel one launch of ``kernel`` runs at ``shape`` (torch.profiler)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    import gpu_zoo
+
+    line = {"case": "causal_linear_attention_phases", "shape": list(shape)}
+    try:
+        exe = intent.compile(kernel, target="tilelang-cuda")
+        args = gpu_zoo._linear_attention(shape)[0]
+        exe.launch(*args)
+        torch.cuda.synchronize()
+        calls = 5
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(calls):
+                exe.launch(*args)
+            torch.cuda.synchronize()
+        for e in prof.key_averages():
+            total = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0)
+            if total:
+                line[e.key[:60]] = total / calls / 1e3  # us -> ms a call
+        line["schedule"] = str(exe.schedule.general.describe())[:300]
+    except Exception as exc:  # noqa: BLE001 (report and go on)
+        line["error"] = f"{type(exc).__name__}: {exc}"[:600]
+    return line
 
 
 if __name__ == "__main__":
