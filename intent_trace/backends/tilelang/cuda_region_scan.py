@@ -7,7 +7,8 @@ of ``CHUNK`` members of the source axis (and its emulation on the C target: a bl
    ``apply(prefix, initial)`` with ``prefix`` the ``combine`` of the transitions before it (stored in its slot), then
    ``prefix = combine(prefix, transition[c])``; the final state ``apply(total, initial)`` is written. Where
    ``combine`` and ``apply`` are pointwise on one shape (``SegmentedScan.elementwise``: a sum of outer products),
-   each element's prefixes are independent: the elements are split over blocks, a thread an element;
+   each element's prefixes are independent: the elements are split over blocks, a thread an element, its prefix a
+   local carried through the chunks (no buffer, no barrier);
 3. **outputs**: a block a chunk runs ``emit`` on its chunk from its incoming state, its outputs written at the
    chunk's offset.
 
@@ -199,6 +200,8 @@ class RegionScanEmitter(BlockMixin, TileLangEmitter):
             self._store_slots(self.transitions, s, self.plan.found.scan.inputs[1].type, self.slot)
 
     def _prefixes(self, per: str) -> None:
+        if self.elements is not None:
+            return self._element_prefixes(per)
         with self._begin(per, False):
             scan = self.plan.found.scan
             _summarize, combine, apply, _emit = scan.regions
@@ -219,6 +222,52 @@ class RegionScanEmitter(BlockMixin, TileLangEmitter):
             self.env[scan.outputs[1]] = final
             for write in self.plan.found.state_writes:
                 self.run_node(write)
+
+    def _element_prefixes(self, per: str) -> None:
+        """The prefix kernel of an elementwise scan: each thread one element of the state, its prefix a local carried
+        through the chunks (``combine`` and ``apply`` are pointwise: an element needs only the same element of their
+        operands), so nothing is stored but the incoming states and the final state, and no thread waits for
+        another."""
+        scan = self.plan.found.scan
+        _summarize, combine, apply, _emit = scan.regions
+        summary_t, state_t = scan.inputs[1].type, scan.inputs[2].type
+        shape, threads = self.elements, self.plan.threads
+        with self._begin(per, False):
+            identity, initial = self.operand(scan.inputs[1]), self.operand(scan.inputs[2])
+            total = self.assign(" * ".join(f"T.Cast('int64', {s})" for s in shape), "t")
+            with self.phase() as tx:
+                f = self.assign(f"{self.part} * T.int64({threads}) + T.Cast('int64', {tx})", "f")
+                with self.block(f"if {f} < {total}:"):
+                    idx = self.coordinates(f, shape, total)
+                    carries = []
+                    for leaf, lt in zip(self.leaves(identity, summary_t), T.leaf_types(summary_t)):
+                        name = self.fresh("c")
+                        self.line(f"{name} = T.alloc_var({self.tir(lt.dtype)!r}, init={self.elem(leaf, idx)})")
+                        carries.append(name)
+
+                    def prefix():  # the carries now, as a value of the summary's type (this thread's element)
+                        now = [self.assign(c, "x") for c in carries]
+                        return assemble(summary_t, [Lazy(shape, lambda _i, v=v: v) for v in now], Aggregate)
+
+                    k = self.fresh("k")
+                    with self.block(f"for {k} in T.serial({self.plan.chunks()}):"):
+                        current = prefix()
+                        (state,) = self.run_region(apply, (current, initial))
+                        for (name, _), leaf in zip(self.incoming, self.leaves(state, state_t)):
+                            self.line(f"{name}[{', '.join([*self.slot[:-1], k, *idx])}] = {self.elem(leaf, idx)}")
+                        slot = (*self.slot[:-1], k)
+                        (new,) = self.run_region(combine, (current, self._slot_value(self.transitions, summary_t,
+                                                                                        slot)))
+                        values = [self.assign(self.elem(leaf, idx), "x") for leaf in self.leaves(new, summary_t)]
+                        for name, value in zip(carries, values):
+                            self.line(f"{name} = {value}")
+                    (final,) = self.run_region(apply, (prefix(), initial))
+                    (leaf,) = self.leaves(final, state_t)
+                    for write in self.plan.found.state_writes:
+                        view = self.env[write.inputs[0]]
+                        points = [self.operand(x).expr for x in write.inputs[2:]]
+                        self.line(f"{view.name}[{', '.join([*points, *idx])}] = "
+                                  f"{encode(self, view, self.elem(leaf, idx))}")
 
     def _outputs(self) -> None:
         with self._begin(self.plan.per_entry(), True) as (parts, start):
