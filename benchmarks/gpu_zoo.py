@@ -212,6 +212,31 @@ def _mamba(shape):
     return (state, decay, initial, states, final), (states, final), theirs
 
 
+def _linear_attention(shape):
+    """Causal linear attention (examples/causal_linear_attention.py) against PyTorch's chunked form (no TF32: T5):
+    per chunk of 64 the transition k^T v, their cumulative sum, each chunk's q @ (the states before it) plus its
+    masked q k^T v; the errors against the same form on |q|, |k|, |v| (T5's sum of |terms|)."""
+    import torch
+
+    batch, length, d = shape
+    q, k, v = (torch.randn(batch, length, d, device="cuda") / 4 for _ in range(3))
+    out, final = torch.empty_like(q), torch.empty(batch, d, d, device="cuda")
+
+    def chunked(q, k, v, chunk=64):
+        torch.backends.cuda.matmul.allow_tf32 = False
+        n = length // chunk
+        qc, kc, vc = (x.view(batch, n, chunk, d) for x in (q, k, v))
+        transitions = kc.transpose(2, 3) @ vc
+        states = torch.cumsum(transitions, 1)
+        within = torch.tril(qc @ kc.transpose(2, 3)) @ vc
+        return (qc @ (states - transitions) + within).view(batch, length, d), states[:, -1]
+
+    def theirs():
+        return chunked(q, k, v)
+
+    return (q, k, v, out, final), (out, final), theirs, theirs, lambda: chunked(q.abs(), k.abs(), v.abs())
+
+
 def _matmul(dtype, batched=False, bias=False):
     def make(shape):
         import torch
@@ -232,6 +257,7 @@ def _matmul(dtype, batched=False, bias=False):
 def cases() -> list:
     import torch
 
+    from causal_linear_attention import linear_attention_batched
     from mamba_state_passing import state_passing  # the examples' kernels (gpu.py puts examples/ on the path)
     from row_softmax import softmax_rows
 
@@ -273,6 +299,8 @@ def cases() -> list:
              _matmul("float16", bias=True), 1e-2, "torch addmm + relu", 0.9),
         Case("mamba_state_passing_f32_1024x65536", state_passing, (1024, 65536), (64, 4096), _mamba, 1e-5,
              "torch chunk loop (addcmul per chunk)", None),
+        Case("causal_linear_attention_f32_bh32_l4096_d64", linear_attention_batched, (32, 4096, 64), (1, 512, 64),
+             _linear_attention, 1e-4, "torch chunked form (bmm, cumsum, tril; no TF32)", None),
     ]
 
 

@@ -39,6 +39,22 @@ def linear_attention(q: I.In[I.f32, ("L", "D")], k: I.In[I.f32, ("L", "D")], v: 
     final[:, :] = state
 
 
+@intent.kernel
+def linear_attention_batched(q: I.In[I.f32, ("B", "L", "D")], k: I.In[I.f32, ("B", "L", "D")],
+                             v: I.In[I.f32, ("B", "L", "D")], out: I.Out[I.f32, ("B", "L", "D")],
+                             final: I.Out[I.f32, ("B", "D", "D")]):
+    """The same scan per batch entry (batch * heads): entries are independent, so a parallel loop."""
+    for b in I.parallel(I.domain(0, q.shape[0])):
+        t = I.domain(0, q.shape[1])
+        zero = I.zeros((q.shape[2], q.shape[2]), I.f32)
+        outputs, state = I.region_scan(
+            source=(q[b, :, :], k[b, :, :], v[b, :, :], I.indices(t)), axis=0,
+            summarize=transition, combine=lambda x, y: x + y, identity=zero,
+            initial_state=zero, apply=lambda tr, s: s + tr, emit=emit)
+        out[b, :, :] = outputs
+        final[b, :, :] = state
+
+
 def reference(q, k, v):
     q, k, v = (a.astype(np.float64) for a in (q, k, v))
     states = np.cumsum(np.einsum("ld,le->lde", k, v), axis=0)

@@ -13,6 +13,9 @@ of its tiled specialisations). ``mapping`` names the kind of parallel program:
 - ``segmented_fold``: a ``region_fold`` whose summary rows are independent, as a tile program per block of rows: the
   source folded in pipelined blocks (``summarize`` on tiles: matrix products, row reductions, pointwise ops),
   ``combine`` into a running summary in registers, the consumers fused before one store (schedule/region.py);
+- ``segmented_scan``: a ``region_scan`` as three phases over chunks of its source axis: each chunk's transition
+  (``summarize``) in parallel, the transitions' prefixes combined in order and applied to the initial state, each
+  chunk's outputs (``emit``) from its incoming state in parallel (schedule/region_scan.py);
 - ``carried_lanes``: an ordered loop whose carry is a vector of independent lanes: one thread a lane, each running
   the loop in order on its element (schedule/carry.py);
 - ``privatised_histogram``: a grid over the values, each block counting into private bins added atomically;
@@ -30,7 +33,7 @@ from __future__ import annotations
 import attrs
 
 MAPPINGS = ("row_group", "flat_nest", "parallel_grid", "full_reduce", "multi_block_scan", "tiled_matmul",
-            "segmented_fold", "carried_lanes", "privatised_histogram", "atomic_scatter",
+            "segmented_fold", "segmented_scan", "carried_lanes", "privatised_histogram", "atomic_scatter",
             "gather_rows", "serial")
 
 

@@ -40,6 +40,7 @@ from ..graph.patterns import match
 from ..graph.values import KernelGraph, Literal, Var, walk_region
 from . import region_laws
 from .access import UNIT_DOMAIN, unit_reshape
+from .batch import placement
 from .plan import Part
 from .prologue import extent_vars, prologue
 from .recognition import NotRecognised, Rejected, run_walk
@@ -162,27 +163,12 @@ class _Walk:
         if len(folds) != 1:
             self.fail("no region_fold" if not folds else "more than one region_fold")
         (fold,) = folds
-        top = self.graph.body.nodes
-        loop = None
-        if fold in top:
-            body, pre = top, []
-        else:
-            loop = top[-1] if top and top[-1].op is ops.parallel else None
-            if loop is None or fold not in loop.regions[0].nodes or sum(n.op is ops.parallel for n in top) != 1:
-                self.fail(f"the region_fold{_at(fold)} is neither at the top level nor in a top-level parallel loop "
-                          f"(last in the graph)")
-            pre, body = list(top[:-1]), loop.regions[0].nodes
+        where = placement(self.graph, fold, self.extent_of)
+        pre, body, loop, batch, self.point = list(where.pre), where.body, where.loop, where.batch, where.point
         at = list(body).index(fold)
         for node in [*pre, *body[:at]]:
             if node.op is ops.domain:
                 self.top_node(node)
-        batch = None
-        if loop is not None:
-            caps = match(UNIT_DOMAIN, next((n for n in pre if loop.inputs[0] in n.outputs), None), {})
-            if caps is None or caps["end"] not in self.extent_of:
-                self.fail(f"the parallel loop{_at(loop)} is not over domain(0, B, 1) of a kernel extent B")
-            batch = self.extent_of[caps["end"]]
-            (self.point,) = loop.regions[0].params
         self.setup_roles(fold)
         sources = self.sources(fold)
         operands = self.fold_operands(fold)

@@ -165,6 +165,11 @@ class TileLangEmitter(StorageMixin, EmitterCore, SourceWriter, Interpreter):
         emission, :mod:`.program`, and taken by :meth:`loop_nest`)."""
         return self.loop_nest(shape)
 
+    def buffer_nest(self, shape):
+        """The nest that writes every element of a buffer (a snapshot, a copy, a fill): a loop nest here; a program
+        whose threads share its buffers spreads it over them (:mod:`.cuda_region_scan`)."""
+        return self.loop_nest(shape)
+
     def written_mask(self, view) -> str:
         """A unique store's mask of the elements written so far: zeroed bytes of the view's shape."""
         return self.allocate(view.shape, "uint8", zero=True)
@@ -413,7 +418,7 @@ class TileLangEmitter(StorageMixin, EmitterCore, SourceWriter, Interpreter):
         if not isinstance(value, Lazy):
             return value
         name = self.allocate(value.shape, self.tir(t.dtype))
-        with self.loop_nest(value.shape) as idx:
+        with self.buffer_nest(value.shape) as idx:
             self.line(f"{name}[{', '.join(idx) or '0'}] = {self.elem(value, idx)}")
         return Array(name, value.shape)
 
@@ -481,7 +486,7 @@ class TileLangEmitter(StorageMixin, EmitterCore, SourceWriter, Interpreter):
             self._copy(dest, leaf)
 
     def _copy(self, dest: Array, value) -> None:
-        with self.loop_nest(dest.shape) as idx:
+        with self.buffer_nest(dest.shape) as idx:
             self.line(f"{dest.name}[{', '.join(idx) or '0'}] = {self.elem(value, idx)}")
 
 

@@ -13,7 +13,7 @@ import attrs
 from ...errors import LoweringError
 from ...graph import ops
 from ...graph.values import KernelGraph
-from ...schedule import carry, indexed, region
+from ...schedule import carry, indexed, region, region_scan
 from ...schedule.plan import Part, Schedule
 from ...schedule.prologue import Prologue, extent_index, prologue
 from ...schedule.recognition import Rejected
@@ -254,6 +254,10 @@ def _serial_reason(graph: KernelGraph, spec, launch: _Launch) -> str:
     fold = region.recognise(graph) if any(n.op is ops.region_fold for n in graph.walk()) else None
     if isinstance(fold, Rejected):
         why.append(f"not a segmented fold: {fold.reason}")
+    scan = region_scan.recognise(graph) if spec.multi_block is not None and \
+        any(n.op is ops.region_scan for n in graph.walk()) else None
+    if isinstance(scan, Rejected):
+        why.append(f"not a segmented scan: {scan.reason}")
     lanes = carry.recognise(graph) if spec.carried_lanes is not None else None
     if isinstance(lanes, Rejected) and any(n.op is ops.loop for n in graph.body.nodes):
         why.append(f"not carried lanes: {lanes.reason}")

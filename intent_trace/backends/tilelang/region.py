@@ -30,8 +30,23 @@ def _slices(em, node, source):
     em.depth += 1
     em.memo.append({})
     start = em.assign(f"{as_index(s)} * T.int64({SLICE})", "s")
-    length = em.assign(f"T.min(T.int64({SLICE}), {as_index(n)} - {start})", "n")
-    em.host_sizes[length] = str(SLICE)  # a workspace holding a slice is sized by the bound (.storage)
+    parts = slice_views(em, node, source, start, SLICE)
+    yield parts, start
+    em.release(em.depth)
+    em.depth -= 1
+    em.memo.pop()
+
+
+def slice_views(em, node, source, start: str, size: int) -> list:
+    """The slice of a region op's ``source`` that starts at member ``start`` and holds up to ``size`` members (fewer
+    at the end of the axis), as lazy views of the source leaves (nothing is copied); the helpers' slice extents are
+    named by its member count, which a workspace sizes by ``size`` (.storage). Also the chunks of a segmented scan
+    (:mod:`.cuda_region_scan`)."""
+    axis = node.attr("axis")
+    leaf_types = T.leaf_types(node.inputs[0].type)
+    n = em.shape(leaf_types[0])[axis]
+    length = em.assign(f"T.min(T.int64({size}), {as_index(n)} - {start})", "n")
+    em.host_sizes[length] = str(size)  # a workspace holding a slice is sized by the bound (.storage)
     # summarize (and emit) take the slices first: their slice extent is this slice's member count
     for region in (node.regions[0], node.regions[3]) if node.op is ops.region_scan else node.regions[:1]:
         for p in region.params[:len(leaf_types)]:
@@ -43,10 +58,7 @@ def _slices(em, node, source):
         shape = tuple(length if k == axis else x for k, x in enumerate(em.shape(t)))
         parts.append(Lazy(shape, lambda idx, leaf=leaf: em.elem(leaf, [add(i, start) if k == axis else i
                                                                         for k, i in enumerate(idx)])))
-    yield parts, start
-    em.release(em.depth)
-    em.depth -= 1
-    em.memo.pop()
+    return parts
 
 
 RULES: dict = folds.region_rules(_slices)

@@ -122,6 +122,11 @@ class Workspace:
         return shape
 
 
+def host_dtype(dtype: str) -> str:
+    """A workspace's TIR dtype: bool travels as bytes (TileLang's host wrappers mistype bool buffers)."""
+    return "uint8" if dtype == "bool" else dtype
+
+
 _DERIVED = re.compile(r"([dp]\d+)/(\d+)(?:\+(\d+))?")  # "d0/2048+1": ceil(extent 0 / 2048) + 1
 
 
@@ -224,12 +229,11 @@ class StorageMixin:
     def _host_workspace(self, dims: tuple, dtype: str, zero: bool) -> str:
         if self.grid_planned:  # one buffer for all threads: the pre-pass (program.plan_launch) keeps these serial
             raise self.reject("internal: a program on a grid of threads needs a workspace (the launch plan is wrong)")
-        sizes = tuple(s if s.isdigit() or _KERNEL_EXTENT.fullmatch(s) else self.host_sizes.get(s) for s in dims)
-        if None in sizes:
+        sizes = self.host_shape(dims)
+        if sizes is None:
             raise self.reject("this needs a buffer whose size depends on data computed in the kernel; this target's "
                               "kernels cannot allocate memory and the host cannot size it before the call")
-        # TileLang's host wrappers mistype bool buffers: the host passes bytes, seen as bools here
-        space = Workspace(f"W{len(self.workspaces)}", sizes, "uint8" if dtype == "bool" else dtype, self._for_op())
+        space = Workspace(f"W{len(self.workspaces)}", sizes, host_dtype(dtype), self._for_op())
         name = space.name
         if dtype == "bool":
             name = self.fresh("wb")
@@ -239,9 +243,15 @@ class StorageMixin:
         self.zero_fill(name, dims, dtype, zero)
         return name
 
+    def host_shape(self, dims: tuple) -> tuple | None:
+        """How the host sizes a buffer of extents ``dims`` (a static size, a kernel extent, or the bound of a size
+        computed in the kernel: :attr:`host_sizes`), or None when an axis depends on data."""
+        sizes = tuple(s if s.isdigit() or _KERNEL_EXTENT.fullmatch(s) else self.host_sizes.get(s) for s in dims)
+        return None if None in sizes else sizes
+
     def zero_fill(self, name: str, dims: tuple, dtype: str, zero: bool) -> None:
         if zero:
-            with self.loop_nest(dims) as idx:
+            with self.buffer_nest(dims) as idx:
                 self.line(f"{name}[{', '.join(idx)}] = T.Cast({dtype!r}, 0)")
 
     def free_line(self, handle: str) -> str:

@@ -7,7 +7,7 @@ This is the one module that puts a target module together with the planners (so 
 """
 from __future__ import annotations
 
-from . import (c, cuda, cuda_indexed, cuda_kernels, cuda_region_carry, cuda_rows, cuda_scan, metal, metal_grid,
+from . import (c, cuda, cuda_indexed, cuda_kernels, cuda_region_carry, cuda_region_scan, cuda_rows, metal, metal_grid,
                metal_matmul, metal_region, x86_nans)
 from .metal_emulation.executable import build_emulated
 from .spec import TileLangTarget
@@ -33,7 +33,7 @@ CUDA = TileLangTarget(
     to_device=cuda.to_device, synchronize=cuda.synchronize, require_runtime=cuda.require_runtime,
     device_tensors="cuda",  # torch CUDA tensors are kernel arguments as they are
     row_group=cuda_rows.row_plan, flat_nest=cuda_kernels.flat_nest, parallel_grid=cuda_kernels.parallel_grid,
-    specializations=cuda_kernels.specializations, multi_block=cuda_scan.multi_block,
+    specializations=cuda_kernels.specializations, multi_block=cuda_region_scan.multi_block,
     indexed_grid=cuda_indexed.indexed_plan, carried_lanes=cuda_region_carry.lane_plan, lanes=cuda.LANES,
 )
 
