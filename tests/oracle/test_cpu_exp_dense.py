@@ -35,7 +35,8 @@ def _ordered(bits):
 
 def test_split_powers_and_range_edges_within_one_ulp():
     # results subnormal or rounding to zero (n <= -127: b < 0), the clamp at -104, overflow (n = 128: b = 1)
-    x = np.concatenate([_every_float(-87.0, -105.0), _every_float(88.0, 89.5), _every_float(-0.5, -1e-3)[::97], _every_float(1e-3, 0.5)[::97]])
+    x = np.concatenate([_every_float(-87.0, -105.0), _every_float(88.0, 89.5),
+                        _every_float(-0.5, -1e-3)[::97], _every_float(1e-3, 0.5)[::97]])
     y = np.zeros_like(x)
     intent.compile(exp_all, target="cpu")(x, y)
     with np.errstate(over="ignore", under="ignore"):
