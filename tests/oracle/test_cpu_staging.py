@@ -4,9 +4,10 @@ Staging (running on copies of the Out/InOut arrays, copied back on success) keep
 unchanged (T9) at the price of two passes over every output and fresh pages per call. Row kernels (both softmax
 spellings, a norm whose centred row is a quotient) have one kind of check: the allocation of their row buffers
 inside the parallel loop over rows (layer norm has none: its centred row is recomputed, oracle/numba/rows.py).
-It is made once before the loop, where nothing has been written, so they run unstaged and still leave their outputs bit for bit as they were when the buffer cannot be allocated; a loop over no rows allocates
-nothing and cannot fail. A check that can follow a write (a data-dependent store after an output was written, a
-row loop after a write) keeps the staging. Serial and parallel builds.
+It is made once before the loop, where nothing has been written, so they run unstaged and still leave their outputs
+bit for bit as they were when the buffer cannot be allocated; a loop over no rows allocates nothing and cannot
+fail. A check that can follow a write (a data-dependent store after an output was written, a row loop after a
+write) keeps the staging. Serial and parallel builds.
 """
 from __future__ import annotations
 
