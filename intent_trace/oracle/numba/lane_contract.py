@@ -39,10 +39,21 @@ def lane_row(crow, arow, rhs, b, zero):
     """``crow[j] = sum over k in order of arow[k] * rhs[b, k, j]`` from ``zero``: a short row's whole blocks of W
     outputs in registers, the outputs after them (and every output of a long row) by the row-streaming loop
     (k outer). Every output is the same ordered sum either way."""
-    width = _W32 if crow.itemsize == 4 else _W64
     n, nk = crow.shape[0], arow.shape[0]
-    whole = 0 if n * crow.itemsize > SHORT_ROW_BYTES else n // width * width
-    for q in range(whole // width):
+    if n * crow.itemsize > SHORT_ROW_BYTES:
+        # the streaming loop over whole rows, indexed from 0 (an offset index ``whole + j`` is not known
+        # non-negative to LLVM: Numba's wraparound of a negative index made every load a gather, 6x slower)
+        for j in range(n):
+            crow[j] = zero
+        for k in range(nk):
+            x = arow[k]
+            r = rhs[b, k]
+            for j in range(n):
+                crow[j] = crow[j] + x * r[j]
+        return
+    width = _W32 if crow.itemsize == 4 else _W64
+    whole = n // width * width
+    for q in range(n // width):
         v = lanes_fill(zero)
         for k in range(nk):
             v = lanes_axpy(v, arow[k], rhs[b, k], q * width)
