@@ -70,6 +70,7 @@ class EmitterBase(EmitterCore, SourceWriter, Interpreter):
         self.pointwise = 0  # > 0 while a combine region is inlined per element (tensors stay lazy)
         self.fusion_depth: dict = {}  # Lazy -> how many fused ops its element expression nests
         self.row = None  # (row index, row extent) while a row group's members are emitted (:mod:`.rows`)
+        self.recomputed: frozenset = frozenset()  # the row group's values each use recomputes (:mod:`.rows`)
         self.staging = Staging()  # which error sites can be reached after a write (:mod:`.staging`)
 
     # -- text (fresh, line, assign, block come from SourceWriter) --------------------------------
@@ -361,7 +362,7 @@ class EmitterBase(EmitterCore, SourceWriter, Interpreter):
                 if isinstance(value, Lazy) and not self.pointwise:
                     depth = 1 + max((self.fusion_depth.get(leaf, 0) for x in node.inputs if isinstance(x, Var)
                                      for leaf in leaf_values(self.env.get(x), Aggregate)), default=0)
-                    if v not in self.fused or depth > MAX_FUSION_DEPTH:
+                    if (v not in self.fused and v not in self.recomputed) or depth > MAX_FUSION_DEPTH:
                         value = self.materialize(value, v.type)
                         self.env[v] = value
                     else:

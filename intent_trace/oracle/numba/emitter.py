@@ -51,8 +51,10 @@ class NumbaEmitter(EmitterBase):
                 continue
             for node in group.hoisted:
                 self.run_node(node)
+            self.recomputed = group.recomputed
             with self.row_loop(self.extent(group.extent)):
                 for node in group.members:
                     self.run_node(node)
+            self.recomputed = frozenset()
             k = group.end
         return [self.operand(r) for r in region.results]

@@ -28,6 +28,13 @@ a view it writes, so hoisting a read and running rows in any order cannot change
 result is used after the group ends (or by a region result) ends the group before it: values computed per row
 do not exist outside the row loop. A group is formed only when a reduction result is consumed by another member
 by a member other than a write (the case the per-row loop improves); any other chain keeps its node-by-node code.
+
+A member's value used more than once is materialised into a row buffer (written, then read back by each use)
+unless it is *recomputed* (:func:`recomputed`): a cheap pointwise value (one vector operation per element, no
+division or T4 function) of operands that are themselves cheap to read -- the input row, per-row scalars, values
+broadcast from them -- is computed again by each consumer instead. Layer norm's ``centred = x - mean`` then costs
+one subtraction per use where the buffer cost a store and a reload per element (0.4 of its 1.5 ms). Each element
+is the same scalar code either way, so results do not change.
 """
 from __future__ import annotations
 
@@ -35,12 +42,17 @@ import attrs
 
 from ... import types as T
 from ...graph import ops
-from ...graph.traits import ELEMENTWISE
+from ...codegen.analysis import evaluates_once
+from ...graph.traits import ELEMENT_CONSUMERS, ELEMENTWISE, MATH_FUNCTIONS, POINTWISE, REMATERIALIZED
 from ...graph.values import Region, Var, walk_region
 from .inline import pointwise_combine
 
 # Nodes that keep the first axis first (their operands' row r gives their row r).
 _ROW_PRESERVING = frozenset({ops.broadcast, ops.reshape, ops.transpose})
+# Pointwise ops whose element costs many cycles per vector (a division, a power): never recomputed.
+_SLOW = frozenset({ops.div, ops.floordiv, ops.mod, ops.pow})
+# At most this many cheap ops are recomputed per element of a recomputed value (its own and its operands').
+MAX_RECOMPUTED_OPS = 3
 
 
 @attrs.frozen(slots=True)
@@ -53,6 +65,7 @@ class RowGroup:
     extent: object
     hoisted: tuple
     members: tuple
+    recomputed: frozenset = frozenset()
 
 
 def _tensor(v) -> bool:
@@ -213,10 +226,62 @@ def row_groups(region: Region) -> dict:
             members = [k for k in members if k < end]
         if members and _worthwhile(nodes, members):
             groups[start] = RowGroup(start, end, extent, tuple(nodes[k] for k in hoisted),
-                                     tuple(nodes[k] for k in members))
+                                     tuple(nodes[k] for k in members), recomputed(nodes, members, extent, uses))
             start = end
         else:
             # A group starting inside this run has this run's extent and fewer members: none is worthwhile
             # either. Restarting at the node that stopped the run keeps the analysis linear in the region.
             start = max(start + 1, end)
     return groups
+
+
+def _cheap(op) -> bool:
+    return op in POINTWISE and op not in MATH_FUNCTIONS and op not in _SLOW
+
+
+def _per_row(v, extent) -> bool:
+    """One element per row (``[M]``, ``[M, 1]``): the emitter holds it in a scalar local."""
+    return _rows_of(v, extent) and all(e == 1 for e in v.type.shape[1:])
+
+
+def recomputed(nodes, members, extent, uses: dict) -> frozenset:
+    """The members' values recomputed by each use instead of materialised (the module docstring): a cheap
+    pointwise value used more than once, every use by a member that evaluates each element once, whose element
+    costs at most :data:`MAX_RECOMPUTED_OPS` cheap ops read from operands that are not row buffers of costly
+    values (the input row, per-row scalars, broadcasts of them, other such values)."""
+    made_by = {v: node for node in nodes for v in node.outputs}
+    inside = {k: nodes[k] for k in members}
+    cost: dict = {}
+
+    def ops_of(x):
+        """Cheap ops an element of ``x`` recomputes when read through a fused expression (None: not cheap)."""
+        if not _tensor(x) or _per_row(x, extent):
+            return 0
+        if x in cost:
+            return cost[x]
+        node = made_by.get(x)
+        if node is None:
+            return 0  # a parameter: an array read
+        if node.op in REMATERIALIZED or node.op in _ROW_PRESERVING:
+            parts = [ops_of(y) for y in node.inputs]
+        elif _cheap(node.op) and not node.regions:
+            parts = [1, *(ops_of(y) for y in node.inputs)]
+        else:
+            return None
+        cost[x] = None if None in parts else sum(parts)
+        return cost[x]
+
+    out = set()
+    for k, node in inside.items():
+        if not _cheap(node.op) or node.regions or len(node.outputs) != 1:
+            continue
+        (v,) = node.outputs
+        used_at = uses.get(v, [])
+        if _per_row(v, extent) or len(used_at) < 2 or any(j not in inside for j in used_at):
+            continue
+        if not all(inside[j].op in ELEMENT_CONSUMERS and evaluates_once(inside[j], v) for j in used_at):
+            continue
+        n = ops_of(v)
+        if n is not None and n <= MAX_RECOMPUTED_OPS:
+            out.add(v)
+    return frozenset(out)
