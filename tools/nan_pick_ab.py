@@ -1,12 +1,13 @@
-"""A/B of cpu's first-NaN add and mul (scalar_rules.first_nan_arith: a compare and a blend per element) against the
-plain ops they replaced (LLVM may swap a plain op's operands, so two NaNs gave either payload). Each variant runs in
+"""A/B of cpu's first-NaN add and mul (scalar_rules.first_nan_arith: a compare and a blend per element; with a
+loop-invariant operand, invariant_first_nan_arith: one test LLVM hoists) against the plain ops they replaced (LLVM may swap a plain op's operands, so two NaNs gave either payload). Each variant runs in
 its own process with its own kernel cache, the two alternating; one JSON line per kernel with both times, NumPy's
 and torch's (when installed) beside them.
 
 - chain4: benchmarks/cpu_oracle.py's fused chain (``a * 1.5 + y``: one guarded add; memory-bound);
-- chain_s: six rounds of ``maximum(v * s + w, v - 1) + 0.5`` with a scalar ``s`` (two guarded ops a round:
-  compute-bound);
-- layer_norm, rms_norm: benchmarks/zoo_kernels / cpu_rows (two guarded muls or a mul and an add an element);
+- chain_s: six rounds of ``maximum(v * s + w, v - 1) + 0.5`` with a scalar ``s`` (a round: ``v * s`` tested once
+  outside the loop, ``+ w`` blended; compute-bound);
+- layer_norm, rms_norm: benchmarks/zoo_kernels / cpu_rows (the row's scale tested once a row; ``* g`` and ``+ b``
+  blended);
   softmax_whole: the control (its ops are sub, exp and div: nothing guarded).
 
     python3 tools/nan_pick_ab.py [--quick]
@@ -77,9 +78,10 @@ def _best(fn, rounds=9) -> float:
 
 def child(variant: str, quick: bool) -> dict:
     if variant == "plain":  # the ops as main spelled them
-        from intent_trace.oracle.numba import scalar_rules as S
+        from intent_trace.oracle.numba import elementwise as E, scalar_rules as S
         for op in S.COMMUTED:
             S.SCALAR_RULES[op] = S.arith
+        E.invariant_first_nan_arith = lambda node, d, a, b, k: S.arith(node, d, a, b)
     out = {}
     for name, kernel, inputs, shape, _, *scalar in _cases(quick):
         exe = intent.compile(kernel, target="cpu")

@@ -177,3 +177,44 @@ def test_a_rows_reduced_value_keeps_the_first_nan(run, monkeypatch, name):
                 bad = np.argwhere(got != want)
                 assert bad.size == 0, (n, k, parallel, [(tuple(int(i) for i in b), hex(int(got[tuple(b)])),
                                                          hex(int(want[tuple(b)]))) for b in bad[:6]])
+
+
+def _negated_kernel(name):
+    dt = _dtype(name)
+
+    @intent.kernel
+    def k(x: I.In[dt, ("N",)], y: I.In[dt, ("N",)], out: I.Out[dt, (5, "N")], s: dt):
+        d = I.domain(0, x.shape[0])
+        out[0, d] = -(x[d] * s)
+        out[1, d] = -(s * x[d])
+        out[2, d] = -(x[d] * y[d])
+        out[3, d] = -(x[d] / s)
+        out[4, d] = -(x[d] * 1.5)
+    return k
+
+
+_NEGATED = {name: _negated_kernel(name) for name in FORMATS}
+
+
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_a_negated_product_flips_its_nans_sign(run, name):
+    # T3: -x flips the sign bit, also of a NaN. LLVM sinks fneg(x * y) into one factor ((-x) * y), equal for every
+    # number but not for a NaN of the other factor: cpu returned -(x * s) with s a NaN as s's NaN unflipped
+    unsigned, _, nans = FORMATS[name]
+    np_dtype = _dtype(name).np
+    sign = np.array(0x8000 if unsigned is np.uint16 else 1 << (8 * np.dtype(unsigned).itemsize - 1), unsigned)
+    finite = int(np.array(X, np_dtype).view(unsigned))
+    one_half = int(np.array(1.5, np_dtype).view(unsigned))
+    for n in (5, 37):
+        for k, ns in enumerate([*nans, finite]):
+            x = _words(name, n, nans[(k + 1) % len(nans)], 3, X)
+            y = _words(name, n, nans[(k + 2) % len(nans)], 2, Y)
+            want = np.stack([_expected(name, _mul, x, ns), _expected(name, _mul, ns, x), _expected(name, _mul, x, y),
+                             np.broadcast_to(_expected(name, lambda a, b: a / b, x, ns), x.shape),
+                             _expected(name, _mul, x, one_half)]) ^ sign
+            out = np.zeros((5, n), np_dtype)
+            run(_NEGATED[name], x.view(np_dtype), y.view(np_dtype), out, _scalar(name, ns, python_float=False))
+            got = out.view(unsigned)
+            bad = np.argwhere(got != want)
+            assert bad.size == 0, (n, k, [(int(r), int(c), hex(int(got[r, c])), hex(int(want[r, c])))
+                                          for r, c in bad[:6]])

@@ -80,6 +80,18 @@ def first_nan_arith(node, d, a, b):
     return arith(node, d, a, f"({a} if {a} != {a} else {b})")
 
 
+def invariant_first_nan_arith(node, d, a, b, invariant: int):
+    """:func:`first_nan_arith` where operand ``invariant`` (0: a, 1: b) holds one value across the loop (a scalar
+    argument, a row's value): the plain op while that operand is not a NaN, which is right in either order (at most
+    the other operand is a NaN), and the compare and blend only while it is one. The test is loop-invariant: LLVM
+    hoists it and unswitches the loop on it (a chain of six ``v * s`` ran as fast as the plain ops; with the blend
+    in the loop, 3.1x as long)."""
+    s = (a, b)[invariant]
+    if not d.is_float or a == b:
+        return arith(node, d, a, b)
+    return f"({arith(node, d, a, b)} if {s} == {s} else {first_nan_arith(node, d, a, b)})"
+
+
 def div(node, d, a, b):
     if node.attr("flush_to_zero"):
         tiny = _tiny(d)
