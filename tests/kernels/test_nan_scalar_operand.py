@@ -14,28 +14,18 @@ its sign: NumPy's and ml_dtypes' conversions, which every target follows), else 
 import numpy as np
 import pytest
 
+from nan_formats import FORMATS, quiet
+
 import intent_trace as intent
 from intent_trace import I
 from intent_trace.oracle.numba import target as cpu_target
 
-# per dtype: (unsigned view, quiet bit, NaNs [quiet +, quiet -, signalling +, signalling -] with distinct payloads)
-FORMATS = {
-    "f32": (np.uint32, 0x0040_0000, [0x7FC0_0011, 0xFFC0_0022, 0x7F80_0033, 0xFF80_0044]),
-    "f64": (np.uint64, 0x0008_0000_0000_0000, [0x7FF8_0000_0000_0011, 0xFFF8_0000_0000_0022,
-                                                0x7FF0_0000_0000_0033, 0xFFF0_0000_0000_0044]),
-    "f16": (np.uint16, 0x0200, [0x7E05, 0xFE06, 0x7C07, 0xFC09]),
-    "bf16": (np.uint16, 0x0040, [0x7FC5, 0xFFC6, 0x7F87, 0xFF89]),
-}
 LENGTHS = (1, 5, 13, 37, 67)  # no multiple of 4, 8 or 16: every vector loop has a tail
 X, Y = 1.5, 0.5  # the finite operands; every result below is exact in each format
 
 
 def _dtype(name):
     return getattr(I, name)
-
-
-def _quiet(name, bits: int) -> int:
-    return (bits & 0x8000) | 0x7FC0 if name == "bf16" else bits | FORMATS[name][1]
 
 
 def _is_nan(name, bits) -> np.ndarray:
@@ -52,9 +42,23 @@ def _expected(name, op, *operands) -> np.ndarray:
         values = [w.view(_dtype(name).np).astype(np.float64) for w in words]
         want = np.asarray(op(*values)).astype(_dtype(name).np).view(unsigned)
     for w in reversed(words):  # the last assignment is the first operand's
-        quiet = np.vectorize(lambda b: _quiet(name, int(b)), otypes=[unsigned])(w) if w.size else w
-        want = np.where(_is_nan(name, w), quiet, want)
+        quieted = np.vectorize(lambda b: quiet(name, int(b)), otypes=[unsigned])(w) if w.size else w
+        want = np.where(_is_nan(name, w), quieted, want)
     return want.astype(unsigned)
+
+
+def _assert_bits(out, want, *context):
+    got = out.view(want.dtype)
+    bad = np.argwhere(got != want)
+    assert bad.size == 0, (*context, [(tuple(int(i) for i in b), hex(int(got[tuple(b)])), hex(int(want[tuple(b)])))
+                                      for b in bad[:6]])
+
+
+def _builds(monkeypatch):
+    """cpu's serial build, then its parallel build (``PARALLEL_THRESHOLD`` 0); other targets run twice."""
+    for parallel in (False, True):
+        monkeypatch.setattr(cpu_target, "PARALLEL_THRESHOLD", 0 if parallel else 1 << 40)
+        yield parallel
 
 
 def _add(a, b):
@@ -126,15 +130,11 @@ def test_scalar_operands_keep_the_first_nan(run, monkeypatch, name):
             if name in ("f32", "f64") and k % 2:  # a quiet scalar NaN, so that a Python float carries it exactly
                 ns = ns | FORMATS[name][1]
             want = _vector_expected(name, x, y, nz, ns)
-            for parallel in (False, True):  # cpu's serial build, then its parallel build
-                monkeypatch.setattr(cpu_target, "PARALLEL_THRESHOLD", 0 if parallel else 1 << 40)
+            for parallel in _builds(monkeypatch):
                 out = np.zeros((10, n), np_dtype)
                 run(_VECTOR[name], x.view(np_dtype), y.view(np_dtype), np.array(nz, unsigned).view(np_dtype), out,
                     _scalar(name, ns, python_float=bool(k % 2)))
-                got = out.view(unsigned)
-                bad = np.argwhere(got != want)
-                assert bad.size == 0, (n, k, parallel, [(int(r), int(c), hex(int(got[r, c])), hex(int(want[r, c])))
-                                                        for r, c in bad[:6]])
+                _assert_bits(out, want, n, k, parallel)
 
 
 def _row_kernel(name):
@@ -164,19 +164,15 @@ def test_a_rows_reduced_value_keeps_the_first_nan(run, monkeypatch, name):
         for k, (nx, nw) in enumerate([(nans[0], nans[1]), (nans[3], nans[2]), (nans[2], nans[0])]):
             x = np.stack([_words(name, n, nx, step, X) for step in (3, 4, 5, 7)])
             w = np.full((4, n), half, unsigned)
-            w[1, 0] = w[2, n - 1] = w[3, n // 2] = _quiet(name, nw)  # row 0 finite; one NaN in each other row
-            totals = np.where(_is_nan(name, w).any(axis=1), _quiet(name, nw),
+            w[1, 0] = w[2, n - 1] = w[3, n // 2] = quiet(name, nw)  # row 0 finite; one NaN in each other row
+            totals = np.where(_is_nan(name, w).any(axis=1), quiet(name, nw),
                               np.array(Y * n, np_dtype).view(unsigned)).astype(unsigned)[:, None]
             want = np.stack([_expected(name, _mul, x, totals), _expected(name, _mul, totals, x),
                              _expected(name, _add, x, totals), _expected(name, _add, totals, x)])
-            for parallel in (False, True):
-                monkeypatch.setattr(cpu_target, "PARALLEL_THRESHOLD", 0 if parallel else 1 << 40)
+            for parallel in _builds(monkeypatch):
                 out = np.zeros((4, 4, n), np_dtype)
                 run(_ROWS[name], x.view(np_dtype), w.view(np_dtype), out)
-                got = out.view(unsigned)
-                bad = np.argwhere(got != want)
-                assert bad.size == 0, (n, k, parallel, [(tuple(int(i) for i in b), hex(int(got[tuple(b)])),
-                                                         hex(int(want[tuple(b)]))) for b in bad[:6]])
+                _assert_bits(out, want, n, k, parallel)
 
 
 def _negated_kernel(name):
@@ -214,7 +210,4 @@ def test_a_negated_product_flips_its_nans_sign(run, name):
                              _expected(name, _mul, x, one_half)]) ^ sign
             out = np.zeros((5, n), np_dtype)
             run(_NEGATED[name], x.view(np_dtype), y.view(np_dtype), out, _scalar(name, ns, python_float=False))
-            got = out.view(unsigned)
-            bad = np.argwhere(got != want)
-            assert bad.size == 0, (n, k, [(int(r), int(c), hex(int(got[r, c])), hex(int(want[r, c])))
-                                          for r, c in bad[:6]])
+            _assert_bits(out, want, n, k)
