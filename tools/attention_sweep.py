@@ -1,5 +1,5 @@
 """A/B of the tilelang-cuda segmented-fold programs of the flash-attention example (run on the GPU machine): the
-accurate, approximate (FlashAttention spelling) and causal kernels, each as program-text variants, every one checked
+accurate, approximate (FlashAttention spelling), ``I.fma`` and causal kernels, each as program-text variants, every one checked
 against and timed beside ``torch.nn.functional.scaled_dot_product_attention`` on the same data (``is_causal`` for the
 causal kernel) in one process, at batch*heads=32, L=S=4096 (head 128 unless a tiling says otherwise).
 
@@ -11,6 +11,12 @@ numerics: the block's P scaled by the combine's beta before its f16 rounding and
 into the running output after one rescale by alpha (``acc = acc * alpha; acc += (beta P) V``: one multiply per
 output element a block instead of two multiplies and an add, and no separate product fragment -- 64 registers a
 thread), where the fold computes ``acc * alpha + (P V) * beta``. Its error against SDPA is printed like the others.
+A ``/overlap`` suffix is ``/accumulate`` with the source loop rotated as FlashAttention-3 overlaps it (intra-warpgroup
+pipelining): iteration ``kb`` issues block kb's QK^T (``T.wgmma_gemm``, no wait) and then block kb-1's PV, waits for
+the first only (``T.wait_wgmma(1)``), runs block kb's element work while the tensor cores do PV, waits for PV, then
+rescales and writes block kb's P; K is loaded for block kb and V for block kb-1 (one more iteration than blocks, the
+loads past either end read zeros), and a read of both tiles after the last wait keeps TileLang's release of the
+stage's buffers behind the asynchronous products. Its stages are the tiling's.
 Workspaces (the causal skip's flags) are allocated here. One JSON line per variant.
 
     python3 tools/attention_sweep.py                      # the default set (DEFAULT)
@@ -32,11 +38,12 @@ import flash_attention as FA  # noqa: E402
 from intent_trace.backends.tilelang import cuda_region, cuda_region_inside, targets  # noqa: E402
 from intent_trace.backends.tilelang.target import compile_program  # noqa: E402
 
-KERNELS = {"accurate": FA.attention_f16, "fast": FA.attention_f16_fast, "causal": FA.attention_f16_causal}
+KERNELS = {"accurate": FA.attention_f16, "fast": FA.attention_f16_fast, "fma": FA.attention_f16_fma,
+           "causal": FA.attention_f16_causal}
 BASE = "128,128,128,1,256"
-DEFAULT = (f"accurate:{BASE}", "accurate:128,128,128,2,256", f"accurate:{BASE}/accumulate", f"fast:{BASE}",
-           "fast:128,128,128,2,256", f"fast:{BASE}/accumulate", f"causal:{BASE}/outside", f"causal:{BASE}",
-           "causal:128,128,128,2,256")
+TWO = "128,128,128,2,256"
+DEFAULT = tuple(f"{kernel}:{tiling}{flag}" for kernel in ("accurate", "fast", "fma", "causal")
+                for tiling, flag in ((BASE, ""), (BASE, "/overlap"), (TWO, "/overlap")))
 
 
 def _parse(variant: str) -> tuple:
@@ -58,7 +65,8 @@ def _program(variant: str):
                                           cuda_region.Spelling)
     finally:
         cuda_region_inside.Inside.known = known
-    return (accumulated(spec.program) if flag == "accumulate" else spec.program), spec.workspaces
+    program = accumulated(spec.program) if flag in ("accumulate", "overlap") else spec.program
+    return (overlapped(program) if flag == "overlap" else program), spec.workspaces
 
 
 def accumulated(program: str) -> str:
@@ -86,6 +94,35 @@ def accumulated(program: str) -> str:
     gemm = lines[pv].replace(f", {acc}, clear_accum=True", f", {run}, clear_accum=False")
     body = [*lines[:cast_at], *lines[rows_at:wide_at], *cast, *rescale, gemm, *lines[wide_end:]]
     return "\n".join(x for x in body if not x.strip().startswith(f"{acc} = T.alloc_fragment(")) + "\n"
+
+
+def overlapped(program: str) -> str:
+    """The ``/overlap`` text (see the module docstring) of an ``/accumulate`` program."""
+    lines = program.splitlines()
+    start = next(k for k, line in enumerate(lines) if "for kb in T.Pipelined(" in line)
+    ind = lines[start][:len(lines[start]) - len(lines[start].lstrip())] + "    "
+    end = next(k for k in range(start + 1, len(lines)) if not lines[k].startswith(ind))
+    body = lines[start + 1:end]
+    tops = [k for k, line in enumerate(body) if line.startswith(ind) and not line.startswith(ind + " ")
+            and not line.strip().startswith("else")]
+    stmts = [body[a:b] for a, b in zip(tops, [*tops[1:], len(body)])]
+    g1, g2 = [k for k, st in enumerate(stmts) if st[0].strip().startswith("T.gemm(")]
+    (kcopy,), (vcopy,) = stmts[:g1]
+    rescale, cast, element = stmts[g2 - 1], stmts[g2 - 2], stmts[g1 + 1:g2 - 2]
+    count = re.search(r"T\.Pipelined\((.*), num_stages", lines[start]).group(1)
+    sk, sv = (re.search(r"T\.copy\(\w+\[.*\], (\w+)\)", c).group(1) for c in (kcopy, vcopy))
+    issue = [x[0].strip().replace("T.gemm(", "T.wgmma_gemm(") for x in (stmts[g1], stmts[g2])]
+    new = [lines[start].replace(f"({count},", f"({count} + 1,"), kcopy, vcopy.replace("kb * ", "(kb - 1) * "),
+           ind + issue[0], ind + "if kb > 0:", ind + "    " + issue[1], ind + "    T.wait_wgmma(1)",
+           ind + "else:", ind + "    T.wait_wgmma(0)", ind + f"if kb < {count}:",
+           *("    " + x for st in element for x in st), ind + "T.wait_wgmma(0)",
+           ind + f"hold[0] = T.Cast('float32', {sk}[0, 0]) + T.Cast('float32', {sv}[0, 0])",
+           ind + f"if kb < {count}:", *("    " + x for st in (rescale, cast) for x in st)]
+    first = next(k for k, line in enumerate(lines) if "= T.alloc_" in line)
+    hold = lines[first][:len(lines[first]) - len(lines[first].lstrip())] + "hold = T.alloc_local((1,), 'float32')"
+    after = lines[end:]
+    after.insert(0, ind[:-4] + "T.wait_wgmma(0)")
+    return "\n".join([*lines[:first], hold, *lines[first:start], *new, *after]) + "\n"
 
 
 def _compile(variant: str):

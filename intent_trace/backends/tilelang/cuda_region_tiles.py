@@ -42,7 +42,7 @@ _KEYS = (
 #: CUDA's ``fmaxf``/``fminf`` (a NaN operand ignored unless both are NaN), for the emulated tile max/min.
 _FMAX = ('{fn} float itr_fmax(float a, float b) {{ return fmaxf(a, b); }}',
          '{fn} float itr_fmin(float a, float b) {{ return fminf(a, b); }}')
-_RAW = frozenset({"add", "sub", "mul", "div"})
+_RAW = frozenset({"add", "sub", "mul", "div", "fma"})
 _HALF = {"f16": "__half2float(__float2half_rn({}))", "bf16": "__bfloat162float(__float2bfloat16_rn({}))"}
 _HEADER = {"f16": "#include <cuda_fp16.h>\n", "bf16": "#include <cuda_bf16.h>\n"}  # the prelude precedes TileLang's
 _INIT = {"max": "-T.infinity('float32')", "min": "T.infinity('float32')", "sum": "T.float32(0)"}
@@ -374,7 +374,7 @@ def _prelude(prelude: str | None) -> str:
 
 def fast_helpers(base):
     """``base`` (a target's ``helper_source``) with the tile program's fast bodies: f32 ``+ - * /`` as the IEEE
-    operation alone, f32 vendor functions as the CUDA call alone (no x86-NaN decision around them), casts to f16/bf16
+    operation alone (and `fma` the fused one), f32 vendor functions as the CUDA call alone (no x86-NaN decision around them), casts to f16/bf16
     and vendor functions of f16/bf16 rounded by the hardware's RNE conversion."""
     def source(name, family, dtypes, ret, args):
         fn = cuda.DEVICE.function
