@@ -118,11 +118,8 @@ def overlapped(program: str) -> str:
            *("    " + x for st in element for x in st), ind + "T.wait_wgmma(0)",
            ind + f"hold[0] = T.Cast('float32', {sk}[0, 0]) + T.Cast('float32', {sv}[0, 0])",
            ind + f"if kb < {count}:", *("    " + x for st in (rescale, cast) for x in st)]
-    first = next(k for k, line in enumerate(lines) if "= T.alloc_" in line)
-    hold = lines[first][:len(lines[first]) - len(lines[first].lstrip())] + "hold = T.alloc_local((1,), 'float32')"
-    after = lines[end:]
-    after.insert(0, ind[:-4] + "T.wait_wgmma(0)")
-    return "\n".join([*lines[:first], hold, *lines[first:start], *new, *after]) + "\n"
+    hold = ind[:-4] + "hold = T.alloc_local((1,), 'float32')"
+    return "\n".join([*lines[:start], hold, *new, *lines[end:]]) + "\n"
 
 
 def _compile(variant: str):
