@@ -1,7 +1,7 @@
 """A/B of the tilelang-cuda segmented-fold programs of the flash-attention example (run on the GPU machine): the
-accurate, approximate (FlashAttention spelling), ``I.fma`` and causal kernels, each as program-text variants, every one checked
-against and timed beside ``torch.nn.functional.scaled_dot_product_attention`` on the same data (``is_causal`` for the
-causal kernel) in one process, at batch*heads=32, L=S=4096 (head 128 unless a tiling says otherwise).
+accurate, approximate (FlashAttention spelling), ``I.fma`` and causal kernels, each as program-text variants, every
+one checked against and timed beside ``torch.nn.functional.scaled_dot_product_attention`` on the same data
+(``is_causal`` for the causal kernel) in one process, at batch*heads=32, L=S=4096 (head 128 unless a tiling says otherwise).
 
 A variant is ``KERNEL:NAME`` with NAME ``head,block_M,block_N,stages,threads`` (cuda_region.Tiling) and, for the
 causal kernel, an optional ``/outside`` suffix: the program without the blocks-inside-the-mask branches
@@ -11,12 +11,10 @@ numerics: the block's P scaled by the combine's beta before its f16 rounding and
 into the running output after one rescale by alpha (``acc = acc * alpha; acc += (beta P) V``: one multiply per
 output element a block instead of two multiplies and an add, and no separate product fragment -- 64 registers a
 thread), where the fold computes ``acc * alpha + (P V) * beta``. Its error against SDPA is printed like the others.
-A ``/overlap`` suffix is ``/accumulate`` with the source loop rotated as FlashAttention-3 overlaps it (intra-warpgroup
-pipelining): iteration ``kb`` issues block kb's QK^T (``T.wgmma_gemm``, no wait) and then block kb-1's PV, waits for
-the first only (``T.wait_wgmma(1)``), runs block kb's element work while the tensor cores do PV, waits for PV, then
-rescales and writes block kb's P; K is loaded for block kb and V for block kb-1 (one more iteration than blocks, the
-loads past either end read zeros), and a read of both tiles after the last wait keeps TileLang's release of the
-stage's buffers behind the asynchronous products. Its stages are the tiling's.
+The programs are this branch's: the source loop overlapped where the fold allows it (cuda_region_overlap: block kb's
+QK^T and block kb-1's PV issued with ``T.wgmma_gemm``, kb's element work while PV runs, FlashAttention's combine form).
+A ``/sync`` suffix is the loop as before it (``Spelling.overlap`` off: every ``T.gemm`` waits, the fold's combine form:
+main's program). ``/accumulate`` applies to a ``/sync`` program only.
 Workspaces (the causal skip's flags) are allocated here. One JSON line per variant.
 
     python3 tools/attention_sweep.py                      # the default set (DEFAULT)
@@ -43,7 +41,7 @@ KERNELS = {"accurate": FA.attention_f16, "fast": FA.attention_f16_fast, "fma": F
 BASE = "128,128,128,1,256"
 TWO = "128,128,128,2,256"
 DEFAULT = tuple(f"{kernel}:{tiling}{flag}" for kernel in ("accurate", "fast", "fma", "causal")
-                for tiling, flag in ((BASE, ""), (BASE, "/overlap"), (TWO, "/overlap")))
+                for tiling, flag in ((BASE, "/sync"), (BASE, ""), (TWO, "")))
 
 
 def _parse(variant: str) -> tuple:
@@ -57,16 +55,16 @@ def _program(variant: str):
     kernel, tiling, flag = _parse(variant)
     graph = KERNELS[kernel].trace()
     plan = cuda_region.schedule_region.recognise(graph)
-    known = cuda_region_inside.Inside.known
+    known, overlap = cuda_region_inside.Inside.known, cuda_region.Spelling.overlap
     if flag == "outside":  # every block as if it straddled the mask
         cuda_region_inside.Inside.known = lambda self, var: None
+    cuda_region.Spelling.overlap = flag not in ("sync", "accumulate")
     try:
         spec = cuda_region.specialization(graph, targets.CUDA, plan, cuda_region.Tiling(*tiling),
                                           cuda_region.Spelling)
     finally:
-        cuda_region_inside.Inside.known = known
-    program = accumulated(spec.program) if flag in ("accumulate", "overlap") else spec.program
-    return (overlapped(program) if flag == "overlap" else program), spec.workspaces
+        cuda_region_inside.Inside.known, cuda_region.Spelling.overlap = known, overlap
+    return (accumulated(spec.program) if flag == "accumulate" else spec.program), spec.workspaces
 
 
 def accumulated(program: str) -> str:
@@ -94,32 +92,6 @@ def accumulated(program: str) -> str:
     gemm = lines[pv].replace(f", {acc}, clear_accum=True", f", {run}, clear_accum=False")
     body = [*lines[:cast_at], *lines[rows_at:wide_at], *cast, *rescale, gemm, *lines[wide_end:]]
     return "\n".join(x for x in body if not x.strip().startswith(f"{acc} = T.alloc_fragment(")) + "\n"
-
-
-def overlapped(program: str) -> str:
-    """The ``/overlap`` text (see the module docstring) of an ``/accumulate`` program."""
-    lines = program.splitlines()
-    start = next(k for k, line in enumerate(lines) if "for kb in T.Pipelined(" in line)
-    ind = lines[start][:len(lines[start]) - len(lines[start].lstrip())] + "    "
-    end = next(k for k in range(start + 1, len(lines)) if not lines[k].startswith(ind))
-    body = lines[start + 1:end]
-    tops = [k for k, line in enumerate(body) if line.startswith(ind) and not line.startswith(ind + " ")
-            and not line.strip().startswith("else")]
-    stmts = [body[a:b] for a, b in zip(tops, [*tops[1:], len(body)])]
-    g1, g2 = [k for k, st in enumerate(stmts) if st[0].strip().startswith("T.gemm(")]
-    (kcopy,), (vcopy,) = stmts[:g1]
-    rescale, cast, element = stmts[g2 - 1], stmts[g2 - 2], stmts[g1 + 1:g2 - 2]
-    count = re.search(r"T\.Pipelined\((.*), num_stages", lines[start]).group(1)
-    sk, sv = (re.search(r"T\.copy\(\w+\[.*\], (\w+)\)", c).group(1) for c in (kcopy, vcopy))
-    issue = [x[0].strip().replace("T.gemm(", "T.wgmma_gemm(") for x in (stmts[g1], stmts[g2])]
-    new = [lines[start].replace(f"({count},", f"({count} + 1,"), kcopy, vcopy.replace("kb * ", "(kb - 1) * "),
-           ind + issue[0], ind + "if kb > 0:", ind + "    " + issue[1], ind + "    T.wait_wgmma(1)",
-           ind + "else:", ind + "    T.wait_wgmma(0)", ind + f"if kb < {count}:",
-           *("    " + x for st in element for x in st), ind + "T.wait_wgmma(0)",
-           ind + f"hold[0] = T.Cast('float32', {sk}[0, 0]) + T.Cast('float32', {sv}[0, 0])",
-           ind + f"if kb < {count}:", *("    " + x for st in (rescale, cast) for x in st)]
-    hold = ind[:-4] + "hold = T.alloc_local((1,), 'float32')"
-    return "\n".join([*lines[:start], hold, *new, *lines[end:]]) + "\n"
 
 
 def _compile(variant: str):

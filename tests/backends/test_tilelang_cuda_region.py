@@ -79,24 +79,39 @@ def test_attention_is_a_tile_program_derived_from_the_fold(kernel):
     assert launch in program
     text, program = program, program[program.index(launch):]  # the fold's kernel
     blocks = r"T\.max\(.*, W1\[bz, 0\] \+ 1\)" if causal else r"T\.ceildiv\(d3, 128\)"
-    assert re.search(rf"for kb in T\.Pipelined\({blocks}, num_stages=1\):", program)
-    gemms = re.findall(r"T\.gemm\((\w+), (\w+), (\w+)(.*)\)", program)
+    # the overlapped loop (cuda_region_overlap): one iteration more than blocks, K of block kb and V of block kb - 1
+    # loaded, QK^T of kb then PV of kb - 1 issued without waits, the first waited for alone
+    loop = re.search(rf"for kb in T\.Pipelined\(({blocks}) \+ 1, num_stages=1\):", program)
+    assert loop and re.search(r"T\.copy\(p1\[bz, kb \* 128, 0\], s\w+\)", program)
+    assert re.search(r"T\.copy\(p2\[bz, \(kb - 1\) \* 128, 0\], s\w+\)", program)
+    assert "T.gemm(" not in program
+    gemms = re.findall(r"T\.wgmma_gemm\((\w+), (\w+), (\w+)(.*)\)", program)
     assert len(gemms) == 2 and all("policy=T.GemmWarpPolicy.FullRow" in g[3] for g in gemms)
-    assert "transpose_B=True" in gemms[0][3] and "transpose" not in gemms[1][3]  # QK^T, then PV
+    assert "transpose_B=True, clear_accum=True" in gemms[0][3] and gemms[1][3] == ", clear_accum=False, " \
+        "policy=T.GemmWarpPolicy.FullRow" and gemms[1][2].startswith("run")  # PV accumulated into the running leaf
+    body = program[loop.end():]
+    at = 0
+    for step in (f"T.wgmma_gemm({gemms[0][0]}", "if kb > 0:", f"T.wgmma_gemm({gemms[1][0]}", "T.wait_wgmma(1)",
+                 "else:", "T.wait_wgmma(0)", f"if kb < {loop.group(1)}:", "T.reduce_max(", "T.reduce_sum(",
+                 "T.wait_wgmma(0)", "hold", f"{gemms[1][2]}[", f"{gemms[1][0]}[", "else:", "T.wait_wgmma(0)", "hold"):
+        at = body.index(step, at) + 1  # in this order
+    assert body.count("T.wait_wgmma(0)") == 3
     assert program.count("T.reduce_max(") == 1 and program.count("T.reduce_sum(") == 1
     assert "itk_key" not in program  # region_laws proved the cheap max harmless
-    # the scores are scaled, exponentiated and masked in place in the first product's fragment, P rounded into an
-    # f16 fragment (the second product's left operand), V used as it was loaded (zeros past S)
+    # the scores are scaled, exponentiated and masked in place in the first product's fragment, P times the combine's
+    # per-row factor rounded into an f16 fragment (the second product's left operand), V used as loaded (zeros past S)
     qk = gemms[0][2]
     assert re.search(rf"T\.reduce_max\({qk}, ", program) and re.search(rf"T\.reduce_sum\({qk}, ", program)
-    assert re.search(rf"{gemms[1][0]}\[\w+, \w+\] = T\.Cast\('float16', {qk}\[", program)
+    assert re.search(rf"{gemms[1][0]}\[\w+, \w+\] = T\.Cast\('float16', T\.call_extern\('float32', 'it_mul_f32', "
+                     rf"{qk}\[\w+, \w+\], row\d+\[\w+\]\)\)", program)
+    assert re.search(rf"{gemms[1][2]}\[(\w+), (\w+)\] = t\d+", program)  # the rescale, once a block
     assert gemms[1][1].startswith("s")  # the shared tile T.copy loaded
     exp = "exp2f(a)" if kernel is FA.attention_f16_fast else "expf(a)"
     assert exp in text and "__expf" not in text
     # the last source block, and only it, masks the reductions' sources and P (causal: also the blocks not inside the
     # mask, test_tilelang_cuda_region_inside.py)
     inside = " and kb * 128 + 128 <= bx * 128 + 1" if causal else ""
-    assert program.count(f"if (kb + 1) * 128 <= d3{inside}:") == 3 - bool(causal) and program.count("else:") == 3
+    assert program.count(f"if (kb + 1) * 128 <= d3{inside}:") == 3 - bool(causal) and program.count("else:") == 5
     assert ("it_ge_index" in program) == (kernel is FA.attention_f16_causal)
 
 

@@ -81,6 +81,7 @@ class Spelling:
     product_scope = "fragment"  # where a product's result lives
     reduced_scope = "fragment"  # where a row reduction's source lives
     masked_skip = True  # source blocks a coordinate mask empties are skipped (cuda_region_skip: a second kernel)
+    overlap = True  # a block's second product may overlap the next block's element work (cuda_region_overlap)
 
     @staticmethod
     def pipelined(f32: bool) -> str:
@@ -187,6 +188,23 @@ class Spelling:
     def gemm(self, a: str, b: str, out: str, trans_a: bool, trans_b: bool, shape: tuple) -> None:
         flags = (", transpose_A=True" if trans_a else "") + (", transpose_B=True" if trans_b else "")
         self.em.line(f"T.gemm({a}, {b}, {out}{flags}, clear_accum=True, policy=T.GemmWarpPolicy.FullRow)")
+
+    def gemm_async(self, a: str, b: str, out: str, trans_a: bool, trans_b: bool, shape: tuple, clear: bool) -> None:
+        """``T.gemm`` issued without its wait (Hopper's ``wgmma``): ``out`` is not read or written by the threads
+        until a :meth:`wait` has seen it complete; ``clear`` False accumulates into ``out``."""
+        flags = (", transpose_A=True" if trans_a else "") + (", transpose_B=True" if trans_b else "")
+        self.em.line(f"T.wgmma_gemm({a}, {b}, {out}{flags}, clear_accum={clear}, policy=T.GemmWarpPolicy.FullRow)")
+
+    def wait(self, pending: int) -> None:
+        """Until at most ``pending`` of the issued products are running (they complete in the order issued)."""
+        self.em.line(f"T.wait_wgmma({pending})")
+
+    def hold(self, tiles: list) -> None:
+        """A read of the loop's shared ``tiles``: TileLang releases a pipelined stage's buffers to its producer after
+        their last read in the iteration, and cannot see an asynchronous product's; this read is after its wait."""
+        name = self.em.fresh("hold")
+        self.allocs.append(f"{name} = T.alloc_local((1,), 'float32')")
+        self.em.line(f"{name}[0] = {' + '.join(self.element(t, 'float16', ['0', '0']) for t in tiles)}")
 
     def simt_gemm(self, a: str, b: str, out: str, trans_a: bool, trans_b: bool, shape: tuple) -> None:
         """An f32 product on CUDA cores (never ``T.gemm``: tensor cores would make it TF32): each output element a
@@ -319,7 +337,16 @@ class Emulated(Spelling):
     def simt_gemm(self, a: str, b: str, out: str, trans_a: bool, trans_b: bool, shape: tuple) -> None:
         self.gemm(a, b, out, trans_a, trans_b, shape)
 
-    def gemm(self, a: str, b: str, out: str, trans_a: bool, trans_b: bool, shape: tuple) -> None:
+    def gemm_async(self, a: str, b: str, out: str, trans_a: bool, trans_b: bool, shape: tuple, clear: bool) -> None:
+        self.gemm(a, b, out, trans_a, trans_b, shape, clear)  # complete when issued: the waits are no-ops
+
+    def wait(self, pending: int) -> None:
+        pass
+
+    def hold(self, tiles: list) -> None:
+        pass
+
+    def gemm(self, a: str, b: str, out: str, trans_a: bool, trans_b: bool, shape: tuple, clear: bool = True) -> None:
         from ... import types as T
 
         m, n, k = shape
@@ -328,7 +355,8 @@ class Emulated(Spelling):
         mul = em.helper("mul", (T.f32,), T.f32, (T.f32, T.f32))
         i, j, kk = em.fresh("gi"), em.fresh("gj"), em.fresh("gk")
         with em.block(f"for {i}, {j} in T.grid({m}, {n}):"):
-            em.line(f"{out}[{i}, {j}] = T.float32(0)")
+            if clear:  # else accumulated into: the running value first, then the products in ascending k
+                em.line(f"{out}[{i}, {j}] = T.float32(0)")
             x = f"{a}[{kk}, {i}]" if trans_a else f"{a}[{i}, {kk}]"
             y = f"{b}[{j}, {kk}]" if trans_b else f"{b}[{kk}, {j}]"
             with em.block(f"for {kk} in T.serial({k}):"):
@@ -374,8 +402,8 @@ def _prelude(prelude: str | None) -> str:
 
 def fast_helpers(base):
     """``base`` (a target's ``helper_source``) with the tile program's fast bodies: f32 ``+ - * /`` as the IEEE
-    operation alone (and `fma` the fused one), f32 vendor functions as the CUDA call alone (no x86-NaN decision around them), casts to f16/bf16
-    and vendor functions of f16/bf16 rounded by the hardware's RNE conversion."""
+    operation alone (``fma`` the fused one), f32 vendor functions as the CUDA call alone (no x86-NaN decision around
+    them), casts to f16/bf16 and vendor functions of f16/bf16 rounded by the hardware's RNE conversion."""
     def source(name, family, dtypes, ret, args):
         fn = cuda.DEVICE.function
         same = dtypes == (ret,) and all(a == ret for a in args)
