@@ -6,19 +6,20 @@ products and its element work add up (flash attention on an H100: 16 HGMMA a blo
 1.3 us of element work). Issued without a wait (``T.wgmma_gemm``), the second product of block ``kb - 1`` runs on
 the tensor cores while the threads do block ``kb``'s element work.
 
-**The structure** (:func:`find`; traits of the helper regions, no expression template): ``summarize`` begins with a
-contraction of its inputs alone (attention's ``Q K^T``) and ends with a second (``P V``) whose left operand is an
-f16/bf16 cast computed in the block and whose right operand is a source component nothing else reads; that product
-is a leaf of the summary, and ``combine`` makes the running leaf from it as ``a * x + b * y`` (``a`` the running
-leaf, ``b`` the block's, ``x`` and ``y`` per-row values broadcast along the row). Then the running leaf is rescaled
-once a block (``a * x``, the graph's own multiply) and the second product accumulates into it with ``P * y`` as its
-left operand: ``a * x + (P * y) V`` for ``a * x + (P V) * y`` -- FlashAttention's form, which frees the product's
-fragment (64 registers a thread at head 128) that the overlap needs. Numerics (T10): the product is linear in ``P``,
-so this is the same value up to rounding: ``P * y`` is rounded to f16 instead of ``P`` (a relative 2^-11 on each
-term, as P's own rounding), and the add of the combine joins the product's accumulation (FMA in the contraction, any
-order: T5's bound over one more term). NaN-ness only grows (``f16(P * y)`` is 0 wherever ``f16(P)`` is, so a
-``0 * inf`` the fold has stays; a new one where ``P * y`` underflows makes the row NaN), and a row whose output holds
-a NaN is recomputed by the serial program (:mod:`.cuda_region_nan`), so NaN outputs stay the oracle's.
+**The structure** (:func:`find`; traits of the helper regions, no expression template): ``summarize``'s first
+contraction or reduction is a contraction of its inputs alone (attention's ``Q K^T``), its last node a second
+contraction (``P V``) whose left operand is an f16/bf16 cast computed in the block and whose right operand is a
+source component nothing else reads; that product is a leaf of the summary, and ``combine`` makes the running leaf
+from it as ``a * x + b * y`` (``a`` the running leaf, ``b`` the block's, ``x`` and ``y`` per-row values broadcast
+along the row). Then the running leaf is rescaled once a block (``a * x``, the graph's own multiply) and the second
+product accumulates into it with ``P * y`` as its left operand: ``a * x + (P * y) V`` for ``a * x + (P V) * y`` --
+FlashAttention's form, which frees the product's fragment (64 registers a thread at head 128) that the overlap needs.
+Numerics (T10): the product is linear in ``P``, so this is the same value up to rounding: ``P * y`` is rounded to f16
+instead of ``P`` (a relative 2^-11 on each term, as P's own rounding), and the add of the combine joins the
+product's accumulation (FMA in the contraction, any order: T5's bound over one more term). NaN-ness only grows
+(``f16(P * y)`` is 0 wherever ``f16(P)`` is, so a ``0 * inf`` the fold has stays; a new one where ``P * y``
+underflows makes the row NaN), and a row whose output holds a NaN is recomputed by the serial program
+(:mod:`.cuda_region_nan`), so NaN outputs stay the oracle's.
 
 **The loop** (one iteration more than blocks; ``n`` blocks from ``start``): iteration ``kb`` loads the first
 product's source tiles of block ``kb`` and the deferred product's of block ``kb - 1`` (a load past either end reads
@@ -75,10 +76,11 @@ def find(program, summarize, combine) -> Overlap | None:
     """The overlapped form of the fold's loop, when its helpers have the structure the module docstring says."""
     nodes = [n for n in summarize.nodes if n.op is not ops.dim]
     products = [n for n in nodes if n.op is ops.contract]
-    if len(products) != 2 or nodes[0] is not products[0] or nodes[-2] is not products[1] or \
-            nodes[-1].op is not ops.tuple:
+    if len(products) != 2 or nodes[-2] is not products[1] or nodes[-1].op is not ops.tuple:
         return None
     first, last = products
+    if any(id(n) in program.reductions for n in nodes[:next(k for k, n in enumerate(nodes) if n is first)]):
+        return None  # only element work (written before the first product, in every iteration) may precede it
     params = set(summarize.params)
     if not all(x in params for x in first.inputs):
         return None
