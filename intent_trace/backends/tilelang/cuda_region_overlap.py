@@ -82,8 +82,8 @@ def find(program, summarize, combine) -> Overlap | None:
     if any(id(n) in program.reductions for n in nodes[:next(k for k, n in enumerate(nodes) if n is first)]):
         return None  # only element work (written before the first product, in every iteration) may precede it
     params = set(summarize.params)
-    if not all(x in params for x in first.inputs):
-        return None
+    if not all(x in params and x.type.dtype in _NARROW for x in first.inputs):
+        return None  # tensor-core operands loaded as they are (f32 products run on CUDA cores, and wait)
     lhs, rhs = last.inputs
     users = _users(nodes)
     cast = program.producers.get(lhs)
