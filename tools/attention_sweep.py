@@ -12,7 +12,8 @@ into the running output after one rescale by alpha (``acc = acc * alpha; acc += 
 output element a block instead of two multiplies and an add, and no separate product fragment -- 64 registers a
 thread), where the fold computes ``acc * alpha + (P V) * beta``. Its error against SDPA is printed like the others.
 The programs are this branch's: the source loop overlapped where the fold allows it (cuda_region_overlap: block kb's
-QK^T and block kb-1's PV issued with ``T.wgmma_gemm``, kb's element work while PV runs, FlashAttention's combine form).
+QK^T and block kb-1's PV issued with ``T.wgmma_gemm``, kb's element work while PV runs, FlashAttention's combine form;
+two stages of loads at least, whatever the tiling says).
 A ``/sync`` suffix is the loop as before it (``Spelling.overlap`` off: every ``T.gemm`` waits, the fold's combine form:
 main's program). ``/accumulate`` applies to a ``/sync`` program only.
 Workspaces (the causal skip's flags) are allocated here. One JSON line per variant.
@@ -41,7 +42,7 @@ KERNELS = {"accurate": FA.attention_f16, "fast": FA.attention_f16_fast, "fma": F
 BASE = "128,128,128,1,256"
 TWO = "128,128,128,2,256"
 DEFAULT = tuple(f"{kernel}:{tiling}{flag}" for kernel in ("accurate", "fast", "fma", "causal")
-                for tiling, flag in ((BASE, "/sync"), (BASE, ""), (TWO, "")))
+                for tiling, flag in ((BASE, "/sync"), (BASE, "")))
 
 
 def _parse(variant: str) -> tuple:

@@ -81,7 +81,8 @@ def test_attention_is_a_tile_program_derived_from_the_fold(kernel):
     blocks = r"T\.max\(.*, W1\[bz, 0\] \+ 1\)" if causal else r"T\.ceildiv\(d3, 128\)"
     # the overlapped loop (cuda_region_overlap): one iteration more than blocks, K of block kb and V of block kb - 1
     # loaded, QK^T of kb then PV of kb - 1 issued without waits, the first waited for alone
-    loop = re.search(rf"for kb in T\.Pipelined\(({blocks}) \+ 1, num_stages=1\):", program)
+    # (two stages of loads at least: a stage is released after the iteration's last wait); P's fragment zeroed once
+    loop = re.search(rf"for kb in T\.Pipelined\(({blocks}) \+ 1, num_stages=2\):", program)
     assert loop and re.search(r"T\.copy\(p1\[bz, kb \* 128, 0\], s\w+\)", program)
     assert re.search(r"T\.copy\(p2\[bz, \(kb - 1\) \* 128, 0\], s\w+\)", program)
     assert "T.gemm(" not in program
@@ -105,6 +106,7 @@ def test_attention_is_a_tile_program_derived_from_the_fold(kernel):
     assert re.search(rf"{gemms[1][0]}\[\w+, \w+\] = T\.Cast\('float16', T\.call_extern\('float32', 'it_mul_f32', "
                      rf"{qk}\[\w+, \w+\], row\d+\[\w+\]\)\)", program)
     assert re.search(rf"{gemms[1][2]}\[(\w+), (\w+)\] = t\d+", program)  # the rescale, once a block
+    assert re.search(rf"{gemms[1][0]}\[\w+, \w+\] = T\.Cast\('float16', T\.float32\(0\)\)\n\s+for kb in", program)
     assert gemms[1][1].startswith("s")  # the shared tile T.copy loaded
     exp = "exp2f(a)" if kernel is FA.attention_f16_fast else "expf(a)"
     assert exp in text and "__expf" not in text

@@ -75,7 +75,7 @@ def test_the_causal_program_skips_the_blocks_past_the_diagonal():
     # flagged block; the bound is an expression (no local holds it through the loop); the loop is the overlapped one
     # (one iteration more: cuda_region_overlap)
     hi = "T.min(T.ceildiv(d3, 128), T.ceildiv(T.max(bx * 128 + 128, 0), 128))"
-    assert f"for kb in T.Pipelined(T.max({hi}, W1[bz, 0] + 1) + 1, num_stages=1):" in fold
+    assert f"for kb in T.Pipelined(T.max({hi}, W1[bz, 0] + 1) + 1, num_stages=2):" in fold
     assert f"if kb < T.max({hi}, W1[bz, 0] + 1):" in fold and "if kb > 0:" in fold
     assert fold.count("T.wgmma_gemm(") == 2 and "W0" not in fold
 
@@ -86,7 +86,7 @@ def test_a_lower_bound_keeps_the_grid_order():
     assert fold.startswith("T.ceildiv(d1, 128), d0, threads=256) as (bx, bz):")
     hi = "T.min(T.ceildiv(d3, 128), T.ceildiv(T.max(bx * 128 + 128, 0), 128))"
     start = "T.min(T.min(T.max(bx * 128 + 0, 0) // 128, T.ceildiv(d3, 128)), W1[bz, 1])"
-    assert f"for kb in T.Pipelined({start}, T.ceildiv(d3, 128) + 1, num_stages=1):" in fold, \
+    assert f"for kb in T.Pipelined({start}, T.ceildiv(d3, 128) + 1, num_stages=2):" in fold, \
         re.findall(r"for kb in .*", fold)
     assert f"if kb > {start}:" in fold  # no product of the block before the first (overlapped: cuda_region_overlap)
     assert hi not in fold

@@ -140,10 +140,11 @@ class Spelling:
     def parallel(self, names: list, shape: tuple) -> str:
         return f"for {', '.join(names)} in T.Parallel({', '.join(map(str, shape))}):"
 
-    def source_loop(self, var: str, count: str, start: str | None = None) -> str:
-        """The loop over the source's blocks ``[start, count)`` (from 0 without ``start``)."""
+    def source_loop(self, var: str, count: str, start: str | None = None, stages: int = 1) -> str:
+        """The loop over the source's blocks ``[start, count)`` (from 0 without ``start``), at least ``stages``
+        stages of its loads."""
         bounds = f"{start}, {count}" if start is not None else count
-        return f"for {var} in T.Pipelined({bounds}, num_stages={self.t.stages}):"
+        return f"for {var} in T.Pipelined({bounds}, num_stages={max(self.t.stages, stages)}):"
 
     def kernel(self, blocks: list, prelude: str | None, names: tuple = ("bx", "bz")) -> tuple:
         """(the launch line, the lines that name the block coordinates ``names``); ``prelude`` None: none (a
@@ -302,7 +303,7 @@ class Emulated(Spelling):
     def parallel(self, names: list, shape: tuple) -> str:
         return f"for {', '.join(names)} in T.grid({', '.join(map(str, shape))}):"
 
-    def source_loop(self, var: str, count: str, start: str | None = None) -> str:
+    def source_loop(self, var: str, count: str, start: str | None = None, stages: int = 1) -> str:
         return f"for {var} in T.serial({start + ', ' if start is not None else ''}{count}):"
 
     def kernel(self, blocks: list, prelude: str | None, names: tuple = ("bx", "bz")) -> tuple:
