@@ -50,6 +50,9 @@ _NARROW = frozenset({T.f16, T.bf16})
 #: producer could not load the next block's tiles while this block's products run (measured: 0.46 of SDPA at one
 #: stage against 0.59 at two, accurate, one H100)
 STAGES = 2
+#: the overlap only for a fold with the masked-block skip (:func:`find`; tools/attention_sweep.py's ``/overlap``
+#: turns it off to measure the others)
+ONLY_MASKED = True
 #: the schedule's note (``exe.schedule``) on a fold whose loop is overlapped
 NOTE = "; overlapped: a block's second product (T.wgmma_gemm, accumulating) runs during the next block's element work"
 
@@ -83,7 +86,7 @@ def find(program, summarize, combine) -> Overlap | None:
     the fold skips the blocks a coordinate mask empties (:mod:`.cuda_region_skip`): only there did it measure faster
     (one H100, L = S = 4096, d 128: causal 0.574 of SDPA against 0.534 waiting; accurate 0.591 against 0.584, the
     FlashAttention and fma spellings no better than the waiting loop), so the others keep the waiting loop."""
-    if program.skip is None:
+    if ONLY_MASKED and program.skip is None:
         return None
     nodes = [n for n in summarize.nodes if n.op is not ops.dim]
     products = [n for n in nodes if n.op is ops.contract]
