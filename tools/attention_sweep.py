@@ -13,10 +13,10 @@ into the running output after one rescale by alpha (``acc = acc * alpha; acc += 
 output element a block instead of two multiplies and an add, and no separate product fragment -- 64 registers a
 thread), where the fold computes ``acc * alpha + (P V) * beta``. Its error against SDPA is printed like the others.
 The programs are this branch's: the source loop overlapped where the fold has the masked-block skip
-(cuda_region_overlap: block kb's QK^T and block kb-1's PV issued with ``T.wgmma_gemm``, kb's element work while PV runs, FlashAttention's
-combine form; two stages of loads at least, whatever the tiling says). A ``/overlap`` suffix overlaps any fold with
-the structure (``ONLY_MASKED`` off); a ``/sync`` suffix none (``Spelling.overlap`` off: every ``T.gemm`` waits, the
-fold's combine form: main's program). ``/accumulate`` applies to a ``/sync`` program only.
+(cuda_region_overlap: block kb's QK^T and block kb-1's PV issued with ``T.wgmma_gemm``, kb's element work while PV
+runs, FlashAttention's combine form; two stages of loads at least, whatever the tiling says). A ``/overlap`` suffix
+overlaps any fold with the structure (``ONLY_MASKED`` off); a ``/sync`` suffix none (``Spelling.overlap`` off: every
+``T.gemm`` waits, the fold's combine form: main's program). ``/accumulate`` applies to a ``/sync`` program only.
 Workspaces (the causal skip's flags) are allocated here. One JSON line per variant.
 
     python3 tools/attention_sweep.py                      # the default set (DEFAULT)
