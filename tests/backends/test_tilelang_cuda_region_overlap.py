@@ -31,11 +31,23 @@ from backends.test_tilelang_metal_region import attention_bf16  # its summarize 
 from intent_trace.backends.tilelang import metal_region, targets
 from intent_trace.backends.tilelang.metal_region import MetalSpelling
 from schedule import region_skip_kernels as K
-from schedule.region_kernels import (FA, attention_causal_shifted_f16, batched_attention, combine_unguarded,
-                                     key_max_f16, outer_max_f32, score_sum_f16)
+from schedule.region_kernels import (FA, attention_causal_shifted_f16, batched_attention, key_max_f16, outer_max_f32,
+                                     score_sum_f16)
 
 BF16 = ml_dtypes.bfloat16
-REVERSED = batched_attention(FA.summarize_causal, combine_unguarded, positions=True)
+
+
+@intent.fn
+def _combine_reversed(a, b):
+    """``FA.combine`` with every operation's operands the other way round (the block's term first)."""
+    ma, la, acc_a = a
+    mb, lb, acc_b = b
+    m = I.maximum(mb, ma)
+    alpha, beta = FA.rescale(ma, m), FA.rescale(mb, m)
+    return m, lb * beta + la * alpha, acc_b * FA.rows(beta, acc_b) + acc_a * FA.rows(alpha, acc_a)
+
+
+REVERSED = batched_attention(FA.summarize_causal, _combine_reversed, positions=True)
 
 
 @intent.fn
@@ -89,7 +101,7 @@ def test_metal_never_overlaps():
 
 
 def test_the_reversed_combine_rescales_by_the_running_leafs_factor():
-    # combine_unguarded writes acc_b * beta + acc_a * alpha: the running leaf is rescaled by alpha, P by beta
+    # the reversed combine writes acc_b * beta + acc_a * alpha: the running leaf is rescaled by alpha, P by beta
     program = _specs(REVERSED)["segmented_fold_d128"].program
     run = re.search(r"T\.wgmma_gemm\((\w+), \w+, (\w+), clear_accum=False", program)
     p, acc = run.groups()
