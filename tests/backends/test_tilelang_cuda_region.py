@@ -67,9 +67,8 @@ def _extents(kernel, **sizes) -> dict:
 
 # --- the program ---------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("kernel", ATTENTION[:2], ids=lambda k: k.name)
-def test_attention_is_a_tile_program_derived_from_the_fold(kernel):
-    # the waiting loop (cuda_region_overlap overlaps only a fold with the masked-block skip: the causal one below)
+def _fold_kernel(kernel) -> tuple:
+    """(the d128 program, its fold's kernel, whether causal, the loop's block count as a pattern)."""
     specs = _specs(kernel)
     assert list(specs) == [f"segmented_fold_d{t.head}" for t in cuda_region.CONFIGS]
     program = specs["segmented_fold_d128"].program
@@ -78,8 +77,14 @@ def test_attention_is_a_tile_program_derived_from_the_fold(kernel):
     launch = ("with T.Kernel(d0, T.ceildiv(d1, 128), threads=256) as (bz, rx):" if causal else
               "with T.Kernel(T.ceildiv(d1, 128), d0, threads=256, prelude=PRELUDE) as (bx, bz):")
     assert launch in program
-    text, program = program, program[program.index(launch):]  # the fold's kernel
     blocks = r"T\.max\(.*, W1\[bz, 0\] \+ 1\)" if causal else r"T\.ceildiv\(d3, 128\)"
+    return program, program[program.index(launch):], causal, blocks  # the whole text, the fold's kernel
+
+
+@pytest.mark.parametrize("kernel", ATTENTION[:2], ids=lambda k: k.name)
+def test_attention_is_a_tile_program_derived_from_the_fold(kernel):
+    # the waiting loop (cuda_region_overlap overlaps only a fold with the masked-block skip: the causal one below)
+    text, program, causal, blocks = _fold_kernel(kernel)
     assert re.search(rf"for kb in T\.Pipelined\({blocks}, num_stages=1\):", program)
     gemms = re.findall(r"T\.gemm\((\w+), (\w+), (\w+)(.*)\)", program)
     assert len(gemms) == 2 and all("policy=T.GemmWarpPolicy.FullRow" in g[3] for g in gemms)
@@ -103,16 +108,7 @@ def test_attention_is_a_tile_program_derived_from_the_fold(kernel):
 
 @pytest.mark.parametrize("kernel", ATTENTION[2:], ids=lambda k: k.name)
 def test_the_causal_fold_is_a_tile_program_with_the_overlapped_loop(kernel):
-    specs = _specs(kernel)
-    assert list(specs) == [f"segmented_fold_d{t.head}" for t in cuda_region.CONFIGS]
-    program = specs["segmented_fold_d128"].program
-    assert "T.Kernel(1, threads=1" not in program
-    causal = kernel is FA.attention_f16_causal  # its finiteness pass comes first (test_tilelang_cuda_region_skip.py)
-    launch = ("with T.Kernel(d0, T.ceildiv(d1, 128), threads=256) as (bz, rx):" if causal else
-              "with T.Kernel(T.ceildiv(d1, 128), d0, threads=256, prelude=PRELUDE) as (bx, bz):")
-    assert launch in program
-    text, program = program, program[program.index(launch):]  # the fold's kernel
-    blocks = r"T\.max\(.*, W1\[bz, 0\] \+ 1\)" if causal else r"T\.ceildiv\(d3, 128\)"
+    text, program, causal, blocks = _fold_kernel(kernel)
     # the overlapped loop (cuda_region_overlap): one iteration more than blocks, K of block kb and V of block kb - 1
     # loaded, QK^T of kb then PV of kb - 1 issued without waits, the first waited for alone
     # (two stages of loads at least: a stage is released after the iteration's last wait); P's fragment zeroed once
