@@ -55,6 +55,17 @@ def summarize_fast(k, v, q, scale_log2):
 
 
 @intent.fn
+def summarize_fma(k, v, q, scale_log2):
+    """``summarize_fast`` with the score scaled and the row max subtracted in one ``I.fma``, as FlashAttention's FFMA
+    does: the max is of the unscaled scores (max(s) * c is max(s * c) for c > 0: rounding is monotone), carried in
+    log2 units as ``combine_fast`` wants; ``m * -c`` (not ``-(m * c)``) keeps one NaN payload a row."""
+    s = I.matmul(q, k, transpose_rhs=True, acc_dtype=I.f32)
+    m = I.reduce.max(s, axis=1)
+    p = I.exp2(I.fma(s, scale_log2, rows(m, s) * -scale_log2), approximate=True)
+    return m * scale_log2, I.reduce.sum(p, axis=1), I.matmul(I.cast(p, I.f16), v, acc_dtype=I.f32)
+
+
+@intent.fn
 def summarize_causal(k, v, key_pos, q, scale, query_pos):
     """``summarize_f16`` with the causal mask: query i sees key j only when j <= i. The positions are absolute
     (a source component and an operand, never the slice's own coordinates: spec §9.1); a row of the slice
@@ -138,6 +149,20 @@ def attention_f16_fast(q: I.In[I.f16, ("B", "L", "D")], k: I.In[I.f16, ("B", "S"
 
 
 @intent.kernel
+def attention_f16_fma(q: I.In[I.f16, ("B", "L", "D")], k: I.In[I.f16, ("B", "S", "D")],
+                      v: I.In[I.f16, ("B", "S", "D")], out: I.Out[I.f16, ("B", "L", "D")], scale: I.f32):
+    """``attention_f16_fast`` with one ``I.fma`` a score (``summarize_fma``); needs a positive ``scale``."""
+    scale_log2 = scale * LOG2E
+    for b in I.parallel(I.domain(0, q.shape[0])):
+        queries = q[b, :, :]
+        L, D = queries.shape
+        identity = (I.full((L,), NEG_INF, I.f32), I.zeros((L,), I.f32), I.zeros((L, D), I.f32))
+        m, l, acc = I.region_fold(source=(k[b, :, :], v[b, :, :]), axis=0, summarize=summarize_fma,
+                                  combine=combine_fast, identity=identity, operands=(queries, scale_log2))
+        out[b, :, :] = I.cast(acc / rows(l, acc), I.f16)
+
+
+@intent.kernel
 def attention_f16_causal(q: I.In[I.f16, ("B", "L", "D")], k: I.In[I.f16, ("B", "S", "D")],
                          v: I.In[I.f16, ("B", "S", "D")], out: I.Out[I.f16, ("B", "L", "D")], scale: I.f32):
     """``attention_f16`` with the causal mask (query i attends keys 0..i)."""
@@ -189,7 +214,7 @@ def main(L: int = 64, S: int = 600, D: int = 16) -> int:
     want = reference_f16(q, k, v, scale)
     bound = 2.0**-9 * float(np.abs(v).max())
     causal = reference_f16(q, k, v, scale, causal=True)
-    for kernel in (attention_f16, attention_f16_fast, attention_f16_causal):
+    for kernel in (attention_f16, attention_f16_fast, attention_f16_fma, attention_f16_causal):
         for target in intent.runnable_targets():
             out = np.zeros((3, L, D), np.float16)
             intent.compile(kernel, target=target)(q, k, v, out, scale)

@@ -1,7 +1,8 @@
 """A/B of the tilelang-cuda segmented-fold programs of the flash-attention example (run on the GPU machine): the
-accurate, approximate (FlashAttention spelling) and causal kernels, each as program-text variants, every one checked
-against and timed beside ``torch.nn.functional.scaled_dot_product_attention`` on the same data (``is_causal`` for the
-causal kernel) in one process, at batch*heads=32, L=S=4096 (head 128 unless a tiling says otherwise).
+accurate, approximate (FlashAttention spelling), ``I.fma`` and causal kernels, each as program-text variants, every
+one checked against and timed beside ``torch.nn.functional.scaled_dot_product_attention`` on the same data
+(``is_causal`` for the causal kernel) in one process, at batch*heads=32, L=S=4096 (head 128 unless a tiling says
+otherwise).
 
 A variant is ``KERNEL:NAME`` with NAME ``head,block_M,block_N,stages,threads`` (cuda_region.Tiling) and, for the
 causal kernel, an optional ``/outside`` suffix: the program without the blocks-inside-the-mask branches
@@ -11,6 +12,11 @@ numerics: the block's P scaled by the combine's beta before its f16 rounding and
 into the running output after one rescale by alpha (``acc = acc * alpha; acc += (beta P) V``: one multiply per
 output element a block instead of two multiplies and an add, and no separate product fragment -- 64 registers a
 thread), where the fold computes ``acc * alpha + (P V) * beta``. Its error against SDPA is printed like the others.
+The programs are this branch's: the source loop overlapped where the fold has the masked-block skip
+(cuda_region_overlap: block kb's QK^T and block kb-1's PV issued with ``T.wgmma_gemm``, kb's element work while PV
+runs, FlashAttention's combine form; two stages of loads at least, whatever the tiling says). A ``/overlap`` suffix
+overlaps any fold with the structure (``ONLY_MASKED`` off); a ``/sync`` suffix none (``Spelling.overlap`` off: every
+``T.gemm`` waits, the fold's combine form: main's program). ``/accumulate`` applies to a ``/sync`` program only.
 Workspaces (the causal skip's flags) are allocated here. One JSON line per variant.
 
     python3 tools/attention_sweep.py                      # the default set (DEFAULT)
@@ -30,13 +36,15 @@ sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "examples")]
 import flash_attention as FA  # noqa: E402
 
 from intent_trace.backends.tilelang import cuda_region, cuda_region_inside, targets  # noqa: E402
+from intent_trace.backends.tilelang import cuda_region_overlap as OVERLAP  # noqa: E402
 from intent_trace.backends.tilelang.target import compile_program  # noqa: E402
 
-KERNELS = {"accurate": FA.attention_f16, "fast": FA.attention_f16_fast, "causal": FA.attention_f16_causal}
+KERNELS = {"accurate": FA.attention_f16, "fast": FA.attention_f16_fast, "fma": FA.attention_f16_fma,
+           "causal": FA.attention_f16_causal}
 BASE = "128,128,128,1,256"
-DEFAULT = (f"accurate:{BASE}", "accurate:128,128,128,2,256", f"accurate:{BASE}/accumulate", f"fast:{BASE}",
-           "fast:128,128,128,2,256", f"fast:{BASE}/accumulate", f"causal:{BASE}/outside", f"causal:{BASE}",
-           "causal:128,128,128,2,256")
+TWO = "128,128,128,2,256"
+DEFAULT = (*(f"{kernel}:{BASE}{flag}" for kernel in ("accurate", "fast", "fma") for flag in ("/sync", "/overlap")),
+           f"causal:{BASE}/sync", f"causal:{BASE}")
 
 
 def _parse(variant: str) -> tuple:
@@ -50,14 +58,16 @@ def _program(variant: str):
     kernel, tiling, flag = _parse(variant)
     graph = KERNELS[kernel].trace()
     plan = cuda_region.schedule_region.recognise(graph)
-    known = cuda_region_inside.Inside.known
+    known, overlap, masked = cuda_region_inside.Inside.known, cuda_region.Spelling.overlap, OVERLAP.ONLY_MASKED
     if flag == "outside":  # every block as if it straddled the mask
         cuda_region_inside.Inside.known = lambda self, var: None
+    cuda_region.Spelling.overlap = flag not in ("sync", "accumulate")
+    OVERLAP.ONLY_MASKED = flag != "overlap"
     try:
         spec = cuda_region.specialization(graph, targets.CUDA, plan, cuda_region.Tiling(*tiling),
                                           cuda_region.Spelling)
     finally:
-        cuda_region_inside.Inside.known = known
+        cuda_region_inside.Inside.known, cuda_region.Spelling.overlap, OVERLAP.ONLY_MASKED = known, overlap, masked
     return (accumulated(spec.program) if flag == "accumulate" else spec.program), spec.workspaces
 
 

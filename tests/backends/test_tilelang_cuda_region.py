@@ -67,8 +67,8 @@ def _extents(kernel, **sizes) -> dict:
 
 # --- the program ---------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("kernel", ATTENTION, ids=lambda k: k.name)
-def test_attention_is_a_tile_program_derived_from_the_fold(kernel):
+def _fold_kernel(kernel) -> tuple:
+    """(the d128 program, its fold's kernel, whether causal, the loop's block count as a pattern)."""
     specs = _specs(kernel)
     assert list(specs) == [f"segmented_fold_d{t.head}" for t in cuda_region.CONFIGS]
     program = specs["segmented_fold_d128"].program
@@ -77,8 +77,14 @@ def test_attention_is_a_tile_program_derived_from_the_fold(kernel):
     launch = ("with T.Kernel(d0, T.ceildiv(d1, 128), threads=256) as (bz, rx):" if causal else
               "with T.Kernel(T.ceildiv(d1, 128), d0, threads=256, prelude=PRELUDE) as (bx, bz):")
     assert launch in program
-    text, program = program, program[program.index(launch):]  # the fold's kernel
     blocks = r"T\.max\(.*, W1\[bz, 0\] \+ 1\)" if causal else r"T\.ceildiv\(d3, 128\)"
+    return program, program[program.index(launch):], causal, blocks  # the whole text, the fold's kernel
+
+
+@pytest.mark.parametrize("kernel", ATTENTION[:2], ids=lambda k: k.name)
+def test_attention_is_a_tile_program_derived_from_the_fold(kernel):
+    # the waiting loop (cuda_region_overlap overlaps only a fold with the masked-block skip: the causal one below)
+    text, program, causal, blocks = _fold_kernel(kernel)
     assert re.search(rf"for kb in T\.Pipelined\({blocks}, num_stages=1\):", program)
     gemms = re.findall(r"T\.gemm\((\w+), (\w+), (\w+)(.*)\)", program)
     assert len(gemms) == 2 and all("policy=T.GemmWarpPolicy.FullRow" in g[3] for g in gemms)
@@ -97,6 +103,47 @@ def test_attention_is_a_tile_program_derived_from_the_fold(kernel):
     # mask, test_tilelang_cuda_region_inside.py)
     inside = " and kb * 128 + 128 <= bx * 128 + 1" if causal else ""
     assert program.count(f"if (kb + 1) * 128 <= d3{inside}:") == 3 - bool(causal) and program.count("else:") == 3
+    assert ("it_ge_index" in program) == (kernel is FA.attention_f16_causal)
+
+
+@pytest.mark.parametrize("kernel", ATTENTION[2:], ids=lambda k: k.name)
+def test_the_causal_fold_is_a_tile_program_with_the_overlapped_loop(kernel):
+    text, program, causal, blocks = _fold_kernel(kernel)
+    # the overlapped loop (cuda_region_overlap): one iteration more than blocks, K of block kb and V of block kb - 1
+    # loaded, QK^T of kb then PV of kb - 1 issued without waits, the first waited for alone
+    # (two stages of loads at least: a stage is released after the iteration's last wait); P's fragment zeroed once
+    loop = re.search(rf"for kb in T\.Pipelined\(({blocks}) \+ 1, num_stages=2\):", program)
+    assert loop and re.search(r"T\.copy\(p1\[bz, kb \* 128, 0\], s\w+\)", program)
+    assert re.search(r"T\.copy\(p2\[bz, \(kb - 1\) \* 128, 0\], s\w+\)", program)
+    assert "T.gemm(" not in program
+    gemms = re.findall(r"T\.wgmma_gemm\((\w+), (\w+), (\w+)(.*)\)", program)
+    assert len(gemms) == 2 and all("policy=T.GemmWarpPolicy.FullRow" in g[3] for g in gemms)
+    assert "transpose_B=True, clear_accum=True" in gemms[0][3] and gemms[1][3] == ", clear_accum=False, " \
+        "policy=T.GemmWarpPolicy.FullRow" and gemms[1][2].startswith("run")  # PV accumulated into the running leaf
+    body = program[loop.end():]
+    at = 0
+    for step in (f"T.wgmma_gemm({gemms[0][0]}", "if kb > 0:", f"T.wgmma_gemm({gemms[1][0]}", "T.wait_wgmma(1)",
+                 "else:", "T.wait_wgmma(0)", f"if kb < {loop.group(1)}:", "T.reduce_max(", "T.reduce_sum(",
+                 "T.wait_wgmma(0)", "hold", f"{gemms[1][2]}[", f"{gemms[1][0]}[", "else:", "T.wait_wgmma(0)", "hold"):
+        at = body.index(step, at) + 1  # in this order
+    assert body.count("T.wait_wgmma(0)") == 3
+    assert program.count("T.reduce_max(") == 1 and program.count("T.reduce_sum(") == 1
+    assert "itk_key" not in program  # region_laws proved the cheap max harmless
+    # the scores are scaled, exponentiated and masked in place in the first product's fragment, P times the combine's
+    # per-row factor rounded into an f16 fragment (the second product's left operand), V used as loaded (zeros past S)
+    qk = gemms[0][2]
+    assert re.search(rf"T\.reduce_max\({qk}, ", program) and re.search(rf"T\.reduce_sum\({qk}, ", program)
+    assert re.search(rf"{gemms[1][0]}\[\w+, \w+\] = T\.Cast\('float16', T\.call_extern\('float32', 'it_mul_f32', "
+                     rf"{qk}\[\w+, \w+\], row\d+\[\w+\]\)\)", program)
+    assert re.search(rf"{gemms[1][2]}\[(\w+), (\w+)\] = t\d+", program)  # the rescale, once a block
+    assert re.search(rf"{gemms[1][0]}\[\w+, \w+\] = T\.Cast\('float16', T\.float32\(0\)\)\n\s+for kb in", program)
+    assert gemms[1][1].startswith("s")  # the shared tile T.copy loaded
+    exp = "exp2f(a)" if kernel is FA.attention_f16_fast else "expf(a)"
+    assert exp in text and "__expf" not in text
+    # the last source block, and only it, masks the reductions' sources and P (causal: also the blocks not inside the
+    # mask, test_tilelang_cuda_region_inside.py)
+    inside = " and kb * 128 + 128 <= bx * 128 + 1" if causal else ""
+    assert program.count(f"if (kb + 1) * 128 <= d3{inside}:") == 3 - bool(causal) and program.count("else:") == 5
     assert ("it_ge_index" in program) == (kernel is FA.attention_f16_causal)
 
 
@@ -149,11 +196,13 @@ def test_f32_products_run_on_cuda_cores_with_fma():
 
 
 @pytest.mark.parametrize("kernel, spec", [(FA.attention_f16, "segmented_fold_d128"),
+                                          (FA.attention_f16_fma, "segmented_fold_d128"),
                                           (FA.attention_f16_causal, "segmented_fold_d64"),
                                           (FA.attention_f16_causal, "segmented_fold_d128"),
                                           (key_max_f16, "segmented_fold_d32"), (outer_max_f32, "segmented_fold_d128"),
                                           (FA.attention, "segmented_fold_d128")],
-                         ids=["attention", "causal", "causal-d128", "exact-max", "no-contraction", "f32-products"])
+                         ids=["attention", "fma", "causal", "causal-d128", "exact-max", "no-contraction",
+                              "f32-products"])
 def test_the_programs_lower_for_sm90a(kernel, spec, tmp_path):
     source = cuda_source(_specs(kernel)[spec].program)
     assert ("wgmma" in source) == (kernel not in (outer_max_f32, FA.attention))  # f16 products on tensor cores

@@ -72,10 +72,12 @@ def test_the_causal_program_skips_the_blocks_past_the_diagonal():
     assert re.search(r"if W0\[ex, (k\d+)\] != 0:\n\s+(last\d+)\[0\] = \1\n", extremes)
     assert "W1[ex, 0] = last" in extremes and "W1[ex, 1] = first" in extremes
     # 3: a block of rows [128 bx, 128 bx + 128) sees keys below 128 bx + 128: blocks [0, hi), hi past the last
-    # flagged block; the bound is an expression (no local holds it through the loop)
+    # flagged block; the bound is an expression (no local holds it through the loop); the loop is the overlapped one
+    # (one iteration more: cuda_region_overlap)
     hi = "T.min(T.ceildiv(d3, 128), T.ceildiv(T.max(bx * 128 + 128, 0), 128))"
-    assert f"for kb in T.Pipelined(T.max({hi}, W1[bz, 0] + 1), num_stages=1):" in fold
-    assert fold.count("T.gemm(") == 2 and "W0" not in fold
+    assert f"for kb in T.Pipelined(T.max({hi}, W1[bz, 0] + 1) + 1, num_stages=2):" in fold
+    assert f"if kb < T.max({hi}, W1[bz, 0] + 1):" in fold and "if kb > 0:" in fold
+    assert fold.count("T.wgmma_gemm(") == 2 and "W0" not in fold
 
 
 def test_a_lower_bound_keeps_the_grid_order():
@@ -83,8 +85,10 @@ def test_a_lower_bound_keeps_the_grid_order():
     fold = _specs(K.anti_causal_f16)["segmented_fold_d128"].program.split("\n    with T.Kernel(")[-1]
     assert fold.startswith("T.ceildiv(d1, 128), d0, threads=256) as (bx, bz):")
     hi = "T.min(T.ceildiv(d3, 128), T.ceildiv(T.max(bx * 128 + 128, 0), 128))"
-    assert "for kb in T.Pipelined(T.min(T.min(T.max(bx * 128 + 0, 0) // 128, T.ceildiv(d3, 128)), W1[bz, 1]), " \
-           "T.ceildiv(d3, 128), num_stages=1):" in fold, re.findall(r"for kb in .*", fold)
+    start = "T.min(T.min(T.max(bx * 128 + 0, 0) // 128, T.ceildiv(d3, 128)), W1[bz, 1])"
+    assert f"for kb in T.Pipelined({start}, T.ceildiv(d3, 128) + 1, num_stages=2):" in fold, \
+        re.findall(r"for kb in .*", fold)
+    assert f"if kb > {start}:" in fold  # no product of the block before the first (overlapped: cuda_region_overlap)
     assert hi not in fold
     skip = tl_target.build(K.anti_causal_f16.trace(), target="tilelang-cuda").schedule.parts[0].param("skip")
     assert skip == "source blocks where the mask is false for every pair of source >= row, where v is finite (a " \

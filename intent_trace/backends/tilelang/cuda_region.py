@@ -17,6 +17,10 @@ attention: the program is derived from the helper regions, node by node --
 - ``combine`` stores the new running summary in two loops: the per-row leaves (and the per-row values the wider
   leaves broadcast, kept in fragments) first, then the wider leaves, so no loop reads a leaf another overwrote.
 
+**Overlap.** Where the helpers have attention's structure (a first product of the block's inputs, a last one whose
+leaf ``combine`` rescales linearly), the loop is rotated so a block's second product runs on the tensor cores while
+the next block's element work does, in FlashAttention's combine form (:mod:`.cuda_region_overlap`).
+
 **Tails.** The source's last block may be short: every reduction over the source axis and every contraction
 operand over it is masked there (the reduction's neutral element; 0 for a product), in a branch only that block
 takes (one uniform test per block, no per-element cost on full blocks); loads past the tensor read zeros. Where
@@ -41,11 +45,12 @@ import attrs
 from ... import types as T
 from ...errors import LoweringError
 from ...graph import ops
-from ...graph.lowering import assemble, broadcast_index, leaf_values
+from ...graph.lowering import assemble, leaf_values
 from ...graph.values import Literal, Var
 from ...schedule import region as schedule_region
 from ...schedule.region import ROW, SLICE
-from . import cuda_region_nan, cuda_region_skip
+from . import cuda_region_nan, cuda_region_overlap, cuda_region_skip
+from .cuda_region_combine import combine
 from .cuda_region_inside import Inside
 from .cuda_access import Specialization, tma_rows
 from .cuda_epilogue import declare_params
@@ -112,7 +117,7 @@ def specialization(graph, target, plan, tiling: Tiling, spelling) -> Specializat
         tuple(k for k, p in enumerate(graph.params) if p.kind == "view" and target.view_storage(p.type.dtype))
     f32 = any(n.inputs[0].type.dtype is T.f32 for n in plan.contractions)
     part = plan.part(graph, block_M=tiling.block_M, block_N=tiling.block_N, head=tiling.head, threads=tiling.threads,
-                     stages=tiling.stages, pipelined=spelling.pipelined(f32),
+                     stages=tiling.stages, pipelined=spelling.pipelined(f32) + program.overlapped,
                      **({"skip": cuda_region_skip.describe(graph, plan, skip)} if skip else {}))
     return Specialization(f"segmented_fold_d{tiling.head}", text, divides, tuple((f, tiling.head) for f in plan.free),
                           operands=tuple(views), stored=stored, part=part,
@@ -135,6 +140,8 @@ class _Program:
     def __init__(self, graph, target, plan, tiling: Tiling, spelling, skip=None):
         self.graph, self.plan, self.t, self.target = graph, plan, tiling, target
         self.skip = skip  # schedule.region_skip.MaskedSkip: the source blocks a coordinate mask empties are skipped
+        self.overlap, self.issued = None, None  # cuda_region_overlap: while its loop is written, and where
+        self.overlapped = ""  # the schedule's note when it was
         self.inside = Inside(graph, plan, tiling)  # blocks inside a coordinate mask: no per-element comparison
         self.workspaces, self.passes = (), []  # the skip's workspaces and the lines of its kernels before the fold
         fast = spelling.fast_bodies
@@ -278,16 +285,16 @@ class _Program:
         start, count = None, f"T.ceildiv({self.dims[plan.source]}, {t.block_N})"
         if self.skip is not None:  # the blocks [start, count) the mask may keep, widened to every flagged one
             start, count = cuda_region_skip.source_range(self, self.skip)
-        with em.block(self.sp.source_loop("kb", count, start)):
-            corner = {SLICE: f"kb * {t.block_N}"}
-            values = []
-            for s in plan.sources:
-                if s.param is None:
-                    values.append(self.index(SLICE, "kb"))
-                    continue
-                values.append(self.tile_value(self.view_tile(s, corner)))
-            block = self.summarize(summarize, [*values, *operand_values])
-            self.combine(combine, running, block)
+        overlap = cuda_region_overlap.find(self, summarize, combine) if self.sp.overlap else None
+        if overlap is not None:  # a block's second product overlapped with the next block's element work
+            cuda_region_overlap.loop(self, overlap, summarize, combine, running, operand_values, start, count)
+            self.overlapped = cuda_region_overlap.NOTE
+        else:
+            with em.block(self.sp.source_loop("kb", count, start)):
+                values = [self.index(SLICE, "kb") if s.param is None else
+                          self.tile_value(self.view_tile(s, {SLICE: f"kb * {t.block_N}"})) for s in plan.sources]
+                block = self.summarize(summarize, [*values, *operand_values])
+                self.combine(combine, running, block)
         # the consumers, and one store per output
         em.env[fold.outputs[0]] = assemble(fold.outputs[0].type, [self.tile_value(r) for r in running], Aggregate)
         for node in plan.after:
@@ -333,6 +340,8 @@ class _Program:
                 continue
             if id(node) in self.reductions:
                 self.reduce(node, pos, last)
+            elif self.overlap is not None and node is self.overlap.last:  # issued by the overlapped loop
+                self.em.env[node.outputs[0]] = cuda_region_overlap.Deferred(self.em.shape(node.outputs[0].type))
             elif node.op is ops.contract:
                 self.contract(node, pos, last)
             else:
@@ -465,53 +474,17 @@ class _Program:
         a, b = operands
         shape = tuple(self.role_size(r) for r in self.layout(node.outputs[0].type))
         out = self.fragment(shape, prefix="acc", scope=self.sp.product_scope)
-        (self.sp.simt_gemm if simt else self.sp.gemm)(a.buf, b.buf, out.buf, la == 0, ra == 1, (*shape, a.shape[la]))
+        if self.overlap is not None and node is self.overlap.first:  # waited for by the overlapped loop
+            self.sp.gemm_async(a.buf, b.buf, out.buf, la == 0, ra == 1, (*shape, a.shape[la]), True)
+            self.issued = len(self.em.lines)
+        else:
+            (self.sp.simt_gemm if simt else self.sp.gemm)(a.buf, b.buf, out.buf, la == 0, ra == 1,
+                                                          (*shape, a.shape[la]))
         self.bind(node.outputs[0], out)
 
     # -- combine ----------------------------------------------------------------------------------------------
     def combine(self, region, running: list, block) -> None:
-        """``running = combine(running, block)``: the per-row leaves and the per-row values the wider leaves
-        broadcast first (into fragments), then the wider leaves (each reads only its own element of the old)."""
-        em = self.em
-        a, b = region.params
-        em.env[a] = assemble(a.type, [self.tile_value(r) for r in running], Aggregate)
-        em.env[b] = block
-        for node in region.nodes:
-            if node.op is not ops.dim:
-                self.run(node)
-        leaves = leaf_values(em.env[region.results[0]], Aggregate)
-        wide = [k for k, r in enumerate(running) if len(r.shape) == 2]
-        narrow = [k for k, r in enumerate(running) if len(r.shape) == 1]
-        spread = [n for n in region.nodes if n.op is ops.broadcast and isinstance(n.inputs[0], Var)
-                  and len(self.layout(n.outputs[0].type)) == 2 and ROW in self.layout(n.inputs[0].type)]
-        temps = {}
-        i = em.fresh("i")
-        with em.block(self.sp.parallel([i], (self.t.block_M,))):
-            exprs = {}
-            for n in spread:
-                x = n.inputs[0]
-                if id(em.env[x]) not in temps:
-                    core = self.row_core(x)  # through unit reshapes: memoised with the leaves that use it
-                    at = [i, *(["0"] * (len(core.type.shape) - 1))]
-                    temps[id(em.env[x])] = (self.fragment((self.t.block_M,), prefix="row"), em.elem(em.env[core], at))
-            for k in narrow:  # each bound before any store (a leaf may be another's old value)
-                exprs[k] = em.assign(em.elem(leaves[k], [i]) if isinstance(leaves[k], Lazy) else leaves[k].expr)
-            for tile, expr in temps.values():
-                em.line(f"{tile.buf}[{i}] = {expr}")
-            for k in narrow:
-                em.line(f"{running[k].buf}[{i}] = {exprs[k]}")
-        if not wide:
-            return
-        i, j = em.fresh("i"), em.fresh("j")
-        with em.block(self.sp.parallel([i, j], (self.t.block_M, self.t.head))):
-            for n in spread:  # the broadcast operands read their fragments (em.elem finds them memoised)
-                x = n.inputs[0]
-                at = broadcast_index(x.type.shape, n.outputs[0].type.shape, [i, j])
-                tile, _ = temps[id(em.env[x])]
-                em.memo[-1][(id(em.env[x]), tuple(at))] = (em.env[x], f"{tile.buf}[{i}]")
-            exprs = {k: em.assign(em.elem(leaves[k], [i, j])) for k in wide}
-            for k in wide:
-                em.line(f"{running[k].buf}[{i}, {j}] = {exprs[k]}")
+        combine(self, region, running, block)
 
     def row_core(self, x):
         """``x`` through the unit-axis reshapes that made it (a per-row value as (R, 1))."""

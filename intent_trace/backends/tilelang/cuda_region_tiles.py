@@ -42,7 +42,7 @@ _KEYS = (
 #: CUDA's ``fmaxf``/``fminf`` (a NaN operand ignored unless both are NaN), for the emulated tile max/min.
 _FMAX = ('{fn} float itr_fmax(float a, float b) {{ return fmaxf(a, b); }}',
          '{fn} float itr_fmin(float a, float b) {{ return fminf(a, b); }}')
-_RAW = frozenset({"add", "sub", "mul", "div"})
+_RAW = frozenset({"add", "sub", "mul", "div", "fma"})
 _HALF = {"f16": "__half2float(__float2half_rn({}))", "bf16": "__bfloat162float(__float2bfloat16_rn({}))"}
 _HEADER = {"f16": "#include <cuda_fp16.h>\n", "bf16": "#include <cuda_bf16.h>\n"}  # the prelude precedes TileLang's
 _INIT = {"max": "-T.infinity('float32')", "min": "T.infinity('float32')", "sum": "T.float32(0)"}
@@ -81,6 +81,7 @@ class Spelling:
     product_scope = "fragment"  # where a product's result lives
     reduced_scope = "fragment"  # where a row reduction's source lives
     masked_skip = True  # source blocks a coordinate mask empties are skipped (cuda_region_skip: a second kernel)
+    overlap = True  # a block's second product may overlap the next block's element work (cuda_region_overlap)
 
     @staticmethod
     def pipelined(f32: bool) -> str:
@@ -139,10 +140,11 @@ class Spelling:
     def parallel(self, names: list, shape: tuple) -> str:
         return f"for {', '.join(names)} in T.Parallel({', '.join(map(str, shape))}):"
 
-    def source_loop(self, var: str, count: str, start: str | None = None) -> str:
-        """The loop over the source's blocks ``[start, count)`` (from 0 without ``start``)."""
+    def source_loop(self, var: str, count: str, start: str | None = None, stages: int = 1) -> str:
+        """The loop over the source's blocks ``[start, count)`` (from 0 without ``start``), at least ``stages``
+        stages of its loads."""
         bounds = f"{start}, {count}" if start is not None else count
-        return f"for {var} in T.Pipelined({bounds}, num_stages={self.t.stages}):"
+        return f"for {var} in T.Pipelined({bounds}, num_stages={max(self.t.stages, stages)}):"
 
     def kernel(self, blocks: list, prelude: str | None, names: tuple = ("bx", "bz")) -> tuple:
         """(the launch line, the lines that name the block coordinates ``names``); ``prelude`` None: none (a
@@ -187,6 +189,23 @@ class Spelling:
     def gemm(self, a: str, b: str, out: str, trans_a: bool, trans_b: bool, shape: tuple) -> None:
         flags = (", transpose_A=True" if trans_a else "") + (", transpose_B=True" if trans_b else "")
         self.em.line(f"T.gemm({a}, {b}, {out}{flags}, clear_accum=True, policy=T.GemmWarpPolicy.FullRow)")
+
+    def gemm_async(self, a: str, b: str, out: str, trans_a: bool, trans_b: bool, shape: tuple, clear: bool) -> None:
+        """``T.gemm`` issued without its wait (Hopper's ``wgmma``): ``out`` is not read or written by the threads
+        until a :meth:`wait` has seen it complete; ``clear`` False accumulates into ``out``."""
+        flags = (", transpose_A=True" if trans_a else "") + (", transpose_B=True" if trans_b else "")
+        self.em.line(f"T.wgmma_gemm({a}, {b}, {out}{flags}, clear_accum={clear}, policy=T.GemmWarpPolicy.FullRow)")
+
+    def wait(self, pending: int) -> None:
+        """Until at most ``pending`` of the issued products are running (they complete in the order issued)."""
+        self.em.line(f"T.wait_wgmma({pending})")
+
+    def hold(self, tiles: list) -> None:
+        """A read of the loop's shared ``tiles``: TileLang releases a pipelined stage's buffers to its producer after
+        their last read in the iteration, and cannot see an asynchronous product's; this read is after its wait."""
+        name = self.em.fresh("hold")
+        self.allocs.append(f"{name} = T.alloc_local((1,), 'float32')")
+        self.em.line(f"{name}[0] = {' + '.join(self.element(t, 'float16', ['0', '0']) for t in tiles)}")
 
     def simt_gemm(self, a: str, b: str, out: str, trans_a: bool, trans_b: bool, shape: tuple) -> None:
         """An f32 product on CUDA cores (never ``T.gemm``: tensor cores would make it TF32): each output element a
@@ -284,7 +303,7 @@ class Emulated(Spelling):
     def parallel(self, names: list, shape: tuple) -> str:
         return f"for {', '.join(names)} in T.grid({', '.join(map(str, shape))}):"
 
-    def source_loop(self, var: str, count: str, start: str | None = None) -> str:
+    def source_loop(self, var: str, count: str, start: str | None = None, stages: int = 1) -> str:
         return f"for {var} in T.serial({start + ', ' if start is not None else ''}{count}):"
 
     def kernel(self, blocks: list, prelude: str | None, names: tuple = ("bx", "bz")) -> tuple:
@@ -319,7 +338,16 @@ class Emulated(Spelling):
     def simt_gemm(self, a: str, b: str, out: str, trans_a: bool, trans_b: bool, shape: tuple) -> None:
         self.gemm(a, b, out, trans_a, trans_b, shape)
 
-    def gemm(self, a: str, b: str, out: str, trans_a: bool, trans_b: bool, shape: tuple) -> None:
+    def gemm_async(self, a: str, b: str, out: str, trans_a: bool, trans_b: bool, shape: tuple, clear: bool) -> None:
+        self.gemm(a, b, out, trans_a, trans_b, shape, clear)  # complete when issued: the waits are no-ops
+
+    def wait(self, pending: int) -> None:
+        pass
+
+    def hold(self, tiles: list) -> None:
+        pass
+
+    def gemm(self, a: str, b: str, out: str, trans_a: bool, trans_b: bool, shape: tuple, clear: bool = True) -> None:
         from ... import types as T
 
         m, n, k = shape
@@ -328,7 +356,8 @@ class Emulated(Spelling):
         mul = em.helper("mul", (T.f32,), T.f32, (T.f32, T.f32))
         i, j, kk = em.fresh("gi"), em.fresh("gj"), em.fresh("gk")
         with em.block(f"for {i}, {j} in T.grid({m}, {n}):"):
-            em.line(f"{out}[{i}, {j}] = T.float32(0)")
+            if clear:  # else accumulated into: the running value first, then the products in ascending k
+                em.line(f"{out}[{i}, {j}] = T.float32(0)")
             x = f"{a}[{kk}, {i}]" if trans_a else f"{a}[{i}, {kk}]"
             y = f"{b}[{j}, {kk}]" if trans_b else f"{b}[{kk}, {j}]"
             with em.block(f"for {kk} in T.serial({k}):"):
@@ -374,8 +403,8 @@ def _prelude(prelude: str | None) -> str:
 
 def fast_helpers(base):
     """``base`` (a target's ``helper_source``) with the tile program's fast bodies: f32 ``+ - * /`` as the IEEE
-    operation alone, f32 vendor functions as the CUDA call alone (no x86-NaN decision around them), casts to f16/bf16
-    and vendor functions of f16/bf16 rounded by the hardware's RNE conversion."""
+    operation alone (``fma`` the fused one), f32 vendor functions as the CUDA call alone (no x86-NaN decision around
+    them), casts to f16/bf16 and vendor functions of f16/bf16 rounded by the hardware's RNE conversion."""
     def source(name, family, dtypes, ret, args):
         fn = cuda.DEVICE.function
         same = dtypes == (ret,) and all(a == ret for a in args)

@@ -95,6 +95,7 @@ class MetalSpelling(Spelling):
     stage_in_place = reuse_shared = True
     product_scope = reduced_scope = "shared"
     masked_skip = False  # the skip's finiteness pass is a second kernel: TileLang's Metal runtime launches one
+    overlap = False  # no asynchronous product on Metal (simdgroup matrices complete when issued)
 
     def __init__(self, em, tiling: Tiling):
         super().__init__(em, tiling)
