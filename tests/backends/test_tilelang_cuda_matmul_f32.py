@@ -154,7 +154,8 @@ def test_the_emulated_program_is_the_cuda_one_a_thread_at_a_time():
 
 
 def _name(t) -> str:
-    return f"tk{t.tk}-{t.min_blocks}blocks" + ("-prefetch" if t.prefetch else "")
+    return (f"tk{t.tk}-{t.min_blocks}blocks" + ("-prefetch" if t.prefetch else "") + ("-async" if t.async_copy else "")
+            + ("-unmasked" if t.unmasked else ""))
 
 
 @pytest.mark.parametrize("t", cuda_matmul_simt.CANDIDATES, ids=_name)
@@ -181,7 +182,9 @@ def test_the_programs_assemble_for_sm90a_without_spills(tmp_path, t):
         assert int(re.search(r"(\d+) bytes spill stores", r.stderr).group(1)) == 0, r.stderr
         assert int(re.search(r"Used (\d+) registers", r.stderr).group(1)) <= 65536 // (256 * t.min_blocks)
         ptx = (tmp_path / f"simt{k}.cu.ptx").read_text()
-        assert ptx.count("ld.shared.v4.f32") == 4 * (t.tk + t.prefetch) and ptx.count("fma.rn.f32") == 64 * t.tk
+        # unmasked: the last tile's multiply-adds peeled after the loop (a second copy of a tile's)
+        shared = 8 * t.tk if t.unmasked else 4 * (t.tk + t.prefetch)
+        assert ptx.count("ld.shared.v4.f32") == shared and ptx.count("fma.rn.f32") == 64 * t.tk * (1 + t.unmasked)
         groups = 2 * t.tk // 8  # a thread's float4 groups of A (and of B) in the first tile and the loop's
         if t.async_copy:  # A's groups as four 4-byte copies, B's one 16-byte copy (elements: four); one wait each
             assert ptx.count("ld.global.nc.v4.f32") == 0 and ptx.count("cp.async.wait_all") == 2

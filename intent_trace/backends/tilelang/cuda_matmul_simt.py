@@ -62,15 +62,21 @@ class SimtTiling:
     #: the next tile goes from global to shared memory by ``cp.async`` (Ampere's LDGSTS; zero-filled past the
     #: matrix) instead of through registers: no staging registers, no shared stores, a wait before the barrier
     async_copy: bool = False
+    #: the K loop's global loads unmasked (CUTLASS's residue-first mainloop): rows of A past M and columns of B past
+    #: N are read clamped into the matrix (they feed only outputs that are never stored), and K's partial tile is
+    #: the first one (k < 0 read as zeros), so every later tile lies inside K: no check, no branch in the loop
+    unmasked: bool = False
 
 
 #: the tiling the programs use (tools/simt_ab.py compares others on the GPU)
 SIMT = SimtTiling()
-#: the tilings tools/simt_ab.py times side by side (tests run each emulated and assemble each for sm_90a): tk 16
-#: with its next tile in registers spills at two blocks an SM (ptxas: 12 bytes), so it runs one block an SM; with
-#: cp.async (no staging registers) it fits two
-CANDIDATES = (SIMT, SimtTiling(8, 2, True), SimtTiling(16, 1), SimtTiling(16, 1, True), SimtTiling(8, 2, False, True),
-              SimtTiling(16, 2, False, True), SimtTiling(16, 2, True, True))
+#: the tilings tools/simt_ab.py times side by side (tests run each emulated and assemble each for sm_90a without
+#: spills): the masked default, then the unmasked mainloops -- next tile in registers (tk 8, or 8 with fragments
+#: double-buffered) or by cp.async (tk 8 or 16; no staging registers, so tk 16 fits two blocks an SM). The masked
+#: variants measured on the H100 (tk 16 at one block an SM, cp.async masked) all lost to the default.
+CANDIDATES = (SIMT, SimtTiling(8, 2, unmasked=True), SimtTiling(8, 2, True, unmasked=True),
+              SimtTiling(8, 2, False, True, unmasked=True), SimtTiling(16, 2, False, True, unmasked=True),
+              SimtTiling(16, 2, True, True, unmasked=True))
 
 # a thread's place in the 16 x 16 grid of 4 x 4 groups: warp w = tx // 32 covers ty 4 (w // 2) .. +3, tc 8 (w % 2) .. +7
 _TY, _TC = "(tx // 64 * 4 + tx % 32 // 8)", "(tx // 32 % 2 * 8 + tx % 8)"
@@ -114,6 +120,8 @@ class _Program:
         ar, ak = f"by * {TILE} + tx // 2", f"({tile}) * {self.t.tk} + tx % 2 * 4 + 8 * l"
         bk, bc = f"({tile}) * {self.t.tk} + tx // 32 + 8 * l", f"bx * {TILE} + tx % 32 * 4"
         lines = [f"for l in T.unroll({self.t.tk // 8}):"]
+        if self.t.unmasked:
+            return lines + self._unmasked(tile)
         if self.vector:  # a group is wholly inside or wholly outside (K, N multiples of 4)
             for g, a, cond, at in (("ga", "A", f"{ar} < {m} and {ak} < {k}", f"{ar}, {ak} + v"),
                                    ("gb", "B", f"{bk} < {k} and {bc} < {n}", f"{bk}, {bc} + v")):
@@ -128,6 +136,36 @@ class _Program:
                   f"B[T.min({bk}, {k} - 1), T.min({bc} + v, {n} - 1)], T.float32(0))"]
         return lines
 
+    def _unmasked_sources(self, tile: str) -> tuple:
+        """(A's condition, A's element, B's condition, B's element or 16-byte group start without its closing
+        bracket) of :meth:`copy` for an ``unmasked`` tiling (see :meth:`_unmasked`): only tile 0 checks k >= 0."""
+        m, k, n, tk = f"d{self.m}", f"d{self.k}", f"d{self.n}", self.t.tk
+        pad = f"(T.ceildiv({k}, {tk}) * {tk} - {k})"
+        ak, bk = f"({tile}) * {tk} + tx % 2 * 4 + 8 * l - {pad}", f"({tile}) * {tk} + tx // 32 + 8 * l - {pad}"
+        ar, bc = f"T.min(by * {TILE} + tx // 2, {m} - 1)", f"bx * {TILE} + tx % 32 * 4"
+        bc = f"T.min({bc}, {n} - 4)" if self.vector else f"T.min({bc} + v, {n} - 1)"
+        if tile != "0":
+            return "True", f"A[{ar}, {ak} + v]", "True", f"B[{bk}, {bc}"
+        a = f"{ak}" if self.vector else f"{ak} + v"  # 16-byte: a group is wholly before K or inside it
+        return (f"0 <= {a}", f"A[{ar}, T.max({ak}, 0) + v]" if self.vector else f"A[{ar}, T.max({a}, 0)]",
+                f"0 <= {bk}", f"B[T.max({bk}, 0), {bc}")
+
+    def _unmasked(self, tile: str) -> list:
+        """:meth:`fetch`'s loads of an ``unmasked`` tiling (sources: :meth:`_unmasked_sources`); 16-byte: a group
+        is wholly before K or inside it, since the zeros' count is a multiple of 4 when K is."""
+        a_ok, a_src, b_ok, b_src = self._unmasked_sources(tile)
+        b_src += " + v]" if self.vector else "]"
+        lines = []
+        for g, ok, src in (("ga", a_ok, a_src), ("gb", b_ok, b_src)):
+            if ok == "True":
+                lines += [f"    for v in {self.vec if self.vector else 'T.unroll'}(4):", f"        {g}[l * 4 + v] = {src}"]
+            elif self.vector:
+                lines += [f"    if {ok}:", f"        for v in {self.vec}(4):", f"            {g}[l * 4 + v] = {src}",
+                          "    else:", f"        for v in {self.vec}(4):", f"            {g}[l * 4 + v] = T.float32(0)"]
+            else:
+                lines += ["    for v in T.unroll(4):", f"        {g}[l * 4 + v] = T.if_then_else({ok}, {src}, T.float32(0))"]
+        return lines
+
     def copy(self, tile: str, buf: str) -> list:
         """Tile ``tile`` of A and B from global memory into shared buffer ``buf`` by ``cp.async`` (``async_copy``):
         A's float4 groups transposed as four 4-byte copies, B's as one 16-byte copy (element variant: four 4-byte
@@ -137,7 +175,9 @@ class _Program:
         ar, ak = f"by * {TILE} + tx // 2", f"({tile}) * {self.t.tk} + tx % 2 * 4 + 8 * l"
         bk, bc = f"({tile}) * {self.t.tk} + tx // 32 + 8 * l", f"bx * {TILE} + tx % 32 * 4"
         a_dst, b_dst = f"A_s[{buf}, tx % 2 * 4 + 8 * l + v, tx // 2]", f"B_s[{buf}, tx // 32 + 8 * l, tx % 32 * 4"
-        if self.vector:  # a group is wholly inside or wholly outside (K, N multiples of 4)
+        if self.t.unmasked:
+            a_ok, a_src, b_ok, b_src = self._unmasked_sources(tile)
+        elif self.vector:  # a group is wholly inside or wholly outside (K, N multiples of 4)
             a_ok, a_src = f"{ar} < {m} and {ak} < {k}", f"A[T.min({ar}, {m} - 1), T.min({ak}, {k} - 4) + v]"
             b_ok, b_src = f"{bk} < {k} and {bc} < {n}", f"B[T.min({bk}, {k} - 1), T.min({bc}, {n} - 4)"
         else:
@@ -150,8 +190,9 @@ class _Program:
                             f"        {b_dst} + v] = T.if_then_else({b_ok}, {b_whole}, T.float32(0))"]
 
         def cp(size: int, dst: str, src: str, ok: str) -> str:
+            flag = "1" if ok == "True" else f"T.Cast('int32', {ok})"
             return (f"T.evaluate(T.call_extern('int32', 'itc_cp_async{size}', T.access_ptr({dst}, 'w'), "
-                    f"T.access_ptr({src}, 'r'), T.Cast('int32', {ok})))")
+                    f"T.access_ptr({src}, 'r'), {flag}))")
 
         lines.append(f"        {cp(4, a_dst, a_src, a_ok)}")
         if self.vector:
@@ -236,23 +277,29 @@ class _Program:
             return f"{pad}for tx in T.serial({THREADS}):\n" + "\n".join(f"{pad}    {x}" for x in lines)
         return "\n".join(f"{pad}{x}" for x in lines)
 
+    def steps(self, buf: str) -> list:
+        """A prefetching program's multiply-adds of shared buffer ``buf`` but its last k's: each k's after the next
+        k's fragments are loaded."""
+        return [f"for kk in T.unroll({self.t.tk - 1}):",
+                *(f"    {x}" for x in self.fragments(buf, "kk + 1", "(kk + 1) % 2")),
+                *(f"    {x}" for x in self.products("kk % 2"))]
+
     def loop(self, nxt: str, sync: list, depth: int) -> str:
         """One tile of the K loop: the next tile's global loads, this tile's multiply-adds, the next tile stored to
         the other buffer, one barrier. Prefetching: each k's multiply-adds after the next k's fragments are loaded,
         the last k's after the barrier and the next tile's first fragments."""
-        fetch = [f"if {nxt}:", *(f"    {x}" for x in self.fetch("ko + 1"))]
-        stash = [f"if {nxt}:", *(f"    {x}" for x in self.stash("(ko + 1) % 2"))]
+        fetch, stash = self.fetch("ko + 1"), self.stash("(ko + 1) % 2")
         if self.t.async_copy:  # the next tile's copies in flight through this tile's multiply-adds, waited for last
-            fetch = [f"if {nxt}:", *(f"    {x}" for x in self.copy("ko + 1", "(ko + 1) % 2"))]
-            stash = [] if self.emulated else [_WAIT]
+            fetch, stash = self.copy("ko + 1", "(ko + 1) % 2"), [] if self.emulated else [_WAIT]
+        if not self.t.unmasked:  # unmasked: branch-free, the loop runs over every tile but the last (body peels it)
+            fetch = [f"if {nxt}:", *(f"    {x}" for x in fetch)]
+            stash = stash if self.t.async_copy else [f"if {nxt}:", *(f"    {x}" for x in stash)]
         pad = " " * depth
         if not self.t.prefetch:
             return "\n".join([self.phase(fetch + self.step("ko % 2") + stash, depth), *(pad + x for x in sync)])
-        tk = self.t.tk
-        steps = [f"for kk in T.unroll({tk - 1}):", *(f"    {x}" for x in self.fragments("ko % 2", "kk + 1",
-                                                                                          "(kk + 1) % 2")),
-                 *(f"    {x}" for x in self.products("kk % 2"))]
-        after = [f"if {nxt}:", *(f"    {x}" for x in self.fragments("(ko + 1) % 2", "0", "0")),
+        tk, steps = self.t.tk, self.steps("ko % 2")
+        first = self.fragments("(ko + 1) % 2", "0", "0")
+        after = [*(first if self.t.unmasked else [f"if {nxt}:", *(f"    {x}" for x in first)]),
                  *self.products(str((tk - 1) % 2))]
         return "\n".join([self.phase(fetch + steps + stash, depth), *(pad + x for x in sync), self.phase(after, depth)])
 
@@ -277,14 +324,22 @@ class _Program:
             head += ["tx = T.get_thread_binding()", f"T.annotate_min_blocks_per_sm({self.t.min_blocks})"]
         if self.vector:  # lets TileLang prove the 16-byte alignment of the row starts
             head += [f"T.assume(d{self.k} % 4 == 0)", f"T.assume(d{self.n} % 4 == 0)"]
+        if self.t.unmasked:  # the clamped indices are inside the matrix (the specialisation applies to M, N, K > 0)
+            least = 4 if self.vector else 1
+            head += [f"T.assume(1 <= d{self.m})", f"T.assume({least} <= d{self.n})", f"T.assume({least} <= d{self.k})"]
         pad = " " * 8
         first = self.fetch("0") + self.stash("0")
         if self.t.async_copy:
             first = self.copy("0", "0") + ([] if self.emulated else [_WAIT])
         primed = [self.phase(self.fragments("0", "0", "0"), 8)] if self.t.prefetch else []
+        last = []
+        if self.t.unmasked:  # the loop's tiles all have a next one; the last tile's multiply-adds come after it
+            nk, tail = f"{nk} - 1", f"({nk} - 1) % 2"
+            last = [self.phase(self.step(tail) if not self.t.prefetch else
+                               self.steps(tail) + self.products(str((tk - 1) % 2)), 8)]
         return "\n".join([*(pad + x for x in head), self.phase(init, 8), self.phase(first, 8),
                           *(pad + x for x in sync), *primed, f"{pad}for ko in T.serial({nk}):",
-                          self.loop(nxt, sync, 12), self.phase(self.store(), 8)])
+                          self.loop(nxt, sync, 12), *last, self.phase(self.store(), 8)])
 
 
 #: waits for this thread's ``cp.async`` copies (the barrier after it makes every thread's visible)
