@@ -155,7 +155,7 @@ def test_the_emulated_program_is_the_cuda_one_a_thread_at_a_time():
 
 def _name(t) -> str:
     return (f"tk{t.tk}-{t.min_blocks}blocks" + ("-prefetch" if t.prefetch else "") + ("-async" if t.async_copy else "")
-            + ("-unmasked" if t.unmasked else ""))
+            + ("-unmasked" if t.unmasked else "") + f"-n{t.tn}")
 
 
 @pytest.mark.parametrize("t", cuda_matmul_simt.CANDIDATES, ids=_name)
@@ -183,16 +183,19 @@ def test_the_programs_assemble_for_sm90a_without_spills(tmp_path, t):
         assert int(re.search(r"Used (\d+) registers", r.stderr).group(1)) <= 65536 // (256 * t.min_blocks)
         ptx = (tmp_path / f"simt{k}.cu.ptx").read_text()
         # unmasked: the last tile's multiply-adds peeled after the loop (a second copy of a tile's)
-        shared = 8 * t.tk if t.unmasked else 4 * (t.tk + t.prefetch)
-        assert ptx.count("ld.shared.v4.f32") == shared and ptx.count("fma.rn.f32") == 64 * t.tk * (1 + t.unmasked)
-        groups = 2 * t.tk // 8  # a thread's float4 groups of A (and of B) in the first tile and the loop's
+        per_k = 2 + t.tn // 64  # two float4 of A's rows, two or four of B's columns
+        shared = 2 * per_k * t.tk if t.unmasked else per_k * (t.tk + t.prefetch)
+        fmas = 8 * t.tn // 16 * t.tk * (1 + t.unmasked)
+        assert ptx.count("ld.shared.v4.f32") == shared and ptx.count("fma.rn.f32") == fmas
+        groups = 2 * t.tk // 8  # a thread's float4 groups of A in the first tile and the loop's
+        b_groups = groups * t.tn // 128  # and of B (a 256-column tile: twice as many)
         if t.async_copy:  # A's groups as four 4-byte copies, B's one 16-byte copy (elements: four); one wait each
             assert ptx.count("ld.global.nc.v4.f32") == 0 and ptx.count("cp.async.wait_all") == 2
-            assert ptx.count("cp.async.cg.shared.global") == (groups if k == 0 else 0)
-            assert ptx.count("cp.async.ca.shared.global") == groups * (4 if k == 0 else 8)
+            assert ptx.count("cp.async.cg.shared.global") == (b_groups if k == 0 else 0)
+            assert ptx.count("cp.async.ca.shared.global") == 4 * groups + (0 if k == 0 else 4 * b_groups)
             assert ptx.count("bar.sync") == 2  # TileLang adds none (cuda.OWN_BARRIERS)
         else:
-            assert ptx.count("ld.global.nc.v4.f32") == (2 * groups if k == 0 else 0)
+            assert ptx.count("ld.global.nc.v4.f32") == (groups + b_groups if k == 0 else 0)
         assert "mma" not in ptx and "tf32" not in ptx
 
 

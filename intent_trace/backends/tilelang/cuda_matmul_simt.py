@@ -66,17 +66,21 @@ class SimtTiling:
     #: N are read clamped into the matrix (they feed only outputs that are never stored), and K's partial tile is
     #: the first one (k < 0 read as zeros), so every later tile lies inside K: no check, no branch in the loop
     unmasked: bool = False
+    #: the block tile's columns: 128, or 256 (a thread's 8 x 16 block of C: six 16-byte shared loads for 128
+    #: multiply-adds a k instead of four for 64; 128 accumulators, so one block an SM)
+    tn: int = 128
 
 
 #: the tiling the programs use (tools/simt_ab.py compares others on the GPU)
 SIMT = SimtTiling()
 #: the tilings tools/simt_ab.py times side by side (tests run each emulated and assemble each for sm_90a without
 #: spills): the masked default, then the unmasked mainloops -- next tile in registers (tk 8, or 8 with fragments
-#: double-buffered) or by cp.async (tk 8 or 16; no staging registers, so tk 16 fits two blocks an SM). The masked
-#: variants measured on the H100 (tk 16 at one block an SM, cp.async masked) all lost to the default.
+#: double-buffered) or by cp.async (no staging registers, so tk 16 fits two blocks an SM), 128 or 256 columns a
+#: block. The masked variants measured on the H100 (tk 16 at one block an SM, cp.async) all lost to the default.
 CANDIDATES = (SIMT, SimtTiling(8, 2, unmasked=True), SimtTiling(8, 2, True, unmasked=True),
               SimtTiling(8, 2, False, True, unmasked=True), SimtTiling(16, 2, False, True, unmasked=True),
-              SimtTiling(16, 2, True, True, unmasked=True))
+              SimtTiling(8, 1, unmasked=True, tn=256), SimtTiling(8, 1, True, unmasked=True, tn=256),
+              SimtTiling(8, 1, False, True, unmasked=True, tn=256), SimtTiling(16, 1, False, True, unmasked=True, tn=256))
 
 # a thread's place in the 16 x 16 grid of 4 x 4 groups: warp w = tx // 32 covers ty 4 (w // 2) .. +3, tc 8 (w % 2) .. +7
 _TY, _TC = "(tx // 64 * 4 + tx % 32 // 8)", "(tx // 32 % 2 * 8 + tx % 8)"
@@ -108,9 +112,39 @@ class _Program:
         """The loop of a 16-byte access (emulated: four element accesses)."""
         return "T.serial" if self.emulated else "T.vectorized"
 
+    @property
+    def pn(self) -> int:
+        """A thread's columns of C (8 or 16: two or four 4-column groups 64 apart)."""
+        return self.t.tn // 16
+
+    @property
+    def cq(self) -> int:
+        """The 128-column pieces of B's tile: a thread loads a float4 group of each a row."""
+        return self.t.tn // 128
+
     def acc(self, j: str = "j") -> str:
         """Register ``(i, j)`` of the thread's block (emulated: of thread ``tx``'s row of the block's buffer)."""
-        return f"acc[tx * 64 + i * 8 + {j}]" if self.emulated else f"acc[i * 8 + {j}]"
+        return f"acc[tx * {PER * self.pn} + i * {self.pn} + {j}]" if self.emulated else f"acc[i * {self.pn} + {j}]"
+
+    def b_in_tile(self) -> tuple:
+        """(k, column) in B's tile of the float4 group ``l`` this thread loads: k ``tx // 32 + 8 l``, columns
+        ``tx % 32 * 4`` (a warp 512 contiguous bytes); in a 256-column tile, ``l``'s parity picks the piece."""
+        if self.cq == 1:
+            return "tx // 32 + 8 * l", "tx % 32 * 4"
+        return f"tx // 32 + 8 * (l // {self.cq})", f"tx % 32 * 4 + l % {self.cq} * 128"
+
+    def b_at(self, tile: str) -> tuple:
+        """(k, column) in B of that group of tile ``tile``."""
+        k, c = self.b_in_tile()
+        return f"({tile}) * {self.t.tk} + {k}", f"bx * {self.t.tn} + {c}"
+
+    def loops(self, a: list, b: list) -> list:
+        """A's lines and B's (indented) in the loop over this thread's float4 groups: one loop for both when B's
+        tile is 128 wide, else one each (B has ``cq`` times as many)."""
+        n = self.t.tk // 8
+        if self.cq == 1:
+            return [f"for l in T.unroll({n}):", *a, *b]
+        return [f"for l in T.unroll({n}):", *a, f"for l in T.unroll({n * self.cq}):", *b]
 
     def fetch(self, tile: str) -> list:
         """Tile ``tile``'s global loads into this thread's registers ``ga``, ``gb`` (``tk / 8`` float4 groups each):
@@ -118,31 +152,29 @@ class _Program:
         columns ``tx % 32 * 4`` (a warp 512 contiguous bytes)."""
         m, k, n = f"d{self.m}", f"d{self.k}", f"d{self.n}"
         ar, ak = f"by * {TILE} + tx // 2", f"({tile}) * {self.t.tk} + tx % 2 * 4 + 8 * l"
-        bk, bc = f"({tile}) * {self.t.tk} + tx // 32 + 8 * l", f"bx * {TILE} + tx % 32 * 4"
-        lines = [f"for l in T.unroll({self.t.tk // 8}):"]
+        (bk, bc) = self.b_at(tile)
         if self.t.unmasked:
-            return lines + self._unmasked(tile)
+            return self.loops(*self._unmasked(tile))
         if self.vector:  # a group is wholly inside or wholly outside (K, N multiples of 4)
-            for g, a, cond, at in (("ga", "A", f"{ar} < {m} and {ak} < {k}", f"{ar}, {ak} + v"),
-                                   ("gb", "B", f"{bk} < {k} and {bc} < {n}", f"{bk}, {bc} + v")):
-                lines += [f"    if {cond}:", f"        for v in {self.vec}(4):",
-                          f"            {g}[l * 4 + v] = {a}[{at}]", "    else:",
-                          f"        for v in {self.vec}(4):", f"            {g}[l * 4 + v] = T.float32(0)"]
-            return lines
-        lines += ["    for v in T.unroll(4):",
-                  f"        ga[l * 4 + v] = T.if_then_else({ar} < {m} and {ak} + v < {k}, "
-                  f"A[T.min({ar}, {m} - 1), T.min({ak} + v, {k} - 1)], T.float32(0))",
-                  f"        gb[l * 4 + v] = T.if_then_else({bk} < {k} and {bc} + v < {n}, "
-                  f"B[T.min({bk}, {k} - 1), T.min({bc} + v, {n} - 1)], T.float32(0))"]
-        return lines
+            a, b = ([f"    if {cond}:", f"        for v in {self.vec}(4):", f"            {g}[l * 4 + v] = {x}[{at}]",
+                     "    else:", f"        for v in {self.vec}(4):", f"            {g}[l * 4 + v] = T.float32(0)"]
+                    for g, x, cond, at in (("ga", "A", f"{ar} < {m} and {ak} < {k}", f"{ar}, {ak} + v"),
+                                           ("gb", "B", f"{bk} < {k} and {bc} < {n}", f"{bk}, {bc} + v")))
+            return self.loops(a, b)
+        return self.loops(["    for v in T.unroll(4):",
+                           f"        ga[l * 4 + v] = T.if_then_else({ar} < {m} and {ak} + v < {k}, "
+                           f"A[T.min({ar}, {m} - 1), T.min({ak} + v, {k} - 1)], T.float32(0))"],
+                          ["    for v in T.unroll(4):",
+                           f"        gb[l * 4 + v] = T.if_then_else({bk} < {k} and {bc} + v < {n}, "
+                           f"B[T.min({bk}, {k} - 1), T.min({bc} + v, {n} - 1)], T.float32(0))"])
 
     def _unmasked_sources(self, tile: str) -> tuple:
         """(A's condition, A's element, B's condition, B's element or 16-byte group start without its closing
         bracket) of :meth:`copy` for an ``unmasked`` tiling (see :meth:`_unmasked`): only tile 0 checks k >= 0."""
         m, k, n, tk = f"d{self.m}", f"d{self.k}", f"d{self.n}", self.t.tk
         pad = f"(T.ceildiv({k}, {tk}) * {tk} - {k})"
-        ak, bk = f"({tile}) * {tk} + tx % 2 * 4 + 8 * l - {pad}", f"({tile}) * {tk} + tx // 32 + 8 * l - {pad}"
-        ar, bc = f"T.min(by * {TILE} + tx // 2, {m} - 1)", f"bx * {TILE} + tx % 32 * 4"
+        (bk, bc), ak = self.b_at(tile), f"({tile}) * {tk} + tx % 2 * 4 + 8 * l - {pad}"
+        ar, bk = f"T.min(by * {TILE} + tx // 2, {m} - 1)", f"{bk} - {pad}"
         bc = f"T.min({bc}, {n} - 4)" if self.vector else f"T.min({bc} + v, {n} - 1)"
         if tile != "0":
             return "True", f"A[{ar}, {ak} + v]", "True", f"B[{bk}, {bc}"
@@ -155,16 +187,17 @@ class _Program:
         is wholly before K or inside it, since the zeros' count is a multiple of 4 when K is."""
         a_ok, a_src, b_ok, b_src = self._unmasked_sources(tile)
         b_src += " + v]" if self.vector else "]"
-        lines = []
+        both = []
         for g, ok, src in (("ga", a_ok, a_src), ("gb", b_ok, b_src)):
             if ok == "True":
-                lines += [f"    for v in {self.vec if self.vector else 'T.unroll'}(4):", f"        {g}[l * 4 + v] = {src}"]
+                lines = [f"    for v in {self.vec if self.vector else 'T.unroll'}(4):", f"        {g}[l * 4 + v] = {src}"]
             elif self.vector:
-                lines += [f"    if {ok}:", f"        for v in {self.vec}(4):", f"            {g}[l * 4 + v] = {src}",
-                          "    else:", f"        for v in {self.vec}(4):", f"            {g}[l * 4 + v] = T.float32(0)"]
+                lines = [f"    if {ok}:", f"        for v in {self.vec}(4):", f"            {g}[l * 4 + v] = {src}",
+                         "    else:", f"        for v in {self.vec}(4):", f"            {g}[l * 4 + v] = T.float32(0)"]
             else:
-                lines += ["    for v in T.unroll(4):", f"        {g}[l * 4 + v] = T.if_then_else({ok}, {src}, T.float32(0))"]
-        return lines
+                lines = ["    for v in T.unroll(4):", f"        {g}[l * 4 + v] = T.if_then_else({ok}, {src}, T.float32(0))"]
+            both.append(lines)
+        return both
 
     def copy(self, tile: str, buf: str) -> list:
         """Tile ``tile`` of A and B from global memory into shared buffer ``buf`` by ``cp.async`` (``async_copy``):
@@ -173,8 +206,8 @@ class _Program:
         same elements assigned."""
         m, k, n = f"d{self.m}", f"d{self.k}", f"d{self.n}"
         ar, ak = f"by * {TILE} + tx // 2", f"({tile}) * {self.t.tk} + tx % 2 * 4 + 8 * l"
-        bk, bc = f"({tile}) * {self.t.tk} + tx // 32 + 8 * l", f"bx * {TILE} + tx % 32 * 4"
-        a_dst, b_dst = f"A_s[{buf}, tx % 2 * 4 + 8 * l + v, tx // 2]", f"B_s[{buf}, tx // 32 + 8 * l, tx % 32 * 4"
+        (bk, bc), (sk, sc) = self.b_at(tile), self.b_in_tile()
+        a_dst, b_dst = f"A_s[{buf}, tx % 2 * 4 + 8 * l + v, tx // 2]", f"B_s[{buf}, {sk}, {sc}"
         if self.t.unmasked:
             a_ok, a_src, b_ok, b_src = self._unmasked_sources(tile)
         elif self.vector:  # a group is wholly inside or wholly outside (K, N multiples of 4)
@@ -183,63 +216,57 @@ class _Program:
         else:
             a_ok, a_src = f"{ar} < {m} and {ak} + v < {k}", f"A[T.min({ar}, {m} - 1), T.min({ak} + v, {k} - 1)]"
             b_ok, b_src = f"{bk} < {k} and {bc} + v < {n}", f"B[T.min({bk}, {k} - 1), T.min({bc} + v, {n} - 1)"
-        lines = [f"for l in T.unroll({self.t.tk // 8}):", "    for v in T.unroll(4):"]
+        each = "    for v in T.unroll(4):"
         if self.emulated:
             b_whole = f"{b_src} + v]" if self.vector else f"{b_src}]"
-            return lines + [f"        {a_dst} = T.if_then_else({a_ok}, {a_src}, T.float32(0))",
-                            f"        {b_dst} + v] = T.if_then_else({b_ok}, {b_whole}, T.float32(0))"]
+            return self.loops([each, f"        {a_dst} = T.if_then_else({a_ok}, {a_src}, T.float32(0))"],
+                              [each, f"        {b_dst} + v] = T.if_then_else({b_ok}, {b_whole}, T.float32(0))"])
 
         def cp(size: int, dst: str, src: str, ok: str) -> str:
             flag = "1" if ok == "True" else f"T.Cast('int32', {ok})"
             return (f"T.evaluate(T.call_extern('int32', 'itc_cp_async{size}', T.access_ptr({dst}, 'w'), "
                     f"T.access_ptr({src}, 'r'), {flag}))")
 
-        lines.append(f"        {cp(4, a_dst, a_src, a_ok)}")
+        a = [each, f"        {cp(4, a_dst, a_src, a_ok)}"]
         if self.vector:
-            return lines + [f"    {cp(16, b_dst + ']', b_src + ']', b_ok)}"]
-        return lines + [f"        {cp(4, b_dst + ' + v]', b_src + ']', b_ok)}"]
+            return self.loops(a, [f"    {cp(16, b_dst + ']', b_src + ']', b_ok)}"])
+        return self.loops(a, [each, f"        {cp(4, b_dst + ' + v]', b_src + ']', b_ok)}"])
 
     def stash(self, buf: str) -> list:
         """The registers ``ga``, ``gb`` into shared buffer ``buf``: A transposed (four element stores, no bank
         conflict: the padded rows), B as it is (one 16-byte store a group)."""
-        return [f"for l in T.unroll({self.t.tk // 8}):",
-                "    for v in T.unroll(4):",
-                f"        A_s[{buf}, tx % 2 * 4 + 8 * l + v, tx // 2] = ga[l * 4 + v]",
-                f"    for v in {self.vec}(4):",
-                f"        B_s[{buf}, tx // 32 + 8 * l, tx % 32 * 4 + v] = gb[l * 4 + v]"]
+        sk, sc = self.b_in_tile()
+        return self.loops(["    for v in T.unroll(4):", f"        A_s[{buf}, tx % 2 * 4 + 8 * l + v, tx // 2] = ga[l * 4 + v]"],
+                          [f"    for v in {self.vec}(4):", f"        B_s[{buf}, {sk}, {sc} + v] = gb[l * 4 + v]"])
 
     def reg(self, name: str, at: str) -> str:
         """Fragment register ``name[at]`` of a prefetching program (emulated: of thread ``tx``'s row, since the
         registers live across a barrier)."""
-        return f"{name}[tx * {2 * PER} + {at}]" if self.emulated else f"{name}[{at}]"
+        size = 2 * (PER if name == "a" else self.pn)
+        return f"{name}[tx * {size} + {at}]" if self.emulated else f"{name}[{at}]"
 
-    def fragments(self, buf: str, kk: str, slot: str) -> list:
-        """Value ``kk`` of shared buffer ``buf``'s fragments (two float4 of A's rows, two of B's columns) into
-        fragment slot ``slot``."""
-        return ["for h in T.unroll(2):",
-                f"    for v in {self.vec}(4):",
-                f"        {self.reg('a', f'{slot} * 8 + h * 4 + v')} = A_s[{buf}, {kk}, {_TY} * 4 + h * 64 + v]",
-                f"    for v in {self.vec}(4):",
-                f"        {self.reg('b', f'{slot} * 8 + h * 4 + v')} = B_s[{buf}, {kk}, {_TC} * 4 + h * 64 + v]"]
+    def fragments(self, buf: str, kk: str, slot: str | None = None) -> list:
+        """Value ``kk`` of shared buffer ``buf``'s fragments (two float4 of A's rows, two or four of B's columns)
+        into fragment slot ``slot`` (None: the one slot of a program that does not prefetch)."""
+        def at(name: str, per: int) -> str:
+            return f"{name}[h * 4 + v]" if slot is None else self.reg(name, f"{slot} * {per} + h * 4 + v")
 
-    def products(self, slot: str) -> list:
-        """The 64 fused multiply-adds of fragment slot ``slot``."""
-        a, b = self.reg("a", f"{slot} * 8 + i"), self.reg("b", f"{slot} * 8 + j")
-        return [f"for i in T.unroll({PER}):", f"    for j in T.unroll({PER}):",
+        return ["for h in T.unroll(2):", f"    for v in {self.vec}(4):",
+                f"        {at('a', PER)} = A_s[{buf}, {kk}, {_TY} * 4 + h * 64 + v]",
+                f"for h in T.unroll({self.pn // 4}):", f"    for v in {self.vec}(4):",
+                f"        {at('b', self.pn)} = B_s[{buf}, {kk}, {_TC} * 4 + h * 64 + v]"]
+
+    def products(self, slot: str | None = None) -> list:
+        """The fused multiply-adds of fragment slot ``slot`` (64 or 128)."""
+        a, b = ("a[i]", "b[j]") if slot is None else (self.reg("a", f"{slot} * {PER} + i"),
+                                                      self.reg("b", f"{slot} * {self.pn} + j"))
+        return [f"for i in T.unroll({PER}):", f"    for j in T.unroll({self.pn}):",
                 f"        {self.acc()} = T.call_extern('float32', 'fmaf', {a}, {b}, {self.acc()})"]
 
     def step(self, buf: str) -> list:
-        """The multiply-adds of shared buffer ``buf``: per k, the thread's fragments (two float4 of A's rows, two of
-        B's columns) and its 64 fused multiply-adds."""
-        return [f"for kk in T.unroll({self.t.tk}):",
-                "    for h in T.unroll(2):",
-                f"        for v in {self.vec}(4):",
-                f"            a[h * 4 + v] = A_s[{buf}, kk, {_TY} * 4 + h * 64 + v]",
-                f"        for v in {self.vec}(4):",
-                f"            b[h * 4 + v] = B_s[{buf}, kk, {_TC} * 4 + h * 64 + v]",
-                f"    for i in T.unroll({PER}):",
-                f"        for j in T.unroll({PER}):",
-                f"            {self.acc()} = T.call_extern('float32', 'fmaf', a[i], b[j], {self.acc()})"]
+        """The multiply-adds of shared buffer ``buf``: per k, the thread's fragments and its multiply-adds."""
+        return [f"for kk in T.unroll({self.t.tk}):", *(f"    {x}" for x in self.fragments(buf, "kk")),
+                *(f"    {x}" for x in self.products())]
 
     def store(self) -> list:
         """The thread's block into C (inside C only). A thread whose block holds a NaN first recomputes each NaN
@@ -247,8 +274,8 @@ class _Program:
         unrolled once per element, stay behind one flag, off the common path, and the stores are the common
         path's (one copy: nvcc merged a second copy's element stores with the 16-byte ones and split those)."""
         m, k, n, acc = f"d{self.m}", f"d{self.k}", f"d{self.n}", self.acc()
-        row, col = f"by * {TILE} + {_row('i')}", f"bx * {TILE} + {_col('j')}"
-        each = [f"for i in T.unroll({PER}):", f"    for j in T.unroll({PER}):"]
+        row, col = f"by * {TILE} + {_row('i')}", f"bx * {self.t.tn} + {_col('j')}"
+        each = [f"for i in T.unroll({PER}):", f"    for j in T.unroll({self.pn}):"]
         lines = ["nan_l[0] = 0", *each,
                  f"        if T.call_extern('int32', 'itc_is_nan', {acc}) != 0:",
                  "            nan_l[0] = 1",
@@ -264,8 +291,8 @@ class _Program:
         if not self.vector:
             return lines + each + [f"        if {row} < {m} and {col} < {n}:", f"            C[{row}, {col}] = {acc}"]
         # a group of four columns: inside C or wholly outside it (N a multiple of 4), one 16-byte store
-        group = f"bx * {TILE} + {_col('h * 4')}"
-        return lines + [f"for i in T.unroll({PER}):", "    for h in T.unroll(2):",
+        group = f"bx * {self.t.tn} + {_col('h * 4')}"
+        return lines + [f"for i in T.unroll({PER}):", f"    for h in T.unroll({self.pn // 4}):",
                         f"        if {row} < {m} and {group} < {n}:",
                         f"            for v in {self.vec}(4):",
                         f"                C[{row}, {group} + v] = {self.acc('h * 4 + v')}"]
@@ -309,16 +336,16 @@ class _Program:
         tk, nk = self.t.tk, f"T.ceildiv(d{self.k}, {self.t.tk})"
         sync = [] if self.emulated else ["T.sync_threads()"]
         nxt = "ko + 1 < " + nk
-        init = [f"for i in T.unroll({PER}):", f"    for j in T.unroll({PER}):", f"        {self.acc()} = T.float32(0)"]
-        regs = THREADS * PER * PER if self.emulated else PER * PER
+        init = [f"for i in T.unroll({PER}):", f"    for j in T.unroll({self.pn}):", f"        {self.acc()} = T.float32(0)"]
+        regs = (THREADS if self.emulated else 1) * PER * self.pn
         memory = "alloc_local" if self.emulated else "alloc_shared"
-        fragment = (THREADS if self.emulated else 1) * 2 * PER if self.t.prefetch else PER
+        a_frag, b_frag = ((THREADS if self.emulated else 1) * 2 * x if self.t.prefetch else x for x in (PER, self.pn))
         staging = [] if self.t.async_copy else [f"ga = T.alloc_local(({tk // 2},), 'float32')",
-                                                 f"gb = T.alloc_local(({tk // 2},), 'float32')"]
+                                                 f"gb = T.alloc_local(({tk // 2 * self.cq},), 'float32')"]
         head = [f"A_s = T.{memory}((2, {tk}, {TILE + PAD}), 'float32')  # A's tiles, k-major, rows padded",
-                f"B_s = T.{memory}((2, {tk}, {TILE}), 'float32')",
+                f"B_s = T.{memory}((2, {tk}, {self.t.tn}), 'float32')",
                 f"acc = T.alloc_local(({regs},), 'float32')",
-                f"a = T.alloc_local(({fragment},), 'float32')", f"b = T.alloc_local(({fragment},), 'float32')",
+                f"a = T.alloc_local(({a_frag},), 'float32')", f"b = T.alloc_local(({b_frag},), 'float32')",
                 *staging, "s = T.alloc_local((1,), 'float32')", "nan_l = T.alloc_local((1,), 'int32')"]
         if not self.emulated:
             head += ["tx = T.get_thread_binding()", f"T.annotate_min_blocks_per_sm({self.t.min_blocks})"]
@@ -379,10 +406,10 @@ def simt(graph, target, tiling: SimtTiling | None = None) -> list:
         cuda_epilogue.declare_params(graph, target, names)[0])
     m, n = match.m, match.n
     if emulated:
-        launch = (f"with T.Kernel(T.ceildiv(d{n}, {TILE}) * T.ceildiv(d{m}, {TILE}), prelude=PRELUDE) as blk:\n"
-                  f"        bx = blk % T.ceildiv(d{n}, {TILE})\n        by = blk // T.ceildiv(d{n}, {TILE})")
+        launch = (f"with T.Kernel(T.ceildiv(d{n}, {t.tn}) * T.ceildiv(d{m}, {TILE}), prelude=PRELUDE) as blk:\n"
+                  f"        bx = blk % T.ceildiv(d{n}, {t.tn})\n        by = blk // T.ceildiv(d{n}, {t.tn})")
     else:
-        launch = (f"with T.Kernel(T.ceildiv(d{n}, {TILE}), T.ceildiv(d{m}, {TILE}), threads={THREADS}, "
+        launch = (f"with T.Kernel(T.ceildiv(d{n}, {t.tn}), T.ceildiv(d{m}, {TILE}), threads={THREADS}, "
                   f"prelude=PRELUDE) as (bx, by):")
     specs = []
     for vector in (True, False):
@@ -410,8 +437,8 @@ def kernel({params}):
         pipelining = "double-buffered shared tiles, next tile " + (
             "by cp.async" if t.async_copy else "in registers") + (
             ", fragments double-buffered in registers" if t.prefetch else "")
-        described = (("program", spec.name), ("operands", "f32"), ("tile", f"{TILE}x{TILE}x{t.tk}"),
-                  ("threads", THREADS), ("per_thread", f"{PER}x{PER}"), ("pipelining", pipelining),
+        described = (("program", spec.name), ("operands", "f32"), ("tile", f"{TILE}x{t.tn}x{t.tk}"),
+                     ("threads", THREADS), ("per_thread", f"{PER}x{t.tn // 16}"), ("pipelining", pipelining),
                   ("accesses", accesses))
         part = Part("tiled_matmul", _REASON, described, nodes=tuple(graph.body.nodes))
         aligned = ((match.k, 4), (match.n, 4)) if vector else ()
