@@ -2,12 +2,13 @@
 CUTLASS's SIMT kernels are (never ``T.gemm``: f32 tensor-core MMAs are TF32, a reduced-precision product, and
 Hopper's wgmma takes no FP32 operands).
 
-The block computes a 128 x 128 tile of C with 256 threads, ``SimtTiling.tk`` values of k at a time:
+The block computes a 128 x ``SimtTiling.tn`` (128 or 256) tile of C with 256 threads, ``SimtTiling.tk`` values of
+k at a time:
 
-- Each thread owns an 8 x 8 block of C in registers, as 2 x 2 blocks of 4 x 4: rows ``4 ty + {0..3}`` and
-  ``64 + 4 ty + {0..3}``, columns ``4 tc + {0..3}`` and ``64 + 4 tc + {0..3}``. Its A and B fragments of one k are
-  then two 16-byte shared loads each (LDS.128). A warp is 4 ``ty`` by 8 ``tc``: the eight threads of a quarter
-  warp read 128 contiguous bytes of B and one broadcast float4 of A, so no shared load conflicts.
+- Each thread owns an 8 x 8 (8 x 16) block of C in registers, as blocks of 4 x 4: rows ``4 ty + {0..3}`` and
+  ``64 + 4 ty + {0..3}``, columns ``4 tc + {0..3}`` + 64 h (h < 2, or 4). Its A and B fragments of one k are then
+  16-byte shared loads (LDS.128): two of A, two (four) of B. A warp is 4 ``ty`` by 8 ``tc``: the eight threads of
+  a quarter warp read 128 contiguous bytes of B and one broadcast float4 of A, so no shared load conflicts.
 - Products are added with one fused multiply-add each (``fmaf``; T10 allows FMA inside a contraction; the result
   is within T5's bound, not the serial program's bits) in ascending k.
 - A's tile is stored k-major (``A_s[k, m]``, so that a thread's four rows are contiguous); its rows are padded to
@@ -24,7 +25,12 @@ The block computes a 128 x 128 tile of C with 256 threads, ``SimtTiling.tk`` val
   16-byte aligned start); a 4-element group is then inside the matrix or wholly outside it, so one bounds check a
   group. Other K, N take the same program with element loads and stores, each checked.
 - Tails: loads past M, N and K read zeros (an exact ``+0`` product each: both operands of a k past K are zero),
-  and only elements inside C are stored, so any M, N, K > 0 runs.
+  and only elements inside C are stored, so any M, N, K > 0 runs. ``unmasked`` (CUTLASS's residue-first
+  mainloop) takes the checks out of the K loop: K's partial tile comes first (its k < 0 are the zeros, so the sum
+  is still in ascending k, from +0), rows of A past M and columns of B past N are read clamped into the matrix
+  (they feed only outputs that are never stored), the loop runs over every tile but the last with no condition
+  and no branch, and the last tile's multiply-adds follow it (sm_90a: a tile's non-FFMA instructions 112 -> 66 at
+  tk 8, 128 columns).
 - NaN: NVIDIA arithmetic gives a NaN result its canonical payload, so a thread whose block holds a NaN recomputes
   each of its NaN outputs with the serial program's own helpers (x86 NaN rules, :mod:`.cuda`) before storing; the
   flag check keeps that loop off the common path.
@@ -436,7 +442,8 @@ def kernel({params}):
         accesses = "16-byte (K and N multiples of 4)" if vector else "elements (K or N not a multiple of 4)"
         pipelining = "double-buffered shared tiles, next tile " + (
             "by cp.async" if t.async_copy else "in registers") + (
-            ", fragments double-buffered in registers" if t.prefetch else "")
+            ", fragments double-buffered in registers" if t.prefetch else "") + (
+            ", unmasked K loop (K's partial tile first, the last peeled)" if t.unmasked else "")
         described = (("program", spec.name), ("operands", "f32"), ("tile", f"{TILE}x{t.tn}x{t.tk}"),
                      ("threads", THREADS), ("per_thread", f"{PER}x{t.tn // 16}"), ("pipelining", pipelining),
                   ("accesses", accesses))
