@@ -1,8 +1,10 @@
-"""The f32 matmul on CUDA cores (cuda_matmul_simt): an SGEMM -- a 128 x 128 block tile of 256 threads, an 8 x 8
-register block a thread (two float4 fragments of A and of B a k), double-buffered shared tiles, the next tile's
-global loads in registers before the current tile's multiply-adds, 16-byte global loads and stores where K and N are
-multiples of 4 (element ones otherwise), one fused multiply-add a product (T10), tails read as zeros and stored only
-inside C, NaN outputs recomputed by the serial program (x86's payloads).
+"""The f32 matmul on CUDA cores (cuda_matmul_simt): an SGEMM -- 256 threads a block, a thread's 8 x 8 (or 8 x 16)
+register block of C (two float4 fragments of A and two or four of B a k), double-buffered shared tiles, the next
+tile's global loads in registers before the current tile's multiply-adds, 16-byte global loads and stores where K
+and N are multiples of 4 (element ones otherwise), one fused multiply-add a product (T10), tails read as zeros and
+stored only inside C, NaN outputs recomputed by the serial program (x86's payloads). The calls get
+``cuda_matmul_simt.SIMT`` (the unmasked 128 x 256 program: test_tilelang_cuda_matmul_simt_tilings.py reads its
+text); the structure tests here read the masked 128 x 128 program's (``STAGED``), the kernel tests run the default.
 
 On the H100 (the lead's run)::
 

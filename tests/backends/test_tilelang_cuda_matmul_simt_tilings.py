@@ -17,6 +17,7 @@ sum |a||b|) and against the serial program's NaN payloads:
 import numpy as np
 import pytest
 from backends.test_tilelang_cuda_matmul_f32 import EMULATED, SIMT_TARGETS, _check, matmul_f32
+from backends.tilelang_support import cuda_source
 from conftest import EXECUTABLE_TARGETS
 
 import intent_trace as intent
@@ -27,9 +28,10 @@ from intent_trace.backends.tilelang import target as tl_target
 
 RNG = np.random.default_rng(1717)
 S = cuda_matmul_simt.SimtTiling
-#: one of each mainloop: next tile in registers (tk 8; prefetching fragments at 256 columns) or by cp.async (tk 16)
-TILINGS = (S(8, 2, unmasked=True), S(16, 2, False, True, unmasked=True), S(8, 1, True, unmasked=True, tn=256),
-           S(16, 1, False, True, unmasked=True, tn=256))
+#: the default (256 columns, the next tile in registers) and one of each other mainloop: 128 columns, fragments
+#: double-buffered, the next tile by cp.async (tk 16)
+TILINGS = (cuda_matmul_simt.SIMT, S(8, 2, unmasked=True), S(16, 2, False, True, unmasked=True),
+           S(8, 1, True, unmasked=True, tn=256), S(16, 1, False, True, unmasked=True, tn=256))
 SIMT = [t for t in EXECUTABLE_TARGETS if t in SIMT_TARGETS]
 
 
@@ -76,6 +78,25 @@ def test_the_unmasked_loop_has_no_check_and_peels_its_last_tile():
             assert after.count("'fmaf'") == (3 if t.prefetch else 1)
             assert spec.part.param("tile") == f"128x{t.tn}x{t.tk}" and spec.part.param("per_thread") == \
                 f"8x{t.tn // 16}"
+
+
+def test_the_default_is_the_unmasked_256_column_program():
+    """What the calls get (the fastest in tools/simt_ab.py on the H100): a 128 x 256 block tile, each thread's 8 x 16
+    block of C (four float4 of B's columns a k, 128 multiply-adds), the next tile staged in registers, one block an
+    SM (241 registers), the unmasked loop; sm_90a source with 16-byte shared and global loads."""
+    t = cuda_matmul_simt.SIMT
+    assert (t.tk, t.min_blocks, t.prefetch, t.async_copy, t.unmasked, t.tn) == (8, 1, False, False, True, 256)
+    vector, element = cuda_matmul_simt.simt(matmul_f32.trace(), targets.CUDA)
+    for spec in (vector, element):
+        p = spec.program
+        assert "T.Kernel(T.ceildiv(d2, 256), T.ceildiv(d0, 128), threads=256" in p
+        assert "B_s = T.alloc_shared((2, 8, 256), 'float32')" in p and "acc = T.alloc_local((128,), 'float32')" in p
+        assert "for h in T.unroll(4):" in p and "for j in T.unroll(16):" in p
+        assert "gb = T.alloc_local((8,), 'float32')" in p and "B_s[(ko + 1) % 2, tx // 32 + 8 * (l // 2), " \
+            "tx % 32 * 4 + l % 2 * 128 + v] = gb[l * 4 + v]" in p
+        source = cuda_source(p)
+        assert "__launch_bounds__(256, 1)" in source and "*(float4*)(b + (h" in source
+        assert ("*(float4*)(B + " in source) == (spec is vector)
 
 
 # (M, K, N): residues of K against tk 8 and 16, one tile of K, M and N of 1, 127, 129, a 256-column block's tail,
