@@ -246,9 +246,14 @@ def _check(c, a, b, target):
 @pytest.mark.parametrize("m,k,n", [(1, 1, 1), (3, 7, 5), (7, 4, 8), (1, 256, 4), (128, 16, 128), (127, 129, 128),
                                    (129, 36, 257), (257, 36, 132), (3, 128, 260), (130, 37, 129), (257, 40, 300)])
 def test_f32_matmul_within_t5s_bound_at_tails(compiled, target, m, k, n):
-    exe = compiled(matmul_f32, (m, k, n))
-    a = RNG.standard_normal((m, k)).astype(np.float32)
-    b = RNG.standard_normal((k, n)).astype(np.float32)
+    _check_random(compiled(matmul_f32, (m, k, n)), (m, k, n), target)
+
+
+def _check_random(exe, sizes, target, rng=RNG):
+    """``exe`` on standard normal A (M x K), B (K x N) into a NaN-filled C, checked by :func:`_check`."""
+    m, k, n = sizes
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
     c = np.full((m, n), np.nan, np.float32)
     exe(a, b, c)
     _check(c, a, b, target)
@@ -296,8 +301,4 @@ def test_the_tilings_tools_simt_ab_compares_are_right_too(monkeypatch, tiling, m
     exe = intent.compile(matmul_f32, target="tilelang-c")
     spec = exe.specialization_for(dict(zip((ev.extent for ev in exe.graph.extents), (m, k, n))))
     assert f"A_s = T.alloc_local((2, {tiling.tk}, 132), 'float32')" in spec.program
-    a = RNG.standard_normal((m, k)).astype(np.float32)
-    b = RNG.standard_normal((k, n)).astype(np.float32)
-    c = np.full((m, n), np.nan, np.float32)
-    exe(a, b, c)
-    _check(c, a, b, "tilelang-c")
+    _check_random(exe, (m, k, n), "tilelang-c")

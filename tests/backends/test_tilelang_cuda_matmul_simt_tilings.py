@@ -16,7 +16,7 @@ sum |a||b|) and against the serial program's NaN payloads:
 """
 import numpy as np
 import pytest
-from backends.test_tilelang_cuda_matmul_f32 import EMULATED, SIMT_TARGETS, _check, matmul_f32
+from backends.test_tilelang_cuda_matmul_f32 import EMULATED, SIMT_TARGETS, _check, _check_random, matmul_f32
 from backends.tilelang_support import cuda_source
 from conftest import EXECUTABLE_TARGETS
 
@@ -105,12 +105,7 @@ def test_the_default_is_the_unmasked_256_column_program():
                                    (257, 16, 516), (5, 40, 4)])
 @pytest.mark.parametrize("target", SIMT)
 def test_unmasked_tilings_within_t5s_bound(tiled, target, m, k, n):
-    exe = tiled(target, (m, k, n))
-    a = RNG.standard_normal((m, k)).astype(np.float32)
-    b = RNG.standard_normal((k, n)).astype(np.float32)
-    c = np.full((m, n), np.nan, np.float32)
-    exe(a, b, c)
-    _check(c, a, b, target)
+    _check_random(tiled(target, (m, k, n)), (m, k, n), target, RNG)
 
 
 @pytest.mark.parametrize("m,k,n", [(131, 37, 263), (130, 36, 260)], ids=["elements", "16-byte"])
