@@ -75,7 +75,8 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="*", default=[2048, 4096, 2044, 2047])
     sizes = parser.parse_args().sizes
     texts = programs(sizes)
-    with concurrent.futures.ProcessPoolExecutor(min(16, os.cpu_count() or 8), mp_context=multiprocessing.get_context("spawn")) as pool:
+    spawn = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(min(16, os.cpu_count() or 8), mp_context=spawn) as pool:
         errors = dict(zip(texts, pool.map(compile_error, texts.values())))
     measure(sizes, errors)
 

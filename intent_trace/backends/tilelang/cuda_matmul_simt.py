@@ -196,12 +196,14 @@ class _Program:
         both = []
         for g, ok, src in (("ga", a_ok, a_src), ("gb", b_ok, b_src)):
             if ok == "True":
-                lines = [f"    for v in {self.vec if self.vector else 'T.unroll'}(4):", f"        {g}[l * 4 + v] = {src}"]
+                loop = self.vec if self.vector else "T.unroll"
+                lines = [f"    for v in {loop}(4):", f"        {g}[l * 4 + v] = {src}"]
             elif self.vector:
                 lines = [f"    if {ok}:", f"        for v in {self.vec}(4):", f"            {g}[l * 4 + v] = {src}",
                          "    else:", f"        for v in {self.vec}(4):", f"            {g}[l * 4 + v] = T.float32(0)"]
             else:
-                lines = ["    for v in T.unroll(4):", f"        {g}[l * 4 + v] = T.if_then_else({ok}, {src}, T.float32(0))"]
+                lines = ["    for v in T.unroll(4):",
+                         f"        {g}[l * 4 + v] = T.if_then_else({ok}, {src}, T.float32(0))"]
             both.append(lines)
         return both
 
@@ -242,7 +244,8 @@ class _Program:
         """The registers ``ga``, ``gb`` into shared buffer ``buf``: A transposed (four element stores, no bank
         conflict: the padded rows), B as it is (one 16-byte store a group)."""
         sk, sc = self.b_in_tile()
-        return self.loops(["    for v in T.unroll(4):", f"        A_s[{buf}, tx % 2 * 4 + 8 * l + v, tx // 2] = ga[l * 4 + v]"],
+        return self.loops(["    for v in T.unroll(4):",
+                           f"        A_s[{buf}, tx % 2 * 4 + 8 * l + v, tx // 2] = ga[l * 4 + v]"],
                           [f"    for v in {self.vec}(4):", f"        B_s[{buf}, {sk}, {sc} + v] = gb[l * 4 + v]"])
 
     def reg(self, name: str, at: str) -> str:
@@ -342,7 +345,8 @@ class _Program:
         tk, nk = self.t.tk, f"T.ceildiv(d{self.k}, {self.t.tk})"
         sync = [] if self.emulated else ["T.sync_threads()"]
         nxt = "ko + 1 < " + nk
-        init = [f"for i in T.unroll({PER}):", f"    for j in T.unroll({self.pn}):", f"        {self.acc()} = T.float32(0)"]
+        init = [f"for i in T.unroll({PER}):", f"    for j in T.unroll({self.pn}):",
+                f"        {self.acc()} = T.float32(0)"]
         regs = (THREADS if self.emulated else 1) * PER * self.pn
         memory = "alloc_local" if self.emulated else "alloc_shared"
         a_frag, b_frag = ((THREADS if self.emulated else 1) * 2 * x if self.t.prefetch else x for x in (PER, self.pn))
