@@ -58,7 +58,8 @@ STAGED = cuda_matmul_simt.SimtTiling()
 
 def test_the_calls_get_the_module_s_tiling():
     got = [s.program for s in cuda_kernels.specializations(matmul_f32.trace(), targets.CUDA)]
-    assert got == [s.program for s in cuda_matmul_simt.simt(matmul_f32.trace(), targets.CUDA, cuda_matmul_simt.SIMT)]
+    assert got == [s.program for s in cuda_matmul_simt.simt(matmul_f32.trace(), targets.CUDA)]
+    assert got[:2] == [s.program for s in cuda_matmul_simt.simt(matmul_f32.trace(), targets.CUDA, cuda_matmul_simt.SIMT)]
     assert cuda_matmul_simt.SIMT in cuda_matmul_simt.CANDIDATES
 
 
@@ -296,6 +297,7 @@ def test_the_tilings_tools_simt_ab_compares_are_right_too(monkeypatch, tiling, m
     """Any tiling the A/B tool may pick (cuda_matmul_simt.SIMT): the emulated program within T5's bound at tails, and
     with one tile of K (prefetching: no next tile's fragments)."""
     monkeypatch.setattr(cuda_matmul_simt, "SIMT", tiling)
+    monkeypatch.setattr(cuda_matmul_simt, "WIDE_BLOCKS", 0)  # a 256-column tiling at every size
     monkeypatch.setitem(targets.TARGETS, "tilelang-c", EMULATED)
     monkeypatch.setattr(tl_target, "_EXECUTABLES", {})
     exe = intent.compile(matmul_f32, target="tilelang-c")

@@ -45,6 +45,7 @@ def tiled(request, monkeypatch):
     the call's sizes select the unmasked program of that tiling (16-byte accesses where K and N allow them)."""
     tiling = request.param
     monkeypatch.setattr(cuda_matmul_simt, "SIMT", tiling)
+    monkeypatch.setattr(cuda_matmul_simt, "WIDE_BLOCKS", 0)  # a 256-column tiling at every size
     monkeypatch.setitem(targets.TARGETS, "tilelang-c", EMULATED)
     monkeypatch.setattr(tl_target, "_EXECUTABLES", {})
 
@@ -86,7 +87,8 @@ def test_the_default_is_the_unmasked_256_column_program():
     SM (241 registers), the unmasked loop; sm_90a source with 16-byte shared and global loads."""
     t = cuda_matmul_simt.SIMT
     assert (t.tk, t.min_blocks, t.prefetch, t.async_copy, t.unmasked, t.tn) == (8, 1, False, False, True, 256)
-    vector, element = cuda_matmul_simt.simt(matmul_f32.trace(), targets.CUDA)
+    vector, element, *small = cuda_matmul_simt.simt(matmul_f32.trace(), targets.CUDA)
+    assert [s.part.param("tile") for s in small] == ["128x128x8", "128x128x8"]  # grids under WIDE_BLOCKS
     for spec in (vector, element):
         p = spec.program
         assert "T.Kernel(T.ceildiv(d2, 256), T.ceildiv(d0, 128), threads=256" in p
@@ -97,6 +99,17 @@ def test_the_default_is_the_unmasked_256_column_program():
         source = cuda_source(p)
         assert "__launch_bounds__(256, 1)" in source and "*(float4*)(b + (h" in source
         assert ("*(float4*)(B + " in source) == (spec is vector)
+
+
+@pytest.mark.parametrize("m,n,tn", [(2048, 2048, 256), (2047, 2047, 256), (4096, 4096, 256), (2048, 1792, 128),
+                                    (1024, 1024, 128), (1000, 1000, 128), (3, 5, 128), (8192, 256, 256)])
+def test_grids_of_fewer_than_128_wide_blocks_take_the_128_column_program(m, n, tn):
+    """A 128 x 256 tile a block at one block an SM leaves SMs idle on small grids: below WIDE_BLOCKS (128) such
+    blocks the calls take SMALL's 128 x 128 program (unmasked too), at or above it the default's."""
+    exe = intent.compile(matmul_f32, target="tilelang-cuda")
+    spec = exe.specialization_for(dict(zip((ev.extent for ev in exe.graph.extents), (m, 64, n))))
+    assert spec.part.param("tile") == f"128x{tn}x8" and "unmasked K loop" in spec.part.param("pipelining")
+    assert (-(-m // 128) * -(-n // 256) >= cuda_matmul_simt.WIDE_BLOCKS) == (tn == 256)
 
 
 # (M, K, N): residues of K against tk 8 and 16, one tile of K, M and N of 1, 127, 129, a 256-column block's tail,

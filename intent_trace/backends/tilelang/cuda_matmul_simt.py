@@ -42,11 +42,14 @@ of four elements.
 """
 from __future__ import annotations
 
+import math
+
 import attrs
 
 from ... import types as DT
 from ...schedule.plan import Part
 from . import cuda, cuda_epilogue
+from .cuda_access import Specialization
 from .cuda_matmul import match_matmul
 
 TILE, THREADS, PAD = 128, 256, 4  # the block's tile of C, its threads, the padding of A_s's rows (bank conflicts)
@@ -81,6 +84,13 @@ class SimtTiling:
 #: ran at 0.94 of torch.matmul with TF32 off (46-48 TFLOPS; the masked 128 x 128 program before it 0.79), at 2047^3
 #: (element accesses) 0.835 (0.58)
 SIMT = SimtTiling(8, 1, unmasked=True, tn=256)
+#: the tiling of the calls whose grid of 128 x 256 tiles would have fewer than ``WIDE_BLOCKS`` blocks (one block an
+#: SM: fewer blocks than the H100's 132 SMs leave SMs idle, where 128 x 128 tiles at two blocks an SM spread over
+#: twice as many): the unmasked 128 x 128 program (0.90, 0.91, 0.75 at 2048^3, 4096^3, 2047^3, against the masked
+#: one's 0.79, 0.79, 0.58 on the same grid). 2048^3 is 128 blocks of 128 x 256 (measured: 0.94 against 0.90);
+#: smaller grids are unmeasured
+SMALL = SimtTiling(8, 2, unmasked=True)
+WIDE_BLOCKS = 128
 #: the tilings tools/simt_ab.py times side by side (tests run each emulated and assemble each for sm_90a without
 #: spills): the default, the masked 128 x 128 program it replaced, the unmasked 128 x 128 one (0.90 at 2048^3 and
 #: 4096^3, 0.75 at 2047^3), fragments double-buffered at 256 columns (0.91, 0.84), the next tile by cp.async at
@@ -395,13 +405,38 @@ _REASON = ("a recognised f32 contraction: an SGEMM on CUDA cores (f32 tensor-cor
            "multiply-adds (T10), tails masked, NaN outputs recomputed by the serial program")
 
 
+@attrs.frozen
+class _Filling(Specialization):
+    """A specialisation for the calls whose grid of ``grid`` tiles ((extent index, tile), ...) has at least
+    ``least`` blocks (a 256-column tile's program, which leaves SMs idle below)."""
+
+    grid: tuple = ()
+    least: int = 0
+
+    def applies(self, extents: dict) -> bool:
+        blocks = math.prod(-(-extents[k] // tile) for k, tile in self.grid)
+        return Specialization.applies(self, extents) and blocks >= self.least
+
+
 def simt(graph, target, tiling: SimtTiling | None = None) -> list:
     """The f32 programs on CUDA cores (see the module's docstring) for a plain f32 matmul, or ``[]``: the variant
-    with 16-byte accesses for K, N multiples of 4 first, then the one with element accesses for every other call."""
+    with 16-byte accesses for K, N multiples of 4 first, then the one with element accesses for every other call.
+    No ``tiling``: ``SIMT``'s, and where its tiles are 256 columns wide, for grids of fewer than ``WIDE_BLOCKS`` of
+    them, ``SMALL``'s after them."""
+    specs = _simt(graph, target, tiling or SIMT)
+    if tiling is not None or not specs or SIMT.tn == SMALL.tn:
+        return specs
+    match = match_matmul(graph)
+    grid = ((match.m, 128), (match.n, SIMT.tn))
+    wide = [_Filling(**attrs.asdict(s, recurse=False), grid=grid, least=WIDE_BLOCKS) for s in specs]
+    return wide + _simt(graph, target, SMALL)
+
+
+def _simt(graph, target, t: SimtTiling) -> list:
+    """:func:`simt` for one tiling."""
     match = match_matmul(graph)
     if match is None or match.dtype != "f32" or match.out != "f32" or match.batch is not None or match.epilogue:
         return []
-    t = tiling or SIMT
     emulated = target.name != cuda.NAME
     f32 = DT.f32
     helpers = [target.helper_source(f"it_{op}_f32", op, (f32,), f32, (f32, f32)) for op in ("mul", "add")]
