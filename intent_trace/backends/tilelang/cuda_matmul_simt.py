@@ -428,7 +428,9 @@ def simt(graph, target, tiling: SimtTiling | None = None) -> list:
         return specs
     match = match_matmul(graph)
     grid = ((match.m, 128), (match.n, SIMT.tn))
-    wide = [_Filling(**attrs.asdict(s, recurse=False), grid=grid, least=WIDE_BLOCKS) for s in specs]
+    fill = f"; for grids of at least {WIDE_BLOCKS} of its tiles (fewer leave SMs idle: those take 128x128 tiles)"
+    wide = [_Filling(**{**attrs.asdict(s, recurse=False), "part": attrs.evolve(s.part, reason=s.part.reason + fill)},
+                     grid=grid, least=WIDE_BLOCKS) for s in specs]
     return wide + _simt(graph, target, SMALL)
 
 
