@@ -102,7 +102,8 @@ def test_the_default_is_the_unmasked_256_column_program():
 
 
 @pytest.mark.parametrize("m,n,tn", [(2048, 2048, 256), (2047, 2047, 256), (4096, 4096, 256), (2048, 1792, 128),
-                                    (1024, 1024, 128), (1000, 1000, 128), (3, 5, 128), (16384, 256, 256), (8192, 256, 128)])
+                                    (1024, 1024, 128), (1000, 1000, 128), (3, 5, 128), (16384, 256, 256),
+                                    (8192, 256, 128)])
 def test_grids_of_fewer_than_128_wide_blocks_take_the_128_column_program(m, n, tn):
     """A 128 x 256 tile a block at one block an SM leaves SMs idle on small grids: below WIDE_BLOCKS (128) such
     blocks the calls take SMALL's 128 x 128 program (unmasked too), at or above it the default's."""
