@@ -3,8 +3,8 @@ machine: one JSON line per tiling, variant and size. Each program is compiled in
 parallel: TileLang's disk cache keeps them), then each runs on the same data as torch.matmul and is checked against
 the float64 product within T5's bound before it is timed.
 
-    python3 tools/simt_ab.py                  # the tilings below at 2048^3 and 4096^3 (16-byte variant), 2047^3
-    python3 tools/simt_ab.py --sizes 2048     # (the element variant runs at sizes that are not multiples of 4)
+    python3 tools/simt_ab.py                  # the tilings below at 2048^3, 4096^3, 2044^3 (16-byte variant; 2044:
+    python3 tools/simt_ab.py --sizes 2048     # tails of M, N and K), 2047^3 (the element variant: not multiples of 4)
 
 ``module`` in a line marks the tiling the programs use now (cuda_matmul_simt.SIMT); set SIMT to the fastest.
 """
@@ -12,8 +12,11 @@ import argparse
 import concurrent.futures
 import json
 import multiprocessing
+import os
 import pathlib
 import sys
+
+import attrs
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT)]
@@ -52,8 +55,7 @@ def measure(sizes, errors: dict) -> None:
         exact = a.double() @ b.double()
         bound = (n + 1) * 2.0 ** -24 * (a.abs().double() @ b.abs().double())
         for t in TILINGS:
-            line = {"n": n, "tiling": {"tk": t.tk, "min_blocks": t.min_blocks, "prefetch": t.prefetch,
-                                       "async_copy": t.async_copy},
+            line = {"n": n, "tiling": attrs.asdict(t),
                     "variant": "16-byte" if n % 4 == 0 else "elements", "module": t == S.SIMT,
                     "torch_ms": theirs * 1e3}
             if errors[(t, n % 4 == 0)]:
@@ -70,10 +72,11 @@ def measure(sizes, errors: dict) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--sizes", type=int, nargs="*", default=[2048, 4096, 2047])
+    parser.add_argument("--sizes", type=int, nargs="*", default=[2048, 4096, 2044, 2047])
     sizes = parser.parse_args().sizes
     texts = programs(sizes)
-    with concurrent.futures.ProcessPoolExecutor(8, mp_context=multiprocessing.get_context("spawn")) as pool:
+    spawn = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(min(16, os.cpu_count() or 8), mp_context=spawn) as pool:
         errors = dict(zip(texts, pool.map(compile_error, texts.values())))
     measure(sizes, errors)
 

@@ -1,8 +1,10 @@
-"""The f32 matmul on CUDA cores (cuda_matmul_simt): an SGEMM -- a 128 x 128 block tile of 256 threads, an 8 x 8
-register block a thread (two float4 fragments of A and of B a k), double-buffered shared tiles, the next tile's
-global loads in registers before the current tile's multiply-adds, 16-byte global loads and stores where K and N are
-multiples of 4 (element ones otherwise), one fused multiply-add a product (T10), tails read as zeros and stored only
-inside C, NaN outputs recomputed by the serial program (x86's payloads).
+"""The f32 matmul on CUDA cores (cuda_matmul_simt): an SGEMM -- 256 threads a block, a thread's 8 x 8 (or 8 x 16)
+register block of C (two float4 fragments of A and two or four of B a k), double-buffered shared tiles, the next
+tile's global loads in registers before the current tile's multiply-adds, 16-byte global loads and stores where K
+and N are multiples of 4 (element ones otherwise), one fused multiply-add a product (T10), tails read as zeros and
+stored only inside C, NaN outputs recomputed by the serial program (x86's payloads). The calls get
+``cuda_matmul_simt.SIMT`` (the unmasked 128 x 256 program: test_tilelang_cuda_matmul_simt_tilings.py reads its
+text); the structure tests here read the masked 128 x 128 program's (``STAGED``), the kernel tests run the default.
 
 On the H100 (the lead's run)::
 
@@ -56,7 +58,9 @@ STAGED = cuda_matmul_simt.SimtTiling()
 
 def test_the_calls_get_the_module_s_tiling():
     got = [s.program for s in cuda_kernels.specializations(matmul_f32.trace(), targets.CUDA)]
-    assert got == [s.program for s in cuda_matmul_simt.simt(matmul_f32.trace(), targets.CUDA, cuda_matmul_simt.SIMT)]
+    assert got == [s.program for s in cuda_matmul_simt.simt(matmul_f32.trace(), targets.CUDA)]
+    default = cuda_matmul_simt.simt(matmul_f32.trace(), targets.CUDA, cuda_matmul_simt.SIMT)
+    assert got[:2] == [s.program for s in default]
     assert cuda_matmul_simt.SIMT in cuda_matmul_simt.CANDIDATES
 
 
@@ -154,7 +158,8 @@ def test_the_emulated_program_is_the_cuda_one_a_thread_at_a_time():
 
 
 def _name(t) -> str:
-    return f"tk{t.tk}-{t.min_blocks}blocks" + ("-prefetch" if t.prefetch else "")
+    return (f"tk{t.tk}-{t.min_blocks}blocks" + ("-prefetch" if t.prefetch else "") + ("-async" if t.async_copy else "")
+            + ("-unmasked" if t.unmasked else "") + f"-n{t.tn}")
 
 
 @pytest.mark.parametrize("t", cuda_matmul_simt.CANDIDATES, ids=_name)
@@ -181,15 +186,20 @@ def test_the_programs_assemble_for_sm90a_without_spills(tmp_path, t):
         assert int(re.search(r"(\d+) bytes spill stores", r.stderr).group(1)) == 0, r.stderr
         assert int(re.search(r"Used (\d+) registers", r.stderr).group(1)) <= 65536 // (256 * t.min_blocks)
         ptx = (tmp_path / f"simt{k}.cu.ptx").read_text()
-        assert ptx.count("ld.shared.v4.f32") == 4 * (t.tk + t.prefetch) and ptx.count("fma.rn.f32") == 64 * t.tk
-        groups = 2 * t.tk // 8  # a thread's float4 groups of A (and of B) in the first tile and the loop's
+        # unmasked: the last tile's multiply-adds peeled after the loop (a second copy of a tile's)
+        per_k = 2 + t.tn // 64  # two float4 of A's rows, two or four of B's columns
+        shared = 2 * per_k * t.tk if t.unmasked else per_k * (t.tk + t.prefetch)
+        fmas = 8 * t.tn // 16 * t.tk * (1 + t.unmasked)
+        assert ptx.count("ld.shared.v4.f32") == shared and ptx.count("fma.rn.f32") == fmas
+        groups = 2 * t.tk // 8  # a thread's float4 groups of A in the first tile and the loop's
+        b_groups = groups * t.tn // 128  # and of B (a 256-column tile: twice as many)
         if t.async_copy:  # A's groups as four 4-byte copies, B's one 16-byte copy (elements: four); one wait each
             assert ptx.count("ld.global.nc.v4.f32") == 0 and ptx.count("cp.async.wait_all") == 2
-            assert ptx.count("cp.async.cg.shared.global") == (groups if k == 0 else 0)
-            assert ptx.count("cp.async.ca.shared.global") == groups * (4 if k == 0 else 8)
+            assert ptx.count("cp.async.cg.shared.global") == (b_groups if k == 0 else 0)
+            assert ptx.count("cp.async.ca.shared.global") == 4 * groups + (0 if k == 0 else 4 * b_groups)
             assert ptx.count("bar.sync") == 2  # TileLang adds none (cuda.OWN_BARRIERS)
         else:
-            assert ptx.count("ld.global.nc.v4.f32") == (2 * groups if k == 0 else 0)
+            assert ptx.count("ld.global.nc.v4.f32") == (groups + b_groups if k == 0 else 0)
         assert "mma" not in ptx and "tf32" not in ptx
 
 
@@ -238,9 +248,14 @@ def _check(c, a, b, target):
 @pytest.mark.parametrize("m,k,n", [(1, 1, 1), (3, 7, 5), (7, 4, 8), (1, 256, 4), (128, 16, 128), (127, 129, 128),
                                    (129, 36, 257), (257, 36, 132), (3, 128, 260), (130, 37, 129), (257, 40, 300)])
 def test_f32_matmul_within_t5s_bound_at_tails(compiled, target, m, k, n):
-    exe = compiled(matmul_f32, (m, k, n))
-    a = RNG.standard_normal((m, k)).astype(np.float32)
-    b = RNG.standard_normal((k, n)).astype(np.float32)
+    _check_random(compiled(matmul_f32, (m, k, n)), (m, k, n), target)
+
+
+def _check_random(exe, sizes, target, rng=RNG):
+    """``exe`` on standard normal A (M x K), B (K x N) into a NaN-filled C, checked by :func:`_check`."""
+    m, k, n = sizes
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
     c = np.full((m, n), np.nan, np.float32)
     exe(a, b, c)
     _check(c, a, b, target)
@@ -283,13 +298,10 @@ def test_the_tilings_tools_simt_ab_compares_are_right_too(monkeypatch, tiling, m
     """Any tiling the A/B tool may pick (cuda_matmul_simt.SIMT): the emulated program within T5's bound at tails, and
     with one tile of K (prefetching: no next tile's fragments)."""
     monkeypatch.setattr(cuda_matmul_simt, "SIMT", tiling)
+    monkeypatch.setattr(cuda_matmul_simt, "WIDE_BLOCKS", 0)  # a 256-column tiling at every size
     monkeypatch.setitem(targets.TARGETS, "tilelang-c", EMULATED)
     monkeypatch.setattr(tl_target, "_EXECUTABLES", {})
     exe = intent.compile(matmul_f32, target="tilelang-c")
     spec = exe.specialization_for(dict(zip((ev.extent for ev in exe.graph.extents), (m, k, n))))
     assert f"A_s = T.alloc_local((2, {tiling.tk}, 132), 'float32')" in spec.program
-    a = RNG.standard_normal((m, k)).astype(np.float32)
-    b = RNG.standard_normal((k, n)).astype(np.float32)
-    c = np.full((m, n), np.nan, np.float32)
-    exe(a, b, c)
-    _check(c, a, b, "tilelang-c")
+    _check_random(exe, (m, k, n), "tilelang-c")

@@ -2,12 +2,13 @@
 CUTLASS's SIMT kernels are (never ``T.gemm``: f32 tensor-core MMAs are TF32, a reduced-precision product, and
 Hopper's wgmma takes no FP32 operands).
 
-The block computes a 128 x 128 tile of C with 256 threads, ``SimtTiling.tk`` values of k at a time:
+The block computes a 128 x ``SimtTiling.tn`` (128 or 256) tile of C with 256 threads, ``SimtTiling.tk`` values of
+k at a time:
 
-- Each thread owns an 8 x 8 block of C in registers, as 2 x 2 blocks of 4 x 4: rows ``4 ty + {0..3}`` and
-  ``64 + 4 ty + {0..3}``, columns ``4 tc + {0..3}`` and ``64 + 4 tc + {0..3}``. Its A and B fragments of one k are
-  then two 16-byte shared loads each (LDS.128). A warp is 4 ``ty`` by 8 ``tc``: the eight threads of a quarter
-  warp read 128 contiguous bytes of B and one broadcast float4 of A, so no shared load conflicts.
+- Each thread owns an 8 x 8 (8 x 16) block of C in registers, as blocks of 4 x 4: rows ``4 ty + {0..3}`` and
+  ``64 + 4 ty + {0..3}``, columns ``4 tc + {0..3}`` + 64 h (h < 2, or 4). Its A and B fragments of one k are then
+  16-byte shared loads (LDS.128): two of A, two (four) of B. A warp is 4 ``ty`` by 8 ``tc``: the eight threads of
+  a quarter warp read 128 contiguous bytes of B and one broadcast float4 of A, so no shared load conflicts.
 - Products are added with one fused multiply-add each (``fmaf``; T10 allows FMA inside a contraction; the result
   is within T5's bound, not the serial program's bits) in ascending k.
 - A's tile is stored k-major (``A_s[k, m]``, so that a thread's four rows are contiguous); its rows are padded to
@@ -24,7 +25,12 @@ The block computes a 128 x 128 tile of C with 256 threads, ``SimtTiling.tk`` val
   16-byte aligned start); a 4-element group is then inside the matrix or wholly outside it, so one bounds check a
   group. Other K, N take the same program with element loads and stores, each checked.
 - Tails: loads past M, N and K read zeros (an exact ``+0`` product each: both operands of a k past K are zero),
-  and only elements inside C are stored, so any M, N, K > 0 runs.
+  and only elements inside C are stored, so any M, N, K > 0 runs. ``unmasked`` (CUTLASS's residue-first
+  mainloop) takes the checks out of the K loop: K's partial tile comes first (its k < 0 are the zeros, so the sum
+  is still in ascending k, from +0), rows of A past M and columns of B past N are read clamped into the matrix
+  (they feed only outputs that are never stored), the loop runs over every tile but the last with no condition
+  and no branch, and the last tile's multiply-adds follow it (sm_90a: a tile's non-FFMA instructions 112 -> 66 at
+  tk 8, 128 columns).
 - NaN: NVIDIA arithmetic gives a NaN result its canonical payload, so a thread whose block holds a NaN recomputes
   each of its NaN outputs with the serial program's own helpers (x86 NaN rules, :mod:`.cuda`) before storing; the
   flag check keeps that loop off the common path.
@@ -36,11 +42,14 @@ of four elements.
 """
 from __future__ import annotations
 
+import math
+
 import attrs
 
 from ... import types as DT
 from ...schedule.plan import Part
 from . import cuda, cuda_epilogue
+from .cuda_access import Specialization
 from .cuda_matmul import match_matmul
 
 TILE, THREADS, PAD = 128, 256, 4  # the block's tile of C, its threads, the padding of A_s's rows (bank conflicts)
@@ -62,15 +71,32 @@ class SimtTiling:
     #: the next tile goes from global to shared memory by ``cp.async`` (Ampere's LDGSTS; zero-filled past the
     #: matrix) instead of through registers: no staging registers, no shared stores, a wait before the barrier
     async_copy: bool = False
+    #: the K loop's global loads unmasked (CUTLASS's residue-first mainloop): rows of A past M and columns of B past
+    #: N are read clamped into the matrix (they feed only outputs that are never stored), and K's partial tile is
+    #: the first one (k < 0 read as zeros), so every later tile lies inside K: no check, no branch in the loop
+    unmasked: bool = False
+    #: the block tile's columns: 128, or 256 (a thread's 8 x 16 block of C: six 16-byte shared loads for 128
+    #: multiply-adds a k instead of four for 64; 128 accumulators, so one block an SM)
+    tn: int = 128
 
 
-#: the tiling the programs use (tools/simt_ab.py compares others on the GPU)
-SIMT = SimtTiling()
-#: the tilings tools/simt_ab.py times side by side (tests run each emulated and assemble each for sm_90a): tk 16
-#: with its next tile in registers spills at two blocks an SM (ptxas: 12 bytes), so it runs one block an SM; with
-#: cp.async (no staging registers) it fits two
-CANDIDATES = (SIMT, SimtTiling(8, 2, True), SimtTiling(16, 1), SimtTiling(16, 1, True), SimtTiling(8, 2, False, True),
-              SimtTiling(16, 2, False, True), SimtTiling(16, 2, True, True))
+#: the tiling the programs use (tools/simt_ab.py compares others on the GPU): on one H100 at 2048^3 and 4096^3 it
+#: ran at 0.94 of torch.matmul with TF32 off (46-48 TFLOPS; the masked 128 x 128 program before it 0.79), at 2047^3
+#: (element accesses) 0.835 (0.58)
+SIMT = SimtTiling(8, 1, unmasked=True, tn=256)
+#: the tiling of the calls whose grid of 128 x 256 tiles would have fewer than ``WIDE_BLOCKS`` blocks (one block an
+#: SM: fewer blocks than the H100's 132 SMs leave SMs idle, where 128 x 128 tiles at two blocks an SM spread over
+#: twice as many): the unmasked 128 x 128 program (0.90, 0.91, 0.75 at 2048^3, 4096^3, 2047^3, against the masked
+#: one's 0.79, 0.79, 0.58 on the same grid). 2048^3 is 128 blocks of 128 x 256 (measured: 0.94 against 0.90);
+#: smaller grids are unmeasured
+SMALL = SimtTiling(8, 2, unmasked=True)
+WIDE_BLOCKS = 128
+#: the tilings tools/simt_ab.py times side by side (tests run each emulated and assemble each for sm_90a without
+#: spills): the default, the masked 128 x 128 program it replaced, the unmasked 128 x 128 one (0.90 at 2048^3 and
+#: 4096^3, 0.75 at 2047^3), fragments double-buffered at 256 columns (0.91, 0.84), the next tile by cp.async at
+#: 128 columns (0.78, 0.83). tk 16 by cp.async (128 or 256 columns) lost to each at every size.
+CANDIDATES = (SIMT, SimtTiling(), SimtTiling(8, 2, unmasked=True), SimtTiling(8, 1, True, unmasked=True, tn=256),
+              SimtTiling(8, 2, False, True, unmasked=True))
 
 # a thread's place in the 16 x 16 grid of 4 x 4 groups: warp w = tx // 32 covers ty 4 (w // 2) .. +3, tc 8 (w % 2) .. +7
 _TY, _TC = "(tx // 64 * 4 + tx % 32 // 8)", "(tx // 32 % 2 * 8 + tx % 8)"
@@ -102,9 +128,39 @@ class _Program:
         """The loop of a 16-byte access (emulated: four element accesses)."""
         return "T.serial" if self.emulated else "T.vectorized"
 
+    @property
+    def pn(self) -> int:
+        """A thread's columns of C (8 or 16: two or four 4-column groups 64 apart)."""
+        return self.t.tn // 16
+
+    @property
+    def cq(self) -> int:
+        """The 128-column pieces of B's tile: a thread loads a float4 group of each a row."""
+        return self.t.tn // 128
+
     def acc(self, j: str = "j") -> str:
         """Register ``(i, j)`` of the thread's block (emulated: of thread ``tx``'s row of the block's buffer)."""
-        return f"acc[tx * 64 + i * 8 + {j}]" if self.emulated else f"acc[i * 8 + {j}]"
+        return f"acc[tx * {PER * self.pn} + i * {self.pn} + {j}]" if self.emulated else f"acc[i * {self.pn} + {j}]"
+
+    def b_in_tile(self) -> tuple:
+        """(k, column) in B's tile of the float4 group ``l`` this thread loads: k ``tx // 32 + 8 l``, columns
+        ``tx % 32 * 4`` (a warp 512 contiguous bytes); in a 256-column tile, ``l``'s parity picks the piece."""
+        if self.cq == 1:
+            return "tx // 32 + 8 * l", "tx % 32 * 4"
+        return f"tx // 32 + 8 * (l // {self.cq})", f"tx % 32 * 4 + l % {self.cq} * 128"
+
+    def b_at(self, tile: str) -> tuple:
+        """(k, column) in B of that group of tile ``tile``."""
+        k, c = self.b_in_tile()
+        return f"({tile}) * {self.t.tk} + {k}", f"bx * {self.t.tn} + {c}"
+
+    def loops(self, a: list, b: list) -> list:
+        """A's lines and B's (indented) in the loop over this thread's float4 groups: one loop for both when B's
+        tile is 128 wide, else one each (B has ``cq`` times as many)."""
+        n = self.t.tk // 8
+        if self.cq == 1:
+            return [f"for l in T.unroll({n}):", *a, *b]
+        return [f"for l in T.unroll({n}):", *a, f"for l in T.unroll({n * self.cq}):", *b]
 
     def fetch(self, tile: str) -> list:
         """Tile ``tile``'s global loads into this thread's registers ``ga``, ``gb`` (``tk / 8`` float4 groups each):
@@ -112,21 +168,54 @@ class _Program:
         columns ``tx % 32 * 4`` (a warp 512 contiguous bytes)."""
         m, k, n = f"d{self.m}", f"d{self.k}", f"d{self.n}"
         ar, ak = f"by * {TILE} + tx // 2", f"({tile}) * {self.t.tk} + tx % 2 * 4 + 8 * l"
-        bk, bc = f"({tile}) * {self.t.tk} + tx // 32 + 8 * l", f"bx * {TILE} + tx % 32 * 4"
-        lines = [f"for l in T.unroll({self.t.tk // 8}):"]
+        (bk, bc) = self.b_at(tile)
+        if self.t.unmasked:
+            return self.loops(*self._unmasked(tile))
         if self.vector:  # a group is wholly inside or wholly outside (K, N multiples of 4)
-            for g, a, cond, at in (("ga", "A", f"{ar} < {m} and {ak} < {k}", f"{ar}, {ak} + v"),
-                                   ("gb", "B", f"{bk} < {k} and {bc} < {n}", f"{bk}, {bc} + v")):
-                lines += [f"    if {cond}:", f"        for v in {self.vec}(4):",
-                          f"            {g}[l * 4 + v] = {a}[{at}]", "    else:",
-                          f"        for v in {self.vec}(4):", f"            {g}[l * 4 + v] = T.float32(0)"]
-            return lines
-        lines += ["    for v in T.unroll(4):",
-                  f"        ga[l * 4 + v] = T.if_then_else({ar} < {m} and {ak} + v < {k}, "
-                  f"A[T.min({ar}, {m} - 1), T.min({ak} + v, {k} - 1)], T.float32(0))",
-                  f"        gb[l * 4 + v] = T.if_then_else({bk} < {k} and {bc} + v < {n}, "
-                  f"B[T.min({bk}, {k} - 1), T.min({bc} + v, {n} - 1)], T.float32(0))"]
-        return lines
+            a, b = ([f"    if {cond}:", f"        for v in {self.vec}(4):", f"            {g}[l * 4 + v] = {x}[{at}]",
+                     "    else:", f"        for v in {self.vec}(4):", f"            {g}[l * 4 + v] = T.float32(0)"]
+                    for g, x, cond, at in (("ga", "A", f"{ar} < {m} and {ak} < {k}", f"{ar}, {ak} + v"),
+                                           ("gb", "B", f"{bk} < {k} and {bc} < {n}", f"{bk}, {bc} + v")))
+            return self.loops(a, b)
+        return self.loops(["    for v in T.unroll(4):",
+                           f"        ga[l * 4 + v] = T.if_then_else({ar} < {m} and {ak} + v < {k}, "
+                           f"A[T.min({ar}, {m} - 1), T.min({ak} + v, {k} - 1)], T.float32(0))"],
+                          ["    for v in T.unroll(4):",
+                           f"        gb[l * 4 + v] = T.if_then_else({bk} < {k} and {bc} + v < {n}, "
+                           f"B[T.min({bk}, {k} - 1), T.min({bc} + v, {n} - 1)], T.float32(0))"])
+
+    def _unmasked_sources(self, tile: str) -> tuple:
+        """(A's condition, A's element, B's condition, B's element or 16-byte group start without its closing
+        bracket) of :meth:`copy` for an ``unmasked`` tiling (see :meth:`_unmasked`): only tile 0 checks k >= 0."""
+        m, k, n, tk = f"d{self.m}", f"d{self.k}", f"d{self.n}", self.t.tk
+        pad = f"(T.ceildiv({k}, {tk}) * {tk} - {k})"
+        (bk, bc), ak = self.b_at(tile), f"({tile}) * {tk} + tx % 2 * 4 + 8 * l - {pad}"
+        ar, bk = f"T.min(by * {TILE} + tx // 2, {m} - 1)", f"{bk} - {pad}"
+        bc = f"T.min({bc}, {n} - 4)" if self.vector else f"T.min({bc} + v, {n} - 1)"
+        if tile != "0":
+            return "True", f"A[{ar}, {ak} + v]", "True", f"B[{bk}, {bc}"
+        a = f"{ak}" if self.vector else f"{ak} + v"  # 16-byte: a group is wholly before K or inside it
+        return (f"0 <= {a}", f"A[{ar}, T.max({ak}, 0) + v]" if self.vector else f"A[{ar}, T.max({a}, 0)]",
+                f"0 <= {bk}", f"B[T.max({bk}, 0), {bc}")
+
+    def _unmasked(self, tile: str) -> list:
+        """:meth:`fetch`'s loads of an ``unmasked`` tiling (sources: :meth:`_unmasked_sources`); 16-byte: a group
+        is wholly before K or inside it, since the zeros' count is a multiple of 4 when K is."""
+        a_ok, a_src, b_ok, b_src = self._unmasked_sources(tile)
+        b_src += " + v]" if self.vector else "]"
+        both = []
+        for g, ok, src in (("ga", a_ok, a_src), ("gb", b_ok, b_src)):
+            if ok == "True":
+                loop = self.vec if self.vector else "T.unroll"
+                lines = [f"    for v in {loop}(4):", f"        {g}[l * 4 + v] = {src}"]
+            elif self.vector:
+                lines = [f"    if {ok}:", f"        for v in {self.vec}(4):", f"            {g}[l * 4 + v] = {src}",
+                         "    else:", f"        for v in {self.vec}(4):", f"            {g}[l * 4 + v] = T.float32(0)"]
+            else:
+                lines = ["    for v in T.unroll(4):",
+                         f"        {g}[l * 4 + v] = T.if_then_else({ok}, {src}, T.float32(0))"]
+            both.append(lines)
+        return both
 
     def copy(self, tile: str, buf: str) -> list:
         """Tile ``tile`` of A and B from global memory into shared buffer ``buf`` by ``cp.async`` (``async_copy``):
@@ -135,70 +224,68 @@ class _Program:
         same elements assigned."""
         m, k, n = f"d{self.m}", f"d{self.k}", f"d{self.n}"
         ar, ak = f"by * {TILE} + tx // 2", f"({tile}) * {self.t.tk} + tx % 2 * 4 + 8 * l"
-        bk, bc = f"({tile}) * {self.t.tk} + tx // 32 + 8 * l", f"bx * {TILE} + tx % 32 * 4"
-        a_dst, b_dst = f"A_s[{buf}, tx % 2 * 4 + 8 * l + v, tx // 2]", f"B_s[{buf}, tx // 32 + 8 * l, tx % 32 * 4"
-        if self.vector:  # a group is wholly inside or wholly outside (K, N multiples of 4)
+        (bk, bc), (sk, sc) = self.b_at(tile), self.b_in_tile()
+        a_dst, b_dst = f"A_s[{buf}, tx % 2 * 4 + 8 * l + v, tx // 2]", f"B_s[{buf}, {sk}, {sc}"
+        if self.t.unmasked:
+            a_ok, a_src, b_ok, b_src = self._unmasked_sources(tile)
+        elif self.vector:  # a group is wholly inside or wholly outside (K, N multiples of 4)
             a_ok, a_src = f"{ar} < {m} and {ak} < {k}", f"A[T.min({ar}, {m} - 1), T.min({ak}, {k} - 4) + v]"
             b_ok, b_src = f"{bk} < {k} and {bc} < {n}", f"B[T.min({bk}, {k} - 1), T.min({bc}, {n} - 4)"
         else:
             a_ok, a_src = f"{ar} < {m} and {ak} + v < {k}", f"A[T.min({ar}, {m} - 1), T.min({ak} + v, {k} - 1)]"
             b_ok, b_src = f"{bk} < {k} and {bc} + v < {n}", f"B[T.min({bk}, {k} - 1), T.min({bc} + v, {n} - 1)"
-        lines = [f"for l in T.unroll({self.t.tk // 8}):", "    for v in T.unroll(4):"]
+        each = "    for v in T.unroll(4):"
         if self.emulated:
             b_whole = f"{b_src} + v]" if self.vector else f"{b_src}]"
-            return lines + [f"        {a_dst} = T.if_then_else({a_ok}, {a_src}, T.float32(0))",
-                            f"        {b_dst} + v] = T.if_then_else({b_ok}, {b_whole}, T.float32(0))"]
+            return self.loops([each, f"        {a_dst} = T.if_then_else({a_ok}, {a_src}, T.float32(0))"],
+                              [each, f"        {b_dst} + v] = T.if_then_else({b_ok}, {b_whole}, T.float32(0))"])
 
         def cp(size: int, dst: str, src: str, ok: str) -> str:
+            flag = "1" if ok == "True" else f"T.Cast('int32', {ok})"
             return (f"T.evaluate(T.call_extern('int32', 'itc_cp_async{size}', T.access_ptr({dst}, 'w'), "
-                    f"T.access_ptr({src}, 'r'), T.Cast('int32', {ok})))")
+                    f"T.access_ptr({src}, 'r'), {flag}))")
 
-        lines.append(f"        {cp(4, a_dst, a_src, a_ok)}")
+        a = [each, f"        {cp(4, a_dst, a_src, a_ok)}"]
         if self.vector:
-            return lines + [f"    {cp(16, b_dst + ']', b_src + ']', b_ok)}"]
-        return lines + [f"        {cp(4, b_dst + ' + v]', b_src + ']', b_ok)}"]
+            return self.loops(a, [f"    {cp(16, b_dst + ']', b_src + ']', b_ok)}"])
+        return self.loops(a, [each, f"        {cp(4, b_dst + ' + v]', b_src + ']', b_ok)}"])
 
     def stash(self, buf: str) -> list:
         """The registers ``ga``, ``gb`` into shared buffer ``buf``: A transposed (four element stores, no bank
         conflict: the padded rows), B as it is (one 16-byte store a group)."""
-        return [f"for l in T.unroll({self.t.tk // 8}):",
-                "    for v in T.unroll(4):",
-                f"        A_s[{buf}, tx % 2 * 4 + 8 * l + v, tx // 2] = ga[l * 4 + v]",
-                f"    for v in {self.vec}(4):",
-                f"        B_s[{buf}, tx // 32 + 8 * l, tx % 32 * 4 + v] = gb[l * 4 + v]"]
+        sk, sc = self.b_in_tile()
+        return self.loops(["    for v in T.unroll(4):",
+                           f"        A_s[{buf}, tx % 2 * 4 + 8 * l + v, tx // 2] = ga[l * 4 + v]"],
+                          [f"    for v in {self.vec}(4):", f"        B_s[{buf}, {sk}, {sc} + v] = gb[l * 4 + v]"])
 
     def reg(self, name: str, at: str) -> str:
         """Fragment register ``name[at]`` of a prefetching program (emulated: of thread ``tx``'s row, since the
         registers live across a barrier)."""
-        return f"{name}[tx * {2 * PER} + {at}]" if self.emulated else f"{name}[{at}]"
+        size = 2 * (PER if name == "a" else self.pn)
+        return f"{name}[tx * {size} + {at}]" if self.emulated else f"{name}[{at}]"
 
-    def fragments(self, buf: str, kk: str, slot: str) -> list:
-        """Value ``kk`` of shared buffer ``buf``'s fragments (two float4 of A's rows, two of B's columns) into
-        fragment slot ``slot``."""
-        return ["for h in T.unroll(2):",
-                f"    for v in {self.vec}(4):",
-                f"        {self.reg('a', f'{slot} * 8 + h * 4 + v')} = A_s[{buf}, {kk}, {_TY} * 4 + h * 64 + v]",
-                f"    for v in {self.vec}(4):",
-                f"        {self.reg('b', f'{slot} * 8 + h * 4 + v')} = B_s[{buf}, {kk}, {_TC} * 4 + h * 64 + v]"]
+    def fragments(self, buf: str, kk: str, slot: str | None = None) -> list:
+        """Value ``kk`` of shared buffer ``buf``'s fragments (two float4 of A's rows, two or four of B's columns)
+        into fragment slot ``slot`` (None: the one slot of a program that does not prefetch)."""
+        def at(name: str, per: int) -> str:
+            return f"{name}[h * 4 + v]" if slot is None else self.reg(name, f"{slot} * {per} + h * 4 + v")
 
-    def products(self, slot: str) -> list:
-        """The 64 fused multiply-adds of fragment slot ``slot``."""
-        a, b = self.reg("a", f"{slot} * 8 + i"), self.reg("b", f"{slot} * 8 + j")
-        return [f"for i in T.unroll({PER}):", f"    for j in T.unroll({PER}):",
+        return ["for h in T.unroll(2):", f"    for v in {self.vec}(4):",
+                f"        {at('a', PER)} = A_s[{buf}, {kk}, {_TY} * 4 + h * 64 + v]",
+                f"for h in T.unroll({self.pn // 4}):", f"    for v in {self.vec}(4):",
+                f"        {at('b', self.pn)} = B_s[{buf}, {kk}, {_TC} * 4 + h * 64 + v]"]
+
+    def products(self, slot: str | None = None) -> list:
+        """The fused multiply-adds of fragment slot ``slot`` (64 or 128)."""
+        a, b = ("a[i]", "b[j]") if slot is None else (self.reg("a", f"{slot} * {PER} + i"),
+                                                      self.reg("b", f"{slot} * {self.pn} + j"))
+        return [f"for i in T.unroll({PER}):", f"    for j in T.unroll({self.pn}):",
                 f"        {self.acc()} = T.call_extern('float32', 'fmaf', {a}, {b}, {self.acc()})"]
 
     def step(self, buf: str) -> list:
-        """The multiply-adds of shared buffer ``buf``: per k, the thread's fragments (two float4 of A's rows, two of
-        B's columns) and its 64 fused multiply-adds."""
-        return [f"for kk in T.unroll({self.t.tk}):",
-                "    for h in T.unroll(2):",
-                f"        for v in {self.vec}(4):",
-                f"            a[h * 4 + v] = A_s[{buf}, kk, {_TY} * 4 + h * 64 + v]",
-                f"        for v in {self.vec}(4):",
-                f"            b[h * 4 + v] = B_s[{buf}, kk, {_TC} * 4 + h * 64 + v]",
-                f"    for i in T.unroll({PER}):",
-                f"        for j in T.unroll({PER}):",
-                f"            {self.acc()} = T.call_extern('float32', 'fmaf', a[i], b[j], {self.acc()})"]
+        """The multiply-adds of shared buffer ``buf``: per k, the thread's fragments and its multiply-adds."""
+        return [f"for kk in T.unroll({self.t.tk}):", *(f"    {x}" for x in self.fragments(buf, "kk")),
+                *(f"    {x}" for x in self.products())]
 
     def store(self) -> list:
         """The thread's block into C (inside C only). A thread whose block holds a NaN first recomputes each NaN
@@ -206,8 +293,8 @@ class _Program:
         unrolled once per element, stay behind one flag, off the common path, and the stores are the common
         path's (one copy: nvcc merged a second copy's element stores with the 16-byte ones and split those)."""
         m, k, n, acc = f"d{self.m}", f"d{self.k}", f"d{self.n}", self.acc()
-        row, col = f"by * {TILE} + {_row('i')}", f"bx * {TILE} + {_col('j')}"
-        each = [f"for i in T.unroll({PER}):", f"    for j in T.unroll({PER}):"]
+        row, col = f"by * {TILE} + {_row('i')}", f"bx * {self.t.tn} + {_col('j')}"
+        each = [f"for i in T.unroll({PER}):", f"    for j in T.unroll({self.pn}):"]
         lines = ["nan_l[0] = 0", *each,
                  f"        if T.call_extern('int32', 'itc_is_nan', {acc}) != 0:",
                  "            nan_l[0] = 1",
@@ -223,8 +310,8 @@ class _Program:
         if not self.vector:
             return lines + each + [f"        if {row} < {m} and {col} < {n}:", f"            C[{row}, {col}] = {acc}"]
         # a group of four columns: inside C or wholly outside it (N a multiple of 4), one 16-byte store
-        group = f"bx * {TILE} + {_col('h * 4')}"
-        return lines + [f"for i in T.unroll({PER}):", "    for h in T.unroll(2):",
+        group = f"bx * {self.t.tn} + {_col('h * 4')}"
+        return lines + [f"for i in T.unroll({PER}):", f"    for h in T.unroll({self.pn // 4}):",
                         f"        if {row} < {m} and {group} < {n}:",
                         f"            for v in {self.vec}(4):",
                         f"                C[{row}, {group} + v] = {self.acc('h * 4 + v')}"]
@@ -236,23 +323,29 @@ class _Program:
             return f"{pad}for tx in T.serial({THREADS}):\n" + "\n".join(f"{pad}    {x}" for x in lines)
         return "\n".join(f"{pad}{x}" for x in lines)
 
+    def steps(self, buf: str) -> list:
+        """A prefetching program's multiply-adds of shared buffer ``buf`` but its last k's: each k's after the next
+        k's fragments are loaded."""
+        return [f"for kk in T.unroll({self.t.tk - 1}):",
+                *(f"    {x}" for x in self.fragments(buf, "kk + 1", "(kk + 1) % 2")),
+                *(f"    {x}" for x in self.products("kk % 2"))]
+
     def loop(self, nxt: str, sync: list, depth: int) -> str:
         """One tile of the K loop: the next tile's global loads, this tile's multiply-adds, the next tile stored to
         the other buffer, one barrier. Prefetching: each k's multiply-adds after the next k's fragments are loaded,
         the last k's after the barrier and the next tile's first fragments."""
-        fetch = [f"if {nxt}:", *(f"    {x}" for x in self.fetch("ko + 1"))]
-        stash = [f"if {nxt}:", *(f"    {x}" for x in self.stash("(ko + 1) % 2"))]
+        fetch, stash = self.fetch("ko + 1"), self.stash("(ko + 1) % 2")
         if self.t.async_copy:  # the next tile's copies in flight through this tile's multiply-adds, waited for last
-            fetch = [f"if {nxt}:", *(f"    {x}" for x in self.copy("ko + 1", "(ko + 1) % 2"))]
-            stash = [] if self.emulated else [_WAIT]
+            fetch, stash = self.copy("ko + 1", "(ko + 1) % 2"), [] if self.emulated else [_WAIT]
+        if not self.t.unmasked:  # unmasked: branch-free, the loop runs over every tile but the last (body peels it)
+            fetch = [f"if {nxt}:", *(f"    {x}" for x in fetch)]
+            stash = stash if self.t.async_copy else [f"if {nxt}:", *(f"    {x}" for x in stash)]
         pad = " " * depth
         if not self.t.prefetch:
             return "\n".join([self.phase(fetch + self.step("ko % 2") + stash, depth), *(pad + x for x in sync)])
-        tk = self.t.tk
-        steps = [f"for kk in T.unroll({tk - 1}):", *(f"    {x}" for x in self.fragments("ko % 2", "kk + 1",
-                                                                                          "(kk + 1) % 2")),
-                 *(f"    {x}" for x in self.products("kk % 2"))]
-        after = [f"if {nxt}:", *(f"    {x}" for x in self.fragments("(ko + 1) % 2", "0", "0")),
+        tk, steps = self.t.tk, self.steps("ko % 2")
+        first = self.fragments("(ko + 1) % 2", "0", "0")
+        after = [*(first if self.t.unmasked else [f"if {nxt}:", *(f"    {x}" for x in first)]),
                  *self.products(str((tk - 1) % 2))]
         return "\n".join([self.phase(fetch + steps + stash, depth), *(pad + x for x in sync), self.phase(after, depth)])
 
@@ -262,29 +355,38 @@ class _Program:
         tk, nk = self.t.tk, f"T.ceildiv(d{self.k}, {self.t.tk})"
         sync = [] if self.emulated else ["T.sync_threads()"]
         nxt = "ko + 1 < " + nk
-        init = [f"for i in T.unroll({PER}):", f"    for j in T.unroll({PER}):", f"        {self.acc()} = T.float32(0)"]
-        regs = THREADS * PER * PER if self.emulated else PER * PER
+        init = [f"for i in T.unroll({PER}):", f"    for j in T.unroll({self.pn}):",
+                f"        {self.acc()} = T.float32(0)"]
+        regs = (THREADS if self.emulated else 1) * PER * self.pn
         memory = "alloc_local" if self.emulated else "alloc_shared"
-        fragment = (THREADS if self.emulated else 1) * 2 * PER if self.t.prefetch else PER
+        a_frag, b_frag = ((THREADS if self.emulated else 1) * 2 * x if self.t.prefetch else x for x in (PER, self.pn))
         staging = [] if self.t.async_copy else [f"ga = T.alloc_local(({tk // 2},), 'float32')",
-                                                 f"gb = T.alloc_local(({tk // 2},), 'float32')"]
+                                                 f"gb = T.alloc_local(({tk // 2 * self.cq},), 'float32')"]
         head = [f"A_s = T.{memory}((2, {tk}, {TILE + PAD}), 'float32')  # A's tiles, k-major, rows padded",
-                f"B_s = T.{memory}((2, {tk}, {TILE}), 'float32')",
+                f"B_s = T.{memory}((2, {tk}, {self.t.tn}), 'float32')",
                 f"acc = T.alloc_local(({regs},), 'float32')",
-                f"a = T.alloc_local(({fragment},), 'float32')", f"b = T.alloc_local(({fragment},), 'float32')",
+                f"a = T.alloc_local(({a_frag},), 'float32')", f"b = T.alloc_local(({b_frag},), 'float32')",
                 *staging, "s = T.alloc_local((1,), 'float32')", "nan_l = T.alloc_local((1,), 'int32')"]
         if not self.emulated:
             head += ["tx = T.get_thread_binding()", f"T.annotate_min_blocks_per_sm({self.t.min_blocks})"]
         if self.vector:  # lets TileLang prove the 16-byte alignment of the row starts
             head += [f"T.assume(d{self.k} % 4 == 0)", f"T.assume(d{self.n} % 4 == 0)"]
+        if self.t.unmasked:  # the clamped indices are inside the matrix (the specialisation applies to M, N, K > 0)
+            least = 4 if self.vector else 1
+            head += [f"T.assume(1 <= d{self.m})", f"T.assume({least} <= d{self.n})", f"T.assume({least} <= d{self.k})"]
         pad = " " * 8
         first = self.fetch("0") + self.stash("0")
         if self.t.async_copy:
             first = self.copy("0", "0") + ([] if self.emulated else [_WAIT])
         primed = [self.phase(self.fragments("0", "0", "0"), 8)] if self.t.prefetch else []
+        last = []
+        if self.t.unmasked:  # the loop's tiles all have a next one; the last tile's multiply-adds come after it
+            nk, tail = f"{nk} - 1", f"({nk} - 1) % 2"
+            last = [self.phase(self.step(tail) if not self.t.prefetch else
+                               self.steps(tail) + self.products(str((tk - 1) % 2)), 8)]
         return "\n".join([*(pad + x for x in head), self.phase(init, 8), self.phase(first, 8),
                           *(pad + x for x in sync), *primed, f"{pad}for ko in T.serial({nk}):",
-                          self.loop(nxt, sync, 12), self.phase(self.store(), 8)])
+                          self.loop(nxt, sync, 12), *last, self.phase(self.store(), 8)])
 
 
 #: waits for this thread's ``cp.async`` copies (the barrier after it makes every thread's visible)
@@ -303,13 +405,40 @@ _REASON = ("a recognised f32 contraction: an SGEMM on CUDA cores (f32 tensor-cor
            "multiply-adds (T10), tails masked, NaN outputs recomputed by the serial program")
 
 
+@attrs.frozen
+class _Filling(Specialization):
+    """A specialisation for the calls whose grid of ``grid`` tiles ((extent index, tile), ...) has at least
+    ``least`` blocks (a 256-column tile's program, which leaves SMs idle below)."""
+
+    grid: tuple = ()
+    least: int = 0
+
+    def applies(self, extents: dict) -> bool:
+        blocks = math.prod(-(-extents[k] // tile) for k, tile in self.grid)
+        return Specialization.applies(self, extents) and blocks >= self.least
+
+
 def simt(graph, target, tiling: SimtTiling | None = None) -> list:
     """The f32 programs on CUDA cores (see the module's docstring) for a plain f32 matmul, or ``[]``: the variant
-    with 16-byte accesses for K, N multiples of 4 first, then the one with element accesses for every other call."""
+    with 16-byte accesses for K, N multiples of 4 first, then the one with element accesses for every other call.
+    No ``tiling``: ``SIMT``'s, and where its tiles are 256 columns wide, for grids of fewer than ``WIDE_BLOCKS`` of
+    them, ``SMALL``'s after them."""
+    specs = _simt(graph, target, tiling or SIMT)
+    if tiling is not None or not specs or SIMT.tn == SMALL.tn:
+        return specs
+    match = match_matmul(graph)
+    grid = ((match.m, 128), (match.n, SIMT.tn))
+    fill = f"; for grids of at least {WIDE_BLOCKS} of its tiles (fewer leave SMs idle: those take 128x128 tiles)"
+    wide = [_Filling(**{**attrs.asdict(s, recurse=False), "part": attrs.evolve(s.part, reason=s.part.reason + fill)},
+                     grid=grid, least=WIDE_BLOCKS) for s in specs]
+    return wide + _simt(graph, target, SMALL)
+
+
+def _simt(graph, target, t: SimtTiling) -> list:
+    """:func:`simt` for one tiling."""
     match = match_matmul(graph)
     if match is None or match.dtype != "f32" or match.out != "f32" or match.batch is not None or match.epilogue:
         return []
-    t = tiling or SIMT
     emulated = target.name != cuda.NAME
     f32 = DT.f32
     helpers = [target.helper_source(f"it_{op}_f32", op, (f32,), f32, (f32, f32)) for op in ("mul", "add")]
@@ -324,10 +453,10 @@ def simt(graph, target, tiling: SimtTiling | None = None) -> list:
         cuda_epilogue.declare_params(graph, target, names)[0])
     m, n = match.m, match.n
     if emulated:
-        launch = (f"with T.Kernel(T.ceildiv(d{n}, {TILE}) * T.ceildiv(d{m}, {TILE}), prelude=PRELUDE) as blk:\n"
-                  f"        bx = blk % T.ceildiv(d{n}, {TILE})\n        by = blk // T.ceildiv(d{n}, {TILE})")
+        launch = (f"with T.Kernel(T.ceildiv(d{n}, {t.tn}) * T.ceildiv(d{m}, {TILE}), prelude=PRELUDE) as blk:\n"
+                  f"        bx = blk % T.ceildiv(d{n}, {t.tn})\n        by = blk // T.ceildiv(d{n}, {t.tn})")
     else:
-        launch = (f"with T.Kernel(T.ceildiv(d{n}, {TILE}), T.ceildiv(d{m}, {TILE}), threads={THREADS}, "
+        launch = (f"with T.Kernel(T.ceildiv(d{n}, {t.tn}), T.ceildiv(d{m}, {TILE}), threads={THREADS}, "
                   f"prelude=PRELUDE) as (bx, by):")
     specs = []
     for vector in (True, False):
@@ -354,9 +483,10 @@ def kernel({params}):
         accesses = "16-byte (K and N multiples of 4)" if vector else "elements (K or N not a multiple of 4)"
         pipelining = "double-buffered shared tiles, next tile " + (
             "by cp.async" if t.async_copy else "in registers") + (
-            ", fragments double-buffered in registers" if t.prefetch else "")
-        described = (("program", spec.name), ("operands", "f32"), ("tile", f"{TILE}x{TILE}x{t.tk}"),
-                  ("threads", THREADS), ("per_thread", f"{PER}x{PER}"), ("pipelining", pipelining),
+            ", fragments double-buffered in registers" if t.prefetch else "") + (
+            ", unmasked K loop (K's partial tile first, the last peeled)" if t.unmasked else "")
+        described = (("program", spec.name), ("operands", "f32"), ("tile", f"{TILE}x{t.tn}x{t.tk}"),
+                     ("threads", THREADS), ("per_thread", f"{PER}x{t.tn // 16}"), ("pipelining", pipelining),
                   ("accesses", accesses))
         part = Part("tiled_matmul", _REASON, described, nodes=tuple(graph.body.nodes))
         aligned = ((match.k, 4), (match.n, 4)) if vector else ()
