@@ -166,7 +166,8 @@ def test_matmul_tensor_cores_only_for_half_precision_operands():
         c[m, n] = I.matmul(a[m, k], b[k, n], acc_dtype=I.f32)
 
     specs32 = cuda_kernels.specializations(matmul_f32.trace(), targets.CUDA)  # f32 operands on tensor cores: TF32
-    assert len(specs32) == 2 and not any("T.gemm" in s.program for s in specs32)  # 16-byte and element variants
+    # the 128x256 program where its grid fills the GPU, 128x128 below it: each with 16-byte and element accesses
+    assert len(specs32) == 4 and not any("T.gemm" in s.program for s in specs32)
     (spec,) = cuda_kernels.specializations(mm16.trace(), targets.CUDA)
     assert "T.gemm(A_s, B_s, C_f," in spec.program and "'bfloat16'" in spec.program
     # any M; N and K in whole 16-byte rows (the tile copies mask the tails)
@@ -205,15 +206,20 @@ def test_batched_half_matmul_gets_the_tensor_core_program_over_a_grid_of_batch_e
 def test_f32_matmul_gets_the_cuda_core_program_and_keeps_its_nan_check():
     from backends.tilelang_support import cuda_source
 
-    vector, spec = cuda_kernels.specializations(matmul_f32.trace(), targets.CUDA)
+    wide_vector, wide, vector, spec = cuda_kernels.specializations(matmul_f32.trace(), targets.CUDA)
     assert vector.applies({0: 256, 1: 16, 2: 128}) and not vector.applies({0: 256, 1: 16, 2: 129})
-    # any extents: the tile loads read zeros past M, N and K, only elements inside C are stored
+    # any extents: the tile loads read past M, N and K (zeros or clamped), only elements inside C are stored
     assert "T.gemm" not in spec.program and spec.applies({0: 256, 1: 16, 2: 128}) and spec.applies(
         {0: 255, 1: 12, 2: 129}) and not spec.applies({0: 256, 1: 0, 2: 128})
-    source = cuda_source(spec.program)
-    assert "itc_is_nan(acc[" in source and "it_add_f32(s[0], it_mul_f32(" in source  # not simplified away
-    assert "fmaf(a[" in source  # one fused multiply-add a product (T10)
-    assert "wgmma" not in source and "mma" not in source.replace("#pragma", "")
+    # the 128x256 tiles only where their grid has at least WIDE_BLOCKS blocks (2048^3: 128)
+    big = {0: 2048, 1: 2048, 2: 2048}
+    assert wide_vector.applies(big) and wide.applies({0: 2047, 1: 2047, 2: 2047})
+    assert not wide_vector.applies({0: 256, 1: 16, 2: 128}) and not wide.applies({0: 255, 1: 12, 2: 129})
+    for program in (spec.program, wide.program):
+        source = cuda_source(program)
+        assert "itc_is_nan(acc[" in source and "it_add_f32(s[0], it_mul_f32(" in source  # not simplified away
+        assert "fmaf(a[" in source  # one fused multiply-add a product (T10)
+        assert "wgmma" not in source and "mma" not in source.replace("#pragma", "")
 
 
 def test_matmul_specialisation_stages_a_half_precision_tile_in_shared_memory():

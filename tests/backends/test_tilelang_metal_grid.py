@@ -75,12 +75,18 @@ def test_metal_gets_the_mapping_cuda_s_general_program_gets(name):
     assert metal.mapping == cuda.mapping, (metal.describe(), cuda.describe())
 
 
+#: CUDA mappings Metal does not have yet, where Metal runs the serial program (README: the segmented scan's three
+#: kernels are CUDA's; Metal's runtime launches one kernel)
+METAL_SERIAL = frozenset({"segmented_scan"})
+
+
 @pytest.mark.parametrize("name", sorted(EXAMPLE_KERNELS))
 def test_every_example_gets_the_mapping_cuda_s_general_program_gets(name):
     kernel, constexprs = EXAMPLE_KERNELS[name]
     graph = kernel.trace(**constexprs)
     cuda = schedule_of(graph, targets.CUDA, specializations=()).general
-    assert schedule_of(graph, targets.METAL).general.mapping == cuda.mapping
+    metal = schedule_of(graph, targets.METAL).general.mapping
+    assert metal == ("serial" if cuda.mapping in METAL_SERIAL else cuda.mapping)
 
 
 @pytest.mark.parametrize("name", sorted({*SCHEDULE_KERNELS, *EXAMPLE_KERNELS}))
