@@ -337,21 +337,12 @@ class TileLangExecutable(ExecutableDisplay):
         device = self.spec.device_tensors
         if device is None or any(space.sized_by_arguments for space in spaces):
             return lambda device_args: self._workspace_tensors(dims, device_args, spaces)
-        import torch
-
         extents = {k: dims[ev.extent] for k, ev in enumerate(self.graph.extents)}
-        plans = []
-        for space in spaces:
-            shape = space.sizes(extents, ())
-            plans.append((shape, _compact_strides(shape), _torch_dtype(np.dtype(space.dtype)), space.zeroed))
+        plans = [(space.sizes(extents, ()), np.dtype(space.dtype), space.zeroed) for space in spaces]
 
         def made(device_args) -> list:
-            tensors = [torch.empty_strided(shape, strides, dtype=dtype, device=device)
-                       for shape, strides, dtype, _ in plans]
-            for tensor, plan in zip(tensors, plans):
-                if plan[3]:
-                    tensor.zero_()
-            return tensors
+            tensors = [(_empty_tensor(shape, dtype, device), zeroed) for shape, dtype, zeroed in plans]
+            return [tensor.zero_() if zeroed else tensor for tensor, zeroed in tensors]
 
         return made
 
