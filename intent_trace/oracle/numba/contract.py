@@ -17,8 +17,6 @@ An empty reduction gives the accumulator's zero on both paths.
 """
 from __future__ import annotations
 
-import contextlib
-
 from ... import types as T
 from ...graph import ops
 from ...graph.interpreter import rule_registrar
@@ -225,8 +223,9 @@ def _loops(em, node, args, acc: T.DType):
     the reduced positions k in order into its row of the workspace, starting from zero, so every output element
     is its products summed in reduction order with one rounding per product and per sum (f16/bf16: in float32,
     rounded once at the end; integers wrap), as one scalar accumulator per element gives, while the innermost
-    loop runs along the row, over independent elements, where LLVM vectorises it. A float row of at most 1 KiB is
-    summed instead by :func:`~.lane_contract.lane_row` (the same sums, held in registers across the reduction)."""
+    loop runs along the row, over independent elements, where LLVM vectorises it. A float row is summed by
+    :func:`~.lane_contract.lane_row` instead (the same sums; held in registers across the reduction where the row
+    is at most 1 KiB), so the kernel's own code holds one call, not a loop nest LLVM compiles again per kernel."""
     lhs, rhs = args
     p = _Plan(em, node, lhs, rhs)
     if acc.is_float:  # f16/bf16: float32 products and sums (their values are float32 numbers already)
@@ -248,10 +247,9 @@ def _loops(em, node, args, acc: T.DType):
         bq = em.assign(f"{q} // {nm}", "b") if nb != "1" else "0"
         iq = em.assign(f"{q} - {bq} * {nm}", "i") if nb != "1" else q
         crow, arow = em.assign(f"{c3}[{bq}, {iq}]", "c"), em.assign(f"{a3}[{bq}, {iq}]", "a")
-        if lanes:  # a short row summed in registers (:mod:`.lane_contract`); a long one by the loops below
-            done = em.assign(f"R.call_outlined(R.lane_row, {crow}, {arow}, {b3}, np.int64({bq}), {np_type(work)}(0))",
-                             "n")
-        with em.block(f"if not {done}:") if lanes else contextlib.nullcontext():
+        if lanes:  # in registers where the row is short, else streamed along it (:mod:`.lane_contract`)
+            em.line(f"R.call_outlined(R.lane_row, {crow}, {arow}, {b3}, np.int64({bq}), {np_type(work)}(0))")
+        else:
             j = em.fresh("j")
             with em.block(f"for {j} in range({nn}):"):
                 em.line(f"{crow}[{j}] = {np_type(work)}(0)")

@@ -13,9 +13,12 @@ Only rows of at most :data:`SHORT_ROW_BYTES`: a block's reduced loop reads the r
 and for a long row those loads fall in a few L1 sets (at N = 1024 floats, 4 KiB apart, all in the same ones):
 attention's ``q @ k.T`` (N = 1024) ran 2x slower so; copied into ``[N // W, K, W]`` panels first it ran 12%
 faster than the row-streaming loop, but the copy cost ``attention_f16``'s first parallel-build call 1.1 CPU-s as a
-generated loop nest and 0.6 as a second outlined helper (its limit is 5), so long rows keep the row-streaming loop.
-This helper alone costs that call nothing measurable once it is in Numba's cache, and its own compile (0.22 CPU-s)
-the first time on a machine.
+generated loop nest and 0.6 as a second outlined helper (its limit is 5), so long rows keep the row-streaming loop:
+``row[:] = 0; for k: row += x[k] * rhs[k, :]`` (outputs along the innermost loop, where LLVM vectorises it), run
+here too, so a kernel's own code holds one call per contraction and no loop nest of its own (it was one per
+contraction in every build of every kernel: 0.3 CPU-s of ``attention_f16``'s first parallel-build call).
+This helper costs that call nothing measurable once it is in Numba's cache, and its own compile (about 0.3
+CPU-s) the first time on a machine.
 
 A runtime helper called through :func:`~.outlined_call.call_outlined`: compiled once per argument types and cached
 on disk, never linked into and optimised again with every kernel that calls it.
@@ -33,13 +36,22 @@ _W32, _W64 = LANES_BY_BITS[32], LANES_BY_BITS[64]  # (module constants: Numba fr
 
 @njit(**JIT_FLAGS)
 def lane_row(crow, arow, rhs, b, zero):
-    """``crow[j] = sum over k in order of arow[k] * rhs[b, k, j]`` from ``zero``, where the row is short (returns
-    1): its whole blocks of W outputs in registers, the outputs after them by the scalar loop's order (k outer).
-    A long row is left to the caller (returns 0)."""
-    width = _W32 if crow.itemsize == 4 else _W64
+    """``crow[j] = sum over k in order of arow[k] * rhs[b, k, j]`` from ``zero``: a short row's whole blocks of W
+    outputs in registers, the outputs after them (and every output of a long row) by the row-streaming loop
+    (k outer). Every output is the same ordered sum either way."""
     n, nk = crow.shape[0], arow.shape[0]
     if n * crow.itemsize > SHORT_ROW_BYTES:
-        return 0
+        # the streaming loop over whole rows, indexed from 0 (an offset index ``whole + j`` is not known
+        # non-negative to LLVM: Numba's wraparound of a negative index made every load a gather, 6x slower)
+        for j in range(n):
+            crow[j] = zero
+        for k in range(nk):
+            x = arow[k]
+            r = rhs[b, k]
+            for j in range(n):
+                crow[j] = crow[j] + x * r[j]
+        return
+    width = _W32 if crow.itemsize == 4 else _W64
     whole = n // width * width
     for q in range(n // width):
         v = lanes_fill(zero)
@@ -52,4 +64,3 @@ def lane_row(crow, arow, rhs, b, zero):
         x = arow[k]
         for j in range(n - whole):
             crow[whole + j] = crow[whole + j] + x * rhs[b, k, whole + j]
-    return 1
