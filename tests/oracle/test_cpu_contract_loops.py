@@ -46,8 +46,8 @@ def attention_scores(q: I.In[I.f32, ("B", "L", "D")], k: I.In[I.f32, ("B", "S", 
 
 # Short output rows (at most 1 KiB: 256 f32, 128 f64 values; oracle/numba/lane_contract.py) run in whole blocks of
 # the lane width (64 f32, 32 f64 values) summed in registers, then the rest in the scalar loop's order; longer rows
-# by the generated loops: rows (S, E) below, at and above one and two blocks and the short-row limit, and a
-# reduction (D = 70) longer than a block.
+# by lane_row's row-streaming loop (the same order): rows (S, E) below, at and above one and two blocks and the
+# short-row limit, and a reduction (D = 70) longer than a block.
 @pytest.mark.parametrize("shape", [(1, 1, 1, 1, 1), (2, 3, 5, 7, 2), (3, 17, 9, 33, 4), (2, 4, 3, 0, 5)] +
                          [(2, 3, n, 70, n) for n in (31, 32, 33, 63, 64, 65, 129, 256, 257)],
                          ids=lambda s: "B{}L{}S{}D{}E{}".format(*s))

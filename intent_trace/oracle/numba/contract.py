@@ -218,14 +218,15 @@ def _int_ops(acc: T.DType):
 def _loops(em, node, args, acc: T.DType):
     """Integer and f16/bf16 accumulators, and every contraction inside a parallel loop: loop nests.
 
-    Each operand is converted once into a contiguous array (lhs ``[B, M, K]``, rhs ``[B, K, N]``; f16/bf16
-    values are held as float32), not once per product, or used in place when it already is one. Each output row then accumulates ``x * rhs[k, :]`` for
-    the reduced positions k in order into its row of the workspace, starting from zero, so every output element
-    is its products summed in reduction order with one rounding per product and per sum (f16/bf16: in float32,
-    rounded once at the end; integers wrap), as one scalar accumulator per element gives, while the innermost
-    loop runs along the row, over independent elements, where LLVM vectorises it. A float row is summed by
-    :func:`~.lane_contract.lane_row` instead (the same sums; held in registers across the reduction where the row
-    is at most 1 KiB), so the kernel's own code holds one call, not a loop nest LLVM compiles again per kernel."""
+    Each operand is converted once into a contiguous array (lhs ``[B, M, K]``, rhs ``[B, K, N]``; f16/bf16 values
+    are held as float32), not once per product, or used in place when it already is one. Each output row then
+    accumulates ``x * rhs[k, :]`` for the reduced positions k in order into its row of the workspace, starting from
+    zero, so every output element is its products summed in reduction order with one rounding per product and per
+    sum (f16/bf16: in float32, rounded once at the end; integers wrap), as one scalar accumulator per element gives,
+    while the innermost loop runs along the row, over independent elements, where LLVM vectorises it. A float row is
+    summed by :func:`~.lane_contract.lane_row` instead (the same sums; held in registers across the reduction where
+    the row is at most 1 KiB), so the kernel's own code holds one call, not a loop nest LLVM compiles again per
+    kernel."""
     lhs, rhs = args
     p = _Plan(em, node, lhs, rhs)
     if acc.is_float:  # f16/bf16: float32 products and sums (their values are float32 numbers already)
