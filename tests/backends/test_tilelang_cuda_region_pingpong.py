@@ -8,11 +8,14 @@ every block count), and that neither a 128-thread tiling nor the C emulation (wh
 turns. The numbers are the overlapped loop's (test_tilelang_cuda_region_overlap.py: the emulation writes no turn).
 """
 import re
+import shutil
+import subprocess
 
 import pytest
 
 pytest.importorskip("tilelang")
 from backends.test_tilelang_cuda_region import _specs  # noqa: E402
+from backends.tilelang_support import cuda_source  # noqa: E402
 from intent_trace.backends.tilelang import cuda_region, cuda_region_overlap, cuda_region_tiles, targets  # noqa: E402
 from schedule.region_kernels import FA  # noqa: E402
 
@@ -107,3 +110,32 @@ def test_the_turns_alternate_and_leave_no_arrive(blocks):
     assert give_bar(0) == wait_bar(1)  # each gives the other its turn
     first = 1 - wait_w
     assert issued == [first, 1 - first] * (blocks + 1)  # in alternation, the one that never waits at 0 first
+
+
+@pytest.mark.parametrize("kernel", [FA.attention_f16_causal, FA.attention_f16_fast], ids=lambda k: k.name)
+def test_the_turns_stay_with_the_consumers_in_the_lowered_program(pingpong, monkeypatch, kernel, tmp_path):
+    # TileLang's warp specialisation splits the loop into its producer (the first 128 threads: the TMA loads) and
+    # the consumers; the turns are the consumers' (a barrier the producer took would deadlock or order nothing), and
+    # the program still fits the overlapped loop's registers
+    monkeypatch.setattr(cuda_region_overlap, "ONLY_MASKED", False)
+    source = cuda_source(_specs(kernel)["segmented_fold_d128"].program)
+    producer = source.index("if (((int)threadIdx.x) < 128) {")
+    consumer = source.index("tl::warpgroup_reg_alloc<", producer)
+    assert "itp_turn(" not in source[producer:consumer] and "itp_pass_turn(" not in source[producer:consumer]
+    body = source[consumer:]
+    assert body.count("itp_turn(") == 1 and body.count("itp_pass_turn(") == 2
+    assert body.index("itp_turn(") < body.index("tl::wgmma_ss<") < body.index("tl::wgmma_rs<") < \
+        body.index("itp_pass_turn(") < body.index("tl::wait_wgmma<1>")
+    nvcc = shutil.which("nvcc")
+    if nvcc is not None:  # assembled by the local nvcc too (TileLang's headers, Hopper)
+        import tilelang
+
+        root = tilelang.__path__[0]
+        path = tmp_path / "fold.cu"
+        path.write_text(source)
+        r = subprocess.run([nvcc, "-std=c++20", "-arch=sm_90a", "-cubin", "--fmad=false", "-w", "-Xptxas", "-v",
+                            f"-I{root}/src", f"-I{root}/3rdparty/cutlass/include", str(path), "-o",
+                            str(path) + ".cubin"], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert int(re.search(r"(\d+) bytes spill stores", r.stderr).group(1)) == 0
+        assert int(re.search(r"Used (\d+) registers", r.stderr).group(1)) <= 168
