@@ -49,7 +49,8 @@ def test_the_turns_bracket_the_issue_of_the_products(pingpong, kernel):
     assert all(h.format(fn=cuda_region.Spelling.dialect.function) in program for h in cuda_region_tiles.TURN)
 
 
-def test_without_the_flag_the_overlapped_loop_takes_no_turns():
+def test_without_the_flag_the_overlapped_loop_takes_no_turns(monkeypatch):
+    monkeypatch.setattr(cuda_region_overlap, "PINGPONG", False)
     spec = _specs(FA.attention_f16_causal)["segmented_fold_d128"]
     assert "itp_turn" not in spec.program and "ping-pong" not in spec.part.param("pipelined")
     assert "overlapped" in spec.part.param("pipelined")
@@ -122,6 +123,9 @@ def test_the_turns_stay_with_the_consumers_in_the_lowered_program(pingpong, monk
     producer = source.index("if (((int)threadIdx.x) < 128) {")
     consumer = source.index("tl::warpgroup_reg_alloc<", producer)
     assert "itp_turn(" not in source[producer:consumer] and "itp_pass_turn(" not in source[producer:consumer]
+    # TileLang's own barriers keep clear of the turns' (ids 8 and 9)
+    theirs = {int(x) for x in re.findall(r"(?:__sync_thread_partial|__named_barrier_arrive)\((\d+)", source)}
+    assert theirs and not theirs & set(range(8, 10)), theirs
     body = source[consumer:]
     assert body.count("itp_turn(") == 1 and body.count("itp_pass_turn(") == 2
     assert body.index("itp_turn(") < body.index("tl::wgmma_ss<") < body.index("tl::wgmma_rs<") < \
