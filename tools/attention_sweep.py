@@ -21,7 +21,7 @@ A ``/pingpong`` suffix overlaps any fold and adds FlashAttention-3's ping-pong b
 (``cuda_region_overlap.PINGPONG``: each issues its products in turn, named barriers), ``/solo`` overlaps any fold
 without it.
 Workspaces (the causal skip's flags) are allocated here. One JSON line per variant. ``--watchdog S`` (first
-argument): a variant whose compile, first launch and timing take more than S seconds (a program that deadlocks)
+argument): a variant whose first launch and timing take more than S seconds (a program that deadlocks)
 prints an error line and ends the process (exit status 3), so a command can go on with the next.
 
     python3 tools/attention_sweep.py                      # the default set (DEFAULT)
@@ -156,11 +156,11 @@ def main() -> None:
             print(json.dumps({**line, "error": errors[variant]}), flush=True)
             continue
         program, workspaces = programs[variant]
+        kern = compile_program(program, "tilelang-cuda")
         timer = None
-        if watchdog:
+        if watchdog:  # from the first launch (the compile is the pool's, cached)
             timer = threading.Timer(watchdog, _hung, (line,))
             timer.start()
-        kern = compile_program(program, "tilelang-cuda")
         extents = {"d0": bh, "d1": n, "d2": d, "d3": n}
         spaces = [torch.empty(*(extents.get(x) or int(x) for x in w.shape), device="cuda",
                               dtype=getattr(torch, w.dtype)) for w in workspaces]
