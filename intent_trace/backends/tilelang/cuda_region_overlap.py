@@ -31,6 +31,15 @@ warp-specialised producer refills them) behind the asynchronous products. The C 
 synchronous products (:class:`.cuda_region_tiles.Emulated`: the waits and the read write nothing). The loads take
 two stages at least (:data:`STAGES`), and ``P``'s fragment is zeroed once before the loop (the first iteration
 issues no product that reads it; TileLang's check of reads before writes cannot see the guard).
+
+**Ping-pong** (:data:`PINGPONG`, FlashAttention-3's inter-warpgroup scheduling): the overlap above keeps only PV
+running during the element work; a block's QK^T is still waited for before its softmax, and both consumer
+warpgroups reach that wait together, so the tensor cores idle during their element work. With the turns, each
+warpgroup issues its products (QK^T of block ``kb``, PV of ``kb - 1``) only after the other issued its own, and gives
+the turn back before it waits: one warpgroup's products run while the other's softmax does. Only the order of
+issue changes (every value and every rounding are the loop's above). The turns are two named barriers
+(:meth:`.cuda_region_tiles.Spelling.turn`), balanced for any block count (tests/backends/
+test_tilelang_cuda_region_pingpong.py models them); the C emulation, whose threads run in turn, takes none.
 """
 from __future__ import annotations
 
