@@ -25,6 +25,16 @@ argument): a variant whose first launch and timing take more than S seconds (a p
 prints an error line and ends the process (exit status 3), so a command can go on with the next.
 
     python3 tools/attention_sweep.py                      # the default set (DEFAULT)
+    python3 tools/attention_sweep.py --watchdog 25 causal:128,128,128,1,256/pingpong fast:128,128,128,1,256/pingpong
+
+The ping-pong is unmeasured (2026-12-07: no GPU machine started). The A/B prepared for it, main's programs first
+(``/sync`` and the causal default are main's texts), then the ping-pong variants under the watchdog (<= 110 s):
+
+    timeout 45 python3 tools/attention_sweep.py --watchdog 25 {accurate,fast,fma}:128,128,128,1,256/sync \
+        causal:128,128,128,1,256 {accurate,fma}:128,128,128,1,256/overlap
+    timeout 65 python3 tools/attention_sweep.py --watchdog 25 {causal,fast,accurate,fma}:128,128,128,1,256/pingpong \
+        {fast,fma,accurate}:128,128,176,2,256/pingpong {fast,fma,causal,accurate}:128,128,128,3,256/pingpong \
+        {fast,causal}:128,128,64,2,256/pingpong
     python3 tools/attention_sweep.py causal:128,128,128,1,256/outside causal:128,128,128,1,256
 """
 import concurrent.futures

@@ -64,7 +64,9 @@ STAGES = 2
 ONLY_MASKED = True
 #: FlashAttention-3's ping-pong between the two consumer warpgroups (:func:`pingpong`): warpgroup ``w`` issues
 #: block ``kb``'s products after the other issued its block ``kb - 1 + w``'s, so one's products run while the
-#: other's element work does (named barriers: :meth:`.cuda_region_tiles.Spelling.turn`)
+#: other's element work does (named barriers: :meth:`.cuda_region_tiles.Spelling.turn`). Off: not yet measured on a
+#: GPU (2026-12-07: no machine started); ``tools/attention_sweep.py``'s ``/pingpong`` measures it (its docstring has
+#: the A/B command). Lowered and assembled for sm_90a here: 168 registers, no spills, as without it.
 PINGPONG = False
 #: the schedule's note (``exe.schedule``) on a fold whose loop is overlapped
 NOTE = "; overlapped: a block's second product (T.wgmma_gemm, accumulating) runs during the next block's element work"
