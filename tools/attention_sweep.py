@@ -17,18 +17,35 @@ The programs are this branch's: the source loop overlapped where the fold has th
 runs, FlashAttention's combine form; two stages of loads at least, whatever the tiling says). A ``/overlap`` suffix
 overlaps any fold with the structure (``ONLY_MASKED`` off); a ``/sync`` suffix none (``Spelling.overlap`` off: every
 ``T.gemm`` waits, the fold's combine form: main's program). ``/accumulate`` applies to a ``/sync`` program only.
-Workspaces (the causal skip's flags) are allocated here. One JSON line per variant.
+A ``/pingpong`` suffix overlaps any fold and adds FlashAttention-3's ping-pong between the two consumer warpgroups
+(``cuda_region_overlap.PINGPONG``: each issues its products in turn, named barriers), ``/solo`` overlaps any fold
+without it.
+Workspaces (the causal skip's flags) are allocated here. One JSON line per variant. ``--watchdog S`` (first
+argument): a variant whose first launch and timing take more than S seconds (a program that deadlocks)
+prints an error line and ends the process (exit status 3), so a command can go on with the next.
 
     python3 tools/attention_sweep.py                      # the default set (DEFAULT)
+    python3 tools/attention_sweep.py --watchdog 25 causal:128,128,128,1,256/pingpong fast:128,128,128,1,256/pingpong
+
+The ping-pong is unmeasured (2026-12-07: no GPU machine started). The A/B prepared for it, main's programs first
+(``/sync`` and the causal default are main's texts), then the ping-pong variants under the watchdog (<= 110 s):
+
+    timeout 45 python3 tools/attention_sweep.py --watchdog 25 {accurate,fast,fma}:128,128,128,1,256/sync \
+        causal:128,128,128,1,256 {accurate,fma}:128,128,128,1,256/overlap
+    timeout 65 python3 tools/attention_sweep.py --watchdog 25 {causal,fast,accurate,fma}:128,128,128,1,256/pingpong \
+        {fast,fma,accurate}:128,128,176,2,256/pingpong {fast,fma,causal,accurate}:128,128,128,3,256/pingpong \
+        {fast,causal}:128,128,64,2,256/pingpong
     python3 tools/attention_sweep.py causal:128,128,128,1,256/outside causal:128,128,128,1,256
 """
 import concurrent.futures
 import json
 import math
 import multiprocessing
+import os
 import pathlib
 import re
 import sys
+import threading
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "examples")]
@@ -58,16 +75,19 @@ def _program(variant: str):
     kernel, tiling, flag = _parse(variant)
     graph = KERNELS[kernel].trace()
     plan = cuda_region.schedule_region.recognise(graph)
-    known, overlap, masked = cuda_region_inside.Inside.known, cuda_region.Spelling.overlap, OVERLAP.ONLY_MASKED
+    known, overlap = cuda_region_inside.Inside.known, cuda_region.Spelling.overlap
+    masked, pingpong = OVERLAP.ONLY_MASKED, OVERLAP.PINGPONG
     if flag == "outside":  # every block as if it straddled the mask
         cuda_region_inside.Inside.known = lambda self, var: None
     cuda_region.Spelling.overlap = flag not in ("sync", "accumulate")
-    OVERLAP.ONLY_MASKED = flag != "overlap"
+    OVERLAP.ONLY_MASKED = flag not in ("overlap", "pingpong", "solo")
+    OVERLAP.PINGPONG = {"pingpong": True, "solo": False}.get(flag, pingpong)
     try:
         spec = cuda_region.specialization(graph, targets.CUDA, plan, cuda_region.Tiling(*tiling),
                                           cuda_region.Spelling)
     finally:
-        cuda_region_inside.Inside.known, cuda_region.Spelling.overlap, OVERLAP.ONLY_MASKED = known, overlap, masked
+        cuda_region_inside.Inside.known, cuda_region.Spelling.overlap = known, overlap
+        OVERLAP.ONLY_MASKED, OVERLAP.PINGPONG = masked, pingpong
     return (accumulated(spec.program) if flag == "accumulate" else spec.program), spec.workspaces
 
 
@@ -106,11 +126,19 @@ def _compile(variant: str):
     return None
 
 
+def _hung(line: dict) -> None:
+    print(json.dumps({**line, "error": "watchdog: no result in time (a deadlock?)"}), flush=True)
+    os._exit(3)
+
+
 def main() -> None:
     import torch
     from gpu_zoo import cuda_time
 
-    variants = sys.argv[1:] or list(DEFAULT)
+    args, watchdog = sys.argv[1:], None
+    if args[:1] == ["--watchdog"]:
+        watchdog, args = float(args[1]), args[2:]
+    variants = args or list(DEFAULT)
     programs = {v: _program(v) for v in variants}
     assert len({p for p, _ in programs.values()}) == len(variants), "two variants gave the same program"
     with concurrent.futures.ProcessPoolExecutor(min(len(variants), 8),
@@ -139,6 +167,10 @@ def main() -> None:
             continue
         program, workspaces = programs[variant]
         kern = compile_program(program, "tilelang-cuda")
+        timer = None
+        if watchdog:  # from the first launch (the compile is the pool's, cached)
+            timer = threading.Timer(watchdog, _hung, (line,))
+            timer.start()
         extents = {"d0": bh, "d1": n, "d2": d, "d3": n}
         spaces = [torch.empty(*(extents.get(x) or int(x) for x in w.shape), device="cuda",
                               dtype=getattr(torch, w.dtype)) for w in workspaces]
@@ -146,6 +178,8 @@ def main() -> None:
         kern(q, k, v, out, scale, *spaces)
         err = float((out.float() - ref).abs().max())
         ours = cuda_time(lambda: kern(q, k, v, out, scale, *spaces), inner=10)
+        if timer is not None:
+            timer.cancel()
         flops = 4.0 * bh * n * n * d * (0.5 if causal else 1.0)
         print(json.dumps({**line, "ours_ms": ours * 1e3, "sdpa_ms": theirs * 1e3, "ratio": theirs / ours,
                           "ours_tflops": flops / ours / 1e12, "max_abs_err_vs_sdpa": err}), flush=True)

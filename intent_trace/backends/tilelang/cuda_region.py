@@ -140,7 +140,8 @@ class _Program:
     def __init__(self, graph, target, plan, tiling: Tiling, spelling, skip=None):
         self.graph, self.plan, self.t, self.target = graph, plan, tiling, target
         self.skip = skip  # schedule.region_skip.MaskedSkip: the source blocks a coordinate mask empties are skipped
-        self.overlap, self.issued = None, None  # cuda_region_overlap: while its loop is written, and where
+        # cuda_region_overlap: while its loop is written, where its first product is issued and its turn waited for
+        self.overlap, self.issued, self.turn = None, None, None
         self.overlapped = ""  # the schedule's note when it was
         self.inside = Inside(graph, plan, tiling)  # blocks inside a coordinate mask: no per-element comparison
         self.workspaces, self.passes = (), []  # the skip's workspaces and the lines of its kernels before the fold
@@ -288,7 +289,7 @@ class _Program:
         overlap = cuda_region_overlap.find(self, summarize, combine) if self.sp.overlap else None
         if overlap is not None:  # a block's second product overlapped with the next block's element work
             cuda_region_overlap.loop(self, overlap, summarize, combine, running, operand_values, start, count)
-            self.overlapped = cuda_region_overlap.NOTE
+            self.overlapped = cuda_region_overlap.note(self)
         else:
             with em.block(self.sp.source_loop("kb", count, start)):
                 values = [self.index(SLICE, "kb") if s.param is None else
@@ -475,6 +476,7 @@ class _Program:
         shape = tuple(self.role_size(r) for r in self.layout(node.outputs[0].type))
         out = self.fragment(shape, prefix="acc", scope=self.sp.product_scope)
         if self.overlap is not None and node is self.overlap.first:  # waited for by the overlapped loop
+            self.turn = len(self.em.lines)  # where the warpgroups' turn is waited for (ping-pong)
             self.sp.gemm_async(a.buf, b.buf, out.buf, la == 0, ra == 1, (*shape, a.shape[la]), True)
             self.issued = len(self.em.lines)
         else:

@@ -31,6 +31,15 @@ warp-specialised producer refills them) behind the asynchronous products. The C 
 synchronous products (:class:`.cuda_region_tiles.Emulated`: the waits and the read write nothing). The loads take
 two stages at least (:data:`STAGES`), and ``P``'s fragment is zeroed once before the loop (the first iteration
 issues no product that reads it; TileLang's check of reads before writes cannot see the guard).
+
+**Ping-pong** (:data:`PINGPONG`, FlashAttention-3's inter-warpgroup scheduling): the overlap above keeps only PV
+running during the element work; a block's QK^T is still waited for before its softmax, and both consumer
+warpgroups reach that wait together, so the tensor cores idle during their element work. With the turns, each
+warpgroup issues its products (QK^T of block ``kb``, PV of ``kb - 1``) only after the other issued its own, and gives
+the turn back before it waits: one warpgroup's products run while the other's softmax does. Only the order of
+issue changes (every value and every rounding are the loop's above). The turns are two named barriers
+(:meth:`.cuda_region_tiles.Spelling.turn`), balanced for any block count (tests/backends/
+test_tilelang_cuda_region_pingpong.py models them); the C emulation, whose threads run in turn, takes none.
 """
 from __future__ import annotations
 
@@ -53,8 +62,15 @@ STAGES = 2
 #: the overlap only for a fold with the masked-block skip (:func:`find`; tools/attention_sweep.py's ``/overlap``
 #: turns it off to measure the others)
 ONLY_MASKED = True
+#: FlashAttention-3's ping-pong between the two consumer warpgroups (:func:`pingpong`): warpgroup ``w`` issues
+#: block ``kb``'s products after the other issued its block ``kb - 1 + w``'s, so one's products run while the
+#: other's element work does (named barriers: :meth:`.cuda_region_tiles.Spelling.turn`). Off: not yet measured on a
+#: GPU (2026-12-07: no machine started); ``tools/attention_sweep.py``'s ``/pingpong`` measures it (its docstring has
+#: the A/B command). Lowered and assembled for sm_90a here: 168 registers, no spills, as without it.
+PINGPONG = False
 #: the schedule's note (``exe.schedule``) on a fold whose loop is overlapped
 NOTE = "; overlapped: a block's second product (T.wgmma_gemm, accumulating) runs during the next block's element work"
+PINGPONG_NOTE = "; ping-pong: the two consumer warpgroups issue their products in turn"
 
 
 @attrs.frozen
@@ -195,11 +211,19 @@ def loop(program, ov: Overlap, summarize, combine, running: list, operands: list
         finally:
             program.overlap = None
             lines, em.lines = em.lines, body
-        em.lines.extend(lines[:mark])
+        turns = pingpong(program)
+        em.lines.extend(lines[:program.turn])
+        if turns:  # one warpgroup first: at the first block it does not wait; the other gives no turn after its last
+            sp.turn(f"kb > {first}")
+        em.lines.extend(lines[program.turn:mark])
         with em.block(f"if kb > {first}:"):
             em.lines.extend("    " + x for x in second)
+            if turns:
+                sp.pass_turn(f"kb < {count}")
             sp.wait(1)
         with em.block("else:"):
+            if turns:
+                sp.pass_turn(f"kb < {count}")
             sp.wait(0)
         with em.block(f"if kb < {count}:"):
             em.lines.extend("    " + x for x in lines[mark:])
@@ -209,6 +233,18 @@ def loop(program, ov: Overlap, summarize, combine, running: list, operands: list
     loop_lines, em.lines = em.lines[before:], em.lines[:before]
     program.fill(p, Scalar("T.float32(0)"))  # never read before written (kb > start); TileLang's check cannot see it
     em.lines.extend(loop_lines)
+
+
+def note(program) -> str:
+    """The schedule's note on the overlapped loop ``program`` wrote."""
+    return NOTE + (PINGPONG_NOTE if pingpong(program) else "")
+
+
+def pingpong(program) -> bool:
+    """Whether the loop's two consumer warpgroups take turns issuing their products (:data:`PINGPONG`; 256
+    threads: two warpgroups, each its half of the rows under the FullRow policy; not in the C emulation, whose
+    threads run in turn)."""
+    return PINGPONG and program.t.threads == 256 and not program.sp.emulated
 
 
 def _rescale(program, ov: Overlap, run, temps: dict) -> None:

@@ -61,6 +61,19 @@ class Tiling:
     threads: int = 256
 
 
+#: The ping-pong's turns (:meth:`Spelling.turn`): named barrier ``8 + w`` is consumer warpgroup ``w``'s turn, its
+#: 128 threads wait there (``bar.sync``) and the other's 128 arrive (``bar.arrive``). Written on the hardware thread
+#: index (``w`` = bit 7 of ``threadIdx.x``): TileLang's warp specialisation puts its producer warpgroup first and
+#: keeps the consumers' ``threadIdx`` (128..383), and an expression in the program would be simplified on the
+#: declared 256 threads, and a barrier call ahead of the products moved to the producer (its loop-prefix rule);
+#: an opaque call stays where it is. TileLang's own partial syncs take the low ids (3 and 4 here), 0 is
+#: ``__syncthreads``.
+TURN = ('{fn} int itp_turn(int later) {{ int w = (threadIdx.x >> 7) & 1; '
+        'if (later || w == 0) asm volatile("bar.sync %0, 256;" :: "r"(8 + w) : "memory"); return 0; }}',
+        '{fn} int itp_pass_turn(int more) {{ int w = (threadIdx.x >> 7) & 1; '
+        'if (more || w == 1) asm volatile("bar.arrive %0, 256;" :: "r"(9 - w) : "memory"); return 0; }}')
+
+
 class Spelling:
     """The CUDA spelling; :class:`Emulated` overrides what differs. ``em`` is the shared emitter writing the lines.
 
@@ -199,6 +212,19 @@ class Spelling:
     def wait(self, pending: int) -> None:
         """Until at most ``pending`` of the issued products are running (they complete in the order issued)."""
         self.em.line(f"T.wait_wgmma({pending})")
+
+    def turn(self, later: str) -> None:
+        """Wait, at a block after the first (``later``) or always in the second consumer warpgroup, until the other
+        warpgroup has issued its products: FlashAttention-3's ping-pong, one warpgroup's products on the tensor
+        cores while the other's element work runs (:data:`TURN`)."""
+        name = self.helper("itp_turn", TURN[0])
+        self.em.line(f"T.evaluate(T.call_extern('int32', {name!r}, T.Cast('int32', {later})))")
+
+    def pass_turn(self, more: str) -> None:
+        """Give the other consumer warpgroup its turn (arrive, not wait), except in the second warpgroup at the last
+        block (``more`` false): every wait of :meth:`turn` has its one arrive."""
+        name = self.helper("itp_pass_turn", TURN[1])
+        self.em.line(f"T.evaluate(T.call_extern('int32', {name!r}, T.Cast('int32', {more})))")
 
     def hold(self, tiles: list) -> None:
         """A read of the loop's shared ``tiles``: TileLang releases a pipelined stage's buffers to its producer after
@@ -345,6 +371,12 @@ class Emulated(Spelling):
         pass
 
     def hold(self, tiles: list) -> None:
+        pass
+
+    def turn(self, condition: str) -> None:
+        pass  # a block's threads run in turn: no warpgroups
+
+    def pass_turn(self, condition: str) -> None:
         pass
 
     def gemm(self, a: str, b: str, out: str, trans_a: bool, trans_b: bool, shape: tuple, clear: bool = True) -> None:
