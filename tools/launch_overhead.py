@@ -58,7 +58,7 @@ def main(argv) -> int:
         # a ticket or flags left by the previous call would break the next): TileLang's launcher without ours, and
         # the module's entry that launch calls (executable._entry) without the plan's lookup
         shapes = tuple(getattr(a, "shape", None) for a in args)
-        entry, views, extra = exe._launches[shapes]
+        entry, views, extra, _ = exe._launches[shapes]
         if not any(getattr(w, "zeroed", False) for w in exe.workspaces):
             ready = list(args) if views is None else [a.view(v[0]) if v is not None and a.dtype == v[1] else a
                                                       for a, v in zip(args, views)]

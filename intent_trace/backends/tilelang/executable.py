@@ -186,6 +186,8 @@ DIRECT_ENTRY = True
 #: scratch workspaces up to this size are made once per stream and reused (TileLangExecutable._workspace_maker)
 REUSED_WORKSPACE_BYTES = 1 << 20
 REUSED_STREAMS = 8  # streams per argument shapes that keep workspaces; calls on more allocate per call
+#: a reused zeroed workspace is zero-filled again right after the call that used it (False: not reused)
+ZERO_AFTER = True
 
 
 def _stream_key(device: str) -> Callable | None:
@@ -323,12 +325,16 @@ class TileLangExecutable(ExecutableDisplay):
         if plan is None:
             shapes = tuple(getattr(a, "shape", None) for a in device_args)
             plan = self._launches[shapes] = self._launch_plan(device_args)
-        entry, views, extra = plan
+        entry, views, extra, after = plan
         args = device_args if views is None else [a.view(view[0]) if view is not None and a.dtype == view[1] else a
                                                   for a, view in zip(device_args, views)]
-        if extra is not None:
-            args = [*args, *extra(device_args)]
-        entry(*args)
+        if extra is None:
+            entry(*args)
+            return
+        trailing = extra(device_args)
+        entry(*args, *trailing)
+        if after is not None:  # the next call's zeros, queued behind this call on its stream
+            after(trailing)
 
     @functools.cached_property
     def _launches(self) -> dict:
@@ -338,7 +344,8 @@ class TileLangExecutable(ExecutableDisplay):
     def _launch_plan(self, device_args) -> tuple:
         """(the chosen program's entry point (:func:`_entry`), None where no argument is reinterpreted or per
         argument None or (the torch dtype the program reads it as, the other dtype it may come in: its value or
-        storage dtype), None or the function giving the trailing buffers: workspaces, the error record)."""
+        storage dtype), None or the function giving the trailing buffers: workspaces, the error record, None or
+        what runs on those buffers after the launch: :meth:`_workspace_maker`'s ``after``)."""
         dims = {}
         for p, a in zip(self.graph.params, device_args):
             if p.kind == "view":
@@ -359,7 +366,8 @@ class TileLangExecutable(ExecutableDisplay):
         views = tuple(views) if any(v is not None for v in views) else None
         if special:  # its workspaces (if any) made as the general program's
             spaces = special.workspaces
-            return _entry(kernel), views, self._workspace_maker(dims, spaces) if spaces else None
+            made = self._workspace_maker(dims, spaces) if spaces else None
+            return _entry(kernel), views, made, getattr(made, "after", None)
 
         # the error record: made once (launch never reads it; a kernel that fails a check stops either way)
         trailing = []
@@ -370,13 +378,15 @@ class TileLangExecutable(ExecutableDisplay):
 
             trailing.append(self.spec.to_device(torch.zeros(4, dtype=torch.int64)))
         if not self.workspaces:
-            return _entry(kernel), views, (lambda device_args: trailing) if trailing else None
+            return _entry(kernel), views, (lambda device_args: trailing) if trailing else None, None
         made = self._workspace_maker(dims, self.workspaces)
+        if not trailing:
+            return _entry(kernel), views, made, getattr(made, "after", None)
 
         def extra(device_args) -> list:
             return [*made(device_args), *trailing]
 
-        return _entry(kernel), views, extra
+        return _entry(kernel), views, extra, getattr(made, "after", None)
 
     def _workspace_maker(self, dims: dict, spaces) -> Callable:
         """``made(device_args)``: the workspaces for one ``launch`` with these extents. Where no scalar argument
@@ -389,8 +399,11 @@ class TileLangExecutable(ExecutableDisplay):
         call depends on what the previous one left) of at most :data:`REUSED_WORKSPACE_BYTES` are made once per
         CUDA stream and reused by every later call on it: the stream orders those calls, so none overlaps
         another's use, and a call on another stream (which may overlap) gets its own (:func:`_stream_key`). A
-        ``zeroed`` workspace (a ticket, status flags) is fresh per call, as is every workspace where the target
-        has no streams."""
+        ``zeroed`` workspace (a ticket, status flags) is reused the same way where :data:`ZERO_AFTER`: ``made.after``
+        (the plan's last part) zero-fills it again right after the launch that used it, on the same stream, so the
+        next call on that stream finds it zero whatever this one left, and the memset is queued behind the kernel
+        instead of before it (a single call's latency no longer holds an allocation and a memset's launch). Where
+        the target has no streams every workspace is fresh per call, zeroed ones zero-filled first."""
         device = self.spec.device_tensors
         if device is None or any(space.sized_by_arguments for space in spaces):
             return lambda device_args: self._workspace_tensors(dims, device_args, spaces)
@@ -403,7 +416,8 @@ class TileLangExecutable(ExecutableDisplay):
 
         stream = _stream_key(device)
         size = sum(int(np.prod(shape)) * dtype.itemsize for shape, dtype, _ in plans)
-        if stream is None or any(zeroed for _, _, zeroed in plans) or size > REUSED_WORKSPACE_BYTES:
+        zeroed = [k for k, (_, _, z) in enumerate(plans) if z]
+        if stream is None or (zeroed and not ZERO_AFTER) or size > REUSED_WORKSPACE_BYTES:
             return made
         reused: dict = {}  # (device, stream) -> the workspaces
 
@@ -416,6 +430,12 @@ class TileLangExecutable(ExecutableDisplay):
                     reused[key] = tensors
             return tensors
 
+        if zeroed:
+            def after(tensors) -> None:  # queued on the stream the call ran on, behind its kernels
+                for k in zeroed:
+                    tensors[k].zero_()
+
+            reuse.after = after
         return reuse
 
     def _workspace_tensors(self, dims: dict, args, spaces=None) -> list:
