@@ -12,7 +12,8 @@ torch first (a case that fails reports its error, never a time), then ``single_m
 as the zoo's ``ratio``: the host's launch path counts), ``stream_ms`` (20 back-to-back calls a timing, per call) and
 ``host_us`` (the host's time to enqueue a call), for ours and for torch. In a tree whose executable has the knobs
 (``executable.DIRECT_ENTRY``, ``REUSED_WORKSPACE_BYTES``, ``ZERO_AFTER``), ours also runs with each off, so
-each change is timed apart. A launch on a second stream is checked too (its workspaces are its own).
+each change is timed apart, and the full sum also runs as one kernel (:func:`one_kernel`). A launch on a second
+stream is checked too (its workspaces are its own).
 
 ``--kernels`` (in the last tree given, with the knobs): GELU's flat program at other threads x elements per
 thread (``cuda_kernels`` constants), and 16-byte-access forms of GELU's and the chain's flat programs
@@ -29,6 +30,20 @@ import time
 
 
 CASES = ("gelu_erf_f32_16M", "full_sum_f32_16M", "cumsum_f32_16M")
+
+
+def one_kernel(kernel):
+    """``kernel`` built for tilelang-cuda with its full reduction in one kernel (``cuda_reduce.ONE_KERNEL``: the last
+    block folds the partials, a ticket zeroed per call), the form main measured slower because of that zero fill."""
+    from intent_trace.backends.tilelang import cuda_reduce as CR
+    from intent_trace.backends.tilelang import target as TG
+
+    old, cache = CR.ONE_KERNEL, TG._EXECUTABLES
+    CR.ONE_KERNEL, TG._EXECUTABLES = True, {}
+    try:
+        return TG.build(kernel.trace(), target="tilelang-cuda")
+    finally:
+        CR.ONE_KERNEL, TG._EXECUTABLES = old, cache
 
 
 def _child(root: str, kernels: bool) -> None:
@@ -64,14 +79,21 @@ def _child(root: str, kernels: bool) -> None:
             return (x, y, out), (out,), lambda: (torch.maximum(x * 1.5 + y, x) - 0.25,)
         return make
 
-    cases = {c.name: (c.kernel, c.make, c.shape, c.tol) for c in gpu_zoo.cases() if c.name in CASES}
-    cases["chain4_f32_16M"] = (chain4, chain_case(1 << 24), (1 << 24,), 0.0)
-    cases["chain4_f32_64M"] = (chain4, chain_case(1 << 26), (1 << 26,), 0.0)
+    def compiled(kernel):
+        return intent.compile(kernel, target="tilelang-cuda")
+
+    zoo = {c.name: c for c in gpu_zoo.cases() if c.name in CASES}
+    cases = {c.name: (c.kernel, c.make, c.shape, c.tol, compiled) for c in zoo.values()}
+    cases["chain4_f32_16M"] = (chain4, chain_case(1 << 24), (1 << 24,), 0.0, compiled)
+    cases["chain4_f32_64M"] = (chain4, chain_case(1 << 26), (1 << 26,), 0.0, compiled)
     knobs = hasattr(E, "DIRECT_ENTRY")
-    for name, (kernel, make, shape, tol) in cases.items():
+    if knobs:  # the one-kernel full sum, whose ticket's zero fill ZERO_AFTER moves behind the kernel
+        c = zoo["full_sum_f32_16M"]
+        cases["full_sum_f32_16M_one_kernel"] = (c.kernel, c.make, c.shape, c.tol, one_kernel)
+    for name, (kernel, make, shape, tol, build) in cases.items():
         line = {"tree": tree, "case": name, "device": device}
         try:
-            exe = intent.compile(kernel, target="tilelang-cuda")
+            exe = build(kernel)
             made = make(shape)
             args, outputs, torch_fn = made[:3]
             timed = made[3] if len(made) > 3 else torch_fn
@@ -212,6 +234,7 @@ def _warm(root: str) -> None:
         exe = intent.compile(kernel, target="tilelang-cuda")
         jobs += [("tilelang-cuda", t) for t in (exe.program, *(s.program for s in exe.specializations))]
     jobs += [("tilelang-cuda", text) for _, _, text in _variant_programs()]
+    jobs.append(("tilelang-cuda", one_kernel(next(c.kernel for c in gpu_zoo.cases() if c.name == CASES[1])).program))
     start = time.perf_counter()
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(min(len(jobs), 14), mp_context=context, initializer=P._start,
