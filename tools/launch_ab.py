@@ -1,24 +1,24 @@
 """A/B of launch's host path and the flat pointwise kernels on one GPU: several source trees side by side, one JSON
 line per (tree, case, variant).
 
-    python tools/launch_ab.py main=/tmp/ab/main gpupoint=/tmp/ab/gpupoint [--rounds 2] [--kernels]
+    python tools/launch_ab.py main=/tmp/ab/main gpupoint=/tmp/ab/gpupoint [--kernels]
 
 First every program the children run is compiled at once into TileLang's disk cache (worker processes, as
-``precompile`` does: the trees' programs are the same texts). Each tree then runs in a child process of its own
-(``PYTHONPATH`` = the TileLang site, then the tree), rounds alternating between trees; torch is timed in each
-child, so each tree's ratios are against torch in the same process. Per case (the zoo's GELU, full sum
-and cumsum at 16M f32, the pointwise chain of ``benchmarks/gpu.py`` at 16M and 64M): the result is checked against
-torch first (a case that fails reports its error, never a time), then ``single_ms`` (one call per CUDA-event pair,
-as the zoo's ``ratio``: the host's launch path counts), ``stream_ms`` (20 back-to-back calls a timing, per call) and
-``host_us`` (the host's time to enqueue a call), for ours and for torch. In a tree whose executable has the knobs
-(``executable.DIRECT_ENTRY``, ``REUSED_WORKSPACE_BYTES``, ``ZERO_AFTER``), ours also runs with each off, so
-each change is timed apart, and the full sum also runs as one kernel (:func:`one_kernel`). A launch on a second
-stream is checked too (its workspaces are its own).
+``precompile`` does). Each tree then runs in a child process of its own (``PYTHONPATH`` = the TileLang site, then
+the tree), and the last tree once more with its flat nests' element accesses (``cuda_kernels.GROUP`` 1, label
+``<tree>_elements``: its host path alone on GELU and the chain); torch is timed in each child, so each tree's
+ratios are against torch in the same process. Per case (the zoo's GELU, full sum and cumsum at 16M f32, the
+pointwise chain of ``benchmarks/gpu.py`` at 64M): the result is checked against torch first, also launched
+from a second stream (a case that fails reports its error, never a time), then ``single_ms`` (one call per
+CUDA-event pair, as the zoo's ``ratio``: the host's launch path counts), ``stream_ms`` (20 back-to-back calls a
+timing, per call) and ``host_us`` (the host's time to enqueue a call), for ours and for torch. In a tree whose
+executable has the knobs (``executable.DIRECT_ENTRY``, ``REUSED_WORKSPACE_BYTES``, ``ZERO_AFTER``), ours also runs
+with each off, so each change is timed apart, and the full sum also runs as one kernel (:func:`one_kernel`).
 
-``--kernels`` (in the last tree given, with the knobs): GELU's flat program at other threads x elements per
-thread (``cuda_kernels`` constants), and 16-byte-access forms of GELU's and the chain's flat programs
-(:func:`vector_variant`: ``float4`` loads and stores around the same element code, a scalar tail), each kernel
-alone: how much a vectorised flat nest would buy, before one is written.
+``--kernels`` (in the ``_elements`` child): GELU's (16M) and the chain's (64M) flat programs alone, through the
+module's entry: element accesses (main's), 16-byte groups (:mod:`intent_trace.backends.tilelang.cuda_groups`) at
+128 threads and 8/16 elements a thread, and a hand-written 16-byte form (:func:`vector_variant`); each checked
+against torch on whole groups, tails no group of 4 divides and starts off a 16-byte boundary.
 """
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def one_kernel(kernel):
         CR.ONE_KERNEL, TG._EXECUTABLES = old, cache
 
 
-def _child(root: str, kernels: bool) -> None:
+def _child(root: str, kernels: bool, label: str | None = None, elements: bool = False) -> None:
     sys.path[:0] = [os.path.join(root, "benchmarks"), os.path.join(root, "examples"), root]
     import torch
 
@@ -55,10 +55,14 @@ def _child(root: str, kernels: bool) -> None:
     from gpu import chain4
     from intent_trace.backends.tilelang import executable as E
 
-    tree = os.path.basename(root.rstrip("/"))
+    tree = label or os.path.basename(root.rstrip("/"))
     device = torch.cuda.get_device_name()
+    if elements:  # flat nests with element accesses (main's), this tree's host path
+        from intent_trace.backends.tilelang import cuda_kernels as CK
 
-    def host_us(fn, calls: int = 300) -> float:
+        CK.GROUP = 1
+
+    def host_us(fn, calls: int = 200) -> float:
         fn()
         torch.cuda.synchronize()
         start = time.perf_counter()
@@ -69,7 +73,7 @@ def _child(root: str, kernels: bool) -> None:
         return spent / calls * 1e6
 
     def timings(fn) -> dict:
-        return {"single_ms": gpu_zoo.cuda_time(fn, 40) * 1e3, "stream_ms": gpu_zoo.cuda_time(fn, 10, inner=20) * 1e3,
+        return {"single_ms": gpu_zoo.cuda_time(fn, 30) * 1e3, "stream_ms": gpu_zoo.cuda_time(fn, 10, inner=20) * 1e3,
                 "host_us": host_us(fn)}
 
     def chain_case(n):
@@ -83,13 +87,14 @@ def _child(root: str, kernels: bool) -> None:
         return intent.compile(kernel, target="tilelang-cuda")
 
     zoo = {c.name: c for c in gpu_zoo.cases() if c.name in CASES}
-    cases = {c.name: (c.kernel, c.make, c.shape, c.tol, compiled) for c in zoo.values()}
-    cases["chain4_f32_16M"] = (chain4, chain_case(1 << 24), (1 << 24,), 0.0, compiled)
+    knobs = hasattr(E, "DIRECT_ENTRY") and not elements
+    cases = {}  # the host path's cases first, the flat nests' last (a fault in a new kernel then loses least)
+    for name in ("full_sum_f32_16M", "cumsum_f32_16M", "full_sum_f32_16M_one_kernel", "gelu_erf_f32_16M"):
+        c = zoo[name.replace("_one_kernel", "")]
+        if name.endswith("_one_kernel") and not knobs:  # whose ticket's zero fill ZERO_AFTER moves behind it
+            continue
+        cases[name] = (c.kernel, c.make, c.shape, c.tol, one_kernel if name.endswith("_one_kernel") else compiled)
     cases["chain4_f32_64M"] = (chain4, chain_case(1 << 26), (1 << 26,), 0.0, compiled)
-    knobs = hasattr(E, "DIRECT_ENTRY")
-    if knobs:  # the one-kernel full sum, whose ticket's zero fill ZERO_AFTER moves behind the kernel
-        c = zoo["full_sum_f32_16M"]
-        cases["full_sum_f32_16M_one_kernel"] = (c.kernel, c.make, c.shape, c.tol, one_kernel)
     for name, (kernel, make, shape, tol, build) in cases.items():
         line = {"tree": tree, "case": name, "device": device}
         try:
@@ -143,7 +148,7 @@ def _child(root: str, kernels: bool) -> None:
         except Exception as exc:  # noqa: BLE001 (report and go on)
             line.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:500])
         print(json.dumps(line), flush=True)
-    if kernels and knobs:
+    if kernels and hasattr(E, "DIRECT_ENTRY"):
         _kernel_variants(tree, device, timings)
 
 
@@ -191,53 +196,61 @@ def vector_variant(flat: str, threads: int, groups: int) -> str:
 
 
 def _variant_programs() -> list:
-    """(case, variant, program text, n) of ``--kernels``: GELU's flat program at other threads x elements per thread
-    (``cuda_kernels`` constants), and :func:`vector_variant` of GELU's and the chain's flat programs."""
+    """(case, variant, program text) of ``--kernels``: GELU's and the chain's flat programs with element accesses
+    (``cuda_kernels.GROUP`` 1: main's), in 16-byte groups (this tree's) at 128 and 256 threads and 8 or 16 elements
+    a thread, and the hand-written 16-byte form (:func:`vector_variant`) as a cross-check."""
     import zoo_kernels as zoo
     from gpu import chain4
     from intent_trace.backends.tilelang import cuda_kernels as CK
     from intent_trace.backends.tilelang import target as TG
 
-    gelu, chain = TG.generate(zoo.gelu.trace(), "tilelang-cuda"), TG.generate(chain4.trace(), "tilelang-cuda")
-    old = CK.THREADS_PER_BLOCK, CK.VECTOR, CK.UNROLL
+    old = CK.THREADS_PER_BLOCK, CK.VECTOR, CK.UNROLL, getattr(CK, "GROUP", 1)
     programs = []
-    for threads, vector in ((256, 8), (128, 16)):
-        CK.THREADS_PER_BLOCK, CK.VECTOR = threads, vector
-        try:
-            programs.append(("gelu", f"flat_{threads}x{vector}", TG.generate(zoo.gelu.trace(), "tilelang-cuda")))
-        finally:
-            CK.THREADS_PER_BLOCK, CK.VECTOR, CK.UNROLL = old
-    for threads, groups in ((128, 4), (256, 2), (256, 1)):
-        name = f"float4_{threads}x{groups * 4}"
-        programs.append(("gelu", name, vector_variant(gelu, threads, groups)))
-        programs.append(("chain4", name, vector_variant(chain, threads, groups)))
+    for case, kernel in (("gelu", zoo.gelu), ("chain4", chain4)):
+        for name, threads, vector, group in (("elements_128x8", 128, 8, 1), ("grouped_128x8", 128, 8, 4),
+                                             ("grouped_128x16", 128, 16, 4)):
+            CK.THREADS_PER_BLOCK, CK.VECTOR, CK.GROUP = threads, vector, group
+            try:
+                programs.append((case, name, TG.generate(kernel.trace(), "tilelang-cuda")))
+            finally:
+                CK.THREADS_PER_BLOCK, CK.VECTOR, CK.UNROLL, CK.GROUP = old
+            if name == "elements_128x8":
+                programs.append((case, "handwritten_float4_128x16", vector_variant(programs[-1][2], 128, 4)))
     return programs
 
 
 def _warm(root: str) -> None:
-    """Compile every program the children run (the zoo cases' and ``--kernels``' variants) into TileLang's disk
-    cache at once, in worker processes (intent_trace.backends.tilelang.precompile's): nvcc's seconds per program
-    otherwise add up one after another inside the device time."""
+    """Compile every program the children run (the zoo cases' in both forms of the flat nests, and ``--kernels``'
+    variants) into TileLang's disk cache at once, in worker processes (intent_trace.backends.tilelang.precompile's):
+    nvcc's seconds per program otherwise add up one after another inside the device time."""
     sys.path[:0] = [os.path.join(root, "benchmarks"), os.path.join(root, "examples"), root]
     import concurrent.futures
     import multiprocessing
     import tempfile
 
     import gpu_zoo
-    import intent_trace as intent
     from gpu import chain4
     from intent_trace import caches
+    from intent_trace.backends.tilelang import cuda_kernels as CK
     from intent_trace.backends.tilelang import precompile as P
+    from intent_trace.backends.tilelang import target as TG
 
     jobs = []
-    for kernel in [c.kernel for c in gpu_zoo.cases() if c.name in CASES] + [chain4]:
-        exe = intent.compile(kernel, target="tilelang-cuda")
-        jobs += [("tilelang-cuda", t) for t in (exe.program, *(s.program for s in exe.specializations))]
+    kernels = [c.kernel for c in gpu_zoo.cases() if c.name in CASES] + [chain4]
+    for group in (1, 4):
+        old, CK.GROUP, TG._EXECUTABLES = CK.GROUP, group, {}
+        try:
+            for kernel in kernels:
+                exe = TG.build(kernel.trace(), target="tilelang-cuda")
+                jobs += [("tilelang-cuda", t) for t in (exe.program, *(s.program for s in exe.specializations))]
+        finally:
+            CK.GROUP, TG._EXECUTABLES = old, {}
     jobs += [("tilelang-cuda", text) for _, _, text in _variant_programs()]
     jobs.append(("tilelang-cuda", one_kernel(next(c.kernel for c in gpu_zoo.cases() if c.name == CASES[1])).program))
+    jobs = list(dict.fromkeys(jobs))
     start = time.perf_counter()
     context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(min(len(jobs), 14), mp_context=context, initializer=P._start,
+    with concurrent.futures.ProcessPoolExecutor(min(len(jobs), 15), mp_context=context, initializer=P._start,
                                                 initargs=(caches.cache_root(), tempfile.gettempdir(), {})) as pool:
         errors = [e for e in pool.map(P._compile, jobs) if e]
     print(json.dumps({"warm": len(jobs), "seconds": time.perf_counter() - start, "errors": errors[:3]}), flush=True)
@@ -272,6 +285,14 @@ def _kernel_variants(tree: str, device: str, timings) -> None:
                 entry(*[a[:m].clone() for a in ins], o)
                 want = ref(m)
                 errs.append(float(((o.double() - want.double()).abs() / (want.double().abs() + 1)).max()))
+            if "handwritten" not in name:  # starts off a 16-byte boundary: element accesses, still right
+                m = n - 5
+                o = torch.full((m + 1,), float("nan"), device="cuda")
+                entry(*[a[1:m + 1] for a in ins], o[1:])
+                want = torch.nn.functional.gelu(ins[0][1:m + 1]) if case == "gelu" else \
+                    torch.maximum(ins[0][1:m + 1] * 1.5 + ins[1][1:m + 1], ins[0][1:m + 1]) - 0.25
+                errs.append(float(((o[1:].double() - want.double()).abs() / (want.double().abs() + 1)).max()))
+                errs.append(0.0 if bool(torch.isnan(o[0])) else float("inf"))
             line["max_err"] = max(errs)
             line["kernel"] = timings(lambda: entry(*ins, out))
         except Exception as exc:  # noqa: BLE001
@@ -281,24 +302,28 @@ def _kernel_variants(tree: str, device: str, timings) -> None:
 
 def main(argv) -> int:
     if argv and argv[0] == "--child":
-        _child(argv[1], "--kernels" in argv)
+        _child(argv[1], "--kernels" in argv, argv[argv.index("--label") + 1] if "--label" in argv else None,
+               "--elements" in argv)
         return 0
     if argv and argv[0] == "--warm":
         _warm(argv[1])
         return 0
-    rounds = int(argv[argv.index("--rounds") + 1]) if "--rounds" in argv else 1
     trees = [a.split("=", 1) for a in argv if "=" in a]
     site = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
             if p and not any(os.path.abspath(p) == os.path.abspath(root) for _, root in trees)]
     me = os.path.abspath(__file__)
     last = trees[-1][1]
-    subprocess.run([sys.executable, me, "--warm", last], env=dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [*site, last])), check=False)
-    for r in range(rounds):
-        for k, (_, root) in enumerate(trees):
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join([*site, root]))
-            extra = ["--kernels"] if "--kernels" in argv and r == 0 and k == len(trees) - 1 else []
-            subprocess.run([sys.executable, me, "--child", root, *extra], env=env, check=False)
+    env_last = dict(os.environ, PYTHONPATH=os.pathsep.join([*site, last]))
+    subprocess.run([sys.executable, me, "--warm", last], env=env_last, check=False)
+    for _, root in trees:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([*site, root]))
+        subprocess.run([sys.executable, me, "--child", root], env=env, check=False)
+    # the last tree again with element accesses in its flat nests (its host path alone), then the kernel variants:
+    # a child of its own, so that a fault there cannot take the lines above with it
+    label = os.path.basename(last.rstrip("/")) + "_elements"
+    extra = ["--kernels"] if "--kernels" in argv else []
+    subprocess.run([sys.executable, me, "--child", last, "--label", label, "--elements", *extra], env=env_last,
+                   check=False)
     return 0
 
 
