@@ -58,7 +58,9 @@ def emulated_specializations(graph: KernelGraph, target) -> list:
 
 THREADS_PER_BLOCK, VECTOR, UNROLL = 128, 8, True
 #: a rank-1 pointwise nest of 4-byte views: each thread's VECTOR steps are 16-byte groups of this many elements
-#: (:mod:`.cuda_groups`; 1: element accesses)
+#: (:mod:`.cuda_groups`; 1: element accesses). On by default: 16-byte accesses only where every view's start is
+#: checked aligned and the group is whole, else the element accesses; not yet timed on a GPU (tools/launch_ab.py's
+#: ``--kernels`` times both and the ``_elements`` child the zoo cases without it)
 GROUP = 4
 
 
