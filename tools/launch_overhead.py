@@ -6,7 +6,8 @@ views, the per-call workspaces, TileLang's launcher; torch's dispatcher) is coun
 calls hides it as long as the host enqueues faster than the device drains. For each case this prints, for ours and
 for torch: ``single_ms`` (one call a timing, as the zoo), ``stream_ms`` (``inner`` back-to-back calls a timing,
 per call) and ``host_us`` (the host's time per call to enqueue, from ``perf_counter`` over a burst without a
-synchronisation). Usage: ``python tools/launch_overhead.py [case-substring ...]``.
+synchronisation); ``kernel_only`` and ``entry_only``: TileLang's launcher and the module's entry alone on
+prepared arguments. Usage: ``python tools/launch_overhead.py [case-substring ...]``.
 """
 from __future__ import annotations
 
@@ -54,14 +55,20 @@ def main(argv) -> int:
             line[name] = {"single_ms": gpu_zoo.cuda_time(fn, 20) * 1e3,
                           "stream_ms": gpu_zoo.cuda_time(fn, 10, inner=20) * 1e3, "host_us": host_us(fn)}
         # the compiled kernel alone on prepared arguments (workspaces made once: only where none is zeroed, since
-        # a ticket or flags left by the previous call would break the next): TileLang's launcher without ours
+        # a ticket or flags left by the previous call would break the next): TileLang's launcher without ours, and
+        # the module's entry that launch calls (executable._entry) without the plan's lookup
         shapes = tuple(getattr(a, "shape", None) for a in args)
-        kernel, views, extra = exe._launches[shapes]
+        entry, views, extra, _ = exe._launches[shapes]
         if not any(getattr(w, "zeroed", False) for w in exe.workspaces):
-            ready = [a.view(v[0]) if v is not None and a.dtype == v[1] else a for a, v in zip(args, views)]
+            ready = list(args) if views is None else [a.view(v[0]) if v is not None and a.dtype == v[1] else a
+                                                      for a, v in zip(args, views)]
             ready += extra(args) if extra is not None else []
+            kernel = exe._kernel_for({e: n for p, a in zip(exe.graph.params, args) if p.kind == "view"
+                                      for e, n in zip(p.type.shape, a.shape) if not isinstance(e, int)})[0]
             line["kernel_only"] = {"single_ms": gpu_zoo.cuda_time(lambda: kernel(*ready), 20) * 1e3,
                                    "host_us": host_us(lambda: kernel(*ready))}
+            line["entry_only"] = {"single_ms": gpu_zoo.cuda_time(lambda: entry(*ready), 20) * 1e3,
+                                  "host_us": host_us(lambda: entry(*ready))}
         line["ratio_single"] = line["torch"]["single_ms"] / line["ours"]["single_ms"]
         line["ratio_stream"] = line["torch"]["stream_ms"] / line["ours"]["stream_ms"]
         print(json.dumps(line), flush=True)

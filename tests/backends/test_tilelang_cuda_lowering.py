@@ -53,7 +53,9 @@ def partial(x: I.In[I.f32, ("N",)], out: I.Out[I.f32, ("N",)]):
 
 
 def test_flat_nest_maps_a_pointwise_write_onto_a_grid():
-    assert cuda_kernels.flat_nest(chain4.trace()) == cuda_kernels.FlatNest(("d0",))
+    # rank 1, 4-byte views: 16-byte groups (cuda_groups), the same 1024 elements a block
+    assert cuda_kernels.flat_nest(chain4.trace()) == cuda_kernels.FlatNest(
+        ("d0",), vector=cuda_kernels.VECTOR // cuda_kernels.GROUP, group=cuda_kernels.GROUP)
     assert cuda_kernels.flat_nest(scale2d.trace()).shape == ("d0", "d1")
     program = generate(chain4.trace(), "tilelang-cuda")
     assert "T.max(T.ceildiv(d0, 1024), 1), threads=128" in program and "T.get_thread_binding()" in program
@@ -63,7 +65,8 @@ def test_flat_nest_maps_a_pointwise_write_onto_a_grid():
 def test_flat_nest_takes_a_reduction_in_the_element_code_one_element_per_thread():
     nest = cuda_kernels.flat_nest(rowsum.trace())
     assert nest.shape == ("d0",) and nest.vector == 1 and not nest.unroll
-    assert cuda_kernels.flat_nest(chain4.trace()).vector == cuda_kernels.VECTOR
+    chain = cuda_kernels.flat_nest(chain4.trace())
+    assert chain.vector * chain.group == cuda_kernels.VECTOR
 
 
 embedding = widening_lookup  # an embedding lookup that stays a flat nest (a plain one is a row gather: cuda_gather)

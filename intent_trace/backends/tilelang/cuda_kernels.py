@@ -57,6 +57,11 @@ def emulated_specializations(graph: KernelGraph, target) -> list:
 # --- pointwise nests -------------------------------------------------------------------------------------
 
 THREADS_PER_BLOCK, VECTOR, UNROLL = 128, 8, True
+#: a rank-1 pointwise nest of 4-byte views: each thread's VECTOR steps are 16-byte groups of this many elements
+#: (:mod:`.cuda_groups`; 1: element accesses). On by default: 16-byte accesses only where every view's start is
+#: checked aligned and the group is whole, else the element accesses; not yet timed on a GPU (tools/launch_ab.py's
+#: ``--kernels`` times both and the ``_elements`` child the zoo cases without it)
+GROUP = 4
 
 
 @attrs.frozen
@@ -69,6 +74,7 @@ class FlatNest:
     vector: int = VECTOR
     unroll: bool = UNROLL  # unrolled, so each thread issues its loads before it waits on any
     emulated: bool = False
+    group: int = 1  # elements a step moves together (16 bytes: cuda_groups), rank 1 only
 
     @property
     def total(self) -> str:
@@ -77,7 +83,7 @@ class FlatNest:
     @property
     def width(self) -> int:
         """The elements of one block."""
-        return self.threads * self.vector
+        return self.threads * self.vector * self.group
 
     @property
     def outer(self) -> str:
@@ -105,7 +111,7 @@ class FlatNest:
         return f"with T.Kernel(T.max({blocks}, 1){threads}{extra}) as bx:"
 
 
-def flat_nest(graph: KernelGraph, emulated: bool = False) -> FlatNest | None:
+def flat_nest(graph: KernelGraph, emulated: bool = False, grouped: bool = True) -> FlatNest | None:
     """The flat mapping of a graph whose one effect is its final write of a pure function of whole-axis reads,
     or None. Each element is computed by the emitter's own element code, so a reduction or a contraction inside
     it (a row sum, an f32 matmul) runs in its thread in the serial program's order: the same bits. Such nests
@@ -113,7 +119,9 @@ def flat_nest(graph: KernelGraph, emulated: bool = False) -> FlatNest | None:
     work per element, so its nest is unrolled as a pointwise one is (its reads in flight together). The prologue's checks (schedule.prologue) are
     made before the launch: scalars here, and extents they state equal are one (their class's first name,
     schedule.prologue.extent_index, as the program names them); a written domain may be of a prologue value stated
-    equal to an extent (the emitter names its loop by that extent: codegen.structural.domain)."""
+    equal to an extent (the emitter names its loop by that extent: codegen.structural.domain). A rank-1 nest whose
+    views are all of 4-byte elements moves 16-byte groups (``group``: :mod:`.cuda_groups`) unless ``grouped`` is
+    False (Metal: metal_grid.flat_nest)."""
     pro = prologue(graph)
     index = extent_index(graph, pro.complete)
     extents = extent_vars(graph, pro)
@@ -148,7 +156,10 @@ def flat_nest(graph: KernelGraph, emulated: bool = False) -> FlatNest | None:
     if any(index.get(s) != a for s, a in zip(p.type.shape, axes)):
         return None  # a write of the whole view, so no element is left to an earlier value
     vector, unroll = (1, False) if loops else (VECTOR, UNROLL)
-    return FlatNest(tuple(f"d{a}" for a in axes), THREADS_PER_BLOCK, vector, unroll, emulated)
+    itemsizes = {views[v].type.dtype.np.itemsize for v in (*read_views, view)}
+    group = GROUP if grouped and not loops and len(axes) == 1 and itemsizes == {4} and vector % GROUP == 0 else 1
+    return FlatNest(tuple(f"d{a}" for a in axes), THREADS_PER_BLOCK, vector // group if group > 1 else vector,
+                    unroll, emulated, group)
 
 
 # --- parallel loops --------------------------------------------------------------------------------------

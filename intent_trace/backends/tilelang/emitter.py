@@ -32,7 +32,7 @@ from ...codegen.analysis import fusion, snapshot_values
 from ...codegen.protocol import EmitterCore
 from ...codegen.values import Aggregate, Array, Domain, Lazy, Scalar  # noqa: F401  (the values rule modules import)
 from ...codegen.writer import SourceWriter
-from . import accumulate
+from . import accumulate, cuda_groups
 from .dialect import TILELANG, View, add, as_index, mul  # noqa: F401  (the dialect's helpers rule modules import)
 from .scalar_rules import SCALAR_RULES, constant_expr, tir_dtype
 from .storage import StorageMixin
@@ -268,7 +268,11 @@ class TileLangEmitter(StorageMixin, EmitterCore, SourceWriter, Interpreter):
         A nest of rank 2 or more whose last axis fills a block's elements (``nest.width``) is spread row by row
         instead (``cuda_kernels.FlatNest.launch``: a block is a chunk of one row, one uniform test): the row's
         coordinates are found once per thread and the last one is the thread's offset, so no element divides (a
-        flat element divides once per axis, which a gather's nest paid in full: compute-bound)."""
+        flat element divides once per axis, which a gather's nest paid in full: compute-bound). A rank-1 nest of
+        4-byte views moves 16-byte groups instead (``nest.group``: :mod:`.cuda_groups`)."""
+        if nest.group > 1:
+            yield from cuda_groups.group_loop(self, nest)
+            return
         tx, v = self._thread(nest), self.fresh("u")
         # a target whose memory model makes two threads' stores of the same bits a data race (Metal) guards instead
         guard = not nest.emulated and not self.target.lanes.repeat_writes

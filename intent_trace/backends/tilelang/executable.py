@@ -181,6 +181,57 @@ def _stage_device(p, v, storage: str | None, spec):
     return tensor, lambda: v.copy_(work.view(value).reshape(v.shape))
 
 
+# launch's host path (issue 17). On by default because each does strictly less host work per call than before, with
+# the same device work; not yet timed on a GPU (tools/launch_ab.py times each against its switch, main side by side;
+# tools/launch_host.py, kernel mocked on the C target: 1.44 -> 0.62 us GELU, 3.2 -> 0.8 full sum, 3.6 -> 1.2 cumsum).
+#: launch calls the compiled module's entry directly (_entry); False: through TileLang's wrapper
+DIRECT_ENTRY = True
+#: scratch workspaces up to this size are made once per stream and reused (TileLangExecutable._workspace_maker)
+REUSED_WORKSPACE_BYTES = 1 << 20
+REUSED_STREAMS = 8  # streams per argument shapes that keep workspaces; calls on more allocate per call
+#: a reused zeroed workspace is zero-filled again right after the call that used it (False: not reused)
+ZERO_AFTER = True
+
+
+def _stream_key(device: str) -> Callable | None:
+    """``key()``: (the current device, its current stream's handle), where ``device`` is torch's CUDA (two calls
+    into torch's C API, about a tenth of a microsecond each); None where the target has no streams (or torch
+    lacks the calls): then nothing is reused."""
+    if device != "cuda":
+        return None
+    import torch
+
+    get_device = getattr(torch._C, "_cuda_getDevice", None)
+    get_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if get_device is None or get_stream is None:
+        return None
+
+    def key() -> tuple:
+        index = get_device()
+        return index, get_stream(index)
+
+    return key
+
+
+def _entry(kernel) -> Callable:
+    """What a launch calls: the compiled module's own entry function where TileLang's adapter is TVM-FFI's and
+    allocates no outputs (ours never asks it to), else the kernel. TileLang's wrapper around that entry (the
+    argument count, a Python loop over the parameters placing inputs and outputs, the executable's lazy load and
+    its attribute lookup) costs a few microseconds a call and decides nothing our plan has not: the entry itself
+    still checks each tensor's dtype, shape, strides and device, and takes the stream from torch's current one."""
+    adapter = getattr(kernel, "adapter", None)
+    executable = getattr(adapter, "_get_executable", None)
+    if not DIRECT_ENTRY or executable is None or getattr(adapter, "result_idx", True) or \
+            getattr(adapter, "_ffi_callee_allocated_output_abi", False):
+        return kernel
+    try:
+        module = executable()
+        module = module.jit() if hasattr(module, "jit") else module
+        return module.main
+    except Exception:  # noqa: BLE001 (another TileLang's layout: its own wrapper is always right)
+        return kernel
+
+
 class TileLangExecutable(ExecutableDisplay):
     """``build(graph, target="tilelang-c")``: the graph lowered to TileLang, compiled on first use."""
 
@@ -270,17 +321,23 @@ class TileLangExecutable(ExecutableDisplay):
         their storage dtypes (``view_storage``: f16 as uint16, ...), with no checks and no staging: for benchmarks
         and pipelines that keep their data on the device. The extents come from the tensors' shapes; a
         specialisation is used when its tiles divide them. The work per call is a lookup by the shapes (the
-        kernel, the dtype each tensor is viewed as) and the launch: a small kernel's time is the device's."""
-        shapes = tuple(getattr(a, "shape", None) for a in device_args)
-        plan = self._launches.get(shapes)
+        kernel's entry point, the dtype each tensor is viewed as, the workspaces) and the launch: at the zoo's
+        sizes a call's host path is part of its time (tools/launch_overhead.py), so nothing is redone per call
+        that the shapes decide."""
+        plan = self._launches.get(tuple([getattr(a, "shape", None) for a in device_args]))
         if plan is None:
+            shapes = tuple(getattr(a, "shape", None) for a in device_args)
             plan = self._launches[shapes] = self._launch_plan(device_args)
-        kernel, views, extra = plan
-        args = [a.view(view[0]) if view is not None and a.dtype == view[1] else a
-                for a, view in zip(device_args, views)]
-        if extra is not None:
-            args += extra(device_args)
-        kernel(*args)
+        entry, views, extra, after = plan
+        args = device_args if views is None else [a.view(view[0]) if view is not None and a.dtype == view[1] else a
+                                                  for a, view in zip(device_args, views)]
+        if extra is None:
+            entry(*args)
+            return
+        trailing = extra(device_args)
+        entry(*args, *trailing)
+        if after is not None:  # the next call's zeros, queued behind this call on its stream
+            after(trailing)
 
     @functools.cached_property
     def _launches(self) -> dict:
@@ -288,9 +345,10 @@ class TileLangExecutable(ExecutableDisplay):
         return {}
 
     def _launch_plan(self, device_args) -> tuple:
-        """(the kernel for these shapes, per argument None or (the torch dtype the program reads it as, the other
-        dtype it may come in: its value or storage dtype), None or the function giving the general program's
-        trailing buffers)."""
+        """(the chosen program's entry point (:func:`_entry`), None where no argument is reinterpreted or per
+        argument None or (the torch dtype the program reads it as, the other dtype it may come in: its value or
+        storage dtype), None or the function giving the trailing buffers: workspaces, the error record, None or
+        what runs on those buffers after the launch: :meth:`_workspace_maker`'s ``after``)."""
         dims = {}
         for p, a in zip(self.graph.params, device_args):
             if p.kind == "view":
@@ -308,9 +366,11 @@ class TileLangExecutable(ExecutableDisplay):
                 continue
             value, stored = _torch_dtype(p.type.dtype.np), _torch_dtype(np.dtype(storage))
             views.append((value, stored) if use_value else (stored, value))
-        if special:  # its workspaces (if any) fresh per call, as the general program's
+        views = tuple(views) if any(v is not None for v in views) else None
+        if special:  # its workspaces (if any) made as the general program's
             spaces = special.workspaces
-            return kernel, tuple(views), self._workspace_maker(dims, spaces) if spaces else None
+            made = self._workspace_maker(dims, spaces) if spaces else None
+            return _entry(kernel), views, made, getattr(made, "after", None)
 
         # the error record: made once (launch never reads it; a kernel that fails a check stops either way)
         trailing = []
@@ -320,20 +380,33 @@ class TileLangExecutable(ExecutableDisplay):
             import torch
 
             trailing.append(self.spec.to_device(torch.zeros(4, dtype=torch.int64)))
-
+        if not self.workspaces:
+            return _entry(kernel), views, (lambda device_args: trailing) if trailing else None, None
         made = self._workspace_maker(dims, self.workspaces)
+        if not trailing:
+            return _entry(kernel), views, made, getattr(made, "after", None)
 
-        def extra(device_args) -> list:  # workspaces fresh per call: launches on several streams may overlap
+        def extra(device_args) -> list:
             return [*made(device_args), *trailing]
 
-        return kernel, tuple(views), extra
+        return _entry(kernel), views, extra, getattr(made, "after", None)
 
     def _workspace_maker(self, dims: dict, spaces) -> Callable:
-        """``made(device_args)``: fresh workspaces for one ``launch`` with these extents. Where no scalar argument
+        """``made(device_args)``: the workspaces for one ``launch`` with these extents. Where no scalar argument
         sizes them, their shapes are computed and checked against the allocation limit here, once, and a call
         only allocates (and zero-fills the ``zeroed`` ones) in the target's memory: the host's time per launch is
         part of what a single call costs (tools/launch_overhead.py: a full sum's launch path was twice a plain
-        kernel call's)."""
+        kernel call's).
+
+        Scratch workspaces (none ``zeroed``: the program writes every element it reads before reading it, so no
+        call depends on what the previous one left) of at most :data:`REUSED_WORKSPACE_BYTES` are made once per
+        CUDA stream and reused by every later call on it: the stream orders those calls, so none overlaps
+        another's use, and a call on another stream (which may overlap) gets its own (:func:`_stream_key`). A
+        ``zeroed`` workspace (a ticket, status flags) is reused the same way where :data:`ZERO_AFTER`: ``made.after``
+        (the plan's last part) zero-fills it again right after the launch that used it, on the same stream, so the
+        next call on that stream finds it zero whatever this one left, and the memset is queued behind the kernel
+        instead of before it (a single call's latency no longer holds an allocation and a memset's launch). Where
+        the target has no streams every workspace is fresh per call, zeroed ones zero-filled first."""
         device = self.spec.device_tensors
         if device is None or any(space.sized_by_arguments for space in spaces):
             return lambda device_args: self._workspace_tensors(dims, device_args, spaces)
@@ -344,7 +417,29 @@ class TileLangExecutable(ExecutableDisplay):
             tensors = [(_empty_tensor(shape, dtype, device), zeroed) for shape, dtype, zeroed in plans]
             return [tensor.zero_() if zeroed else tensor for tensor, zeroed in tensors]
 
-        return made
+        stream = _stream_key(device)
+        size = sum(int(np.prod(shape)) * dtype.itemsize for shape, dtype, _ in plans)
+        zeroed = [k for k, (_, _, z) in enumerate(plans) if z]
+        if stream is None or (zeroed and not ZERO_AFTER) or size > REUSED_WORKSPACE_BYTES:
+            return made
+        reused: dict = {}  # (device, stream) -> the workspaces
+
+        def reuse(device_args) -> list:
+            key = stream()
+            tensors = reused.get(key)
+            if tensors is None:
+                tensors = made(device_args)
+                if len(reused) < REUSED_STREAMS:
+                    reused[key] = tensors
+            return tensors
+
+        if zeroed:
+            def after(tensors) -> None:  # queued on the stream the call ran on, behind its kernels
+                for k in zeroed:
+                    tensors[k].zero_()
+
+            reuse.after = after
+        return reuse
 
     def _workspace_tensors(self, dims: dict, args, spaces=None) -> list:
         """Fresh target-memory buffers for the program's workspaces (:mod:`.storage`; ``spaces``: a specialisation's

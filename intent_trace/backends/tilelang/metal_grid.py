@@ -86,7 +86,10 @@ def claim_source() -> str:
 
 # --- the planners: CUDA's, less what Metal's atomics cannot do ------------------------------------------------
 
-flat_nest = cuda_kernels.flat_nest
+def flat_nest(graph):
+    """CUDA's flat nest with element accesses: a 16-byte group's tail repeats the last element's store, a data race
+    in Metal's memory model (lanes.repeat_writes), and its alignment test reads a pointer's bits."""
+    return cuda_kernels.flat_nest(graph, grouped=False)
 
 
 def row_group(graph):

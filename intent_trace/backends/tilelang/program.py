@@ -205,7 +205,8 @@ def schedule_of(graph: KernelGraph, spec, checks: bool = True, specializations=N
         parts.append(Part("flat_nest", "the graph's one effect is a whole write of a pure expression of whole-axis "
                           "reads: its elements are independent, spread over a grid of threads (coalesced)",
                           (("elements", " * ".join(names[int(d[1:])] for d in nest.shape)),
-                           ("threads", nest.threads), ("per_thread", nest.vector)), nodes=(graph.body.nodes[-1],)))
+                           ("threads", nest.threads), ("per_thread", nest.vector * nest.group)),
+                          nodes=(graph.body.nodes[-1],)))
     elif grid is not None:
         parts.append(Part("parallel_grid", "the graph's top-level parallel loop: its iterations are independent "
                           "(language §5), one per thread", (("iterations", _extent_text(grid.length, names)),
