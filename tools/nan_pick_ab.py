@@ -1,7 +1,8 @@
 """A/B of cpu's first-NaN add and mul (scalar_rules.first_nan_arith: a compare and a blend per element; with a
-loop-invariant operand, invariant_first_nan_arith: one test LLVM hoists) against the plain ops they replaced (LLVM may swap a plain op's operands, so two NaNs gave either payload). Each variant runs in
-its own process with its own kernel cache, the two alternating; one JSON line per kernel with both times, NumPy's
-and torch's (when installed) beside them.
+loop-invariant operand, invariant_first_nan_arith: one test LLVM hoists) against the plain ops they replaced (LLVM
+may swap a plain op's operands, so two NaNs gave either payload). Each variant runs in its own process with its own
+kernel cache, the two alternating; one JSON line per kernel with both times, NumPy's and torch's (when installed)
+beside them.
 
 - chain4: benchmarks/cpu_oracle.py's fused chain (``a * 1.5 + y``: one guarded add; memory-bound);
 - chain_s: six rounds of ``maximum(v * s + w, v - 1) + 0.5`` with a scalar ``s`` (a round: ``v * s`` tested once
@@ -10,7 +11,14 @@ and torch's (when installed) beside them.
   blended);
   softmax_whole: the control (its ops are sub, exp and div: nothing guarded).
 
-    python3 tools/nan_pick_ab.py [--quick]
+    python3 tools/nan_pick_ab.py [--quick] [--rounds N]
+
+``--rounds``: alternating rounds of the two processes (default 2); each case's time is the best over all of them, so
+more rounds wash out a shared machine's load (softmax_whole, whose code is the same in both, measures the noise).
+
+``--interleaved [--reps N]``: both spellings built in one process (the plain one under a key of its own) and called
+in turn, N times each (default 41): a shared machine's load then falls on both alike. Reports each one's median and
+best, and the ratio of the medians.
 """
 from __future__ import annotations
 
@@ -87,6 +95,47 @@ def child(variant: str, quick: bool) -> dict:
     return out
 
 
+def _plain_executable(kernel):
+    """The cpu executable of ``kernel`` with add and mul spelled as main did (its own cache key and module)."""
+    from intent_trace.oracle.numba import elementwise as E, scalar_rules as S
+    from intent_trace.oracle.numba.target import CpuExecutable
+    exe = CpuExecutable(kernel.trace())
+    exe.key += "_plain"
+    saved = dict(S.SCALAR_RULES), E.invariant_first_nan_arith
+    try:
+        for op in S.COMMUTED:
+            S.SCALAR_RULES[op] = S.arith
+        E.invariant_first_nan_arith = lambda node, d, a, b, k: S.arith(node, d, a, b)
+        exe.module  # noqa: B018 (generated and loaded while the plain spelling is in place)
+    finally:
+        S.SCALAR_RULES.update(saved[0])
+        E.invariant_first_nan_arith = saved[1]
+    return exe
+
+
+def interleaved(quick: bool, reps: int) -> None:
+    for name, kernel, inputs, shape, _, *scalar in _cases(quick):
+        pick = intent.compile(kernel, target="cpu")
+        plain = _plain_executable(kernel)
+        assert plain.source != pick.source or name == "softmax_whole", name
+        result = np.empty(shape, np.float32)
+        times: dict = {"plain": [], "pick": []}
+        for exe in (plain, pick):
+            exe(*inputs, result, *scalar)  # compiled (or loaded) before the clock starts
+        for rep in range(reps):
+            for variant, exe in (("plain", plain), ("pick", pick)) if rep % 2 == 0 else (("pick", pick),
+                                                                                        ("plain", plain)):
+                t0 = time.perf_counter()
+                exe(*inputs, result, *scalar)
+                times[variant].append((time.perf_counter() - t0) * 1e3)
+        med = {v: float(np.median(t)) for v, t in times.items()}
+        print(json.dumps({"case": name, "threads": os.cpu_count(), "reps": reps,
+                          "plain_median_ms": round(med["plain"], 3), "first_nan_median_ms": round(med["pick"], 3),
+                          "plain_best_ms": round(min(times["plain"]), 3),
+                          "first_nan_best_ms": round(min(times["pick"]), 3),
+                          "ratio_median": round(med["pick"] / med["plain"], 3)}), flush=True)
+
+
 def _torch_times(quick: bool) -> dict:
     try:
         import torch
@@ -103,12 +152,16 @@ def _torch_times(quick: bool) -> dict:
 
 def main(argv) -> None:
     quick = "--quick" in argv
+    if "--interleaved" in argv:
+        interleaved(quick, int(argv[argv.index("--reps") + 1]) if "--reps" in argv else 41)
+        return
     if "--child" in argv:
         print(json.dumps(child(argv[argv.index("--child") + 1], quick)))
         return
+    rounds = int(argv[argv.index("--rounds") + 1]) if "--rounds" in argv else 2
     runs = {"plain": [], "pick": []}
     with tempfile.TemporaryDirectory() as cache:
-        for rnd in range(2):
+        for rnd in range(rounds):
             for variant in ("plain", "pick") if rnd % 2 == 0 else ("pick", "plain"):
                 env = dict(os.environ, INTENT_TRACE_CACHE_DIR=os.path.join(cache, variant))
                 done = subprocess.run([sys.executable, __file__, "--child", variant, *(["--quick"] if quick else [])],
