@@ -7,6 +7,8 @@ CUDA's mapping emulated, whose staged NaN outputs are first made the hardware's 
 tensor cores and CUDA arithmetic give), so the payloads checked here come from the recomputation alone. The
 references are hand-derived bits (x86's rules applied to the one NaN each case plants) and the cpu target's
 output, bit for bit wherever it is NaN; the other elements stay within the bounds of test_tilelang_cuda_region.
+Where two distinct NaNs reach one output through a sum whose order the language leaves free (a contraction, the
+fold's segmentation: T5, T10, spec §9), either payload is right, and that output is held to the two.
 """
 import re
 
@@ -96,12 +98,12 @@ def test_planted_nans_give_the_oracle_s_payloads(compiled, kernel):
 def test_two_nans_in_one_dot_product_leave_the_payload_free(monkeypatch):
     # out[0, 3, 4] of causal attention (check_planted_nans' inputs) by the reference interpreter under two legal
     # segmentations (spec §9). Keys 0..127 and 128..149 apart (the CUDA program's blocks): the first slice's
-    # acc[3, 4] is the query's NaN alone, the second's v's alone (0 * v, row 3 masked there), and its m is -inf, so
-    # combine gives acc_a * alpha + acc_b * 0 with alpha = exp(NaN - NaN), the query's: add keeps its first operand,
-    # the query's NaN (T3). One slice (cpu's slices hold 256 keys): both NaN terms meet in the PV contraction, whose
-    # order T5/T10 leave free; generic's einsum, as cpu's loops, keeps the later term's, v's (README: "Where two NaNs
-    # meet in one dot product"), and T3's mul(acc, beta) keeps it. So the language fixes neither, and cpu, whose
-    # fold is that one slice, must give generic's one-slice bits at every NaN output.
+    # acc[3, 4] is the query's NaN alone; the second's is v's alone (0 * v: row 3 sees none of its keys, so its m is
+    # -inf and its beta 0), so combine gives acc_a * alpha + acc_b * 0 with alpha = exp(NaN - NaN), the query's: add
+    # keeps its first operand, the query's NaN (T3). One slice (cpu's slices hold 256 keys): both NaN terms meet in
+    # the PV contraction, whose order T5/T10 leave free; generic's einsum, as cpu's loops, keeps the later term's,
+    # v's (README: "Where two NaNs meet in one dot product"), and T3's mul(acc, beta) keeps it. So the language
+    # fixes neither, and cpu, whose fold is that one slice, must give generic's one-slice bits at every NaN output.
     from intent_trace.oracle import generic_region
     B, D, L = 3, 16, 150
     (q, k, v, scale), _ = _attention_case(B, L, L, D, seed=21)
