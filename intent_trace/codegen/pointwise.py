@@ -9,8 +9,9 @@ from .. import types as T
 from .values import Lazy, Scalar
 
 
-def elementwise(em, node, args):
-    spell = em.scalar_op(node, node.inputs[-1].type.dtype)
+def elementwise(em, node, args, spell=None):
+    """``spell``: the op's spelling on operand expressions, where a backend's rule picks one (else ``em.scalar_op``)."""
+    spell = spell or em.scalar_op(node, node.inputs[-1].type.dtype)
     out_t = node.outputs[0].type
     if isinstance(out_t, T.ScalarType):
         return Scalar(em.assign(spell(*(a.expr for a in args))))

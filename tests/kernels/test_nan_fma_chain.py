@@ -20,20 +20,13 @@ import numpy as np
 import pytest
 
 from example_modules import example
+from nan_formats import FORMATS
 
 import intent_trace as intent
 from intent_trace import I
 
 FA = example("flash_attention")
 
-# per dtype: (unsigned view, quiet bit, [quiet +, quiet -, signalling +, signalling -] NaNs)
-FORMATS = {
-    "f32": (np.uint32, 0x0040_0000, [0x7FC0_0011, 0xFFC0_0022, 0x7F80_0033, 0xFF80_0044]),
-    "f64": (np.uint64, 0x0008_0000_0000_0000, [0x7FF8_0000_0000_0011, 0xFFF8_0000_0000_0022,
-                                                0x7FF0_0000_0000_0033, 0xFFF0_0000_0000_0044]),
-    "f16": (np.uint16, 0x0200, [0x7E05, 0xFE06, 0x7C07, 0xFC09]),
-    "bf16": (np.uint16, 0x0040, [0x7FC5, 0xFFC6, 0x7F87, 0xFF89]),
-}
 ONE_AND_HALF = 1.5  # fma(1.5, 1.5, 1.5) = 3.75 exactly in every format
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from llvmlite import ir
 from numba import njit
 from numba.core.registry import cpu_target as _cpu_target
 from numba.core import types
@@ -212,9 +213,29 @@ def magnitude64(x):
     return u64_as_i64(f64_bits(np.float64(x)) & np.uint64(0x7FFFFFFFFFFFFFFF))
 
 
+@intrinsic
+def opaque(typingctx, x):
+    """``x`` through an empty inline asm that LLVM may hoist (it reads no memory) but cannot see through.
+
+    :func:`neg32`'s sign mask goes through it: LLVM turns an xor of a float's bits with a constant sign mask into
+    ``fneg``, and then sinks ``fneg(x * y)`` into one factor, ``(-x) * y`` or ``x * (-y)``, which is equal for
+    every number but not for a NaN (IEEE leaves the sign of an operation's NaN free; T3 does not): ``-(x * s)``
+    with ``s`` a NaN returned s's NaN unflipped. An integer xor with a value LLVM does not know stays one."""
+    sig = x(x)
+
+    def codegen(context, builder, signature, args):
+        (v,) = args
+        call = builder.call(ir.InlineAsm(ir.FunctionType(v.type, [v.type]), "", "=r,0", side_effect=False), [v])
+        call.attributes.add("nounwind")
+        call.attributes.add("readnone")  # hoisted out of loops, which then vectorise
+        return call
+
+    return sig, codegen
+
+
 @njit(**JIT_FLAGS)
 def neg32(x):
-    return bits_f32(f32_bits(x) ^ np.uint32(0x80000000))
+    return bits_f32(f32_bits(x) ^ opaque(np.uint32(0x80000000)))  # never an fneg LLVM could move (opaque)
 
 
 @njit(**JIT_FLAGS)
@@ -224,7 +245,7 @@ def abs32(x):
 
 @njit(**JIT_FLAGS)
 def neg64(x):
-    return bits_f64(f64_bits(x) ^ np.uint64(0x8000000000000000))
+    return bits_f64(f64_bits(x) ^ opaque(np.uint64(0x8000000000000000)))
 
 
 @njit(**JIT_FLAGS)

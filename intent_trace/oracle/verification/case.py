@@ -35,6 +35,9 @@ class Case:
     # exact classes: NaN results need only be NaN (any payload), where the association may pick between
     # several NaN payloads of one fibre (IEEE 754 §6.2.3); every other bit stays exact
     nan_payloads_free: bool = False
+    # pointwise: the operand read once (its element 0) for every element, as a scalar argument or a row's value is:
+    # the compiled loop holds it in a register (witnesses.operation_kernel's broadcast form); None: none is
+    broadcast: int | None = None
 
     def to_json(self) -> dict:
         return {"case_id": self.case_id, "class": self.verification_class.value,

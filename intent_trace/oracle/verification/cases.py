@@ -98,13 +98,53 @@ def _pointwise_cases(op: Operation, plan: PlanKey, cls: VC) -> list:
     elif cls is VC.SPECIAL_VALUES:
         seed = None
         op = ops.REGISTRY.get(plan.operation)
-        nan_operands = len(dtypes) if op is not None and "first_nan" in op.traits else 1
-        operands = _all_combinations(dtypes, [_edges(d) for d in dtypes], nan_operands)
+        first_nan = op is not None and "first_nan" in op.traits
+        pools = [_edges(d) for d in dtypes]
+        operands = _all_combinations(dtypes, pools, len(dtypes) if first_nan else 1)
+        if first_nan and any(_is_nan_word(d, w) for d, pool in zip(dtypes, pools) for w in pool):
+            return [_case(f"{base}/0", cls, plan, operands), *_several_nan_cases(base, cls, plan, pools)]
     else:
         raise ValueError(f"{plan.plan_id}: class {cls.value} does not apply to a pointwise plan")
-    n = len(operands[0])
-    return [Case(f"{base}/0", cls, EncodedInputs.of(*operands), ((n,),) * len(dtypes), ((n,),),
-                 (plan.output_dtype,), None, seed)]
+    return [_case(f"{base}/0", cls, plan, operands, seed=seed)]
+
+
+def _case(case_id: str, cls: VC, plan: PlanKey, operands: tuple, broadcast: int | None = None, seed=None) -> Case:
+    n = max(len(x) for x in operands)
+    shapes = tuple((1,) if i == broadcast else (n,) for i in range(len(operands)))
+    return Case(case_id, cls, EncodedInputs.of(*operands), shapes, ((n,),), (plan.output_dtype,), None, seed,
+                broadcast=broadcast)
+
+
+_BLOCK = 64  # elements per iteration of the widest unrolled vector loop (16 f32 lanes, 4 interleaved)
+
+
+def _in_tails(dtypes, combos: list) -> tuple:
+    """``combos`` (each a tuple of words) at least twice a block's worth, then padding, then the combinations in which
+    every operand is a NaN as the last elements of a length one short of a block multiple: two NaNs meet both in a
+    vector loop's body and in its remainder, whatever the vector width (the case of 400 combinations, a multiple of
+    16, had no remainder: NumPy's and LLVM's scalar tails commuted there)."""
+    every_nan = [c for c in combos if all(_is_nan_word(d, w) for d, w in zip(dtypes, c))]
+    body = combos * -(-2 * _BLOCK // len(combos))
+    pad = [combos[0]] * ((-len(body) - len(every_nan) - 1) % _BLOCK)
+    rows = body + pad + every_nan
+    return tuple(_payload_of_words(d, [r[i] for r in rows]) for i, d in enumerate(dtypes))
+
+
+def _several_nan_cases(base: str, cls: VC, plan: PlanKey, pools: list) -> list:
+    """Where T3 fixes a NaN result (trait ``first_nan``): every combination again at a length with a remainder, and
+    with each operand in turn read once for every element (a scalar argument, a row's value: loop-invariant) at each
+    of its NaN words. Commutative add and mul kept the invariant's NaN in LLVM's loops (x + s returned s's) while the
+    witnesses' array operands kept the first one's."""
+    dtypes = plan.operand_dtypes
+    cases = [_case(f"{base}/tail", cls, plan, _in_tails(dtypes, list(itertools.product(*pools))))]
+    for k, d in enumerate(dtypes):
+        others = [p for i, p in enumerate(pools) if i != k]
+        rest = [x for i, x in enumerate(dtypes) if i != k]
+        for j, word in enumerate(w for w in pools[k] if _is_nan_word(d, w)):
+            columns = list(_in_tails(rest, list(itertools.product(*others))))
+            columns.insert(k, _payload_of_words(d, [word]))
+            cases.append(_case(f"{base}/broadcast{k}/{j}", cls, plan, tuple(columns), broadcast=k))
+    return cases
 
 
 def _fibre_shapes(cls: VC) -> list:

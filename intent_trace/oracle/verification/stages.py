@@ -252,6 +252,11 @@ def _plan_evidence(stage, profile_id, c, reference, candidate, reference_plan, a
             out.append(_unprepared(stage, profile_id, c.kernel, c.plan, None, cls, e))
             continue
         for case in cases:
+            if case.broadcast is not None:  # the same op with one operand loop-invariant
+                out.append(_run_case(stage, profile_id, c.kernel, c.plan, None, case, reference, candidate,
+                                     operation_kernel(op, reference_plan or c.plan, case.broadcast),
+                                     operation_kernel(op, c.plan, case.broadcast), alteration, reference_plan))
+                continue
             out.append(_run_case(stage, profile_id, c.kernel, c.plan, None, case, reference, candidate,
                                  ref_kernel, kernel, alteration, reference_plan))
     return out

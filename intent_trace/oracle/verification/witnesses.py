@@ -46,12 +46,36 @@ def _accumulated(op: Operation, plan: PlanKey, x, axis: int):
     return I.cast(value, _dt(plan.output_dtype)) if plan.output_dtype != plan.accumulation_dtype else value
 
 
+def _broadcast_pointwise(value, ins: list, out, k: int, name: str) -> Kernel:
+    """``value`` of the operands with operand ``k`` read once (its element 0) for every element: invariant over the
+    loop, so a compiler holds it in a register, as it does a scalar argument or a row's reduced value (LLVM then
+    made it the first source of a commuted add, whose NaN x86 returns)."""
+    shapes = [("One",) if i == k else ("N",) for i in range(len(ins))]
+
+    def operands(xs, d):
+        return [x[0] if i == k else x[d] for i, x in enumerate(xs)]
+
+    if len(ins) == 2:
+        def b2(a: I.In[ins[0], shapes[0]], b: I.In[ins[1], shapes[1]], y: I.Out[out, ("N",)]):
+            d = I.domain(0, y.shape[0])
+            y[d] = value(*operands((a, b), d))
+        return _named(b2, name)
+
+    def b3(a: I.In[ins[0], shapes[0]], b: I.In[ins[1], shapes[1]], c: I.In[ins[2], shapes[2]], y: I.Out[out, ("N",)]):
+        d = I.domain(0, y.shape[0])
+        y[d] = value(*operands((a, b, c), d))
+    return _named(b3, name)
+
+
 @functools.lru_cache(maxsize=None)
-def operation_kernel(op: Operation, plan: PlanKey) -> Kernel:
-    """The kernel of one plan; extents are dynamic, so one compilation serves every case shape."""
+def operation_kernel(op: Operation, plan: PlanKey, broadcast: int | None = None) -> Kernel:
+    """The kernel of one plan; extents are dynamic, so one compilation serves every case shape. ``broadcast``: the
+    pointwise operand read once for every element (:func:`_broadcast_pointwise`; a case's ``broadcast``)."""
     ins = [_dt(d) for d in plan.operand_dtypes]
     out = _dt(plan.output_dtype)
     name = f"verify_{plan.operation}"
+    if broadcast is not None:
+        return _broadcast_pointwise(_pointwise_value(op, plan), ins, out, broadcast, f"{name}_broadcast{broadcast}")
     if op.kind == POINTWISE:
         value = _pointwise_value(op, plan)
         if len(ins) == 1:

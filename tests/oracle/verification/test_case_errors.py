@@ -24,7 +24,7 @@ def test_an_unexpected_exception_in_one_case_is_error_evidence(monkeypatch, erro
         return run()
     with planted(monkeypatch, "cpu", only(ADD_F32, raising)):
         evidence = stage_one(ADD_F32)
-    assert [e.outcome for e in evidence] == [Outcome.ERROR, Outcome.PASSED, Outcome.PASSED]
+    assert len(evidence) > 2 and [e.outcome for e in evidence] == [Outcome.ERROR] + [Outcome.PASSED] * (len(evidence) - 1)
     e = evidence[0]
     assert type(error).__name__ in e.reason and "planted" in e.reason
     assert e.target_input_hashes and e.shapes and e.policy is not None and e.kernel.operation == "add"

@@ -23,7 +23,7 @@ FIRST_NAN = ("add(lhs:f32,rhs:f32|compute:f32)->f32", "mul(lhs:f32,rhs:f32|compu
 
 def _special_operands(plan_id):
     op, plan = next((op, p) for op in C.OPERATIONS for p in op.plans if p.plan_id == plan_id)
-    (case,) = operation_cases(op, plan, (VC.SPECIAL_VALUES,))
+    case = operation_cases(op, plan, (VC.SPECIAL_VALUES,))[0]  # every combination (then the tail and broadcast forms)
     return [np.asarray(x.bits, np.uint32) for x in case.inputs.operands]
 
 
@@ -63,5 +63,6 @@ def test_stage_one_holds_two_nan_operands_exact(plan_id):
 def test_a_target_that_keeps_the_second_nan_fails(monkeypatch, plan_id):
     with planted(monkeypatch, "cpu", only(plan_id, after(_second_nan))):
         evidence = stage_one(plan_id)
-    special = [e for e in evidence if e.verification_class is VC.SPECIAL_VALUES]
-    assert special and all(e.outcome is Outcome.FAILED for e in special)
+    # the fault is planted in the plan's kernel; the broadcast forms are kernels of their own
+    special = [e for e in evidence if e.verification_class is VC.SPECIAL_VALUES and "broadcast" not in e.case_id]
+    assert len(special) == 2 and all(e.outcome is Outcome.FAILED for e in special)
