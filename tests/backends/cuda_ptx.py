@@ -15,8 +15,9 @@ class Assembled:
     spills: dict = attrs.field(factory=dict)  # kernel name -> (bytes of spill stores, of spill loads)
 
 
-def assemble(source: str, directory) -> Assembled | None:
-    """PTX and ptxas' report of CUDA ``source`` (TileLang's, for sm_90a, with the target's numerics flags)."""
+def assemble(source: str, directory, std: str = "c++17", ptx: bool = True) -> Assembled | None:
+    """PTX and ptxas' report of CUDA ``source`` (TileLang's, for sm_90a, with the target's numerics flags), in the
+    C++ dialect ``std``; without ``ptx`` the report alone (``Assembled.ptx`` empty: one nvcc run, not two)."""
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         return None
@@ -25,13 +26,15 @@ def assemble(source: str, directory) -> Assembled | None:
     root = tilelang.__path__[0]
     path = directory / "program.cu"
     path.write_text(source)
-    flags = ["-std=c++17", "-arch=sm_90a", "--fmad=false", "-w", f"-I{root}/src", f"-I{root}/3rdparty/cutlass/include"]
+    flags = [f"-std={std}", "-arch=sm_90a", "--fmad=false", "-w", f"-I{root}/src", f"-I{root}/3rdparty/cutlass/include"]
     r = subprocess.run([nvcc, *flags, "-cubin", "-Xptxas", "-v", str(path), "-o", str(path) + ".cubin"],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
     registers = dict(re.findall(r"Compiling entry function '(\w+)'.*?Used (\d+) registers", r.stderr, re.S))
     spills = {k: (int(s), int(v)) for k, s, v in re.findall(
         r"Compiling entry function '(\w+)'.*?(\d+) bytes spill stores, (\d+) bytes spill loads", r.stderr, re.S)}
+    if not ptx:
+        return Assembled({}, {k: int(v) for k, v in registers.items()}, spills)
     p = subprocess.run([nvcc, *flags, "-ptx", str(path), "-o", str(path) + ".ptx"], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr[-3000:]
     text = (directory / "program.cu.ptx").read_text()

@@ -17,7 +17,7 @@ pytest.importorskip("tilelang")
 torch = pytest.importorskip("torch")
 
 from backends.cuda_ptx import assemble  # noqa: E402
-from backends.tilelang_support import cuda_source  # noqa: E402
+from backends.tilelang_support import chain4 as chain, cuda_source  # noqa: E402
 from intent_trace.backends.tilelang import cuda_kernels, metal_grid, targets  # noqa: E402
 from intent_trace.backends.tilelang import target as tl_target  # noqa: E402
 from intent_trace.backends.tilelang.target import generate  # noqa: E402
@@ -27,13 +27,6 @@ EMULATED = attrs.evolve(targets.C, flat_nest=lambda g: cuda_kernels.flat_nest(g,
                         host_workspaces=True)
 #: below, at and past a group, a thread's step, a block (1024 elements) and tails of 1, 2 and 3
 SIZES = (1, 2, 3, 4, 5, 7, 8, 9, 1023, 1024, 1025, 4096 + 6, 3 * 1024 + 1)
-
-
-@intent.kernel
-def chain(x: I.In[I.f32, ("N",)], y: I.In[I.f32, ("N",)], out: I.Out[I.f32, ("N",)]):
-    d = I.domain(0, x.shape[0])
-    a = x[d]
-    out[d] = I.maximum(a * 1.5 + y[d], a) - 0.25
 
 
 @intent.kernel

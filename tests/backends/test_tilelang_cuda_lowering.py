@@ -10,16 +10,9 @@ import pytest
 
 import intent_trace as intent
 from intent_trace import I
-from backends.tilelang_support import widening_lookup
+from backends.tilelang_support import chain4, widening_lookup
 from intent_trace.backends.tilelang import cuda, cuda_kernels, targets
 from intent_trace.backends.tilelang.target import generate
-
-
-@intent.kernel
-def chain4(x: I.In[I.f32, ("N",)], y: I.In[I.f32, ("N",)], out: I.Out[I.f32, ("N",)]):
-    d = I.domain(0, x.shape[0])
-    a = x[d]
-    out[d] = I.maximum(a * 1.5 + y[d], a) - 0.25
 
 
 @intent.kernel

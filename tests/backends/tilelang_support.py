@@ -107,26 +107,13 @@ def cuda_source(program: str) -> str:
         return tilelang.lower(namespace["kernel"], target=target).kernel_source
 
 
+# A rank-1 pointwise chain of two reads (benchmarks/gpu.py's chain4): the flat nest's subject, grouped on CUDA.
+@intent.kernel
+def chain4(x: I.In[I.f32, ("N",)], y: I.In[I.f32, ("N",)], out: I.Out[I.f32, ("N",)]):
+    d = I.domain(0, x.shape[0])
+    a = x[d]
+    out[d] = I.maximum(a * 1.5 + y[d], a) - 0.25
 
-def assemble_sm90a(source: str, path, std: str = "c++17"):
-    """``source`` (TileLang's CUDA for sm_90a) assembled to a cubin by this machine's nvcc with ptxas's report
-    (``-Xptxas -v``: registers and spill bytes a kernel, in the result's ``stderr``), or None where there is no
-    nvcc. ``path``: the .cu file to write. Fails the test where nvcc rejects the source."""
-    import shutil
-    import subprocess
-
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        return None
-    import tilelang
-
-    root = tilelang.__path__[0]
-    path.write_text(source)
-    r = subprocess.run([nvcc, f"-std={std}", "-arch=sm_90a", "-cubin", "--fmad=false", "-w", "-Xptxas", "-v",
-                        f"-I{root}/src", f"-I{root}/3rdparty/cutlass/include", str(path), "-o", str(path) + ".cubin"],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return r
 
 # Two grid-planning subjects: a pure write nest, and one whose scan needs a buffer per element.
 @intent.kernel
