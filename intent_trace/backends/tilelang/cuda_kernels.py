@@ -158,8 +158,7 @@ def flat_nest(graph: KernelGraph, emulated: bool = False, grouped: bool = True) 
     vector, unroll = (1, False) if loops else (VECTOR, UNROLL)
     itemsizes = {views[v].type.dtype.np.itemsize for v in (*read_views, view)}
     group = GROUP if grouped and not loops and len(axes) == 1 and itemsizes == {4} and vector % GROUP == 0 else 1
-    return FlatNest(tuple(f"d{a}" for a in axes), THREADS_PER_BLOCK, vector // group if group > 1 else vector,
-                    unroll, emulated, group)
+    return FlatNest(tuple(f"d{a}" for a in axes), THREADS_PER_BLOCK, vector // group, unroll, emulated, group)
 
 
 # --- parallel loops --------------------------------------------------------------------------------------

@@ -324,9 +324,9 @@ class TileLangExecutable(ExecutableDisplay):
         kernel's entry point, the dtype each tensor is viewed as, the workspaces) and the launch: at the zoo's
         sizes a call's host path is part of its time (tools/launch_overhead.py), so nothing is redone per call
         that the shapes decide."""
-        plan = self._launches.get(tuple([getattr(a, "shape", None) for a in device_args]))
+        shapes = tuple([getattr(a, "shape", None) for a in device_args])
+        plan = self._launches.get(shapes)
         if plan is None:
-            shapes = tuple(getattr(a, "shape", None) for a in device_args)
             plan = self._launches[shapes] = self._launch_plan(device_args)
         entry, views, extra, after = plan
         args = device_args if views is None else [a.view(view[0]) if view is not None and a.dtype == view[1] else a
@@ -367,28 +367,25 @@ class TileLangExecutable(ExecutableDisplay):
             value, stored = _torch_dtype(p.type.dtype.np), _torch_dtype(np.dtype(storage))
             views.append((value, stored) if use_value else (stored, value))
         views = tuple(views) if any(v is not None for v in views) else None
-        if special:  # its workspaces (if any) made as the general program's
+        trailing = []  # a specialisation's: none; the general program's: its limit and error record, made once
+        if special:
             spaces = special.workspaces
-            made = self._workspace_maker(dims, spaces) if spaces else None
-            return _entry(kernel), views, made, getattr(made, "after", None)
+        else:
+            spaces = self.workspaces
+            if self.allocation_limit:
+                trailing.append(allocation_limit())
+            if self.error_sites:  # launch never reads it: a kernel that fails a check stops either way
+                import torch
 
-        # the error record: made once (launch never reads it; a kernel that fails a check stops either way)
-        trailing = []
-        if self.allocation_limit:
-            trailing.append(allocation_limit())
-        if self.error_sites:
-            import torch
-
-            trailing.append(self.spec.to_device(torch.zeros(4, dtype=torch.int64)))
-        if not self.workspaces:
-            return _entry(kernel), views, (lambda device_args: trailing) if trailing else None, None
-        made = self._workspace_maker(dims, self.workspaces)
-        if not trailing:
-            return _entry(kernel), views, made, getattr(made, "after", None)
-
-        def extra(device_args) -> list:
-            return [*made(device_args), *trailing]
-
+                trailing.append(self.spec.to_device(torch.zeros(4, dtype=torch.int64)))
+        made = self._workspace_maker(dims, spaces) if spaces else None
+        if made is None:
+            extra = (lambda device_args: trailing) if trailing else None
+        elif not trailing:
+            extra = made
+        else:
+            def extra(device_args) -> list:
+                return [*made(device_args), *trailing]
         return _entry(kernel), views, extra, getattr(made, "after", None)
 
     def _workspace_maker(self, dims: dict, spaces) -> Callable:
