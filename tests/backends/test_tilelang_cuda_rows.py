@@ -67,9 +67,22 @@ def compiled(target, monkeypatch):
 
 # --- the program ---------------------------------------------------------------------------------------------
 
-def _kernel_body(program: str) -> list:
+def _kernel_body(program: str, careful: bool = False) -> list:
+    """The kernel's lines; unless ``careful``, each row's careful program (a NaN row computed again: the block
+    under ``if f<k> != 0:``, cuda_rows_nan) left out, so the text is the fast program's, the one that runs."""
     lines = program.splitlines()
-    return lines[next(i for i, x in enumerate(lines) if x.startswith("def kernel(")):]
+    body = lines[next(i for i, x in enumerate(lines) if x.startswith("def kernel(")):]
+    if careful:
+        return body
+    kept, skip = [], None
+    for line in body:
+        pad = len(line) - len(line.lstrip())
+        if skip is not None and (pad > skip or not line.strip()):
+            continue
+        skip = pad if re.fullmatch(r"if (?:f|nan)\d+ != 0:", line.strip()) else None
+        if skip is None:
+            kept.append(line)
+    return kept
 
 
 def _tiers(body: list, warp: int = 1024, block: int = 8192) -> tuple:
