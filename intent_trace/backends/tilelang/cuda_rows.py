@@ -105,7 +105,7 @@ class RowPlan:
                  for width, _, cap in self.tiers[:-1]]
         extra = {"on_chip": ", ".join(tiers)} if tiers else {}
         if self.nan_fast:
-            extra["nan"] = "a NaN fast path (a row with a NaN output computed again by the careful program)"
+            extra["nan"] = row_nan.describe(self)
         if self.min_blocks:
             extra["resident"] = f"{self.min_blocks} blocks an SM"
         return self.group.part(graph, self.threads, **extra)
@@ -241,7 +241,7 @@ class RowEmitter(TileLangEmitter):
 
     def _run_row(self, region, params) -> list:
         """The row's program: with a NaN fast path, fast then careful where a NaN came (:mod:`.cuda_rows_nan`)."""
-        if self.plan.nan_fast:
+        if row_nan.tier_fast(self):
             return row_nan.run(self, region, params)
         return self._run_by_level(region, params)
 

@@ -66,6 +66,24 @@ def eligible(graph, group) -> bool:
     return not any(n.op.effects & {"read"} and n.inputs and n.inputs[0] in written for n in nodes)
 
 
+def tier_fast(em) -> bool:
+    """Whether the tier being written takes the fast path: every tier of a plan that has one, but a block's rows on
+    chip whose write reads per-column values from memory (layer norm's weight and bias: there the careful copy
+    beside the fast one made ptxas for sm_90a spill 8 bytes a thread at the 64-register bound; the warp's rows
+    read them from the block's buffer, :mod:`.cuda_rows_columns`)."""
+    plan = em.plan
+    if not plan.nan_fast:
+        return False
+    return not (em.on_chip and em.width == plan.threads and plan.group.reads_columns and not em.placed)
+
+
+def describe(plan) -> str:
+    """The schedule's note of the fast path (``RowPlan.part``)."""
+    but = ", not a block's rows on chip (they read per-column values)" if plan.slots and plan.group.reads_columns \
+        else ""
+    return f"a NaN fast path{but}: a row with a NaN output computed again by the careful program"
+
+
 def fast_bodies(base):
     """``base`` (CUDA's ``helper_source``) with the row program's fast bodies: :func:`.cuda_region_tiles.fast_helpers`
     and the f16/bf16 decode, encode and widening cast without their NaN cases (the hardware's conversion alone)."""
