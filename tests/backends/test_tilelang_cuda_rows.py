@@ -495,7 +495,8 @@ def test_a_value_of_the_rows_alone_is_computed_once_per_row(kernel, fn, warp):
     at the row's level, before the pass that writes the row, not once per element of that pass."""
     for tier in _tiers(_kernel_body(generate(kernel.trace(), "tilelang-cuda")), warp, 8 * warp):
         lines = tier.splitlines()
-        (at,) = [k for k, x in enumerate(lines) if f"'{fn}'" in x]
+        # the fast program's helper (it_), or the careful one's (itr_) in a tier without the NaN fast path
+        (at,) = [k for k, x in enumerate(lines) if f"'{fn}'" in x or f"'{fn.replace('it_', 'itr_')}'" in x]
         row = next(x for x in lines if x.lstrip().startswith("if r") and " < d0:" in x)
         depth = len(row) - len(row.lstrip()) + 4  # the row's own block
         assert len(lines[at]) - len(lines[at].lstrip()) == depth, lines[at]  # in no loop over the row

@@ -37,6 +37,9 @@ thread folds its slots into one accumulator per slot of a chunk (4 independent c
 :func:`.cuda_rows_combine.chunk_lanes`), so both on-chip tiers group a thread's elements the same way; a pass over
 memory (rows longer than the slots hold) folds them in one chain.
 
+On CUDA and its emulation each tier computes the row with fast helper bodies (no x86 NaN decisions) and, where a
+stored value or a reduction result is NaN, again with the careful ones (:mod:`.cuda_rows_nan`: ``RowPlan.nan_fast``).
+
 With ``emulated`` the threads of a row are serial loops, one per phase between barriers, and a shuffle is a phase
 of its own that exchanges the lanes' values through local buffers (a block's warp rows one after another): the C
 target runs the same mapping, each lane combining the same pair in the same order, on the CPU (tests and
@@ -158,6 +161,7 @@ class RowEmitter(TileLangEmitter):
         super().__init__(graph, target, rules, rejected, checks, nest=None,
                          grid=plan if plan.node is not None else None)
         self.plan = plan
+        self.helper_prefix = row_nan.prefix(plan, self.helper_prefix)  # outside the fast program: the careful's
         self.grid_planned = True  # a workspace would be one buffer for every thread: the plan is then refused
         group = plan.group
         self.row_nodes = {id(n) for n in group.reshapes}

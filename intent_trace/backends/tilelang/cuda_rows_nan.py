@@ -40,8 +40,10 @@ from .emitter import Lazy
 
 #: False writes the careful program alone (main's program before the fast path: the A/B's baseline)
 NAN_FAST_PATH = True
-#: the careful program's helper prefix (the fast program's helpers keep the emitter's ``it_``)
-CAREFUL_PREFIX = "itr_"
+#: the helper prefixes: the fast program's, and the careful one's, which is every other code's of a plan with a fast
+#: path (:func:`prefix`: the columns a block computes before its rows, ``it_`` there, named the fast helpers' careful
+#: bodies, which the fast program then called: the f16 decode of RMSNorm's row kept its NaN case)
+FAST_PREFIX, CAREFUL_PREFIX = "it_", "itr_"
 _FLOATS = frozenset({"f16", "bf16", "f32"})
 #: the combine of a row's flags over its threads: a warp's vote, a block's barrier with an OR
 _ANY = {"warp": "{fn} int itn_any_warp(int f) {{ return __any_sync(0xffffffffu, f); }}",
@@ -66,6 +68,11 @@ def eligible(graph, group) -> bool:
     return not any(n.op.effects & {"read"} and n.inputs and n.inputs[0] in written for n in nodes)
 
 
+def prefix(plan, default: str) -> str:
+    """The helper prefix of the row emitter's code outside the fast program."""
+    return CAREFUL_PREFIX if plan.nan_fast else default
+
+
 def tier_fast(em) -> bool:
     """Whether the tier being written takes the fast path: every tier of a plan that has one, but a block's rows on
     chip whose write reads per-column values from memory (layer norm's weight and bias: there the careful copy
@@ -74,7 +81,7 @@ def tier_fast(em) -> bool:
     plan = em.plan
     if not plan.nan_fast:
         return False
-    return not (em.on_chip and em.width == plan.threads and plan.group.reads_columns and not em.placed)
+    return not (em.on_chip and em.width == plan.threads and plan.group.reads_columns)
 
 
 def describe(plan) -> str:
@@ -131,10 +138,11 @@ def run(em, region, params) -> list:
     """The row's program twice: fast, raising the flag, then, under the row's combined flag, careful."""
     plan = em.plan
     fn = c.C_SPELLING.function if plan.emulated else cuda.DEVICE.function
-    fast_target = em.target if plan.emulated else attrs.evolve(em.target, helper_source=fast_bodies(em.target.helper_source))
+    fast_target = em.target if plan.emulated else \
+        attrs.evolve(em.target, helper_source=fast_bodies(em.target.helper_source))
     em.fast = Fast(em.variable("int32", "0", "nan"), fn, plan.emulated)
     try:
-        with _bodies(em, fast_target, em.helper_prefix):
+        with _bodies(em, fast_target, FAST_PREFIX):
             em._run_by_level(region, params)
     finally:
         flag, em.fast = em.fast.flag, None
