@@ -89,6 +89,9 @@ TRAITS = {
     "vendor_math": "a library function of T4 (a GPU target may use the vendor's precise implementation, T10)",
     "contraction": "a paired-axis multiply-add (T10 allows FMA inside it)",
     "reduction": "combines the elements along axes with an associative combine (T10 allows any order it permits)",
+    "reads_nan_bits": "a non-NaN result may depend on a NaN operand's payload or sign bit (a bitcast's integer bits; "
+                      "an atomic compare-exchange compares bits): a program that gives NaNs other payloads (a GPU "
+                      "fast path recomputing NaN rows) is exact only without such ops",
 }
 
 
@@ -357,7 +360,8 @@ define("fma", "ternary", 3, infer=elementwise(), dtypes="float", doc="a*b+c roun
 define("constant", "convert", 0, attrs=("value", "type"), infer=R.constant_rule,
        doc="a typed scalar constant (I.cast of a Python number)", traits={"pointwise"})
 define("cast", "convert", 1, attrs=("dtype",), infer=convert_rule, traits=_ELEMENTWISE)
-define("bitcast", "convert", 1, attrs=("dtype",), infer=convert_rule, traits=_ELEMENTWISE)
+define("bitcast", "convert", 1, attrs=("dtype",), infer=convert_rule,
+       traits=_ELEMENTWISE | {"reads_nan_bits"})
 
 # Shape transforms and construction. Result types carry the (possibly dynamic) extents; operands
 # after the first give runtime values of extents where the result needs them.
@@ -494,7 +498,7 @@ define("atomic_rmw", "atomic", None, attrs=("index", "kind", "order", "type"), e
        infer=S.atomic_rmw_rule, doc="operands: view, value, index operands; kind exchange|add|max|min|and|or|xor; "
                              "returns the old value")
 define("atomic_compare_exchange", "atomic", None, attrs=("index", "order", "failure_order", "type"),
-       effects=_ATOMIC_RW, infer=S.atomic_compare_exchange_rule,
+       effects=_ATOMIC_RW, infer=S.atomic_compare_exchange_rule, traits={"reads_nan_bits"},
        doc="operands: view, expected, desired, index operands; returns record {old_value, success}")
 
 # Structured control (spec §5, §6). Region parameters are listed in the printer.

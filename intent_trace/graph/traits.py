@@ -45,6 +45,9 @@ VENDOR_MATH = ops_with("vendor_math")
 CONTRACTIONS = ops_with("contraction")
 #: Associative combines along axes (T10: any order the language allows).
 REDUCTIONS = ops_with("reduction")
+#: Ops whose non-NaN result may depend on a NaN operand's payload or sign (a NaN fast path that changes payloads
+#: is exact only without them: :mod:`intent_trace.backends.tilelang.cuda_rows_nan`).
+READS_NAN_BITS = ops_with("reads_nan_bits")
 
 
 def evaluates_once(consumer_op: OpDef, position: int) -> bool:

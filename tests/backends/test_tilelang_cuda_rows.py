@@ -67,9 +67,22 @@ def compiled(target, monkeypatch):
 
 # --- the program ---------------------------------------------------------------------------------------------
 
-def _kernel_body(program: str) -> list:
+def _kernel_body(program: str, careful: bool = False) -> list:
+    """The kernel's lines; unless ``careful``, each row's careful program (a NaN row computed again: the block
+    under ``if f<k> != 0:``, cuda_rows_nan) left out, so the text is the fast program's, the one that runs."""
     lines = program.splitlines()
-    return lines[next(i for i, x in enumerate(lines) if x.startswith("def kernel(")):]
+    body = lines[next(i for i, x in enumerate(lines) if x.startswith("def kernel(")):]
+    if careful:
+        return body
+    kept, skip = [], None
+    for line in body:
+        pad = len(line) - len(line.lstrip())
+        if skip is not None and (pad > skip or not line.strip()):
+            continue
+        skip = pad if re.fullmatch(r"if (?:f|nan)\d+ != 0:", line.strip()) else None
+        if skip is None:
+            kept.append(line)
+    return kept
 
 
 def _tiers(body: list, warp: int = 1024, block: int = 8192) -> tuple:
@@ -482,7 +495,8 @@ def test_a_value_of_the_rows_alone_is_computed_once_per_row(kernel, fn, warp):
     at the row's level, before the pass that writes the row, not once per element of that pass."""
     for tier in _tiers(_kernel_body(generate(kernel.trace(), "tilelang-cuda")), warp, 8 * warp):
         lines = tier.splitlines()
-        (at,) = [k for k, x in enumerate(lines) if f"'{fn}'" in x]
+        # the fast program's helper (it_), or the careful one's (itr_) in a tier without the NaN fast path
+        (at,) = [k for k, x in enumerate(lines) if f"'{fn}'" in x or f"'{fn.replace('it_', 'itr_')}'" in x]
         row = next(x for x in lines if x.lstrip().startswith("if r") and " < d0:" in x)
         depth = len(row) - len(row.lstrip()) + 4  # the row's own block
         assert len(lines[at]) - len(lines[at].lstrip()) == depth, lines[at]  # in no loop over the row

@@ -92,7 +92,8 @@ def test_print_shows_each_part_mapping_and_reason():
     (line,) = [x for x in lines if x.startswith("  schedule: general program: ")]
     assert line.endswith(exe.schedule.general.describe())
     assert ("row_group (grid=M, threads=256, passes=3, on_chip=a warp per row if N <= 1024, a block per row if "
-            "N <= 8192, resident=4 blocks an SM)") in line  # passes: a row too long to hold on chip
+            "N <= 8192, nan=a NaN fast path: a row with a NaN output computed again by the careful program, "
+            "resident=4 blocks an SM)") in line  # passes: a row too long to hold on chip
     mm = executable_lines(build(mm16.trace(), target="tilelang-cuda"))
     assert any(x.startswith("  schedule: part 1: tiled_matmul") for x in mm)
 

@@ -37,6 +37,9 @@ thread folds its slots into one accumulator per slot of a chunk (4 independent c
 :func:`.cuda_rows_combine.chunk_lanes`), so both on-chip tiers group a thread's elements the same way; a pass over
 memory (rows longer than the slots hold) folds them in one chain.
 
+On CUDA and its emulation each tier computes the row with fast helper bodies (no x86 NaN decisions) and, where a
+stored value or a reduction result is NaN, again with the careful ones (:mod:`.cuda_rows_nan`: ``RowPlan.nan_fast``).
+
 With ``emulated`` the threads of a row are serial loops, one per phase between barriers, and a shuffle is a phase
 of its own that exchanges the lanes' values through local buffers (a block's warp rows one after another): the C
 target runs the same mapping, each lane combining the same pair in the same order, on the CPU (tests and
@@ -57,6 +60,7 @@ from . import cuda_butterfly
 from . import cuda_rows_columns as columns_of
 from . import cuda_rows_combine as row_combine
 from . import cuda_rows_load as row_load
+from . import cuda_rows_nan as row_nan
 from . import cuda_rows_slots as slots_of
 from .accumulate import accumulators, combine
 from .emitter import Aggregate, Lazy, Scalar, TileLangEmitter
@@ -83,6 +87,7 @@ class RowPlan:
     #: :func:`.cuda_rows_slots.min_blocks`), 0 for none
     min_blocks: int = 0
     streamed: bool = False  # CUDA's: the slots loaded with streaming loads (:func:`.cuda_rows_slots.streaming`)
+    nan_fast: bool = False  # each row computed by fast helpers, a row with a NaN output again (:mod:`.cuda_rows_nan`)
 
     @property
     def warps(self) -> int:
@@ -102,6 +107,8 @@ class RowPlan:
         tiers = [f"{'a warp' if width == WARP else 'a block'} per row if {cols} <= {cap}"
                  for width, _, cap in self.tiers[:-1]]
         extra = {"on_chip": ", ".join(tiers)} if tiers else {}
+        if self.nan_fast:
+            extra["nan"] = row_nan.describe(self)
         if self.min_blocks:
             extra["resident"] = f"{self.min_blocks} blocks an SM"
         return self.group.part(graph, self.threads, **extra)
@@ -142,7 +149,8 @@ def row_plan(graph, emulated: bool = False, bounded: bool = True) -> RowPlan | N
     held = slots_of.live_registers(graph, group, count)
     bound = slots_of.min_blocks(THREADS, held) if bounded and not emulated else 0
     cuda = bounded and not emulated
-    return RowPlan(group, f"d{group.rows}", f"d{group.cols}", THREADS, emulated, count, bound, cuda)
+    fast = bounded and row_nan.NAN_FAST_PATH and row_nan.eligible(graph, group)  # not Metal's: no fast bodies
+    return RowPlan(group, f"d{group.rows}", f"d{group.cols}", THREADS, emulated, count, bound, cuda, fast)
 
 
 class RowEmitter(TileLangEmitter):
@@ -153,6 +161,7 @@ class RowEmitter(TileLangEmitter):
         super().__init__(graph, target, rules, rejected, checks, nest=None,
                          grid=plan if plan.node is not None else None)
         self.plan = plan
+        self.helper_prefix = row_nan.prefix(plan, self.helper_prefix)  # outside the fast program: the careful's
         self.grid_planned = True  # a workspace would be one buffer for every thread: the plan is then refused
         group = plan.group
         self.row_nodes = {id(n) for n in group.reshapes}
@@ -187,6 +196,8 @@ class RowEmitter(TileLangEmitter):
         self.kept_buffers: dict = {}  # such a value -> its slots
         self.columns: dict = {}  # id(per-column var) -> its block buffer (:mod:`.cuda_rows_columns`)
         self.placed: set = set()  # the ids of the nodes this tier emitted before the row's guard
+        self.fast = None  # the fast program's flag while it is written (:mod:`.cuda_rows_nan`)
+        self.slot_dtypes: dict = {}  # a slots buffer's name -> its dtype
 
     @property
     def on_chip(self) -> bool:
@@ -215,7 +226,7 @@ class RowEmitter(TileLangEmitter):
             self.width, self.slots = self.plan.threads, 0
             return results
         if self.plan.node is not None and region is self.plan.node.regions[0]:
-            return self._run_by_level(region, params)
+            return self._run_row(region, params)
         return super().run_region(region, params)
 
     def _run_tier(self, region, params) -> list:
@@ -230,7 +241,13 @@ class RowEmitter(TileLangEmitter):
         with self.row_of_block() as row:
             self.row = row
             with self.block(f"if {self.row} < {self.plan.rows}:"):
-                return self._run_by_level(region, params)
+                return self._run_row(region, params)
+
+    def _run_row(self, region, params) -> list:
+        """The row's program: with a NaN fast path, fast then careful where a NaN came (:mod:`.cuda_rows_nan`)."""
+        if row_nan.tier_fast(self):
+            return row_nan.run(self, region, params)
+        return self._run_by_level(region, params)
 
     @contextlib.contextmanager
     def row_of_block(self):
@@ -287,18 +304,24 @@ class RowEmitter(TileLangEmitter):
             size = plan.slots * (plan.threads if plan.emulated else 1)
             for node in slots_of.distinct_reads(plan.group):
                 (t,) = T.leaf_types(node.outputs[0].type)
-                buffer = self.assign(f"T.alloc_local(({size},), {self.tir(t.dtype)!r})", "c")
+                buffer = self._slots(size, self.tir(t.dtype), "c")
                 self.cache[slots_of.read_key(node)] = buffer
                 view = self.operand(node.inputs[0])
                 if getattr(view, "storage", None) and self.dialect.decode(self, view, "x") != "x":
-                    self.raw[slots_of.read_key(node)] = self.assign(f"T.alloc_local(({size},), {view.storage!r})", "b")
+                    self.raw[slots_of.read_key(node)] = self._slots(size, view.storage, "b")
             self.columns = columns_of.buffers(self, plan)
             for key, var in self.held.items():
                 (t,) = T.leaf_types(var.type)
-                self.held_buffers[key] = self.assign(f"T.alloc_local(({size},), {self.tir(t.dtype)!r})", "h")
+                self.held_buffers[key] = self._slots(size, self.tir(t.dtype), "h")
             for var in (v for values in self.kept.values() for v in values):
                 (t,) = T.leaf_types(var.type)
-                self.kept_buffers[var] = self.assign(f"T.alloc_local(({size},), {self.tir(t.dtype)!r})", "h")
+                self.kept_buffers[var] = self._slots(size, self.tir(t.dtype), "h")
+
+    def _slots(self, size: int, dtype: str, prefix: str) -> str:
+        """A thread's slots: ``size`` elements of ``dtype`` (registers), their dtype kept (:mod:`.cuda_rows_nan`)."""
+        name = self.assign(f"T.alloc_local(({size},), {dtype!r})", prefix)
+        self.slot_dtypes[name] = dtype
+        return name
 
     @contextlib.contextmanager
     def grid_iteration(self, grid, length: str):
@@ -403,6 +426,12 @@ class RowEmitter(TileLangEmitter):
 
     # -- the nodes a row group places ----------------------------------------------------------------------
     def run_node(self, node):
+        if node is self.plan.group.write:  # the fast program tests each value it stores (cuda_rows_nan)
+            with row_nan.stored(self, node):
+                return self._run_node(node)
+        return self._run_node(node)
+
+    def _run_node(self, node):
         group = self.plan.group
         if node is group.write and group.row_write:  # the write rule once per part of each chunk (strided)
             with self.phase() as self.write_lane, self.chunks(self.write_lane):
@@ -537,6 +566,7 @@ class RowEmitter(TileLangEmitter):
                 value = assemble(acc_t, [Scalar(r) for r in results], Aggregate)
             else:
                 value = assemble(acc_t, [Lazy((self.plan.rows,), lambda idx, r=r: r) for r in results], Aggregate)
+            row_nan.reduced(self, acc_t, results)
             (out,) = node.outputs
             self.env[out] = value
             self.bind_dims(out, value)
