@@ -247,7 +247,7 @@ class RowEmitter(TileLangEmitter):
         """The row's program: with a NaN fast path, fast then careful where a NaN came (:mod:`.cuda_rows_nan`)."""
         if row_nan.tier_fast(self):
             return row_nan.run(self, region, params)
-        return self._run_by_level(region, params)
+        return self.run_by_level(region, params)
 
     @contextlib.contextmanager
     def row_of_block(self):
@@ -264,7 +264,7 @@ class RowEmitter(TileLangEmitter):
             yield self.assign(f"T.Cast('int64', bx) * T.int64({per_block}) + "
                               f"T.Cast('int64', {self.tx} // {self.width})", "r")
 
-    def _run_by_level(self, region, params) -> list:
+    def run_by_level(self, region, params) -> list:
         """The row's region with the reductions of each level next to each other (a stable reordering of pure
         nodes by the level of the reductions they read: the final write stays last), so that one pass over the
         row folds them all (:meth:`_reduce_level`)."""

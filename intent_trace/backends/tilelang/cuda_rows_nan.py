@@ -143,7 +143,7 @@ def run(em, region, params) -> list:
     em.fast = Fast(em.variable("int32", "0", "nan"), fn, plan.emulated)
     try:
         with _bodies(em, fast_target, FAST_PREFIX):
-            em._run_by_level(region, params)
+            em.run_by_level(region, params)
     finally:
         flag, em.fast = em.fast.flag, None
     if plan.emulated:  # the threads of the row ran one after another on the one flag
@@ -159,7 +159,7 @@ def run(em, region, params) -> list:
     em.loaded = set()
     with em.block(f"if {any_} != 0:"), _bodies(em, em.target, CAREFUL_PREFIX):
         _clear_slots(em)
-        results = em._run_by_level(region, params)
+        results = em.run_by_level(region, params)
     assert not results, "a row group's region returns nothing (its write is its effect)"
     return results
 
