@@ -1,4 +1,6 @@
 """Shared by the tilelang-c tests: run a kernel on generic and on tilelang-c and compare bit for bit."""
+import functools
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -87,6 +89,7 @@ def all_pairs(values: np.ndarray):
     return a, b
 
 
+@functools.lru_cache(maxsize=32)  # a pure function of the text; lowering a row program takes seconds
 def cuda_source(program: str) -> str:
     """The CUDA source TileLang generates for a tilelang-cuda program text on sm_90a, on this machine (no GPU: the
     text is lowered, not compiled), under the target's pass configuration for the program."""
