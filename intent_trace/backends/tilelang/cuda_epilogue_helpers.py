@@ -53,7 +53,7 @@ def cast_encode_source(name: str, narrow: str) -> str:
     """The f16/bf16 bits of an f32 value rounded once to nearest even: the hardware's rounding, a NaN's bits as the C
     bodies' cast and encode give them."""
     hw = HARDWARE[narrow]
-    return (f"{hw.include}__device__ __forceinline__ uint16_t {name}(float a) {{ "
+    return (f"{hw.include}{cuda.DEVICE.function} uint16_t {name}(float a) {{ "
             f"return a != a ? {NAN_CAST_ENCODE[narrow]} : {hw.encoded('a')}; }}")
 
 
