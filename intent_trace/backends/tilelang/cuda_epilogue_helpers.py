@@ -27,16 +27,13 @@ import attrs
 from ... import types as DT
 from ...graph import ops
 from . import c, cuda
+from .cuda_half_hardware import HARDWARE
 
 #: the helper family of a store that rounds an f32 value to f16/bf16 and encodes its bits in one step
 CAST_ENCODE = "cast_encode"
 
 #: value dtypes the CUDA helpers hold as ``float`` (f16/bf16 are computed in f32 and rounded by their casts)
 _HELD_AS_FLOAT = ("f32", "f16", "bf16")
-
-#: (header, round f32 to the format, its bits) of the hardware conversions
-_HARDWARE = {"f16": ("cuda_fp16.h", "__float2half_rn", "__half_as_ushort"),
-             "bf16": ("cuda_bf16.h", "__float2bfloat16_rn", "__bfloat16_as_ushort")}
 
 #: an f32 NaN's bits after the C bodies' cast to the format (quieted, the payload's top bits kept: f16 nine below the
 #: quiet bit, bf16 none) and their encode: f16 ``sign | 0x7e00 | payload[21:13]``, bf16 ``sign | 0x7fc0``
@@ -55,16 +52,16 @@ def minmax_body(is_max: bool) -> str:
 def cast_encode_source(name: str, narrow: str) -> str:
     """The f16/bf16 bits of an f32 value rounded once to nearest even: the hardware's rounding, a NaN's bits as the C
     bodies' cast and encode give them."""
-    header, rnd, bits = _HARDWARE[narrow]
-    return (f"#include <{header}>\n__device__ __forceinline__ uint16_t {name}(float a) {{ "
-            f"return a != a ? {NAN_CAST_ENCODE[narrow]} : {bits}({rnd}(a)); }}")
+    hw = HARDWARE[narrow]
+    return (f"{hw.include}{cuda.DEVICE.function} uint16_t {name}(float a) {{ "
+            f"return a != a ? {NAN_CAST_ENCODE[narrow]} : {hw.encoded('a')}; }}")
 
 
 def _helper_source(shared, hardware: bool, name: str, family: str, dtypes: tuple, ret, args: tuple) -> str | None:
     if family in ("max", "min") and ret.name in _HELD_AS_FLOAT and dtypes == (ret,):
         definition = shared(name, family, dtypes, ret, args)  # its spelling and signature, the body replaced
         return definition[:definition.index("{")] + f"{{ {minmax_body(family == 'max')} }}"
-    if family == CAST_ENCODE and dtypes[0] == DT.f32 and dtypes[-1].name in _HARDWARE:
+    if family == CAST_ENCODE and dtypes[0] == DT.f32 and dtypes[-1].name in HARDWARE:
         narrow = dtypes[-1].name
         if hardware:
             return cast_encode_source(name, narrow)
@@ -84,7 +81,7 @@ def epilogue_target(target):
 def rounded_store(graph, written, out_dtype):
     """The f32 value whose cast to ``out_dtype`` (f16/bf16) is ``written``, the stored value, when the store may round
     it itself (the cast's result has no use but the write); else None."""
-    if out_dtype.name not in _HARDWARE:
+    if out_dtype.name not in HARDWARE:
         return None
     node = next((n for n in graph.body.nodes if written in n.outputs), None)
     if (node is None or node.op is not ops.cast or node.inputs[0].type.dtype != DT.f32

@@ -21,6 +21,7 @@ import math
 import attrs
 
 from . import c, cuda
+from .cuda_half_hardware import HARDWARE
 from .dialect import decode, encode
 from .emitter import Lazy
 
@@ -43,8 +44,6 @@ _KEYS = (
 _FMAX = ('{fn} float itr_fmax(float a, float b) {{ return fmaxf(a, b); }}',
          '{fn} float itr_fmin(float a, float b) {{ return fminf(a, b); }}')
 _RAW = frozenset({"add", "sub", "mul", "div", "fma"})
-_HALF = {"f16": "__half2float(__float2half_rn({}))", "bf16": "__bfloat162float(__float2bfloat16_rn({}))"}
-_HEADER = {"f16": "#include <cuda_fp16.h>\n", "bf16": "#include <cuda_bf16.h>\n"}  # the prelude precedes TileLang's
 _INIT = {"max": "-T.infinity('float32')", "min": "T.infinity('float32')", "sum": "T.float32(0)"}
 _BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "int32": 4}
 
@@ -444,12 +443,13 @@ def fast_helpers(base):
             return c.helper_source(name, family, dtypes, ret, args, cuda.DEVICE)
         if same and ret.name in ("f32", "f16", "bf16") and family in c.CUDA_F32_MATH:
             call = f"{c.CUDA_F32_MATH[family]}(a)"
-            if ret.name in _HALF:
-                return f"{_HEADER[ret.name]}{fn} float {name}(float a) {{ return {_HALF[ret.name].format(call)}; }}"
+            hw = HARDWARE.get(ret.name)
+            if hw is not None:
+                return f"{hw.include}{fn} float {name}(float a) {{ return {hw.rounded(call)}; }}"
             return f"{fn} float {name}(float a) {{ return {call}; }}"
-        if family == "cast" and len(dtypes) == 2 and dtypes[0].name == "f32" and dtypes[1].name in _HALF:
-            d = dtypes[1].name
-            return f"{_HEADER[d]}{fn} float {name}(float a) {{ return {_HALF[d].format('a')}; }}"
+        if family == "cast" and len(dtypes) == 2 and dtypes[0].name == "f32" and dtypes[1].name in HARDWARE:
+            hw = HARDWARE[dtypes[1].name]
+            return f"{hw.include}{fn} float {name}(float a) {{ return {hw.rounded('a')}; }}"
         return base(name, family, dtypes, ret, args)
     return source
 

@@ -35,6 +35,7 @@ from ... import types as T
 from ...graph import traits
 from ...graph.values import walk_region
 from . import c, cuda
+from .cuda_half_hardware import HARDWARE
 from .cuda_region_tiles import CANONICAL, IS_NAN, fast_helpers
 from .emitter import Lazy
 
@@ -48,10 +49,6 @@ _FLOATS = frozenset({"f16", "bf16", "f32"})
 #: the combine of a row's flags over its threads: a warp's vote, a block's barrier with an OR
 _ANY = {"warp": "{fn} int itn_any_warp(int f) {{ return __any_sync(0xffffffffu, f); }}",
         "block": "{fn} int itn_any_block(int f) {{ return __syncthreads_or(f); }}"}
-#: the f16/bf16 conversions without their NaN cases: (header, round f32 to it, widen it, its bits, from its bits)
-_HARDWARE = {"f16": ("cuda_fp16.h", "__float2half_rn", "__half2float", "__half_as_ushort", "__ushort_as_half"),
-             "bf16": ("cuda_bf16.h", "__float2bfloat16_rn", "__bfloat162float", "__bfloat16_as_ushort",
-                      "__ushort_as_bfloat16")}
 
 
 def eligible(graph, group) -> bool:
@@ -99,12 +96,12 @@ def fast_bodies(base):
     def source(name, family, dtypes, ret, args):
         fn = cuda.DEVICE.function
         narrow = dtypes[0].name if dtypes else None
-        if family in ("decode", "encode") and narrow in _HARDWARE:
-            header, rnd, widen, bits, from_bits = _HARDWARE[narrow]
-            body = (f"float {name}(uint16_t a) {{ return {widen}({from_bits}(a)); }}" if family == "decode" else
-                    f"uint16_t {name}(float a) {{ return {bits}({rnd}(a)); }}")
-            return f"#include <{header}>\n{fn} {body}"
-        if family == "cast" and len(dtypes) == 2 and narrow in _HARDWARE and dtypes[1].name == "f32":
+        if family in ("decode", "encode") and narrow in HARDWARE:
+            hw = HARDWARE[narrow]
+            body = (f"float {name}(uint16_t a) {{ return {hw.decoded('a')}; }}" if family == "decode" else
+                    f"uint16_t {name}(float a) {{ return {hw.encoded('a')}; }}")
+            return f"{hw.include}{fn} {body}"
+        if family == "cast" and len(dtypes) == 2 and narrow in HARDWARE and dtypes[1].name == "f32":
             return f"{fn} float {name}(float a) {{ return a; }}"  # held as f32 already: only a NaN was quieted
         return tiles(name, family, dtypes, ret, args)
     return source
