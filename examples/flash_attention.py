@@ -46,11 +46,12 @@ def summarize_f16(k, v, q, scale):
 @intent.fn
 def summarize_fast(k, v, q, scale_log2):
     """``summarize_f16`` as FlashAttention writes it: the scores carry scale * log2(e) (the kernel folds it in), so
-    2^(s - m) is e^(scale * qk - max) and the exponentials are ``I.exp2(..., approximate=True)``: within 2 ulp
-    (T4), the hardware's ex2 instruction on a GPU (T10)."""
+    2^(s - m) is e^(scale * qk - max) and the exponentials are ``I.exp2(..., approximate=True, flush_to_zero=True)``
+    as FlashAttention compiles them (fast math): within 2 ulp (T4), a subnormal result a zero (its f16 P is zero
+    either way), the hardware's ``ex2.approx.ftz`` instruction on a GPU (T10)."""
     s = I.matmul(q, k, transpose_rhs=True, acc_dtype=I.f32) * scale_log2
     m = I.reduce.max(s, axis=1)
-    p = I.exp2(s - rows(m, s), approximate=True)
+    p = I.exp2(s - rows(m, s), approximate=True, flush_to_zero=True)
     return m, I.reduce.sum(p, axis=1), I.matmul(I.cast(p, I.f16), v, acc_dtype=I.f32)
 
 
@@ -61,7 +62,7 @@ def summarize_fma(k, v, q, scale_log2):
     log2 units as ``combine_fast`` wants; ``m * -c`` (not ``-(m * c)``) keeps one NaN payload a row."""
     s = I.matmul(q, k, transpose_rhs=True, acc_dtype=I.f32)
     m = I.reduce.max(s, axis=1)
-    p = I.exp2(I.fma(s, scale_log2, rows(m, s) * -scale_log2), approximate=True)
+    p = I.exp2(I.fma(s, scale_log2, rows(m, s) * -scale_log2), approximate=True, flush_to_zero=True)
     return m * scale_log2, I.reduce.sum(p, axis=1), I.matmul(I.cast(p, I.f16), v, acc_dtype=I.f32)
 
 
@@ -96,8 +97,9 @@ def rescale(m_old, m_new):
 
 @intent.fn
 def rescale_fast(m_old, m_new):
-    """2^(m_old - m_new) (maxima of scores in log2 units), approximate as in ``summarize_fast``."""
-    return I.select(m_old == NEG_INF, I.zeros(m_old.shape, I.f32), I.exp2(m_old - m_new, approximate=True))
+    """2^(m_old - m_new) (maxima of scores in log2 units), approximate and flushing as in ``summarize_fast``."""
+    return I.select(m_old == NEG_INF, I.zeros(m_old.shape, I.f32),
+                    I.exp2(m_old - m_new, approximate=True, flush_to_zero=True))
 
 
 @intent.fn

@@ -96,8 +96,8 @@ def test_attention_is_a_tile_program_derived_from_the_fold(kernel):
     assert re.search(rf"T\.reduce_max\({qk}, ", program) and re.search(rf"T\.reduce_sum\({qk}, ", program)
     assert re.search(rf"{gemms[1][0]}\[\w+, \w+\] = T\.Cast\('float16', {qk}\[", program)
     assert gemms[1][1].startswith("s")  # the shared tile T.copy loaded
-    exp = "exp2f(a)" if kernel is FA.attention_f16_fast else "expf(a)"
-    assert exp in text and "__expf" not in text
+    exp = 'asm("ex2.approx.ftz.f32 %0, %1;"' if kernel is FA.attention_f16_fast else "expf(a)"
+    assert exp in text and "__expf" not in text and "exp2f" not in text  # approximate and flushing: one MUFU.EX2
     # the last source block, and only it, masks the reductions' sources and P (causal: also the blocks not inside the
     # mask, test_tilelang_cuda_region_inside.py)
     inside = " and kb * 128 + 128 <= bx * 128 + 1" if causal else ""
@@ -137,8 +137,8 @@ def test_the_causal_fold_is_a_tile_program_with_the_overlapped_loop(kernel):
     assert re.search(rf"{gemms[1][2]}\[(\w+), (\w+)\] = t\d+", program)  # the rescale, once a block
     assert re.search(rf"{gemms[1][0]}\[\w+, \w+\] = T\.Cast\('float16', T\.float32\(0\)\)\n\s+for kb in", program)
     assert gemms[1][1].startswith("s")  # the shared tile T.copy loaded
-    exp = "exp2f(a)" if kernel is FA.attention_f16_fast else "expf(a)"
-    assert exp in text and "__expf" not in text
+    exp = 'asm("ex2.approx.ftz.f32 %0, %1;"' if kernel is FA.attention_f16_fast else "expf(a)"
+    assert exp in text and "__expf" not in text and "exp2f" not in text  # approximate and flushing: one MUFU.EX2
     # the last source block, and only it, masks the reductions' sources and P (causal: also the blocks not inside the
     # mask, test_tilelang_cuda_region_inside.py)
     inside = " and kb * 128 + 128 <= bx * 128 + 1" if causal else ""
