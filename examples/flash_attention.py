@@ -79,6 +79,20 @@ def summarize_causal(k, v, key_pos, q, scale, query_pos):
     return m, I.reduce.sum(p, axis=1), I.matmul(I.cast(p, I.f16), v, acc_dtype=I.f32)
 
 
+@intent.fn
+def summarize_causal_fast(k, v, key_pos, q, scale_log2, query_pos):
+    """``summarize_causal`` spelled as ``summarize_fast`` (FlashAttention's causal kernel): scores carrying
+    scale * log2(e), an approximate, flushing ``exp2`` a score. (Not ``summarize_fma``'s form: its maximum leaves the
+    block as ``m * scale_log2``, whose value on a block past the diagonal (-inf times an operand) the skip's proof
+    cannot know, so every block would be computed.)"""
+    s = I.matmul(q, k, transpose_rhs=True, acc_dtype=I.f32) * scale_log2
+    keep = I.reshape(query_pos, (q.shape[0], 1)) >= I.reshape(key_pos, (1, k.shape[0]))
+    s = I.select(keep, s, I.full(s.shape, NEG_INF, I.f32))
+    m = I.reduce.max(s, axis=1)
+    p = I.select(keep, I.exp2(s - rows(m, s), approximate=True, flush_to_zero=True), I.zeros(s.shape, I.f32))
+    return m, I.reduce.sum(p, axis=1), I.matmul(I.cast(p, I.f16), v, acc_dtype=I.f32)
+
+
 def merge(a, b, scale_of):
     """Two summaries rescaled to the larger max; ``scale_of(m_old, m_new)`` is the exponential of their difference,
     with an empty summary (m = -inf) contributing nothing instead of NaN."""
@@ -176,6 +190,23 @@ def attention_f16_causal(q: I.In[I.f16, ("B", "L", "D")], k: I.In[I.f16, ("B", "
         identity = (I.full((L,), NEG_INF, I.f32), I.zeros((L,), I.f32), I.zeros((L, D), I.f32))
         m, l, acc = I.region_fold(source=(k[b, :, :], v[b, :, :], key_pos), axis=0, summarize=summarize_causal,
                                   combine=combine, identity=identity, operands=(queries, scale, query_pos))
+        out[b, :, :] = I.cast(acc / rows(l, acc), I.f16)
+
+
+@intent.kernel
+def attention_f16_causal_fast(q: I.In[I.f16, ("B", "L", "D")], k: I.In[I.f16, ("B", "S", "D")],
+                              v: I.In[I.f16, ("B", "S", "D")], out: I.Out[I.f16, ("B", "L", "D")], scale: I.f32):
+    """``attention_f16_causal`` written the way FlashAttention is (``summarize_causal_fast``)."""
+    scale_log2 = scale * LOG2E
+    key_pos = I.indices(I.domain(0, k.shape[1]))
+    query_pos = I.indices(I.domain(0, q.shape[1]))
+    for b in I.parallel(I.domain(0, q.shape[0])):
+        queries = q[b, :, :]
+        L, D = queries.shape
+        identity = (I.full((L,), NEG_INF, I.f32), I.zeros((L,), I.f32), I.zeros((L, D), I.f32))
+        m, l, acc = I.region_fold(source=(k[b, :, :], v[b, :, :], key_pos), axis=0,
+                                  summarize=summarize_causal_fast, combine=combine_fast, identity=identity,
+                                  operands=(queries, scale_log2, query_pos))
         out[b, :, :] = I.cast(acc / rows(l, acc), I.f16)
 
 
