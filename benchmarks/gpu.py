@@ -3,7 +3,8 @@
 - f16 matmul with f32 accumulation at 4096^3 and 8192^3 vs ``torch.matmul`` (target >= 0.9x);
 - the flash-attention example at batch*heads=32, L=S=4096, D=128, f16 vs
   ``torch.nn.functional.scaled_dot_product_attention`` (issue 17: >= 0.8x accurate, >= 1.0x for the FlashAttention
-  spelling ``attention_f16_fast``, >= 0.9x causal), each the segmented fold derived from its region_fold;
+  spellings ``attention_f16_fast`` and ``attention_f16_fma``, >= 0.9x causal, accurate and FlashAttention-spelled),
+  each the segmented fold derived from its region_fold;
 - a bandwidth-bound pointwise chain vs a device-to-device copy's bandwidth (target >= 80%);
 - then the zoo (benchmarks/gpu_zoo.py; causal attention is among the tiled cases above): everyday kernels -- both
   softmax spellings, log-softmax, layer norm,
@@ -115,8 +116,9 @@ def bench_matmul_f32(n: int = 2048) -> dict:
 
 def bench_attention(name: str = "attention_f16", bh: int = 32, n: int = 4096, d: int = 128,
                     target: float = 0.7) -> dict:
-    """``attention_f16``, ``attention_f16_fast`` (examples/flash_attention.py: the FlashAttention spelling, exp2
-    approximate with log2(e) folded into the scale) or ``attention_f16_causal`` at B = batch * heads vs PyTorch's SDPA
+    """``attention_f16``, ``attention_f16_fast`` / ``_fma`` / ``_causal_fast`` (examples/flash_attention.py: the
+    FlashAttention spellings, exp2 approximate and flushing with log2(e) folded into the scale) or
+    ``attention_f16_causal`` at B = batch * heads vs PyTorch's SDPA
     on the same data (``is_causal`` for the causal kernel). The program the executable chooses is the segmented fold
     (cuda_region, derived from the kernel's region_fold)."""
     import math
@@ -126,7 +128,7 @@ def bench_attention(name: str = "attention_f16", bh: int = 32, n: int = 4096, d:
     import flash_attention
 
     attention_f16 = getattr(flash_attention, name)
-    causal = name.endswith("causal")
+    causal = "causal" in name
 
     exe = intent.compile(attention_f16, target="tilelang-cuda")
     sizes = {"B": bh, "L": n, "S": n, "D": d}
@@ -176,8 +178,11 @@ def main(argv=None) -> int:
     tiled = {"matmul_f16_f32acc_4096": lambda: bench_matmul(4096), "matmul_f16_f32acc_8192": lambda: bench_matmul(8192),
              "flash_attention_bh32_l4096_d128_f16": lambda: bench_attention(target=0.8),
              "flash_attention_fast_bh32_l4096_d128_f16": lambda: bench_attention("attention_f16_fast", target=1.0),
+             "flash_attention_fma_bh32_l4096_d128_f16": lambda: bench_attention("attention_f16_fma", target=1.0),
              "flash_attention_causal_bh32_l4096_d128_f16": lambda: bench_attention("attention_f16_causal",
                                                                                    target=0.9),
+             "flash_attention_causal_fast_bh32_l4096_d128_f16": lambda: bench_attention("attention_f16_causal_fast",
+                                                                                        target=0.9),
              "pointwise_chain4_f32": bench_pointwise, "matmul_f32_2048": bench_matmul_f32}
     result = {"benchmark": "gpu", "device": torch.cuda.get_device_name(), "torch": torch.__version__}
     if args.only:

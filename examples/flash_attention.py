@@ -46,11 +46,12 @@ def summarize_f16(k, v, q, scale):
 @intent.fn
 def summarize_fast(k, v, q, scale_log2):
     """``summarize_f16`` as FlashAttention writes it: the scores carry scale * log2(e) (the kernel folds it in), so
-    2^(s - m) is e^(scale * qk - max) and the exponentials are ``I.exp2(..., approximate=True)``: within 2 ulp
-    (T4), the hardware's ex2 instruction on a GPU (T10)."""
+    2^(s - m) is e^(scale * qk - max) and the exponentials are ``I.exp2(..., approximate=True, flush_to_zero=True)``
+    as FlashAttention compiles them (fast math): within 2 ulp (T4), a subnormal result a zero (its f16 P is zero
+    either way), the hardware's ``ex2.approx.ftz`` instruction on a GPU (T10)."""
     s = I.matmul(q, k, transpose_rhs=True, acc_dtype=I.f32) * scale_log2
     m = I.reduce.max(s, axis=1)
-    p = I.exp2(s - rows(m, s), approximate=True)
+    p = I.exp2(s - rows(m, s), approximate=True, flush_to_zero=True)
     return m, I.reduce.sum(p, axis=1), I.matmul(I.cast(p, I.f16), v, acc_dtype=I.f32)
 
 
@@ -61,7 +62,7 @@ def summarize_fma(k, v, q, scale_log2):
     log2 units as ``combine_fast`` wants; ``m * -c`` (not ``-(m * c)``) keeps one NaN payload a row."""
     s = I.matmul(q, k, transpose_rhs=True, acc_dtype=I.f32)
     m = I.reduce.max(s, axis=1)
-    p = I.exp2(I.fma(s, scale_log2, rows(m, s) * -scale_log2), approximate=True)
+    p = I.exp2(I.fma(s, scale_log2, rows(m, s) * -scale_log2), approximate=True, flush_to_zero=True)
     return m * scale_log2, I.reduce.sum(p, axis=1), I.matmul(I.cast(p, I.f16), v, acc_dtype=I.f32)
 
 
@@ -75,6 +76,20 @@ def summarize_causal(k, v, key_pos, q, scale, query_pos):
     s = I.select(keep, s, I.full(s.shape, NEG_INF, I.f32))
     m = I.reduce.max(s, axis=1)
     p = I.select(keep, I.exp(s - rows(m, s)), I.zeros(s.shape, I.f32))  # masked: 0, not exp(-inf + inf)
+    return m, I.reduce.sum(p, axis=1), I.matmul(I.cast(p, I.f16), v, acc_dtype=I.f32)
+
+
+@intent.fn
+def summarize_causal_fast(k, v, key_pos, q, scale_log2, query_pos):
+    """``summarize_causal`` spelled as ``summarize_fast`` (FlashAttention's causal kernel): scores carrying
+    scale * log2(e), an approximate, flushing ``exp2`` a score. (Not ``summarize_fma``'s form: its maximum leaves the
+    block as ``m * scale_log2``, whose value on a block past the diagonal (-inf times an operand) the skip's proof
+    cannot know, so every block would be computed.)"""
+    s = I.matmul(q, k, transpose_rhs=True, acc_dtype=I.f32) * scale_log2
+    keep = I.reshape(query_pos, (q.shape[0], 1)) >= I.reshape(key_pos, (1, k.shape[0]))
+    s = I.select(keep, s, I.full(s.shape, NEG_INF, I.f32))
+    m = I.reduce.max(s, axis=1)
+    p = I.select(keep, I.exp2(s - rows(m, s), approximate=True, flush_to_zero=True), I.zeros(s.shape, I.f32))
     return m, I.reduce.sum(p, axis=1), I.matmul(I.cast(p, I.f16), v, acc_dtype=I.f32)
 
 
@@ -96,8 +111,9 @@ def rescale(m_old, m_new):
 
 @intent.fn
 def rescale_fast(m_old, m_new):
-    """2^(m_old - m_new) (maxima of scores in log2 units), approximate as in ``summarize_fast``."""
-    return I.select(m_old == NEG_INF, I.zeros(m_old.shape, I.f32), I.exp2(m_old - m_new, approximate=True))
+    """2^(m_old - m_new) (maxima of scores in log2 units), approximate and flushing as in ``summarize_fast``."""
+    return I.select(m_old == NEG_INF, I.zeros(m_old.shape, I.f32),
+                    I.exp2(m_old - m_new, approximate=True, flush_to_zero=True))
 
 
 @intent.fn
@@ -174,6 +190,23 @@ def attention_f16_causal(q: I.In[I.f16, ("B", "L", "D")], k: I.In[I.f16, ("B", "
         identity = (I.full((L,), NEG_INF, I.f32), I.zeros((L,), I.f32), I.zeros((L, D), I.f32))
         m, l, acc = I.region_fold(source=(k[b, :, :], v[b, :, :], key_pos), axis=0, summarize=summarize_causal,
                                   combine=combine, identity=identity, operands=(queries, scale, query_pos))
+        out[b, :, :] = I.cast(acc / rows(l, acc), I.f16)
+
+
+@intent.kernel
+def attention_f16_causal_fast(q: I.In[I.f16, ("B", "L", "D")], k: I.In[I.f16, ("B", "S", "D")],
+                              v: I.In[I.f16, ("B", "S", "D")], out: I.Out[I.f16, ("B", "L", "D")], scale: I.f32):
+    """``attention_f16_causal`` written the way FlashAttention is (``summarize_causal_fast``)."""
+    scale_log2 = scale * LOG2E
+    key_pos = I.indices(I.domain(0, k.shape[1]))
+    query_pos = I.indices(I.domain(0, q.shape[1]))
+    for b in I.parallel(I.domain(0, q.shape[0])):
+        queries = q[b, :, :]
+        L, D = queries.shape
+        identity = (I.full((L,), NEG_INF, I.f32), I.zeros((L,), I.f32), I.zeros((L, D), I.f32))
+        m, l, acc = I.region_fold(source=(k[b, :, :], v[b, :, :], key_pos), axis=0,
+                                  summarize=summarize_causal_fast, combine=combine_fast, identity=identity,
+                                  operands=(queries, scale_log2, query_pos))
         out[b, :, :] = I.cast(acc / rows(l, acc), I.f16)
 
 

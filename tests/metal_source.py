@@ -20,7 +20,7 @@ from intent_trace.errors import LoweringError
 TARGET = "tilelang-metal"
 _FORBIDDEN = re.compile(r"\bfast::|\bdouble\b|memcpy|#include <(math|string|stdint)\.h>")
 # metal::fast:: only in the helpers of flush_to_zero ops (approximate=True, T4/T10); precise:: anywhere (T10)
-_FTZ_HELPER = re.compile(r"^static inline \w+ it_\w+_ftz_f32\(.*$", re.M)
+_FTZ_HELPER = re.compile(r"^static inline \w+ its?_\w+_ftz_f32\(.*$", re.M)  # its_: a tile program's serial helpers
 _COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 
 

@@ -57,7 +57,7 @@ from intent_trace.backends.tilelang import cuda_region_overlap as OVERLAP  # noq
 from intent_trace.backends.tilelang.target import compile_program  # noqa: E402
 
 KERNELS = {"accurate": FA.attention_f16, "fast": FA.attention_f16_fast, "fma": FA.attention_f16_fma,
-           "causal": FA.attention_f16_causal}
+           "causal": FA.attention_f16_causal, "causal_fast": FA.attention_f16_causal_fast}
 BASE = "128,128,128,1,256"
 TWO = "128,128,128,2,256"
 DEFAULT = (*(f"{kernel}:{BASE}{flag}" for kernel in ("accurate", "fast", "fma") for flag in ("/sync", "/overlap")),
@@ -148,7 +148,7 @@ def main() -> None:
     data, reference = {}, {}
     for variant in variants:
         kernel, (d, *_), flag = _parse(variant)
-        causal = kernel == "causal"
+        causal = kernel.startswith("causal")
         if (d, causal) not in data:
             q, k, v = (torch.randn(bh, n, d, device="cuda", dtype=torch.float16) for _ in range(3))
             scale = 1.0 / math.sqrt(d)

@@ -63,9 +63,25 @@ def test_f64_the_unmapped_functions_and_flush_to_zero_keep_cs_double_bodies(fami
         for d in F32_HELD:
             got, want = both(family, d)
             assert got == want and "(double)a" in got
-    if family == "exp2":
+    if family == "exp2":  # the flushing approximate form is the PTX instruction instead (below)
         got, want = both("exp2_ftz", T.f32)
-        assert got == want and "exp2((double)itb_ftz32(a))" in got
+        assert got != want and "exp2((double)itb_ftz32(a))" in want and "double" not in got
+
+
+_EX2_FTZ = 'asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(a));'
+
+
+def test_exp2_approximate_flush_to_zero_is_the_ptx_instruction_with_x86_nans():
+    """T10: ``I.exp2(x, approximate=True, flush_to_zero=True)`` is ``ex2.approx.ftz.f32`` (one MUFU.EX2), its NaN
+    result decided as x86 gives it in the serial program's helper and left to the hardware in the tile programs'
+    fast bodies (a row or output holding a NaN is recomputed by the serial helpers there)."""
+    from intent_trace.backends.tilelang.cuda_region_tiles import fast_helpers
+
+    text = _source("exp2_ftz", T.f32)
+    assert _EX2_FTZ in text and "exp2f" not in text and "double" not in text
+    assert "if (r != r) r = a != a ? itb_f32(itb_bits32(a) | 0x00400000u) : itb_f32(0xffc00000u);" in text
+    fast = fast_helpers(cuda.helper_source)("it_exp2_ftz_f32", "exp2_ftz", (T.f32,), T.f32, (T.f32,))
+    assert _EX2_FTZ in fast and "r != r" not in fast
 
 
 # --- the NaN rule, run on the host -------------------------------------------------------------------------------
@@ -74,17 +90,22 @@ def _host(text: str) -> str:
     """Device text as host C++, each library call answering a NaN result as an NVIDIA GPU does (0x7FFFFFFF)."""
     text = text.replace("static __device__ __forceinline__", "static inline") \
                .replace("__device__ __forceinline__", "static inline")
+    text = text.replace(f"float r; {_EX2_FTZ}", "float r = gpu_nan(gpu_ex2_ftz(a));")
     return re.sub(r"float r = (\w+)\(a\);", r"float r = gpu_nan(\1(a));", text)
 
 
 _SHIMS = """#include <math.h>
 static inline float gpu_nan(float r) { float g; unsigned u = 0x7fffffffu; memcpy(&g, &u, 4); return r != r ? g : r; }
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }  /* the host has none: the shape of CUDA's */
+/* ex2.approx.ftz.f32 as PTX describes it: a subnormal operand or result is a zero of its sign */
+static inline float gpu_ex2_ftz(float x) { if (fabsf(x) < 0x1p-126f) x = 0.0f * x;
+  float r = exp2f(x); return fabsf(r) < 0x1p-126f ? 0.0f * r : r; }
 """
 
 
 def _library():
     helpers = [(f"it_{f}_{d.name}", _source(f, d)) for f in GUIDE for d in F32_HELD]
+    helpers.append(("it_exp2_ftz_f32", _source("exp2_ftz", T.f32)))
     defs = [_host(text) for _, text in helpers]
     prelude = _host(C.prelude([], cuda.DEVICE)) + "\n" + _SHIMS + "\n".join(
         _host(cuda.DEVICE.render(C.BASE[n])) for n in C.base_helpers(defs, C.BASE))
@@ -126,6 +147,15 @@ def test_cuda_math_gives_the_oracles_nans_where_the_gpu_gives_its_canonical_nan(
     a, b = got[fine].view(np.int32).astype(np.int64), want[fine].view(np.int32).astype(np.int64)
     a, b = np.where(a < 0, -(a & 0x7FFFFFFF), a), np.where(b < 0, -(b & 0x7FFFFFFF), b)
     assert np.abs(a - b).max() <= GUIDE[family][1], (x[fine], got[fine], want[fine])
+
+
+def test_exp2_flush_to_zero_gives_the_oracles_nans_and_flushes():
+    lib = _library()
+    x = np.concatenate([_NAN_INPUTS, np.array([-130.0, -149.0, 1e-40, -1e-40, -126.0, 3.0, -np.inf, np.inf],
+                                              np.float32)])
+    got = _run(lib, "it_exp2_ftz_f32", x)
+    assert list(got[:4].view(np.uint32)) == [0x7FC00005, 0x7FC00003, 0xFFC10000, 0xFFC00001]
+    assert list(got[4:]) == [0.0, 0.0, 1.0, 1.0, 2.0**-126, 8.0, 0.0, np.inf] and not np.signbit(got[4:]).any()
 
 
 @pytest.mark.parametrize("d", [T.f16, T.bf16], ids=str)

@@ -36,6 +36,7 @@ from schedule.region_kernels import (FA, SHIFT, attention_causal_shifted_f16, at
 EMULATED = attrs.evolve(targets.C, specializations=cuda_kernels.emulated_specializations, host_workspaces=True)
 FOLD_TARGETS = ("tilelang-c", "tilelang-cuda")
 ATTENTION = (FA.attention_f16, FA.attention_f16_fast, FA.attention_f16_causal)
+CAUSAL = (FA.attention_f16_causal, FA.attention_f16_causal_fast)
 
 
 @pytest.fixture
@@ -96,8 +97,8 @@ def test_attention_is_a_tile_program_derived_from_the_fold(kernel):
     assert re.search(rf"T\.reduce_max\({qk}, ", program) and re.search(rf"T\.reduce_sum\({qk}, ", program)
     assert re.search(rf"{gemms[1][0]}\[\w+, \w+\] = T\.Cast\('float16', {qk}\[", program)
     assert gemms[1][1].startswith("s")  # the shared tile T.copy loaded
-    exp = "exp2f(a)" if kernel is FA.attention_f16_fast else "expf(a)"
-    assert exp in text and "__expf" not in text
+    exp = 'asm("ex2.approx.ftz.f32 %0, %1;"' if kernel is FA.attention_f16_fast else "expf(a)"
+    assert exp in text and "__expf" not in text and "exp2f" not in text  # approximate and flushing: one MUFU.EX2
     # the last source block, and only it, masks the reductions' sources and P (causal: also the blocks not inside the
     # mask, test_tilelang_cuda_region_inside.py)
     inside = " and kb * 128 + 128 <= bx * 128 + 1" if causal else ""
@@ -137,8 +138,8 @@ def test_the_causal_fold_is_a_tile_program_with_the_overlapped_loop(kernel):
     assert re.search(rf"{gemms[1][2]}\[(\w+), (\w+)\] = t\d+", program)  # the rescale, once a block
     assert re.search(rf"{gemms[1][0]}\[\w+, \w+\] = T\.Cast\('float16', T\.float32\(0\)\)\n\s+for kb in", program)
     assert gemms[1][1].startswith("s")  # the shared tile T.copy loaded
-    exp = "exp2f(a)" if kernel is FA.attention_f16_fast else "expf(a)"
-    assert exp in text and "__expf" not in text
+    exp = 'asm("ex2.approx.ftz.f32 %0, %1;"' if kernel is FA.attention_f16_fast else "expf(a)"
+    assert exp in text and "__expf" not in text and "exp2f" not in text  # approximate and flushing: one MUFU.EX2
     # the last source block, and only it, masks the reductions' sources and P (causal: also the blocks not inside the
     # mask, test_tilelang_cuda_region_inside.py)
     inside = " and kb * 128 + 128 <= bx * 128 + 1" if causal else ""
@@ -198,14 +199,17 @@ def test_f32_products_run_on_cuda_cores_with_fma():
                                           (FA.attention_f16_fma, "segmented_fold_d128"),
                                           (FA.attention_f16_causal, "segmented_fold_d64"),
                                           (FA.attention_f16_causal, "segmented_fold_d128"),
+                                          (FA.attention_f16_causal_fast, "segmented_fold_d128"),
                                           (key_max_f16, "segmented_fold_d32"), (outer_max_f32, "segmented_fold_d128"),
                                           (FA.attention, "segmented_fold_d128")],
-                         ids=["attention", "fma", "causal", "causal-d128", "exact-max", "no-contraction",
+                         ids=["attention", "fma", "causal", "causal-d128", "causal-fast-d128", "exact-max", "no-contraction",
                               "f32-products"])
 def test_the_programs_lower_for_sm90a(kernel, spec, tmp_path):
     source = cuda_source(_specs(kernel)[spec].program)
     assert ("wgmma" in source) == (kernel not in (outer_max_f32, FA.attention))  # f16 products on tensor cores
     assert "__expf" not in source
+    if kernel in (FA.attention_f16_fma, FA.attention_f16_causal_fast):  # approximate, flushing: the PTX alone
+        assert 'asm("ex2.approx.ftz.f32 %0, %1;"' in source and "exp2f(" not in source
     built = assemble(source, tmp_path, ptx=False)
     if built is not None:  # assembled by the local nvcc too (TileLang's headers, Hopper)
         # the running summary and the tiles stay in registers (a substring test of "0 bytes spill stores" also
@@ -246,12 +250,12 @@ def _check(out, want, bound):
 
 @pytest.mark.parametrize("B, L, S, D", [(2, 16, 40, 16), (1, 300, 600, 16), (1, 128, 256, 32)],
                          ids=["below-one-block", "tails", "whole-blocks"])
-@pytest.mark.parametrize("kernel", ATTENTION, ids=lambda k: k.name)
+@pytest.mark.parametrize("kernel", ATTENTION + CAUSAL[1:], ids=lambda k: k.name)
 def test_attention_matches_numpy(compiled, kernel, B, L, S, D):
     args, bound = _attention_case(B, L, S, D, seed=L + S)
     out = np.zeros((B, L, D), np.float16)
     compiled(kernel, B=B, L=L, S=S, D=D)(*args[:3], out, args[3])
-    _check(out, _reference(*args, causal=kernel is FA.attention_f16_causal), bound)
+    _check(out, _reference(*args, causal=kernel in CAUSAL), bound)
 
 
 def test_fully_masked_rows_give_the_empty_summary(compiled):

@@ -108,8 +108,8 @@ def test_attention_is_a_parallel_tile_program_on_simdgroup_matrices(kernel):
         assert _threadgroup_bytes(body) <= 32 * 1024 and spec.part.param("threads") == width
         called = set(re.findall(r"\b(it\w*)\(", body))
         assert not called & set(SOFTWARE), called & set(SOFTWARE)
-        if kernel is FA.attention_f16_fast:  # exp2 (approximate=True without flush_to_zero: precise, metal.py)
-            assert "metal::precise::exp2(" in msl and "precise::exp(" not in msl
+        if kernel is FA.attention_f16_fast:  # exp2 (approximate=True, flush_to_zero=True: fast::, metal.py)
+            assert "metal::fast::exp2(" in msl and "precise::exp(" not in msl and "precise::exp2(" not in msl
         else:
             assert "metal::precise::exp(" in msl
         extents = {f"d{k}": 130 for k in range(len(kernel.trace().extents))}

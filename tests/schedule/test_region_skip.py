@@ -22,12 +22,13 @@ def _prove(kernel):
 
 @pytest.mark.parametrize("kernel, side, shift, text", [
     (FA.attention_f16_causal, "upper", 0, "source <= row"),
+    (FA.attention_f16_causal_fast, "upper", 0, "source <= row"),  # exp2(-inf - m) known: 2^-inf = +0, flushed or not
     (K.causal_single_f16, "upper", 0, "source <= row"),
     (attention_causal_shifted_f16, "upper", -48, "source <= row - 48"),
     (K.strict_causal_f16, "upper", -1, "source < row"),
     (K.anti_causal_f16, "lower", 0, "source >= row"),
     (K.causal_and_data_f16, "upper", 0, "source <= row"),  # false & (data) is false whatever the data
-], ids=["causal", "no-batch", "shifted", "strict", "anti-causal", "and-data"])
+], ids=["causal", "causal-fast", "no-batch", "shifted", "strict", "anti-causal", "and-data"])
 def test_a_coordinate_mask_whose_empty_blocks_are_the_identity(kernel, side, shift, text):
     plan, skip = _prove(kernel)
     assert isinstance(skip, region_skip.MaskedSkip), skip

@@ -129,6 +129,24 @@ def _vendor_math(name: str, family: str, d) -> str:
             f"return {_F32_RESULT[d.name]}; }}")
 
 
+# Approximate options (T4, T10: "map to the hardware's approximate instructions"): ``I.exp2(x, approximate=True,
+# flush_to_zero=True)`` is PTX's ``ex2.approx.ftz.f32``, one ``MUFU.EX2``: subnormal operands and results are zeros of
+# the same sign, as the option says, and a normal result is the same instruction's as CUDA's ``exp2f`` gives (the
+# non-flushing form, within 2 ulp: ``ex2.approx.f32``, whose subnormal range costs a compare and two predicated
+# multiplies around the ``MUFU.EX2``; FlashAttention's softmax spends one instruction a score, the flushing form).
+# The non-flushing approximate forms keep the precise helpers (``exp2f`` already is ``ex2.approx.f32``).
+APPROXIMATE_PTX = {"exp2_ftz": "ex2.approx.ftz.f32"}
+
+
+def approximate_math(name: str, family: str, x86_nan: bool = True) -> str:
+    """``name`` as the PTX instruction of :data:`APPROXIMATE_PTX`; ``x86_nan``: a NaN result decided as x86 gives it
+    (:func:`_vendor_math`), else the hardware's canonical NaN (the tile programs' fast bodies)."""
+    nan = ("if (r != r) r = a != a ? itb_f32(itb_bits32(a) | 0x00400000u) : itb_f32(0xffc00000u); "
+           if x86_nan else "")
+    return (f'{DEVICE.function} float {name}(float a) {{ float r; asm("{APPROXIMATE_PTX[family]} %0, %1;" '
+            f': "=f"(r) : "f"(a)); {nan}return r; }}')
+
+
 # Conversions between f32 and f16/bf16 (T1: round to nearest even; the C bodies round through double, once): the
 # hardware's conversion instructions give the same bits for every value but a NaN (they return their canonical NaN;
 # T3 wants NumPy's payload bits), so a NaN takes the C body's NaN case, written out as bits, and every other value
@@ -181,6 +199,8 @@ _NAN_BITS_OF = {"decode": _NAN_DECODE, "encode": _NAN_ENCODE, "cast": _NAN_CAST}
 def helper_source(name: str, family: str, dtypes: tuple, ret, args: tuple) -> str | None:
     if family in c.CUDA_F32_MATH and ret.name in _F32_RESULT and dtypes == (ret,) and args == (ret,):
         return _vendor_math(name, family, ret)
+    if family in APPROXIMATE_PTX and ret.name == "f32" and dtypes == (ret,) and args == (ret,):
+        return approximate_math(name, family)
     if family in ("cast", "encode", "decode"):
         converted = _hardware_conversion(name, family, dtypes)
         if converted is not None:

@@ -435,10 +435,13 @@ def _prelude(prelude: str | None) -> str:
 def fast_helpers(base):
     """``base`` (a target's ``helper_source``) with the tile program's fast bodies: f32 ``+ - * /`` as the IEEE
     operation alone (``fma`` the fused one), f32 vendor functions as the CUDA call alone (no x86-NaN decision around
-    them), casts to f16/bf16 and vendor functions of f16/bf16 rounded by the hardware's RNE conversion."""
+    them), approximate options as their PTX instruction alone, casts to f16/bf16 and vendor functions of f16/bf16
+    rounded by the hardware's RNE conversion."""
     def source(name, family, dtypes, ret, args):
         fn = cuda.DEVICE.function
         same = dtypes == (ret,) and all(a == ret for a in args)
+        if same and ret.name == "f32" and family in cuda.APPROXIMATE_PTX:
+            return cuda.approximate_math(name, family, x86_nan=False)
         if same and ret.name == "f32" and family in _RAW:
             return c.helper_source(name, family, dtypes, ret, args, cuda.DEVICE)
         if same and ret.name in ("f32", "f16", "bf16") and family in c.CUDA_F32_MATH:
