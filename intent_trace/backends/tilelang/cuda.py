@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 
 from . import c, cuda_atomics, x86_nans
+from .cuda_half_hardware import HARDWARE
 from .lanes import Lanes
 
 NAME = "tilelang-cuda"
@@ -152,10 +153,8 @@ def approximate_math(name: str, family: str, x86_nan: bool = True) -> str:
 # T3 wants NumPy's payload bits), so a NaN takes the C body's NaN case, written out as bits, and every other value
 # one instruction instead of the software rounding (a row kernel's f16 loads and stores spent most of their time
 # there).
-_HARDWARE = {  # format: (header, round f32 to it, widen it to f32, its bits, from its bits, a NaN's bits are above)
-    "f16": ("cuda_fp16.h", "__float2half_rn", "__half2float", "__half_as_ushort", "__ushort_as_half", "0x7c00u"),
-    "bf16": ("cuda_bf16.h", "__float2bfloat16_rn", "__bfloat162float", "__bfloat16_as_ushort", "__ushort_as_bfloat16",
-             "0x7f80u")}
+#: the format's infinity: a value whose bits, sign cleared, are above it is a NaN
+_INFINITY_BITS = {"f16": "0x7c00u", "bf16": "0x7f80u"}
 
 
 def _hardware_conversion(name: str, family: str, dtypes: tuple) -> str | None:
@@ -163,12 +162,12 @@ def _hardware_conversion(name: str, family: str, dtypes: tuple) -> str | None:
     or None when it is no conversion between f32 and f16/bf16 (a cast rounds f32 to the format, an encode stores a
     format value's bits, a decode widens them)."""
     narrow = dtypes[-1].name if family == "cast" else dtypes[0].name
-    if narrow not in _HARDWARE or (family == "cast" and (len(dtypes) != 2 or dtypes[0].name != "f32")):
+    if narrow not in HARDWARE or (family == "cast" and (len(dtypes) != 2 or dtypes[0].name != "f32")):
         return None
-    header, rnd, widen, bits, from_bits, nan = _HARDWARE[narrow]
-    form = {"cast": ("float", "float", "a != a", f"{widen}({rnd}(a))"),
-            "encode": ("uint16_t", "float", "a != a", f"{bits}({rnd}(a))"),
-            "decode": ("float", "uint16_t", f"(a & 0x7fffu) > {nan}", f"{widen}({from_bits}(a))")}.get(family)
+    hw = HARDWARE[narrow]
+    form = {"cast": ("float", "float", "a != a", hw.rounded("a")),
+            "encode": ("uint16_t", "float", "a != a", hw.encoded("a")),
+            "decode": ("float", "uint16_t", f"(a & 0x7fffu) > {_INFINITY_BITS[narrow]}", hw.decoded("a"))}.get(family)
     if form is None:
         return None
     result, operand, is_nan, hardware = form
@@ -176,7 +175,7 @@ def _hardware_conversion(name: str, family: str, dtypes: tuple) -> str | None:
     # that a row's loads, each decoded as it arrives, are all issued before the first is waited on, a gather's
     # elements, each stored as it arrives, are not issued one after another, and a row's write pass (a cast to f16
     # per element) has no branch region per element
-    return (f"#include <{header}>\n{DEVICE.function} {result} {name}({operand} a) {{ "
+    return (f"{hw.include}{DEVICE.function} {result} {name}({operand} a) {{ "
             f"return {is_nan} ? {_NAN_BITS_OF[family][narrow]} : {hardware}; }}")
 
 

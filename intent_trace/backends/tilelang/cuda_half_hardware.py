@@ -3,7 +3,8 @@
 Several helper tables write a conversion as the hardware instruction alone (round to nearest even, a NaN made the
 hardware's canonical one) where no NaN can reach it or where its NaN case is decided around it: the row program's
 and the tile program's fast bodies (:mod:`.cuda_rows_nan`, :mod:`.cuda_region_tiles`), the matmul epilogue's
-rounded store (:mod:`.cuda_epilogue_helpers`). Each writes its own body around these spellings (its NaN case or
+rounded store (:mod:`.cuda_epilogue_helpers`), the serial helpers' conversions with their NaN case as bits
+(:mod:`.cuda`). Each writes its own body around these spellings (its NaN case or
 none, its signature); the intrinsics' names and the header that declares them stand here, so a format is added or
 respelled in one place. The module imports nothing of the package: every CUDA helper table may use it.
 """
