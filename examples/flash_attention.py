@@ -137,77 +137,56 @@ def attention(q: I.In[I.f32, ("L", "D")], k: I.In[I.f32, ("S", "D")], v: I.In[I.
     out[:, :] = acc / rows(l, acc)
 
 
-@intent.kernel
-def attention_f16(q: I.In[I.f16, ("B", "L", "D")], k: I.In[I.f16, ("B", "S", "D")], v: I.In[I.f16, ("B", "S", "D")],
-                  out: I.Out[I.f16, ("B", "L", "D")], scale: I.f32):
-    """Batched (batch * heads = B) f16 attention: the same fold per batch entry, summaries in f32."""
+def attend_f16(q, k, v, out, summarize, combine, scale, causal=False):
+    """The batched (batch * heads = B) f16 fold the kernels below share: per batch entry the keys and values folded
+    with ``summarize``/``combine``, summaries in f32, the output rounded to f16 once. ``causal``: the absolute key
+    and query positions join the source and the operands (``summarize`` masks with them)."""
+    positions = (I.indices(I.domain(0, k.shape[1])), I.indices(I.domain(0, q.shape[1]))) if causal else None
     for b in I.parallel(I.domain(0, q.shape[0])):
         queries = q[b, :, :]
         L, D = queries.shape
         identity = (I.full((L,), NEG_INF, I.f32), I.zeros((L,), I.f32), I.zeros((L, D), I.f32))
-        m, l, acc = I.region_fold(source=(k[b, :, :], v[b, :, :]), axis=0, summarize=summarize_f16, combine=combine,
-                                  identity=identity, operands=(queries, scale))
+        source, operands = (k[b, :, :], v[b, :, :]), (queries, scale)
+        if causal:
+            source, operands = source + positions[:1], operands + positions[1:]
+        m, l, acc = I.region_fold(source=source, axis=0, summarize=summarize, combine=combine, identity=identity,
+                                  operands=operands)
         out[b, :, :] = I.cast(acc / rows(l, acc), I.f16)
+
+
+@intent.kernel
+def attention_f16(q: I.In[I.f16, ("B", "L", "D")], k: I.In[I.f16, ("B", "S", "D")], v: I.In[I.f16, ("B", "S", "D")],
+                  out: I.Out[I.f16, ("B", "L", "D")], scale: I.f32):
+    """Batched (batch * heads = B) f16 attention: the same fold per batch entry, summaries in f32."""
+    attend_f16(q, k, v, out, summarize_f16, combine, scale)
 
 
 @intent.kernel
 def attention_f16_fast(q: I.In[I.f16, ("B", "L", "D")], k: I.In[I.f16, ("B", "S", "D")],
                        v: I.In[I.f16, ("B", "S", "D")], out: I.Out[I.f16, ("B", "L", "D")], scale: I.f32):
     """``attention_f16`` written the way FlashAttention is: log2(e) folded into the scale, approximate exp2."""
-    scale_log2 = scale * LOG2E
-    for b in I.parallel(I.domain(0, q.shape[0])):
-        queries = q[b, :, :]
-        L, D = queries.shape
-        identity = (I.full((L,), NEG_INF, I.f32), I.zeros((L,), I.f32), I.zeros((L, D), I.f32))
-        m, l, acc = I.region_fold(source=(k[b, :, :], v[b, :, :]), axis=0, summarize=summarize_fast,
-                                  combine=combine_fast, identity=identity, operands=(queries, scale_log2))
-        out[b, :, :] = I.cast(acc / rows(l, acc), I.f16)
+    attend_f16(q, k, v, out, summarize_fast, combine_fast, scale * LOG2E)
 
 
 @intent.kernel
 def attention_f16_fma(q: I.In[I.f16, ("B", "L", "D")], k: I.In[I.f16, ("B", "S", "D")],
                       v: I.In[I.f16, ("B", "S", "D")], out: I.Out[I.f16, ("B", "L", "D")], scale: I.f32):
     """``attention_f16_fast`` with one ``I.fma`` a score (``summarize_fma``); needs a positive ``scale``."""
-    scale_log2 = scale * LOG2E
-    for b in I.parallel(I.domain(0, q.shape[0])):
-        queries = q[b, :, :]
-        L, D = queries.shape
-        identity = (I.full((L,), NEG_INF, I.f32), I.zeros((L,), I.f32), I.zeros((L, D), I.f32))
-        m, l, acc = I.region_fold(source=(k[b, :, :], v[b, :, :]), axis=0, summarize=summarize_fma,
-                                  combine=combine_fast, identity=identity, operands=(queries, scale_log2))
-        out[b, :, :] = I.cast(acc / rows(l, acc), I.f16)
+    attend_f16(q, k, v, out, summarize_fma, combine_fast, scale * LOG2E)
 
 
 @intent.kernel
 def attention_f16_causal(q: I.In[I.f16, ("B", "L", "D")], k: I.In[I.f16, ("B", "S", "D")],
                          v: I.In[I.f16, ("B", "S", "D")], out: I.Out[I.f16, ("B", "L", "D")], scale: I.f32):
     """``attention_f16`` with the causal mask (query i attends keys 0..i)."""
-    key_pos = I.indices(I.domain(0, k.shape[1]))
-    query_pos = I.indices(I.domain(0, q.shape[1]))
-    for b in I.parallel(I.domain(0, q.shape[0])):
-        queries = q[b, :, :]
-        L, D = queries.shape
-        identity = (I.full((L,), NEG_INF, I.f32), I.zeros((L,), I.f32), I.zeros((L, D), I.f32))
-        m, l, acc = I.region_fold(source=(k[b, :, :], v[b, :, :], key_pos), axis=0, summarize=summarize_causal,
-                                  combine=combine, identity=identity, operands=(queries, scale, query_pos))
-        out[b, :, :] = I.cast(acc / rows(l, acc), I.f16)
+    attend_f16(q, k, v, out, summarize_causal, combine, scale, causal=True)
 
 
 @intent.kernel
 def attention_f16_causal_fast(q: I.In[I.f16, ("B", "L", "D")], k: I.In[I.f16, ("B", "S", "D")],
                               v: I.In[I.f16, ("B", "S", "D")], out: I.Out[I.f16, ("B", "L", "D")], scale: I.f32):
     """``attention_f16_causal`` written the way FlashAttention is (``summarize_causal_fast``)."""
-    scale_log2 = scale * LOG2E
-    key_pos = I.indices(I.domain(0, k.shape[1]))
-    query_pos = I.indices(I.domain(0, q.shape[1]))
-    for b in I.parallel(I.domain(0, q.shape[0])):
-        queries = q[b, :, :]
-        L, D = queries.shape
-        identity = (I.full((L,), NEG_INF, I.f32), I.zeros((L,), I.f32), I.zeros((L, D), I.f32))
-        m, l, acc = I.region_fold(source=(k[b, :, :], v[b, :, :], key_pos), axis=0,
-                                  summarize=summarize_causal_fast, combine=combine_fast, identity=identity,
-                                  operands=(queries, scale_log2, query_pos))
-        out[b, :, :] = I.cast(acc / rows(l, acc), I.f16)
+    attend_f16(q, k, v, out, summarize_causal_fast, combine_fast, scale * LOG2E, causal=True)
 
 
 def reference(q, k, v, scale):
