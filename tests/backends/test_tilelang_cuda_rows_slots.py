@@ -14,7 +14,6 @@ import re
 import ml_dtypes
 import numpy as np
 import pytest
-from backends.cuda_ptx import assemble
 from example_modules import benchmark_module, example
 
 import intent_trace as intent
@@ -24,7 +23,7 @@ pytest.importorskip("tilelang")
 from backends.test_tilelang_cuda_rows import U32, _kernel_body, _softmax_bound, _tiers, compiled  # noqa: F401
 from backends.test_tilelang_cuda_rows_columns import exp_weighted_sum
 from backends.test_tilelang_cuda_rows_load import exp_normalised
-from backends.tilelang_support import cuda_source
+from backends.tilelang_support import assembled, cuda_source
 from intent_trace.backends.tilelang import cuda_rows, cuda_rows_slots, metal_grid
 from intent_trace.backends.tilelang.target import generate
 from schedule.row_kernels import layer_norm as layer_norm_parallel
@@ -124,7 +123,7 @@ def test_a_half_precision_row_is_loaded_as_its_bits_and_decoded_after_every_load
 
 
 @pytest.mark.parametrize("kernel", [zoo.row_sum, zoo.rms_norm_f16, softmax_rows], ids=lambda k: k.name)
-def test_a_block_s_row_is_loaded_with_streaming_loads_a_warp_s_with_reads(kernel, tmp_path):
+def test_a_block_s_row_is_loaded_with_streaming_loads_a_warp_s_with_reads(kernel):
     """A block's row is loaded into its slots with ``__ldcs`` (``ld.global.cs``), which ptxas cannot load again later:
     the read-only load it may, and did under the bound -- the row sum's first chunk (3 of 16 slots a thread) loaded
     again in the fold, after the other loads had returned (SASS for sm_90a; at 863dd6f each after the previous add).
@@ -138,7 +137,7 @@ def test_a_block_s_row_is_loaded_with_streaming_loads_a_warp_s_with_reads(kernel
     assert "__ldcs" not in warp + passes and "= p0[" in warp
     assert "__ldcs" not in generate(kernel.trace(), "tilelang-metal")
     assert not cuda_rows.row_plan(kernel.trace(), emulated=True).streamed
-    got = assemble(cuda_source(program), tmp_path)
+    got = assembled(cuda_source(program))  # nvcc: the program's PTX and ptxas' report
     if got is not None:  # nvcc keeps both kinds: streaming (a block's row), read-only (a warp's)
         (ptx,) = got.ptx.values()
         assert re.search(r"ld\.global\.cs\.[usbf]\d+", ptx) and re.search(r"ld\.global\.(nc\.)?[usbf]\d+", ptx)
@@ -156,14 +155,14 @@ def _row_sum_of(name: str):
 
 
 @pytest.mark.parametrize("name", ["bool", "u8", "i8", "i16", "u16", "u32", "i64", "u64", "bf16", "f64"])
-def test_every_stored_dtype_has_its_streaming_load(name, tmp_path):
+def test_every_stored_dtype_has_its_streaming_load(name):
     """``__ldcs`` is overloaded by the pointer's type: every dtype a view stores (bool as uint8, f16/bf16 as their
     bits, u32 as int32) has one, so the block's loads of each compile (the local nvcc, sm_90a) with no spill."""
     graph = _row_sum_of(name).trace()
     program, slots = generate(graph, "tilelang-cuda"), cuda_rows.row_plan(graph).slots  # 16 of 8 bytes, else 32
     warp, block, passes = _tiers(_kernel_body(program), 32 * slots, 256 * slots)
     assert block.count("'__ldcs'") == 2 and "__ldcs" not in warp + passes
-    got = assemble(cuda_source(program), tmp_path)
+    got = assembled(cuda_source(program), ptx=False)  # ptxas' report: one nvcc run
     if got is not None:
         assert set(got.spills.values()) == {(0, 0)}
 
@@ -176,12 +175,12 @@ ZOO = [softmax_rows, zoo.softmax_whole, zoo.log_softmax, zoo.layer_norm, zoo.rms
 
 
 @pytest.mark.parametrize("kernel", ZOO, ids=lambda k: k.name)
-def test_ptxas_fits_the_row_kernels_in_their_bound_without_spills(kernel, tmp_path):
+def test_ptxas_fits_the_row_kernels_in_their_bound_without_spills(kernel):
     """ptxas for sm_90a (the local nvcc): the kernel within 65536 / (256 * blocks) registers a thread and no spill
     (64 for the zoo's five: 4 blocks of 256 an SM, 32 warps; at 07d9565 softmax had 63, at 5efe198 96)."""
     graph = kernel.trace()
     source = cuda_source(generate(graph, "tilelang-cuda"))
-    got = assemble(source, tmp_path)
+    got = assembled(source, ptx=False)  # ptxas' report alone (one nvcc run; the streaming-load test's, if made)
     if got is None:  # no nvcc here: the bound in the source alone
         assert "__launch_bounds__(256, " in source
         return

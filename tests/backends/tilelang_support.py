@@ -1,9 +1,12 @@
 """Shared by the tilelang-c tests: run a kernel on generic and on tilelang-c and compare bit for bit."""
 import functools
+import tempfile
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
 import pytest
+from backends.cuda_ptx import assemble
 from conftest import bits_equal
 
 import metal_source
@@ -108,6 +111,24 @@ def cuda_source(program: str) -> str:
     target = Target({"kind": "cuda", "arch": "sm_90a"})
     with tvm.transform.PassContext(config=dict(cuda.pass_configs(program))), target:
         return tilelang.lower(namespace["kernel"], target=target).kernel_source
+
+
+_ASSEMBLED: dict = {}  # (CUDA source, std) -> (with PTX, cuda_ptx.Assembled or None)
+
+
+def assembled(source: str, std: str = "c++17", ptx: bool = True):
+    """``cuda_ptx.assemble(source, ..., std, ptx)`` (None where this machine has no nvcc), memoised on the source
+    text (nvcc's report of a text does not change within a session): nvcc for sm_90a takes seconds a program, and
+    several tests read the same program's report (the streaming-load and the ptxas test of one row kernel). A report
+    with the PTX answers a request without it too; without ``ptx`` nvcc runs once (the cubin, ptxas' report), with
+    it twice."""
+    kept = _ASSEMBLED.get((source, std))
+    if kept is not None and (kept[0] or not ptx):
+        return kept[1]
+    with tempfile.TemporaryDirectory(prefix="cuda_ptx_") as directory:
+        got = assemble(source, Path(directory), std, ptx)
+    _ASSEMBLED[(source, std)] = (ptx, got)
+    return got
 
 
 # A rank-1 pointwise chain of two reads (benchmarks/gpu.py's chain4): the flat nest's subject, grouped on CUDA.
