@@ -17,7 +17,7 @@ class Assembled:
 
 def assemble(source: str, directory, std: str = "c++17", ptx: bool = True) -> Assembled | None:
     """PTX and ptxas' report of CUDA ``source`` (TileLang's, for sm_90a, with the target's numerics flags), in the
-    C++ dialect ``std``; without ``ptx`` the report alone (``Assembled.ptx`` empty: one nvcc run, not two)."""
+    C++ dialect ``std``; without ``ptx`` the report alone (``Assembled.ptx`` empty). One nvcc run either way."""
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         return None
@@ -27,7 +27,11 @@ def assemble(source: str, directory, std: str = "c++17", ptx: bool = True) -> As
     path = directory / "program.cu"
     path.write_text(source)
     flags = [f"-std={std}", "-arch=sm_90a", "--fmad=false", "-w", f"-I{root}/src", f"-I{root}/3rdparty/cutlass/include"]
-    r = subprocess.run([nvcc, *flags, "-cubin", "-Xptxas", "-v", str(path), "-o", str(path) + ".cubin"],
+    keep = directory / "keep"  # with ``ptx`` the one run keeps its PTX (a second nvcc -ptx run repeated the front end)
+    kept = ["-keep", f"--keep-dir={keep}"] if ptx else []
+    if ptx:
+        keep.mkdir(exist_ok=True)
+    r = subprocess.run([nvcc, *flags, *kept, "-cubin", "-Xptxas", "-v", str(path), "-o", str(path) + ".cubin"],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
     registers = dict(re.findall(r"Compiling entry function '(\w+)'.*?Used (\d+) registers", r.stderr, re.S))
@@ -35,9 +39,7 @@ def assemble(source: str, directory, std: str = "c++17", ptx: bool = True) -> As
         r"Compiling entry function '(\w+)'.*?(\d+) bytes spill stores, (\d+) bytes spill loads", r.stderr, re.S)}
     if not ptx:
         return Assembled({}, {k: int(v) for k, v in registers.items()}, spills)
-    p = subprocess.run([nvcc, *flags, "-ptx", str(path), "-o", str(path) + ".ptx"], capture_output=True, text=True)
-    assert p.returncode == 0, p.stderr[-3000:]
-    text = (directory / "program.cu.ptx").read_text()
+    (text,) = [f.read_text() for f in keep.glob("*.ptx")]
     bodies = dict(re.findall(r"\.entry (\w+)\((.*?)\n}\n", text, re.S))
     return Assembled(bodies, {k: int(v) for k, v in registers.items()}, spills)
 
