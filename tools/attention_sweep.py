@@ -27,8 +27,12 @@ prints an error line and ends the process (exit status 3), so a command can go o
     python3 tools/attention_sweep.py                      # the default set (DEFAULT)
     python3 tools/attention_sweep.py --watchdog 25 causal:128,128,128,1,256/pingpong fast:128,128,128,1,256/pingpong
 
-The ping-pong is unmeasured (2026-12-07: no GPU machine started). The A/B prepared for it, main's programs first
-(``/sync`` and the causal default are main's texts), then the ping-pong variants under the watchdog (<= 110 s):
+Measured (one H100): eighth session, ping-pong +3-5% for unmasked folds, none for causal
+(``docs/gpu-attention-pingpong-2026-12-07-h100-session8.jsonl``); tenth session, the exp2-flushing spellings and
+``causal_fast`` (``docs/gpu-attention-ftz-2026-12-07-h100-session10.jsonl``): every unmasked variant at 440-475
+TFLOPS, the overlapped loop with two stages best (fma 0.743 of SDPA against 0.697 for the waiting loop). Programs
+that come out identical (a flag that changes nothing for that kernel) are refused: list each once. Main's programs
+first, then the ping-pong variants under the watchdog:
 
     timeout 45 python3 tools/attention_sweep.py --watchdog 25 {accurate,fast,fma}:128,128,128,1,256/sync \
         causal:128,128,128,1,256 {accurate,fma}:128,128,128,1,256/overlap
@@ -140,7 +144,11 @@ def main() -> None:
         watchdog, args = float(args[1]), args[2:]
     variants = args or list(DEFAULT)
     programs = {v: _program(v) for v in variants}
-    assert len({p for p, _ in programs.values()}) == len(variants), "two variants gave the same program"
+    seen: dict = {}
+    for variant, (text, _) in programs.items():  # checked before any compile: name the pair
+        if text in seen:
+            raise SystemExit(f"{seen[text]} and {variant} are the same program: list it once")
+        seen[text] = variant
     with concurrent.futures.ProcessPoolExecutor(min(len(variants), 8),
                                                 mp_context=multiprocessing.get_context("spawn")) as pool:
         errors = dict(zip(variants, pool.map(_compile, variants)))
