@@ -123,11 +123,14 @@ _X86_NANS = frozenset({"add", "sub", "mul", "div", "sqrt", "floor", "fma"})
 _F32_RESULT = {"f32": "r", "f16": "itb_rf16(r)", "bf16": "itb_rbf16(r)"}
 
 
+#: a NaN result ``r`` of a one-operand function of ``a`` as x86 gives it: ``a`` quieted, else the default NaN
+_X86_NAN_RESULT = "if (r != r) r = a != a ? itb_f32(itb_bits32(a) | 0x00400000u) : itb_f32(0xffc00000u); "
+
+
 def _vendor_math(name: str, family: str, d) -> str:
     fn = c.CUDA_F32_MATH[family]
     return (f"{DEVICE.function} float {name}(float a) {{ float r = {fn}(a); "
-            f"if (r != r) r = a != a ? itb_f32(itb_bits32(a) | 0x00400000u) : itb_f32(0xffc00000u); "
-            f"return {_F32_RESULT[d.name]}; }}")
+            f"{_X86_NAN_RESULT}return {_F32_RESULT[d.name]}; }}")
 
 
 # Approximate options (T4, T10: "map to the hardware's approximate instructions"): ``I.exp2(x, approximate=True,
@@ -142,8 +145,7 @@ APPROXIMATE_PTX = {"exp2_ftz": "ex2.approx.ftz.f32"}
 def approximate_math(name: str, family: str, x86_nan: bool = True) -> str:
     """``name`` as the PTX instruction of :data:`APPROXIMATE_PTX`; ``x86_nan``: a NaN result decided as x86 gives it
     (:func:`_vendor_math`), else the hardware's canonical NaN (the tile programs' fast bodies)."""
-    nan = ("if (r != r) r = a != a ? itb_f32(itb_bits32(a) | 0x00400000u) : itb_f32(0xffc00000u); "
-           if x86_nan else "")
+    nan = _X86_NAN_RESULT if x86_nan else ""
     return (f'{DEVICE.function} float {name}(float a) {{ float r; asm("{APPROXIMATE_PTX[family]} %0, %1;" '
             f': "=f"(r) : "f"(a)); {nan}return r; }}')
 
@@ -153,9 +155,6 @@ def approximate_math(name: str, family: str, x86_nan: bool = True) -> str:
 # T3 wants NumPy's payload bits), so a NaN takes the C body's NaN case, written out as bits, and every other value
 # one instruction instead of the software rounding (a row kernel's f16 loads and stores spent most of their time
 # there).
-#: the format's infinity: a value whose bits, sign cleared, are above it is a NaN
-_INFINITY_BITS = {"f16": "0x7c00u", "bf16": "0x7f80u"}
-
 
 def _hardware_conversion(name: str, family: str, dtypes: tuple) -> str | None:
     """``name`` as the hardware conversion with the C body's NaN case written out as bits (:data:`_NAN_BITS_OF`),
@@ -167,7 +166,7 @@ def _hardware_conversion(name: str, family: str, dtypes: tuple) -> str | None:
     hw = HARDWARE[narrow]
     form = {"cast": ("float", "float", "a != a", hw.rounded("a")),
             "encode": ("uint16_t", "float", "a != a", hw.encoded("a")),
-            "decode": ("float", "uint16_t", f"(a & 0x7fffu) > {_INFINITY_BITS[narrow]}", hw.decoded("a"))}.get(family)
+            "decode": ("float", "uint16_t", f"(a & 0x7fffu) > {hw.infinity_bits}", hw.decoded("a"))}.get(family)
     if form is None:
         return None
     result, operand, is_nan, hardware = form

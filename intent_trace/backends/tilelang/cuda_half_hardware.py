@@ -4,8 +4,8 @@ Several helper tables write a conversion as the hardware instruction alone (roun
 hardware's canonical one) where no NaN can reach it or where its NaN case is decided around it: the row program's
 and the tile program's fast bodies (:mod:`.cuda_rows_nan`, :mod:`.cuda_region_tiles`), the matmul epilogue's
 rounded store (:mod:`.cuda_epilogue_helpers`), the serial helpers' conversions with their NaN case as bits
-(:mod:`.cuda`). Each writes its own body around these spellings (its NaN case or
-none, its signature); the intrinsics' names and the header that declares them stand here, so a format is added or
+(:mod:`.cuda`). Each writes its own body around these spellings (its NaN case or none, its signature); the
+intrinsics' names, the header that declares them and the format's infinity stand here, so a format is added or
 respelled in one place. The module imports nothing of the package: every CUDA helper table may use it.
 """
 from __future__ import annotations
@@ -23,6 +23,7 @@ class Hardware:
     to_f32: str  # the format to f32 (exact; a NaN's payload is not kept)
     to_bits: str  # the format's value as its 16 bits (unsigned short)
     from_bits: str  # 16 bits as the format's value
+    infinity_bits: str  # the format's +infinity as a C literal: bits above it, the sign cleared, are a NaN
 
     @property
     def include(self) -> str:
@@ -44,6 +45,7 @@ class Hardware:
 
 
 #: the hardware conversions of each 16-bit float format, by dtype name
-HARDWARE = {"f16": Hardware("cuda_fp16.h", "__float2half_rn", "__half2float", "__half_as_ushort", "__ushort_as_half"),
+HARDWARE = {"f16": Hardware("cuda_fp16.h", "__float2half_rn", "__half2float", "__half_as_ushort", "__ushort_as_half",
+                            "0x7c00u"),
             "bf16": Hardware("cuda_bf16.h", "__float2bfloat16_rn", "__bfloat162float", "__bfloat16_as_ushort",
-                             "__ushort_as_bfloat16")}
+                             "__ushort_as_bfloat16", "0x7f80u")}
