@@ -141,14 +141,15 @@ def attend_f16(q, k, v, out, summarize, combine, scale, causal=False):
     """The batched (batch * heads = B) f16 fold the kernels below share: per batch entry the keys and values folded
     with ``summarize``/``combine``, summaries in f32, the output rounded to f16 once. ``causal``: the absolute key
     and query positions join the source and the operands (``summarize`` masks with them)."""
-    positions = (I.indices(I.domain(0, k.shape[1])), I.indices(I.domain(0, q.shape[1]))) if causal else None
+    if causal:
+        key_pos, query_pos = I.indices(I.domain(0, k.shape[1])), I.indices(I.domain(0, q.shape[1]))
     for b in I.parallel(I.domain(0, q.shape[0])):
         queries = q[b, :, :]
         L, D = queries.shape
         identity = (I.full((L,), NEG_INF, I.f32), I.zeros((L,), I.f32), I.zeros((L, D), I.f32))
         source, operands = (k[b, :, :], v[b, :, :]), (queries, scale)
         if causal:
-            source, operands = source + positions[:1], operands + positions[1:]
+            source, operands = source + (key_pos,), operands + (query_pos,)
         m, l, acc = I.region_fold(source=source, axis=0, summarize=summarize, combine=combine, identity=identity,
                                   operands=operands)
         out[b, :, :] = I.cast(acc / rows(l, acc), I.f16)

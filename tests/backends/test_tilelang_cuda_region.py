@@ -202,8 +202,8 @@ def test_f32_products_run_on_cuda_cores_with_fma():
                                           (FA.attention_f16_causal_fast, "segmented_fold_d128"),
                                           (key_max_f16, "segmented_fold_d32"), (outer_max_f32, "segmented_fold_d128"),
                                           (FA.attention, "segmented_fold_d128")],
-                         ids=["attention", "fma", "causal", "causal-d128", "causal-fast-d128", "exact-max", "no-contraction",
-                              "f32-products"])
+                         ids=["attention", "fma", "causal", "causal-d128", "causal-fast-d128", "exact-max",
+                              "no-contraction", "f32-products"])
 def test_the_programs_lower_for_sm90a(kernel, spec, tmp_path):
     source = cuda_source(_specs(kernel)[spec].program)
     assert ("wgmma" in source) == (kernel not in (outer_max_f32, FA.attention))  # f16 products on tensor cores
