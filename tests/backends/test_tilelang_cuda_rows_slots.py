@@ -162,7 +162,7 @@ def test_every_stored_dtype_has_its_streaming_load(name):
     program, slots = generate(graph, "tilelang-cuda"), cuda_rows.row_plan(graph).slots  # 16 of 8 bytes, else 32
     warp, block, passes = _tiers(_kernel_body(program), 32 * slots, 256 * slots)
     assert block.count("'__ldcs'") == 2 and "__ldcs" not in warp + passes
-    got = assembled(cuda_source(program), ptx=False)  # ptxas' report: one nvcc run
+    got = assembled(cuda_source(program))  # ptxas' report
     if got is not None:
         assert set(got.spills.values()) == {(0, 0)}
 
@@ -180,7 +180,7 @@ def test_ptxas_fits_the_row_kernels_in_their_bound_without_spills(kernel):
     (64 for the zoo's five: 4 blocks of 256 an SM, 32 warps; at 07d9565 softmax had 63, at 5efe198 96)."""
     graph = kernel.trace()
     source = cuda_source(generate(graph, "tilelang-cuda"))
-    got = assembled(source, ptx=False)  # ptxas' report alone (one nvcc run; the streaming-load test's, if made)
+    got = assembled(source)  # ptxas' report (the streaming-load test's, if made)
     if got is None:  # no nvcc here: the bound in the source alone
         assert "__launch_bounds__(256, " in source
         return

@@ -113,7 +113,7 @@ def test_the_delay_sleeps_once_before_the_first_window_of_a_tile_past_the_first(
 @pytest.mark.parametrize("name", VARIANTS)
 def test_ptxas_for_sm90_no_spills(name):
     source = cuda_source(lower(cumsum_f32.trace(), _cuda(VARIANTS[name])).text)
-    got = assembled(source, ptx=False)  # the local nvcc (ptxas' report; no PTX read), where there is one
+    got = assembled(source)  # the local nvcc (ptxas' report), where there is one
     if got is not None:
         assert all(spills == (0, 0) for spills in got.spills.values()), got.spills
 

@@ -113,22 +113,19 @@ def cuda_source(program: str) -> str:
         return tilelang.lower(namespace["kernel"], target=target).kernel_source
 
 
-_ASSEMBLED: dict = {}  # (CUDA source, std) -> (with PTX, cuda_ptx.Assembled or None)
+_ASSEMBLED: dict = {}  # (CUDA source, std) -> cuda_ptx.Assembled or None
 
 
-def assembled(source: str, std: str = "c++17", ptx: bool = True):
-    """``cuda_ptx.assemble(source, ..., std, ptx)`` (None where this machine has no nvcc), memoised on the source
-    text (nvcc's report of a text does not change within a session): nvcc for sm_90a takes seconds a program, and
-    several tests read the same program's report (the streaming-load and the ptxas test of one row kernel). A report
-    with the PTX answers a request without it too; without ``ptx`` nvcc runs once (the cubin, ptxas' report), with
-    it twice."""
-    kept = _ASSEMBLED.get((source, std))
-    if kept is not None and (kept[0] or not ptx):
-        return kept[1]
-    with tempfile.TemporaryDirectory(prefix="cuda_ptx_") as directory:
-        got = assemble(source, Path(directory), std, ptx)
-    _ASSEMBLED[(source, std)] = (ptx, got)
-    return got
+def assembled(source: str, std: str = "c++17"):
+    """``cuda_ptx.assemble(source, ..., std)``: the PTX and ptxas' report (None where this machine has no nvcc),
+    memoised on the source text (nvcc's report of a text does not change within a session): nvcc for sm_90a takes
+    seconds a program, and several tests read the same program's report (the streaming-load and the ptxas test of
+    one row kernel). One nvcc run gives both, as fast as the report alone."""
+    key = (source, std)
+    if key not in _ASSEMBLED:
+        with tempfile.TemporaryDirectory(prefix="cuda_ptx_") as directory:
+            _ASSEMBLED[key] = assemble(source, Path(directory), std)
+    return _ASSEMBLED[key]
 
 
 # A rank-1 pointwise chain of two reads (benchmarks/gpu.py's chain4): the flat nest's subject, grouped on CUDA.

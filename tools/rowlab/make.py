@@ -97,11 +97,9 @@ def generated() -> dict:
 
 
 def compile_cubin(source: str, path: pathlib.Path, flags: str = "") -> str:
-    import tilelang
-    root = tilelang.__path__[0]
+    from backends.cuda_ptx import nvcc_flags
     path.with_suffix(".cu").write_text(source)
-    r = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90a", "--fmad=false", "-w", *flags.split(), f"-I{root}/src",
-                        f"-I{root}/3rdparty/cutlass/include", "-cubin", "-Xptxas", "-v", str(path.with_suffix(".cu")),
+    r = subprocess.run(["nvcc", *nvcc_flags(), *flags.split(), "-cubin", "-Xptxas", "-v", str(path.with_suffix(".cu")),
                         "-o", str(path)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
     return " ".join(re.findall(r"Used \d+ registers|\d+ bytes spill stores", r.stderr))

@@ -1,15 +1,20 @@
 """The row-kernel lab's timings on the GPU (``tools/rowlab/make.py`` says what and how): each cubin in ``out/``
 launched through the driver API (ctypes), 20 back-to-back launches a timing, median of 30, torch's kernel timed
-beside it in the same process; the largest difference from torch's result. Needs torch with CUDA only."""
+beside it in the same process (benchmarks/gpu_zoo.py's CUDA-event timing); the largest difference from torch's
+result. Needs torch with CUDA and the checkout on the path (run from its root)."""
 import ctypes
 import glob
 import json
 import os
 import shutil
+import sys
 
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [os.path.join(HERE, "..", "..", "benchmarks")]
+
+from gpu_zoo import cuda_time  # noqa: E402
 M, N = 16384, 1024
 DRIVER = ctypes.CDLL("libcuda.so.1")
 
@@ -37,20 +42,9 @@ def launcher(function, blocks: int, args: list):
     return launch
 
 
-def median_us(fn, rounds: int = 30, inner: int = 20) -> float:
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(rounds):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(inner):
-            fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / inner * 1000)
-    return sorted(times)[len(times) // 2]
+def median_us(fn) -> float:
+    """Microseconds a launch: the median of 30 timings of 20 back-to-back launches."""
+    return cuda_time(fn, repeat=30, inner=20) * 1e6
 
 
 def main() -> None:
