@@ -12,14 +12,12 @@ numerics: the block's P scaled by the combine's beta before its f16 rounding and
 into the running output after one rescale by alpha (``acc = acc * alpha; acc += (beta P) V``: one multiply per
 output element a block instead of two multiplies and an add, and no separate product fragment -- 64 registers a
 thread), where the fold computes ``acc * alpha + (P V) * beta``. Its error against SDPA is printed like the others.
-The programs are this branch's: the source loop overlapped where the fold has the masked-block skip
-(cuda_region_overlap: block kb's QK^T and block kb-1's PV issued with ``T.wgmma_gemm``, kb's element work while PV
-runs, FlashAttention's combine form; two stages of loads at least, whatever the tiling says). A ``/overlap`` suffix
-overlaps any fold with the structure (``ONLY_MASKED`` off); a ``/sync`` suffix none (``Spelling.overlap`` off: every
-``T.gemm`` waits, the fold's combine form: main's program). ``/accumulate`` applies to a ``/sync`` program only.
-A ``/pingpong`` suffix overlaps any fold and adds FlashAttention-3's ping-pong between the two consumer warpgroups
-(``cuda_region_overlap.PINGPONG``: each issues its products in turn, named barriers), ``/solo`` overlaps any fold
-without it.
+The programs are this branch's: the source loop overlapped (cuda_region_overlap: block kb's QK^T and block kb-1's PV
+issued with ``T.wgmma_gemm``, kb's element work while PV runs, FlashAttention's combine form; two stages of loads
+at least, whatever the tiling says). A ``/sync`` suffix overlaps none (``Spelling.overlap`` off: every ``T.gemm``
+waits, the fold's combine form: the waiting loop). ``/accumulate`` applies to a ``/sync`` program only.
+A ``/pingpong`` suffix adds FlashAttention-3's ping-pong between the two consumer warpgroups
+(``cuda_region_overlap.PINGPONG``: each issues its products in turn, named barriers), ``/solo`` leaves it out.
 Workspaces (the causal skip's flags) are allocated here. One JSON line per variant. ``--watchdog S`` (first
 argument): a variant whose first launch and timing take more than S seconds (a program that deadlocks)
 prints an error line and ends the process (exit status 3), so a command can go on with the next.
@@ -35,7 +33,7 @@ that come out identical (a flag that changes nothing for that kernel) are refuse
 first, then the ping-pong variants under the watchdog:
 
     timeout 45 python3 tools/attention_sweep.py --watchdog 25 {accurate,fast,fma}:128,128,128,1,256/sync \
-        causal:128,128,128,1,256 {accurate,fma}:128,128,128,1,256/overlap
+        causal:128,128,128,1,256 {accurate,fma}:128,128,128,1,256
     timeout 65 python3 tools/attention_sweep.py --watchdog 25 {causal,fast,accurate,fma}:128,128,128,1,256/pingpong \
         {fast,fma,accurate}:128,128,176,2,256/pingpong {fast,fma,causal,accurate}:128,128,128,3,256/pingpong \
         {fast,causal}:128,128,64,2,256/pingpong
@@ -64,13 +62,14 @@ KERNELS = {"accurate": FA.attention_f16, "fast": FA.attention_f16_fast, "fma": F
            "causal": FA.attention_f16_causal, "causal_fast": FA.attention_f16_causal_fast}
 BASE = "128,128,128,1,256"
 TWO = "128,128,128,2,256"
-DEFAULT = (*(f"{kernel}:{BASE}{flag}" for kernel in ("accurate", "fast", "fma") for flag in ("/sync", "/overlap")),
-           f"causal:{BASE}/sync", f"causal:{BASE}")
+DEFAULT = tuple(f"{kernel}:{BASE}{flag}" for kernel in ("accurate", "fast", "fma", "causal") for flag in ("/sync", ""))
 
 
 def _parse(variant: str) -> tuple:
     kernel, rest = variant.split(":")
     tiling, _, flag = rest.partition("/")
+    if flag not in ("", "sync", "accumulate", "outside", "pingpong", "solo"):
+        raise SystemExit(f"unknown variant suffix /{flag} in {variant!r}")
     return kernel, tuple(int(x) for x in tiling.split(",")), flag
 
 
@@ -80,18 +79,17 @@ def _program(variant: str):
     graph = KERNELS[kernel].trace()
     plan = cuda_region.schedule_region.recognise(graph)
     known, overlap = cuda_region_inside.Inside.known, cuda_region.Spelling.overlap
-    masked, pingpong = OVERLAP.ONLY_MASKED, OVERLAP.PINGPONG
+    pingpong = OVERLAP.PINGPONG
     if flag == "outside":  # every block as if it straddled the mask
         cuda_region_inside.Inside.known = lambda self, var: None
     cuda_region.Spelling.overlap = flag not in ("sync", "accumulate")
-    OVERLAP.ONLY_MASKED = flag not in ("overlap", "pingpong", "solo")
     OVERLAP.PINGPONG = {"pingpong": True, "solo": False}.get(flag, pingpong)
     try:
         spec = cuda_region.specialization(graph, targets.CUDA, plan, cuda_region.Tiling(*tiling),
                                           cuda_region.Spelling)
     finally:
         cuda_region_inside.Inside.known, cuda_region.Spelling.overlap = known, overlap
-        OVERLAP.ONLY_MASKED, OVERLAP.PINGPONG = masked, pingpong
+        OVERLAP.PINGPONG = pingpong
     return (accumulated(spec.program) if flag == "accumulate" else spec.program), spec.workspaces
 
 

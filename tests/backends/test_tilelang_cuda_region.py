@@ -81,33 +81,8 @@ def _fold_kernel(kernel) -> tuple:
     return program, program[program.index(launch):], causal, blocks  # the whole text, the fold's kernel
 
 
-@pytest.mark.parametrize("kernel", ATTENTION[:2], ids=lambda k: k.name)
+@pytest.mark.parametrize("kernel", ATTENTION, ids=lambda k: k.name)
 def test_attention_is_a_tile_program_derived_from_the_fold(kernel):
-    # the waiting loop (cuda_region_overlap overlaps only a fold with the masked-block skip: the causal one below)
-    text, program, causal, blocks = _fold_kernel(kernel)
-    assert re.search(rf"for kb in T\.Pipelined\({blocks}, num_stages=1\):", program)
-    gemms = re.findall(r"T\.gemm\((\w+), (\w+), (\w+)(.*)\)", program)
-    assert len(gemms) == 2 and all("policy=T.GemmWarpPolicy.FullRow" in g[3] for g in gemms)
-    assert "transpose_B=True" in gemms[0][3] and "transpose" not in gemms[1][3]  # QK^T, then PV
-    assert program.count("T.reduce_max(") == 1 and program.count("T.reduce_sum(") == 1
-    assert "itk_key" not in program  # region_laws proved the cheap max harmless
-    # the scores are scaled, exponentiated and masked in place in the first product's fragment, P rounded into an
-    # f16 fragment (the second product's left operand), V used as it was loaded (zeros past S)
-    qk = gemms[0][2]
-    assert re.search(rf"T\.reduce_max\({qk}, ", program) and re.search(rf"T\.reduce_sum\({qk}, ", program)
-    assert re.search(rf"{gemms[1][0]}\[\w+, \w+\] = T\.Cast\('float16', {qk}\[", program)
-    assert gemms[1][1].startswith("s")  # the shared tile T.copy loaded
-    exp = 'asm("ex2.approx.ftz.f32 %0, %1;"' if kernel is FA.attention_f16_fast else "expf(a)"
-    assert exp in text and "__expf" not in text and "exp2f" not in text  # approximate and flushing: one MUFU.EX2
-    # the last source block, and only it, masks the reductions' sources and P (causal: also the blocks not inside the
-    # mask, test_tilelang_cuda_region_inside.py)
-    inside = " and kb * 128 + 128 <= bx * 128 + 1" if causal else ""
-    assert program.count(f"if (kb + 1) * 128 <= d3{inside}:") == 3 - bool(causal) and program.count("else:") == 3
-    assert ("it_ge_index" in program) == (kernel is FA.attention_f16_causal)
-
-
-@pytest.mark.parametrize("kernel", ATTENTION[2:], ids=lambda k: k.name)
-def test_the_causal_fold_is_a_tile_program_with_the_overlapped_loop(kernel):
     text, program, causal, blocks = _fold_kernel(kernel)
     # the overlapped loop (cuda_region_overlap): one iteration more than blocks, K of block kb and V of block kb - 1
     # loaded, QK^T of kb then PV of kb - 1 issued without waits, the first waited for alone

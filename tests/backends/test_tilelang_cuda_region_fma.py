@@ -25,7 +25,7 @@ KERNEL = FA.attention_f16_fma
 
 def test_the_fused_scores_are_one_fmaf_after_a_max_of_the_raw_product():
     program = _specs(KERNEL)["segmented_fold_d128"].program
-    qk = re.search(r"T\.gemm\(\w+, \w+, (\w+), transpose_B=True", program).group(1)
+    qk = re.search(r"T\.wgmma_gemm\(\w+, \w+, (\w+), transpose_B=True", program).group(1)
     assert re.search(rf"T\.reduce_max\({qk}, ", program)
     assert "float it_fma_f32(float a, float b, float c) { return fmaf(a, b, c); }" in program
     assert "it_fma_f32_ieee" not in program  # no x86-NaN decision around it in the hot loop

@@ -2,10 +2,9 @@
 ``T.wgmma_gemm`` and accumulated into the running leaf while the next block's element work runs, FlashAttention's
 combine form).
 
-Which folds get it is decided from the helpers' structure and the masked-block skip (where it measured faster):
-causal attention in every spelling (the fold's own combine, its operands the other way round, shifted, anti-causal),
-f16 and bf16; not attention without a coordinate mask (it measured no faster), not a fold whose summary has one
-product, none, or f32 products, and never on Metal. The schedule says so. The numbers: bf16 causal attention and the
+Which folds get it is decided from the helpers' structure: attention in every spelling, causal or not (the fold's
+own combine, its operands the other way round, shifted, anti-causal, the FlashAttention and fma spellings), f16 and
+bf16; not a fold whose summary has one product, none, or f32 products, and never on Metal. The schedule says so. The numbers: bf16 causal attention and the
 reversed combine run on every executable target (tilelang-c runs CUDA's mapping emulated: the same rotated
 loop, the products synchronous) against float64 NumPy, at extents no block divides (the loop's extra iteration, the
 late V tile of the last block, the first block's missing PV), and one block exactly; the f16 kernels' numbers are
@@ -74,19 +73,19 @@ def causal_bf16(q: I.In[I.bf16, ("B", "L", "D")], k: I.In[I.bf16, ("B", "S", "D"
         out[b, :, :] = I.cast(acc / FA.rows(l, acc), I.bf16)
 
 
-OVERLAPPED = (FA.attention_f16_causal, attention_causal_shifted_f16, K.anti_causal_f16, REVERSED, causal_bf16)
+OVERLAPPED = (FA.attention_f16_causal, attention_causal_shifted_f16, K.anti_causal_f16, REVERSED, causal_bf16,
+              FA.attention_f16, FA.attention_f16_fast, FA.attention_f16_fma, attention_bf16)
 
 
 @pytest.mark.parametrize("kernel", OVERLAPPED, ids=lambda k: k.name)
-def test_causal_attention_in_every_spelling_gets_the_overlapped_loop(kernel):
+def test_attention_in_every_spelling_gets_the_overlapped_loop(kernel):
     spec = _specs(kernel)["segmented_fold_d128"]
     assert spec.program.count("T.wgmma_gemm(") == 2 and "T.gemm(" not in spec.program
     assert "T.wait_wgmma(1)" in spec.program and "overlapped" in spec.part.param("pipelined")
 
 
-@pytest.mark.parametrize("kernel", [FA.attention_f16, FA.attention_f16_fast, FA.attention_f16_fma, attention_bf16,
-                                    key_max_f16, score_sum_f16, outer_max_f32, FA.attention],
-                         ids=["attention", "fast", "fma", "bf16", "one-product", "sum", "no-product", "f32-products"])
+@pytest.mark.parametrize("kernel", [key_max_f16, score_sum_f16, outer_max_f32, FA.attention],
+                         ids=["one-product", "sum", "no-product", "f32-products"])
 def test_other_folds_keep_the_waiting_loop(kernel):
     for spec in _specs(kernel).values():
         assert "wgmma_gemm" not in spec.program and "wait_wgmma" not in spec.program

@@ -117,7 +117,6 @@ def test_the_turns_stay_with_the_consumers_in_the_lowered_program(pingpong, monk
     # TileLang's warp specialisation splits the loop into its producer (the first 128 threads: the TMA loads) and
     # the consumers; the turns are the consumers' (a barrier the producer took would deadlock or order nothing), and
     # the program still fits the overlapped loop's registers
-    monkeypatch.setattr(cuda_region_overlap, "ONLY_MASKED", False)
     source = cuda_source(_specs(kernel)["segmented_fold_d128"].program)
     producer = source.index("if (((int)threadIdx.x) < 128) {")
     consumer = source.index("tl::warpgroup_reg_alloc<", producer)
