@@ -266,6 +266,10 @@ BINARY = {
     "and_": "int_or_bool", "or_": "int_or_bool", "xor": "int_or_bool", "shl": "int", "shr": "int",
 }
 BINARY_ATTRS = {"div": ("approximate", "flush_to_zero")}
+#: T4's bound of each ``approximate=True`` option, by op name: ``("ulp", n)`` within n ulp of the correctly rounded
+#: result, ``("absolute", e)`` within e of the exact one. The verifier charges it on every target (kernel_bounds),
+#: whatever instruction the target uses (T10: the hardware's approximate instructions on a GPU)
+APPROXIMATE_BOUNDS = {"div": ("ulp", 2), "exp2": ("ulp", 2), "tanh": ("absolute", 2.0**-10.9)}
 COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
 
 

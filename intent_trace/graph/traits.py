@@ -6,7 +6,7 @@ names of its own that could drift from the registry when an op is added.
 """
 from __future__ import annotations
 
-from .ops import REGISTRY, OpDef
+from .ops import APPROXIMATE_BOUNDS, REGISTRY, OpDef
 
 
 def ops_with(*traits: str) -> frozenset:
@@ -54,6 +54,10 @@ def evaluates_once(consumer_op: OpDef, position: int) -> bool:
     """Whether an op evaluates each element of its operand at ``position`` at most once per result element."""
     return consumer_op in EVALUATES_ONCE or position in consumer_op.once_operands
 
+
+#: The ops with T4's ``approximate=True`` option, each with that option's bound (``("ulp", n)`` or
+#: ``("absolute", e)``; :data:`intent_trace.graph.ops.APPROXIMATE_BOUNDS`): what the verifier charges for it.
+APPROXIMATE = {op: APPROXIMATE_BOUNDS[op.name] for op in REGISTRY.values() if "approximate" in op.attrs}
 
 #: The unary functions of T4, in registry order: each carries its :class:`~intent_trace.graph.ops.MathSpec`, from
 #: which the I.* functions, the TileLang scalar rules and the verifier's tables are derived.

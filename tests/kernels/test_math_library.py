@@ -438,6 +438,33 @@ def test_tanh_approximate_absolute_error(run):
     assert np.isnan(run_options(run, "tanh_approx", [nan])[0])
 
 
+def test_approximate_options_keep_t4s_special_values_and_nans(run):
+    # T10: the special values and NaN rules hold for the approximate options too, on every target (a GPU computes
+    # them with tanh.approx, ex2.approx and div.full, whose own special cases are not all IEEE's)
+    got = run_options(run, "tanh_approx", f32([0.0, -0.0, inf, -inf, nan]))
+    assert list(got[:4]) == [0.0, -0.0, 1.0, -1.0] and list(np.signbit(got[:4])) == [False, True, False, True]
+    assert np.isnan(got[4])
+    got = run_options(run, "exp2_approx", f32([-inf, inf, 0.0, -0.0]))
+    assert list(got) == [0.0, inf, 1.0, 1.0] and not np.signbit(got[0])
+    # quotients: zeros, infinities, invalid, subnormal and overflowing ones, a divisor beyond 2^126, and NaN
+    # operands (quieted, the first one's payload: T3), each at a different position
+    snan_a, qnan_b = np.uint32(0x7FA00011).view(np.float32), np.uint32(0xFFC00123).view(np.float32)
+    a = f32([1.0, -1.0, 0.0, 1.0, -1.0, inf, 0.0, inf, 3.0, 2.0**-140, 2.0**120, 1.0, 6.0, 7.5, 1.0, 2.0, 1.0])
+    b = f32([0.0, 0.0, 0.0, inf, inf, 2.0, -5.0, inf, 1.5 * 2.0**127, 1.0, 2.0**-20, 2.0**-140, 2.0**127, -2.5,
+             3.0, 3.0, 3.0])
+    a[14], b[15], a[16], b[16] = snan_a, qnan_b, snan_a, qnan_b
+    got = run_options(run, "fdiv_approx", a, b)
+    with _errstate():
+        want = (a.astype(np.float64) / b.astype(np.float64)).astype(np.float32)
+    special = np.isinf(want) | (want == 0)
+    assert np.array_equal(got[special], want[special]) and np.array_equal(np.signbit(got[special]),
+                                                                          np.signbit(want[special]))
+    assert list(got[[2, 7, 14, 15, 16]].view(np.uint32)) == [0xFFC00000, 0xFFC00000, 0x7FE00011, 0xFFC00123,
+                                                              0x7FE00011]
+    finite = ~special & ~np.isnan(want)
+    assert max(f32_ulp_distance(got[finite], want[finite])) <= 2, (a[finite], b[finite], got[finite])
+
+
 @intent.kernel
 def _one_op_flushes(x: I.In[I.f32, ("N",)], y: I.In[I.f32, ("N",)], flushed: I.Out[I.f32, ("N",)],
                     plain_div: I.Out[I.f32, ("N",)], plain_exp2: I.Out[I.f32, ("N",)], plain_mul: I.Out[I.f32, ("N",)]):

@@ -32,6 +32,7 @@ import attrs
 
 from ... import caches
 from ... import types as T
+from ...graph.traits import APPROXIMATE
 from .c_blocks import BLOCK_BASE, SCALAR_BASE
 from .integer_bodies import integer_renderers
 
@@ -402,6 +403,8 @@ for _name, (_fn, _) in _MATH.items():
     RENDER[_name + "_ftz"] = _math(_fn, ftz=True)
 RENDER["sqrt_ftz"] = _math("sqrt", ftz=True)
 RENDER["floor_ftz"] = _math("floor", ftz=True)
+# ``approximate=True`` alone (scalar_rules.option_family): C computes the exact result, which meets T4's bound
+RENDER.update({op.name + "_approx": RENDER[op.name] for op in APPROXIMATE})
 
 
 # Internal helpers the bodies call (static: TVM never declares them). Included when a body names them:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 
+from ... import types as T
 from . import c, cuda_atomics, x86_nans
 from .cuda_half_hardware import HARDWARE
 from .lanes import Lanes
@@ -133,13 +134,19 @@ def _vendor_math(name: str, family: str, d) -> str:
             f"{_X86_NAN_RESULT}return {_F32_RESULT[d.name]}; }}")
 
 
-# Approximate options (T4, T10: "map to the hardware's approximate instructions"): ``I.exp2(x, approximate=True,
-# flush_to_zero=True)`` is PTX's ``ex2.approx.ftz.f32``, one ``MUFU.EX2``: subnormal operands and results are zeros of
-# the same sign, as the option says, and a normal result is the same instruction's as CUDA's ``exp2f`` gives (the
-# non-flushing form, within 2 ulp: ``ex2.approx.f32``, whose subnormal range costs a compare and two predicated
-# multiplies around the ``MUFU.EX2``; FlashAttention's softmax spends one instruction a score, the flushing form).
-# The non-flushing approximate forms keep the precise helpers (``exp2f`` already is ``ex2.approx.f32``).
-APPROXIMATE_PTX = {"exp2_ftz": "ex2.approx.ftz.f32"}
+# Approximate options (T4, T10: "map to the hardware's approximate instructions"), f32 only (T4):
+# - ``I.exp2(x, approximate=True, flush_to_zero=True)``: ``ex2.approx.ftz.f32``, one ``MUFU.EX2``: subnormal operands
+#   and results are zeros of the same sign, as the option says (FlashAttention's softmax: one instruction a score);
+# - ``I.exp2(x, approximate=True)``: ``ex2.approx.f32`` (what ``exp2f`` compiles to: the subnormal range costs a
+#   compare and two predicated multiplies around the ``MUFU.EX2``), within 2 ulp over the whole range;
+# - ``I.tanh(x, approximate=True)``: ``tanh.approx.f32`` (``MUFU.TANH``, sm_75 and later), T4's absolute 2^-10.9
+#   charged by the verifier; the zero's sign is the operand's by a select (T4's tanh(-0) = -0 on every target);
+# - ``I.fdiv(a, b, approximate=True)``: ``div.full.f32`` (:func:`approximate_div`).
+# A NaN result is decided as x86 gives it around each (the serial helpers); the tile programs' fast bodies leave it
+# to the hardware (a row or output holding a NaN is recomputed by the serial helpers there).
+APPROXIMATE_PTX = {"exp2_ftz": "ex2.approx.ftz.f32", "exp2_approx": "ex2.approx.f32",
+                   "tanh_approx": "tanh.approx.f32"}
+_APPROXIMATE_SPECIALS = {"tanh_approx": "r = a == 0.0f ? a : r; "}
 
 
 def approximate_math(name: str, family: str, x86_nan: bool = True) -> str:
@@ -147,7 +154,19 @@ def approximate_math(name: str, family: str, x86_nan: bool = True) -> str:
     (:func:`_vendor_math`), else the hardware's canonical NaN (the tile programs' fast bodies)."""
     nan = _X86_NAN_RESULT if x86_nan else ""
     return (f'{DEVICE.function} float {name}(float a) {{ float r; asm("{APPROXIMATE_PTX[family]} %0, %1;" '
-            f': "=f"(r) : "f"(a)); {nan}return r; }}')
+            f': "=f"(r) : "f"(a)); {_APPROXIMATE_SPECIALS.get(family, "")}{nan}return r; }}')
+
+
+def approximate_div(name: str) -> str:
+    """``I.fdiv(a, b, approximate=True)`` on f32: PTX's ``div.full.f32`` (2 ulp over the full range of operands, a
+    reciprocal and a multiply with scaling instead of the IEEE division's Newton iterations) where its quotient is a
+    normal number; a zero, subnormal, infinite or NaN quotient takes the IEEE one (a predicated path that ordinary
+    operands never take: the flushes and special cases of the instruction are not what the option allows, T4's
+    bound is ulps of the quotient and its special values IEEE's), and x86's NaN rule around it (:mod:`.x86_nans`)."""
+    inner = (f"{DEVICE.function} float {name}_ieee(float a, float b) {{ float r; "
+             f'asm("div.full.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b)); float m = fabsf(r); '
+             f"return m >= 0x1p-126f && m <= 0x1.fffffep127f ? r : a / b; }}")
+    return x86_nans.wrap(inner, name, T.f32, 2, DEVICE)
 
 
 # Conversions between f32 and f16/bf16 (T1: round to nearest even; the C bodies round through double, once): the
@@ -199,6 +218,8 @@ def helper_source(name: str, family: str, dtypes: tuple, ret, args: tuple) -> st
         return _vendor_math(name, family, ret)
     if family in APPROXIMATE_PTX and ret.name == "f32" and dtypes == (ret,) and args == (ret,):
         return approximate_math(name, family)
+    if family == "div_approx" and ret.name == "f32" and dtypes == (ret,) and args == (ret, ret):
+        return approximate_div(name)
     if family in ("cast", "encode", "decode"):
         converted = _hardware_conversion(name, family, dtypes)
         if converted is not None:

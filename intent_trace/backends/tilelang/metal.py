@@ -48,6 +48,7 @@ import re
 import numpy as np
 
 from ... import types as T
+from ...graph.traits import APPROXIMATE
 from . import c, metal_atomics, metal_lower
 from .integer_bodies import integer_renderers
 from .metal_math import BASE
@@ -396,6 +397,9 @@ for _name in _SOFTWARE:
     RENDER[_name + "_ftz"] = _math(_name, ftz=True)
 RENDER["sqrt_ftz"] = _math("sqrt", ftz=True)
 RENDER["floor_ftz"] = _math("floor", ftz=True)
+# ``approximate=True`` alone: the precise bodies, within T4's bound (metal::fast:: may flush subnormals, which only
+# the ``_ftz`` forms allow)
+RENDER.update({op.name + "_approx": RENDER[op.name] for op in APPROXIMATE})
 
 
 def helper_source(name: str, family: str, dtypes: tuple, ret: T.DType, args: tuple) -> str | None:

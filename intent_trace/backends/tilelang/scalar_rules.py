@@ -37,8 +37,18 @@ def _binary(family: str):
     return rule
 
 
+def option_family(family: str, node) -> str:
+    """The helper family of an op with T4's named options: ``<family>_ftz`` for ``flush_to_zero=True`` (which needs
+    ``approximate=True``), ``<family>_approx`` for ``approximate=True`` alone, else ``family``. A target whose
+    instruction is exact (C, the oracle's bodies) defines the ``_approx`` family as the exact one: the exact result
+    meets every approximate bound (T4); a GPU maps it to the hardware's approximate instruction (T10)."""
+    if node.attr("flush_to_zero"):
+        return family + "_ftz"
+    return family + "_approx" if node.attr("approximate") else family
+
+
 def _div(em, node, d, a, b):
-    return call(em, "div_ftz" if node.attr("flush_to_zero") else "div", (d,), d, (d, d), a, b)
+    return call(em, option_family("div", node), (d,), d, (d, d), a, b)
 
 
 def _compare(family: str):
@@ -55,8 +65,7 @@ def _unary(family: str):
 
 def _math(family: str):
     def rule(em, node, d, x):
-        # ``approximate=True`` only widens the allowed error (T4): the exact result satisfies it.
-        return call(em, family + ("_ftz" if node.attr("flush_to_zero") else ""), (d,), d, (d,), x)
+        return call(em, option_family(family, node), (d,), d, (d,), x)
     return rule
 
 
@@ -97,7 +106,8 @@ SCALAR_RULES: dict = {
     ops.gt: _compare("gt"), ops.ge: _compare("ge"),
     ops.neg: _unary("neg"), ops.invert: _unary("invert"),
     # The T4 functions (abs, floor and sqrt included) call the helper family of their own name (``it_exp_f32``),
-    # with ``_ftz`` for the flush-to-zero form: generated from the registry, so a new function needs only its bodies.
+    # with ``_ftz`` / ``_approx`` for the option forms (option_family): generated from the registry, so a new function
+    # needs only its bodies.
     **{op: _math(op.name) for op in traits.MATH_FUNCTIONS},
 }
 

@@ -43,7 +43,7 @@ import numpy as np
 from ... import types as T
 from ...graph import ops as kir
 from ...graph.values import Literal, walk_region
-from ...graph.traits import MATH_FUNCTIONS, VENDOR_FUNCTIONS, VENDOR_MATH
+from ...graph.traits import APPROXIMATE, MATH_FUNCTIONS, VENDOR_FUNCTIONS, VENDOR_MATH
 from .bounds import FLOAT_ROUNDING
 
 UNIT_ROUNDOFF = {name: u for name, (u, _) in FLOAT_ROUNDING.items()}
@@ -192,6 +192,8 @@ class Analysis:
         elif op in _DISCRETE:
             b = join(ins, sign=1 if out_dtype is not None and out_dtype.kind in ("uint", "bool") else 0)
             self._set(node, b if b.exact else _unbound(b, f"{op.name} of an inexact value{_where(node)}"))
+        elif op in APPROXIMATE and node.attr("approximate"):
+            self._set(node, self._approximate(node, ins, out_dtype))
         elif op in _ROUNDED:
             self._set(node, self._rounded(node, ins, out_dtype))
         elif op in VENDOR:
@@ -307,6 +309,27 @@ class Analysis:
                        f"{DEFAULT_VENDOR_ULPS} ulp (oracle)",)
         return Bound(cond * x.rel + 2 * u * ulps, cancel, x.unbounded, 1 if name in _POSITIVE else 0,
                      x.accumulates, why)
+
+    def _approximate(self, node, ins, out_dtype) -> Bound:
+        """An ``approximate=True`` op: T4's bound of the option (graph.traits.APPROXIMATE) on every target, its
+        inputs' bounds propagated as the exact op's are. ``ulp``: n ulp of the target beside the oracle's own
+        (correctly rounded for ``div``, T4's 2 ulp for a library function); ``absolute``: an error that is no
+        relative bound near the function's root, so the value is accepted normwise (``cancel``: against the
+        output's largest magnitude, which for tanh is at most 1, where T4's absolute bound is the relative one)."""
+        kind, size = APPROXIMATE[node.op]
+        u, name = _unit(out_dtype), node.op.name
+        what = f"{name}(approximate=True){_where(node)}: T4's {size:.3g} {kind}"
+        if node.op in _MULTIPLICATIVE:
+            b = join(ins, sign=self._rounded_sign(node, ins))
+            return Bound(sum(x.rel for x in ins[:2]) + 2 * u * (size + 1), b.cancel, b.unbounded, b.sign,
+                         b.accumulates, b.why + (f"{what} + 1 ulp (oracle)",))
+        x, cond = ins[0], _CONDITION[name]
+        vendor = self._vendor(node, x, out_dtype)
+        if kind == "ulp":
+            extra = 2 * u * max(0, size - self._vendor_ulps(name))
+            return attrs.evolve(vendor, rel=vendor.rel + extra, why=vendor.why + (what,))
+        return attrs.evolve(vendor, rel=(cond or 1.0) * x.rel + size + 2 * u * DEFAULT_VENDOR_ULPS,
+                            cancel=vendor.cancel or what, why=vendor.why + (what,))
 
     def _accumulated(self, node, terms: Bound, k: int, acc_unit: float, out_dtype, what: str) -> Bound:
         """``terms`` summed K at a time in an accumulator of unit roundoff ``acc_unit``, rounded to ``out_dtype``."""
