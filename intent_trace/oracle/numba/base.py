@@ -70,6 +70,8 @@ class EmitterBase(EmitterCore, SourceWriter, Interpreter):
         self.pointwise = 0  # > 0 while a combine region is inlined per element (tensors stay lazy)
         self.fusion_depth: dict = {}  # Lazy -> how many fused ops its element expression nests
         self.row = None  # (row index, row extent) while a row group's members are emitted (:mod:`.rows`)
+        self.parallel_body = None  # the body region of the top-level ``prange`` being emitted (its row groups)
+        self.row_header = None  # the indentation of a row loop inside it (its row buffers' checks go before it)
         self.recomputed: frozenset = frozenset()  # the row group's values each use recomputes (:mod:`.rows`)
         self.staging = Staging()  # which error sites can be reached after a write (:mod:`.staging`)
 
@@ -200,17 +202,22 @@ class EmitterBase(EmitterCore, SourceWriter, Interpreter):
     def row_loop(self, extent: str):
         """``for r in prange(extent):`` around a row group's members (:mod:`.rows`): inside it every loop nest
         a member opens is over one row (:meth:`loop_nest`), and what a member materialises is a row
-        (:meth:`materialize`)."""
+        (:meth:`materialize`). Inside a top-level ``prange`` (a group of its body) the rows run in order, in a
+        plain ``range``: the enclosing loop is the parallel one."""
         r = self.fresh("r")
-        with self.staging.parallel_loop(self, extent), self.block(f"for {r} in prange({extent}):"):
+        nested = self.prange_depth > 0
+        frame = contextlib.nullcontext() if nested else self.staging.parallel_loop(self, extent)
+        header = self.depth
+        with frame, self.block(f"for {r} in {'range' if nested else 'prange'}({extent}):"):
             self.uses_prange = True
             self.prange_depth += 1
             self.loop_depth += 1
             self.row = (r, extent)
+            self.row_header = header if nested else None
             try:
                 yield r
             finally:
-                self.row = None
+                self.row = self.row_header = None
                 self.loop_depth -= 1
                 self.prange_depth -= 1
 
@@ -351,6 +358,25 @@ class EmitterBase(EmitterCore, SourceWriter, Interpreter):
         with self._loops(rest, False) as idx:
             self.line(f"{name}[{', '.join(idx)}] = {value.elem([r, *idx])}")
         return Lazy(value.shape, lambda idx: f"{name}[{', '.join(idx[1:])}]")
+
+    def store_rows(self, v, r: str, at: tuple) -> tuple:
+        """Row ``r`` of row-group member ``v``'s value stored into an array of its whole shape, allocated where the
+        row loop begins (``at``: the line index and depth there; its lines are inserted): what the nodes after the
+        group read (:mod:`.rows`, a group of a parallel loop's body). (the array, how many lines were inserted)"""
+        value = self.env[v]
+        shape = value.shape
+        lines, depth = self.lines, self.depth
+        self.lines, self.depth = [], at[1]
+        try:
+            name = self.allocate(shape, np_type(v.type.dtype), f"the result of `{self.node.op.name}` of shape "
+                                 f"{shape_text(v.type)}")
+            inserted = self.lines
+        finally:
+            self.lines, self.depth = lines, depth
+        self.lines[at[0]:at[0]] = inserted
+        with self._loops(shape[1:], False) as idx:
+            self.line(f"{name}[{', '.join([r, *idx])}] = {value.elem([r, *idx])}")
+        return Array(name, shape), len(inserted)
 
     def run_node(self, node):
         outer, self.node = self.node, node

@@ -33,11 +33,14 @@ class NumbaEmitter(EmitterBase):
 
     def run_region(self, region, params=()) -> list:
         """The kernel's body runs its row groups (:mod:`.rows`) as one parallel loop over rows each: the
-        hoisted nodes first, then the members inside ``for r in prange(M)``; every other region (and every
-        node outside a group) runs node by node."""
-        if region is not self.graph.body or self.prange_depth or self.loop_depth or self.pointwise:
+        hoisted nodes first, then the members inside ``for r in prange(M)``; the body of a top-level parallel
+        loop runs its groups' rows in a ``range`` inside it, members that later nodes read stored whole; every
+        other region (and every node outside a group) runs node by node."""
+        top = region is self.graph.body and not (self.prange_depth or self.loop_depth)
+        nested = region is self.parallel_body and self.row is None  # a top-level prange's body (its iteration)
+        if self.pointwise or not (top or nested):
             return super().run_region(region, params)
-        groups = row_groups(region)
+        groups = row_groups(region, store_escaping=nested)
         if not groups:
             return super().run_region(region, params)
         for var, value in zip(region.params, params):
@@ -52,9 +55,15 @@ class NumbaEmitter(EmitterBase):
             for node in group.hoisted:
                 self.run_node(node)
             self.recomputed = group.recomputed
-            with self.row_loop(self.extent(group.extent)):
+            at, stored = [len(self.lines), self.depth], {}
+            with self.row_loop(self.extent(group.extent)) as r:
                 for node in group.members:
                     self.run_node(node)
+                    for v in node.outputs:
+                        if v in group.stored:
+                            stored[v], inserted = self.store_rows(v, r, tuple(at))
+                            at[0] += inserted
+            self.env.update(stored)
             self.recomputed = frozenset()
             k = group.end
         return [self.operand(r) for r in region.results]

@@ -71,9 +71,12 @@ class Staging:
 
     def hoist_check(self, em, shape, itemsize: int, what: str) -> bool:
         """Make the allocation check of ``shape`` before the enclosing top-level parallel loop, if it is a straight
-        line of the loop's body and its extents are fixed on entry; whether it did."""
+        line of the loop's body (or of a row group's loop that is one: its row buffers) and its extents are fixed on
+        entry; whether it did."""
         loop = self.loop
-        if loop is None or em.depth != loop.depth + 1 or not all(ENTRY_EXTENT.fullmatch(s) for s in shape):
+        if loop is None or not all(ENTRY_EXTENT.fullmatch(s) for s in shape):
+            return False
+        if em.depth != loop.depth + 1 and not (em.row_header == loop.depth + 1 and em.depth == loop.depth + 2):
             return False
         lines, depth, prange_depth = em.lines, em.depth, em.prange_depth
         em.lines, em.depth, em.prange_depth = loop.lines, loop.depth, 0

@@ -42,7 +42,11 @@ def _iterate(em, node, args):
         if parallel:
             em.uses_prange = True
             em.prange_depth += 1
-        with em.in_loop(), em.loop_frame("for"):
-            em.run_region(region, (loop_point(em, d, p),))
+        outer, em.parallel_body = em.parallel_body, (region if parallel else None)
+        try:
+            with em.in_loop(), em.loop_frame("for"):
+                em.run_region(region, (loop_point(em, d, p),))
+        finally:
+            em.parallel_body = outer
         if parallel:
             em.prange_depth -= 1
