@@ -36,8 +36,9 @@ writes row ``r`` of the view's first whole axis. There a member whose value a la
 (attention's probabilities, read by the second product; a reduction down the columns) does not end the group: it
 is stored row by row into an array of its whole shape (``store_escaping``), allocated before the rows' loop, and
 the later node reads that array -- as the node-by-node build would have materialised it. (Measured, one core of
-this project's Xeon VM: a batch of 4 softmaxes of 1024 x 1024 in that form 4.36 -> 2.71 ms, against 2.26 for the
-whole-tensor softmax of the same 4096 rows; batched layer norm 3.83 -> 1.28 ms.)
+this project's Xeon VM, quiet, two runs: a batch of 4 softmaxes of 1024 x 1024 in that form 4.2-4.3 -> 2.8 ms,
+against 2.4 for the whole-tensor softmax of the same 4096 rows; batched layer norm 3.7-3.8 -> 1.35-1.43 ms;
+benchmarks/cpu_rows.py's causal attention, whose two products dominate, unchanged within the run's noise.)
 
 A member's value used more than once is materialised into a row buffer (written, then read back by each use)
 unless it is *recomputed* (:func:`recomputed`): a cheap pointwise value (one vector operation per element, no
