@@ -213,3 +213,14 @@ def test_a_row_buffer_over_the_allocation_limit_fails_before_any_write(monkeypat
     with pytest.raises(ValueError, match="elements"):
         exe(x, y)
     assert (y == 5.0).all()
+
+
+def test_a_stored_member_over_the_allocation_limit_names_its_op_before_any_write(monkeypatch):
+    exe = intent.compile(batched_centre_scale, target="cpu")
+    x = np.random.default_rng(9).integers(-8, 9, (2, 6, 9)).astype(np.float32)
+    exe(x, np.zeros_like(x), np.zeros((2, 9), np.float32))
+    y, col = np.full_like(x, 5.0), np.full((2, 9), 6.0, np.float32)
+    monkeypatch.setenv("INTENT_TRACE_MAX_ALLOCATION", "100")  # a row (9 floats) fits, the 6 x 9 stored rows do not
+    with pytest.raises(ValueError, match=r"the result of `div` of shape \(L, N\) needs 54 elements"):
+        exe(x, y, col)
+    assert (y == 5.0).all() and (col == 6.0).all()

@@ -359,20 +359,20 @@ class EmitterBase(EmitterCore, SourceWriter, Interpreter):
             self.line(f"{name}[{', '.join(idx)}] = {value.elem([r, *idx])}")
         return Lazy(value.shape, lambda idx: f"{name}[{', '.join(idx[1:])}]")
 
-    def store_rows(self, v, r: str, at: tuple) -> tuple:
-        """Row ``r`` of row-group member ``v``'s value stored into an array of its whole shape, allocated where the
+    def store_rows(self, node, v, r: str, at: tuple) -> tuple:
+        """Row ``r`` of row-group member ``node``'s value ``v`` stored into an array of its whole shape, allocated where the
         row loop begins (``at``: the line index and depth there; its lines are inserted): what the nodes after the
         group read (:mod:`.rows`, a group of a parallel loop's body). (the array, how many lines were inserted)"""
         value = self.env[v]
         shape = value.shape
-        lines, depth = self.lines, self.depth
-        self.lines, self.depth = [], at[1]
+        lines, depth, outer = self.lines, self.depth, self.node
+        self.lines, self.depth, self.node = [], at[1], node  # an allocation error names the member's line
         try:
-            name = self.allocate(shape, np_type(v.type.dtype), f"the result of `{self.node.op.name}` of shape "
+            name = self.allocate(shape, np_type(v.type.dtype), f"the result of `{node.op.name}` of shape "
                                  f"{shape_text(v.type)}")
             inserted = self.lines
         finally:
-            self.lines, self.depth = lines, depth
+            self.lines, self.depth, self.node = lines, depth, outer
         self.lines[at[0]:at[0]] = inserted
         with self._loops(shape[1:], False) as idx:
             self.line(f"{name}[{', '.join([r, *idx])}] = {value.elem([r, *idx])}")

@@ -61,7 +61,7 @@ class NumbaEmitter(EmitterBase):
                     self.run_node(node)
                     for v in node.outputs:
                         if v in group.stored:
-                            stored[v], inserted = self.store_rows(v, r, tuple(at))
+                            stored[v], inserted = self.store_rows(node, v, r, tuple(at))
                             at[0] += inserted
             self.env.update(stored)
             self.recomputed = frozenset()
