@@ -24,7 +24,9 @@ from intent_trace.oracle.numba import target as cpu_target
 from intent_trace.oracle.numba.rows import row_groups
 
 rows = benchmark_module("zoo_kernels").rows
-NEG_INF = float("-inf")
+# benchmarks/cpu_rows.py's causal attention (each batch's scores, mask and softmax, then P V in one I.parallel
+# body): the probabilities P are a member the second product reads after the group
+causal_attention = benchmark_module("cpu_rows").causal_attention
 
 
 @intent.kernel
@@ -56,19 +58,6 @@ def batched_centre_scale(x: I.In[I.f32, ("B", "L", "N")], y: I.Out[I.f32, ("B", 
         scaled = shifted / rows(I.reduce.sum(I.abs(shifted), axis=1), v)
         y[b, :, :] = scaled
         col[b, :] = I.reduce.max(scaled, axis=0)
-
-
-@intent.kernel
-def causal_attention(q: I.In[I.f32, ("B", "L", "D")], k: I.In[I.f32, ("B", "L", "D")],
-                     v: I.In[I.f32, ("B", "L", "D")], out: I.Out[I.f32, ("B", "L", "D")], scale: I.f32):
-    """benchmarks/cpu_rows.py's: the probabilities P are a member the second product reads after the group."""
-    for b in I.parallel(I.domain(0, q.shape[0])):
-        s = I.matmul(q[b, :, :], k[b, :, :], transpose_rhs=True, acc_dtype=I.f32) * scale
-        n = s.shape[0]
-        pos = I.indices(I.domain(0, n))
-        masked = I.select(I.reshape(pos, (n, 1)) >= I.reshape(pos, (1, n)), s, I.full(s.shape, NEG_INF, I.f32))
-        p = I.exp(masked - rows(I.reduce.max(masked, axis=1), masked))
-        out[b, :, :] = I.matmul(p / rows(I.reduce.sum(p, axis=1), p), v[b, :, :], acc_dtype=I.f32)
 
 
 def _softmax64(x):
