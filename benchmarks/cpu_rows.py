@@ -80,6 +80,25 @@ def causal_attention(q: I.In[I.f32, ("B", "L", "D")], k: I.In[I.f32, ("B", "L", 
         out[b, :, :] = I.matmul(p, v[b, :, :], acc_dtype=I.f32)
 
 
+@intent.kernel
+def batched_softmax(x: I.In[I.f32, ("B", "L", "N")], y: I.Out[I.f32, ("B", "L", "N")]):
+    """A batch of row softmaxes in the ``I.parallel`` form over the batch (its rows a row group inside the loop)."""
+    for b in I.parallel(I.domain(0, x.shape[0])):
+        v = x[b, :, :]
+        e = I.exp(v - rows(I.reduce.max(v, axis=1), v))
+        y[b, :, :] = e / rows(I.reduce.sum(e, axis=1), e)
+
+
+@intent.kernel
+def batched_layer_norm(x: I.In[I.f32, ("B", "L", "N")], y: I.Out[I.f32, ("B", "L", "N")]):
+    """A batch of layer norms (no affine part) in the ``I.parallel`` form over the batch."""
+    for b in I.parallel(I.domain(0, x.shape[0])):
+        v = x[b, :, :]
+        n = I.cast(v.shape[1], I.f32)
+        c = v - rows(I.reduce.sum(v, axis=1) / n, v)
+        y[b, :, :] = c / rows(I.sqrt(I.reduce.sum(c * c, axis=1) / n + 1e-5), c)
+
+
 # ---- float64 references --------------------------------------------------------------------------------------
 
 ref_softmax, ref_layer_norm, ref_rms_norm = REFERENCES[softmax_whole], REFERENCES[layer_norm], REFERENCES[rms_norm_f16]
@@ -88,6 +107,18 @@ ref_softmax, ref_layer_norm, ref_rms_norm = REFERENCES[softmax_whole], REFERENCE
 def ref_matmul_leaky(a, b):
     c = a.astype(np.float64) @ b.astype(np.float64)
     return np.where(c > 0, c, c * LEAK)
+
+
+def ref_batched_softmax(x):
+    x = x.astype(np.float64)
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def ref_batched_layer_norm(x):
+    x = x.astype(np.float64)
+    c = x - x.mean(axis=-1, keepdims=True)
+    return c / np.sqrt((c * c).mean(axis=-1, keepdims=True) + 1e-5)
 
 
 def ref_causal_attention(q, k, v, scale):
@@ -115,6 +146,17 @@ def np_rms_norm(x, w):
     return x / np.sqrt((x * x).mean(axis=1, keepdims=True) + np.float32(1e-6)) * w
 
 
+def np_batched_softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    e /= e.sum(axis=-1, keepdims=True)
+    return e
+
+
+def np_batched_layer_norm(x):
+    c = x - x.mean(axis=-1, keepdims=True)
+    return c / np.sqrt((c * c).mean(axis=-1, keepdims=True) + np.float32(1e-5))
+
+
 def np_matmul_leaky(a, b):
     c = a @ b
     return np.where(c > 0, c, c * np.float32(LEAK))
@@ -137,6 +179,8 @@ def torch_cases():
         "layer_norm": lambda x, g, b: F.layer_norm(x, (x.shape[1],), g, b, eps=1e-5),
         "rms_norm": lambda x, w: F.rms_norm(x, (x.shape[1],), w, eps=1e-6),
         "row_sum": lambda x: torch.sum(x, dim=1),
+        "softmax_last": lambda x: torch.softmax(x, dim=-1),
+        "layer_norm_plain": lambda x: F.layer_norm(x, (x.shape[-1],), eps=1e-5),
         "matmul_leaky": lambda a, b: F.leaky_relu(a @ b, LEAK),
         "causal_attention": lambda q, k, v, scale: F.scaled_dot_product_attention(q, k, v, is_causal=True,
                                                                                   scale=scale),
@@ -239,6 +283,7 @@ def cases(quick: bool, rng) -> list:
     B, L, D = (4, 256, 32) if quick else (8, 1024, 64)
     eps32, eps16 = 2.0**-24, 2.0**-11
     x = (rng.standard_normal((m, n)) * 4).astype(np.float32)
+    xb = x.reshape(4, m // 4, n)  # the same rows as a batch of 4 (the I.parallel form over the batch)
     g = rng.standard_normal(n).astype(np.float32)
     b = rng.standard_normal(n).astype(np.float32)
     a32 = rng.standard_normal((side, side)).astype(np.float32)
@@ -260,6 +305,10 @@ def cases(quick: bool, rng) -> list:
          "layer_norm", row_bound),
         ("rms_norm", rms_norm, (x, g), ((m, n), np.float32), ref_rms_norm(x, g), np_rms_norm, "rms_norm",
          row_bound),
+        ("softmax_batched_parallel", batched_softmax, (xb,), (xb.shape, np.float32), ref_batched_softmax(xb),
+         np_batched_softmax, "softmax_last", row_bound),
+        ("layer_norm_batched_parallel", batched_layer_norm, (xb,), (xb.shape, np.float32),
+         ref_batched_layer_norm(xb), np_batched_layer_norm, "layer_norm_plain", row_bound),
         ("row_sum", row_sum, (x,), ((m,), np.float32), x.astype(np.float64).sum(axis=1),
          lambda x: x.sum(axis=1), "row_sum", sum_bound),
         (f"matmul_leaky_relu_f32_{side}", matmul_leaky_f32, (a32, b32), ((side, side), np.float32),

@@ -24,26 +24,15 @@ from intent_trace.oracle.numba import target as cpu_target
 from intent_trace.oracle.numba.rows import row_groups
 
 rows = benchmark_module("zoo_kernels").rows
-# benchmarks/cpu_rows.py's causal attention (each batch's scores, mask and softmax, then P V in one I.parallel
-# body): the probabilities P are a member the second product reads after the group
-causal_attention = benchmark_module("cpu_rows").causal_attention
-
-
-@intent.kernel
-def batched_softmax(x: I.In[I.f32, ("B", "L", "N")], y: I.Out[I.f32, ("B", "L", "N")]):
-    for b in I.parallel(I.domain(0, x.shape[0])):
-        v = x[b, :, :]
-        e = I.exp(v - rows(I.reduce.max(v, axis=1), v))
-        y[b, :, :] = e / rows(I.reduce.sum(e, axis=1), e)
-
-
-@intent.kernel
-def batched_layer_norm(x: I.In[I.f32, ("B", "L", "N")], y: I.Out[I.f32, ("B", "L", "N")]):
-    for b in I.parallel(I.domain(0, x.shape[0])):
-        v = x[b, :, :]
-        n = I.cast(v.shape[1], I.f32)
-        c = v - rows(I.reduce.sum(v, axis=1) / n, v)
-        y[b, :, :] = c / rows(I.sqrt(I.reduce.sum(c * c, axis=1) / n + 1e-5), c)
+# benchmarks/cpu_rows.py's kernels: the batched softmax and layer norm (a row group in each iteration), the causal
+# attention (each batch's scores, mask and softmax, then P V in one I.parallel body: the probabilities P are a
+# member the second product reads after the group)
+CPU_ROWS = benchmark_module("cpu_rows")
+batched_softmax, batched_layer_norm = CPU_ROWS.batched_softmax, CPU_ROWS.batched_layer_norm
+causal_attention = CPU_ROWS.causal_attention
+# and their float64 NumPy references
+_softmax64, _layer_norm64 = CPU_ROWS.ref_batched_softmax, CPU_ROWS.ref_batched_layer_norm
+_attention64 = CPU_ROWS.ref_causal_attention
 
 
 @intent.kernel
@@ -58,25 +47,6 @@ def batched_centre_scale(x: I.In[I.f32, ("B", "L", "N")], y: I.Out[I.f32, ("B", 
         scaled = shifted / rows(I.reduce.sum(I.abs(shifted), axis=1), v)
         y[b, :, :] = scaled
         col[b, :] = I.reduce.max(scaled, axis=0)
-
-
-def _softmax64(x):
-    x = x.astype(np.float64)
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-def _layer_norm64(x):
-    x = x.astype(np.float64)
-    c = x - x.mean(axis=-1, keepdims=True)
-    return c / np.sqrt((c * c).mean(axis=-1, keepdims=True) + 1e-5)
-
-
-def _attention64(q, k, v, scale):
-    s = np.einsum("bld,bsd->bls", q.astype(np.float64), k.astype(np.float64)) * scale
-    n = s.shape[1]
-    s = np.where(np.tril(np.ones((n, n), bool)), s, -np.inf)
-    return np.einsum("bls,bsd->bld", _softmax64(s), v.astype(np.float64))
 
 
 def _rowwise_error(got, want) -> float:
