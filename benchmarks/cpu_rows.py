@@ -12,7 +12,9 @@ the output's own rounding), so a fast wrong answer fails the run instead of bein
 
 Cases (full size; ``--quick`` runs small shapes, still above the parallel threshold, and 3 rounds):
 softmax in the whole-tensor spelling (``benchmarks/zoo_kernels.py``) and the ``for r in I.parallel(rows)``
-spelling (``examples/row_softmax.py``), layer norm, RMSNorm, a row sum (4096x1024 f32 each); f32 and f16 matmul +
+spelling (``examples/row_softmax.py``), layer norm, RMSNorm, a row sum (4096x1024 f32 each); softmax and layer
+norm over the same rows as a batch of 4 in the ``for b in I.parallel(B)`` form (a row group in each iteration:
+``oracle/numba/rows.py``); f32 and f16 matmul +
 leaky-ReLU 1024^3 (f32 accumulation); causal attention B8 L1024 D64 f32. Also the first parallel-build
 compile of ``attention_f16`` (``examples/flash_attention.py``) in fresh processes with fresh caches
 (:func:`attention_f16_parallel_compile`) and each case's compile record.
