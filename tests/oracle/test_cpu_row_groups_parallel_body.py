@@ -15,6 +15,9 @@ import re
 import numpy as np
 import pytest
 from conftest import bits_equal
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 from example_modules import benchmark_module
 
 import intent_trace as intent
@@ -84,6 +87,31 @@ def test_causal_attention_with_its_probabilities_stored_matches_numpy(run, shape
     # the products' sums (n and d terms) on top of the softmax's bound, against max |v| (the output is a mean of v)
     err = float(np.abs(out - _attention64(q, k, v, d ** -0.5)).max()) / float(np.abs(v).max())
     assert err <= _bound(n) + (n + d + 16) * 2.0**-24, (shape, err)
+
+
+@st.composite
+def _batches(draw):
+    """A batch of rows of random extents (the rows' tails past the 64-wide lane blocks included) and values over
+    most of the f32 range's exponents, finite (the specials are the bit-for-bit test's)."""
+    shape = (draw(st.integers(1, 3)), draw(st.integers(1, 9)), draw(st.integers(1, 70)))
+    mantissas = draw(hnp.arrays(np.float32, shape, elements=st.floats(-1, 1, width=32)))
+    exponents = draw(hnp.arrays(np.int32, shape, elements=st.integers(-30, 30)))
+    return np.ldexp(mantissas, exponents).astype(np.float32)
+
+
+@settings(max_examples=30, deadline=None)
+@given(x=_batches())
+def test_random_batches_match_numpy(x):
+    for kernel, reference in ((batched_softmax, _softmax64), (batched_layer_norm, _layer_norm64)):
+        y = np.full(x.shape, np.nan, np.float32)
+        intent.compile(kernel, target="cpu")(x, y)
+        want = reference(x)
+        err = np.abs(y.astype(np.float64) - want).max(axis=-1)
+        scale = np.abs(want).max(axis=-1)  # normwise against the row's largest output (T5's sums are relative)
+        if kernel is batched_layer_norm:  # x - mean cancels: its rounding is relative to max |x|, then divided by
+            x64 = x.astype(np.float64)  # the row's deviation (at least sqrt(1e-5): a constant row's outputs are
+            scale = scale + np.abs(x64).max(axis=-1) / np.sqrt(x64.var(axis=-1) + 1e-5)  # that rounding / 0.003)
+        assert (err <= _bound(x.shape[-1]) * scale).all(), (kernel.name, x.shape, err, scale)
 
 
 def _specials(rng, shape):
