@@ -130,3 +130,36 @@ def test_bit_for_bit_generic_with_specials(monkeypatch, build, kernel, shape):
     if build == "parallel":
         assert exe.module.kernel_parallel.signatures
     assert bits_equal(outs["cpu"], outs["generic"])
+
+
+@intent.kernel
+def scaled_centre(x: I.In[I.f32, ("M", "N")], y: I.Out[I.f32, ("M", "N")], t: I.f32):
+    """``s = x * t`` depends on no member (hoisted) and is read by the max and by the output: recomputed by each
+    use in the rows' loop, not materialised whole before it (a temperature-scaled softmax's first step)."""
+    s = x[:, :] * t
+    y[:, :] = s - rows(I.reduce.max(s, axis=1), x)
+
+
+def test_a_hoisted_cheap_value_read_twice_is_recomputed_not_materialised():
+    (group,) = row_groups(intent.compile(scaled_centre, target="cpu").graph.body).values()
+    assert [n.op.name for n in group.hoisted for v in n.outputs if v in group.recomputed] == ["mul"]
+    source = intent.compile(scaled_centre, target="cpu", checks=False).source
+    body = source.split("def kernel(", 1)[1].split("\n@njit", 1)[0]
+    assert not re.search(r"R\.alloc_empty\(\(ext0, ext1", body) and _row_buffers(scaled_centre) == 0
+
+
+@pytest.mark.parametrize("build", ["serial", "parallel"])
+@pytest.mark.parametrize("t", [0.5, -3.0, -0.0, np.inf, np.uint32(0x7FC00abc).view(np.float32)],
+                         ids=["half", "minus-three", "minus-zero", "inf", "nan-payload"])
+def test_the_hoisted_value_matches_generic_bit_for_bit(monkeypatch, build, t):
+    monkeypatch.setattr(cpu_target, "PARALLEL_THRESHOLD", 0 if build == "parallel" else 1 << 62)
+    x = _specials(np.random.default_rng(11), (7, 70))
+    outs = {}
+    for target in ("generic", "cpu"):
+        y = np.zeros(x.shape, np.float32)
+        exe = intent.compile(scaled_centre, target=target)
+        exe(x, y, np.float32(t))
+        outs[target] = y
+    if build == "parallel":
+        assert exe.module.kernel_parallel.signatures
+    assert bits_equal(outs["cpu"], outs["generic"])

@@ -52,9 +52,9 @@ class NumbaEmitter(EmitterBase):
                 self.run_node(region.nodes[k])
                 k += 1
                 continue
+            self.recomputed = group.recomputed  # hoisted values too: each member's use recomputes them per row
             for node in group.hoisted:
                 self.run_node(node)
-            self.recomputed = group.recomputed
             at, stored = [len(self.lines), self.depth], {}
             with self.row_loop(self.extent(group.extent)) as r:
                 for node in group.members:
