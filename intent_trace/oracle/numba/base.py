@@ -360,9 +360,10 @@ class EmitterBase(EmitterCore, SourceWriter, Interpreter):
         return Lazy(value.shape, lambda idx: f"{name}[{', '.join(idx[1:])}]")
 
     def store_rows(self, node, v, r: str, at: tuple) -> tuple:
-        """Row ``r`` of row-group member ``node``'s value ``v`` stored into an array of its whole shape, allocated where the
-        row loop begins (``at``: the line index and depth there; its lines are inserted): what the nodes after the
-        group read (:mod:`.rows`, a group of a parallel loop's body). (the array, how many lines were inserted)"""
+        """Row ``r`` of row-group member ``node``'s value ``v`` stored into an array of its whole shape, allocated
+        where the row loop begins (``at``: the line index and depth there; its lines are inserted): what the nodes
+        after the group read (:mod:`.rows`, a group of a parallel loop's body). (the array, how many lines were
+        inserted)"""
         value = self.env[v]
         shape = value.shape
         lines, depth, outer = self.lines, self.depth, self.node

@@ -249,12 +249,12 @@ def row_groups(region: Region, store_escaping: bool = False) -> dict:
             hoisted = [k for k in hoisted if k < end]
             members = [k for k in members if k < end]
         if members and _worthwhile(nodes, members):
+            # what later nodes read (none unless ``store_escaping``: _trim ended the group before any such member)
             stored = frozenset(v for k in members for v in nodes[k].outputs
                                if any(j is not None and j >= end for j in uses.get(v, ())))
             groups[start] = RowGroup(start, end, extent, tuple(nodes[k] for k in hoisted),
                                      tuple(nodes[k] for k in members),
-                                     recomputed(nodes, members, extent, uses, hoisted),
-                                     stored if store_escaping else frozenset())
+                                     recomputed(nodes, members, extent, uses, hoisted), stored)
             start = end
         else:
             # A group starting inside this run has this run's extent and fewer members: none is worthwhile

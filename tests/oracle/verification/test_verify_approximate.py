@@ -11,7 +11,8 @@ import intent_trace as intent
 from intent_trace import I
 from intent_trace.graph import ops, traits
 from intent_trace.oracle.verification.kernel_bounds import output_bounds
-from tests.oracle.verification.planting import planted
+
+from .planting import planted
 
 U = 2.0**-24  # f32's unit roundoff
 T4 = {"div": ("ulp", 2), "exp2": ("ulp", 2), "tanh": ("absolute", 2.0**-10.9)}
