@@ -15,7 +15,7 @@ import re
 import numpy as np
 import pytest
 from conftest import bits_equal
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from example_modules import benchmark_module
@@ -101,6 +101,7 @@ def _batches(draw):
 
 @settings(max_examples=30, deadline=None)
 @given(x=_batches())
+@example(x=np.array([[[1.83671e-40, 0.0, 0.0]]], np.float32))  # CI's find: a subnormal row (the underflow term)
 def test_random_batches_match_numpy(x):
     for kernel, reference in ((batched_softmax, _softmax64), (batched_layer_norm, _layer_norm64)):
         y = np.full(x.shape, np.nan, np.float32)
@@ -111,7 +112,11 @@ def test_random_batches_match_numpy(x):
         if kernel is batched_layer_norm:  # x - mean cancels: its rounding is relative to max |x|, then divided by
             x64 = x.astype(np.float64)  # the row's deviation (at least sqrt(1e-5): a constant row's outputs are
             scale = scale + np.abs(x64).max(axis=-1) / np.sqrt(x64.var(axis=-1) + 1e-5)  # that rounding / 0.003)
-        assert (err <= _bound(x.shape[-1]) * scale).all(), (kernel.name, x.shape, err, scale)
+        # T5's underflow term: an f32 result in the subnormal range is rounded to an absolute 2^-150, relative to
+        # nothing; in a layer norm each of the n + 16 operations' such error is divided by the row's deviation
+        # (a row of subnormals: c * c underflows to zero and the mean's rounding becomes the output's error)
+        absolute = (x.shape[-1] + 16) * 2.0**-150 / np.sqrt(x.astype(np.float64).var(axis=-1) + 1e-5)
+        assert (err <= _bound(x.shape[-1]) * scale + absolute).all(), (kernel.name, x.shape, err, scale)
 
 
 def _specials(rng, shape):
