@@ -1,20 +1,26 @@
-"""The cpu target's contraction loop nests (oracle/numba/contract.py ``_loops``, issue 19).
+"""The cpu target's contractions inside a parallel loop, and its contraction loop nests (oracle/numba/contract.py,
+blas_threads.py, issue 19).
 
-Contractions inside a parallel loop (attention's two matmuls per batch), and those with integer or f16/bf16
-accumulators anywhere, run as loop nests over operands packed and converted once, each output row accumulating
-``x * rhs[k, :]`` in reduction order. Checked against float64 NumPy within T5's bound (gamma_K of the sum of
-|products|, plus the one final rounding of a narrow accumulator) or exactly modulo 2^32 for integers, on every
-target, over shapes with a reduction of length 0 and 1, transposed operands, a batch, and once above the
-parallel threshold.
+Contractions inside a parallel loop (attention's two matmuls per batch) call BLAS where this machine's BLAS can be
+kept to one thread while the parallel build runs (blas_threads.py: a pthreads or sequential OpenBLAS), else run as
+the loop nests integer and f16/bf16 accumulators run anywhere: over operands packed and converted once, each output
+row accumulating ``x * rhs[k, :]`` in reduction order. Checked against float64 NumPy within T5's bound (gamma_K of
+the sum of |products|, plus the one final rounding of a narrow accumulator) or exactly modulo 2^32 for integers, on
+every target, over shapes with a reduction of length 0 and 1, transposed operands, a batch, and above the parallel
+threshold on both paths; the loop nests' sums bit for bit; BLAS's thread count one during the parallel build's call
+and restored after it, across threads calling at once and after a failing call.
 """
 from __future__ import annotations
+
+import contextlib
+import threading
 
 import numpy as np
 import pytest
 
 import intent_trace as intent
 from intent_trace import I
-from intent_trace.oracle.numba import runtime, target as cpu_target
+from intent_trace.oracle.numba import blas_threads, runtime, target as cpu_target
 
 U32, U16 = 2.0**-24, 2.0**-11
 
@@ -32,6 +38,18 @@ def _assert_within(got, lhs, rhs, u_acc: float, u_out: float = 0.0):
     bound = g + u_out * (np.abs(exact) + g) + 1e-300
     err = np.abs(np.asarray(got, np.float64) - exact)
     assert (err <= bound * (1 + 2.0**-20)).all(), float((err / bound).max())
+
+
+@pytest.fixture(params=["blas", "loops"])
+def inner_path(request, monkeypatch):
+    """How a contraction inside a ``prange`` body runs: BLAS kept to one thread (this machine's BLAS permitting:
+    :mod:`blas_threads`), or the loop nests (as where it does not: the capability forced to none; a new
+    executable and module, the capability being part of both keys)."""
+    if request.param == "loops":
+        monkeypatch.setattr(blas_threads, "_openblas", lambda: (blas_threads.NONE, None, None))
+    elif not blas_threads.available():
+        pytest.skip(f"this machine's BLAS cannot be kept to one thread ({blas_threads.capability()})")
+    return request.param
 
 
 @intent.kernel
@@ -91,7 +109,7 @@ def test_f16_accumulator_and_integers_inside_a_parallel_loop(run, mkn):
     assert np.array_equal(ci, (ai.astype(np.int64) @ bi.astype(np.int64)).astype(np.int32))
 
 
-def test_contraction_loops_above_the_parallel_threshold():
+def test_contractions_above_the_parallel_threshold(inner_path):
     rng = np.random.default_rng(9)
     m = 160  # three 160 x 160 arrays: 76,800 elements
     a, b = (rng.standard_normal((m, m)).astype(np.float16) for _ in range(2))
@@ -107,6 +125,7 @@ def test_contraction_loops_above_the_parallel_threshold():
     exe = intent.compile(attention_scores, target="cpu")
     exe(q, kk, v, s, o)
     assert exe._pick([q, kk, v, s, o]) is exe.module.kernel_parallel
+    assert exe.module.BLAS_IN_PRANGE == (inner_path == "blas")
     for j in range(bb):
         _assert_within(s[j], q[j], kk[j].T, U32)
         _assert_within(o[j], s[j], v[j], U32)
@@ -141,9 +160,11 @@ def test_lane_blocks_of_an_f64_accumulator(run, n):
 
 @pytest.mark.parametrize("build", ["serial", "parallel"])
 def test_lane_blocks_sum_in_reduction_order(build, monkeypatch):
-    """The cpu target's sums are the ordered sums bit for bit, in f32 and f64, on both sides of a block, in both
-    builds (the parallel one forced at this size, as ``force_parallel`` in test_cpu_parallel_build.py does)."""
+    """The loop nests' sums are the ordered sums bit for bit, in f32 and f64, on both sides of a block, in both
+    builds (the parallel one forced at this size, as ``force_parallel`` in test_cpu_parallel_build.py does; the
+    loop nests forced where BLAS would run)."""
     monkeypatch.setattr(cpu_target, "PARALLEL_THRESHOLD", 0 if build == "parallel" else 1 << 62)
+    monkeypatch.setattr(blas_threads, "_openblas", lambda: (blas_threads.NONE, None, None))
     rng = np.random.default_rng(3)
     for n in (63, 64, 65, 128, 129, 256, 257):
         q, k = (rng.standard_normal((2, m, 70)).astype(np.float32) for m in (5, n))
@@ -160,3 +181,122 @@ def test_lane_blocks_sum_in_reduction_order(build, monkeypatch):
         intent.compile(batched_f64_acc, target="cpu")(a, b, c)
         assert np.array_equal(c, _ordered(a, b, np.float64))
     assert runtime.lane_row.signatures  # the short rows ran through the register blocks
+
+
+@intent.kernel
+def batched_scaled_e2m1(a: I.In[I.u8, ("B", "M", "G", 16)], sa: I.In[I.u8, ("B", "M", "G")],
+                        b: I.In[I.u8, ("B", "G", 16, "N")], sb: I.In[I.u8, ("B", "N", "G")],
+                        c: I.Out[I.f32, ("B", "M", "N")]):
+    for j in I.parallel(I.domain(0, a.shape[0])):
+        c[j, :, :] = I.scaled_matmul(a[j, :, :, :], sa[j, :, :], b[j, :, :, :], sb[j, :, :], lhs_format=I.e2m1,
+                                     rhs_format=I.e2m1, group_size=32, acc_dtype=I.f32)
+
+
+def test_scaled_contraction_inside_a_parallel_loop_above_the_threshold(inner_path):
+    """scaled.py's decoded product inside a prange body: BLAS or its loop nest, within T5's bound of the exact sum
+    (the decoded products are exact)."""
+    from kernels.test_scaled_contract import dense_lhs, dense_rhs
+
+    rng = np.random.default_rng(23)
+    bb, m, g, n = 3, 110, 3, 130  # 110,970 elements
+    args = [rng.integers(0, 256, (bb, m, g, 16), dtype=np.uint8), rng.integers(120, 134, (bb, m, g), dtype=np.uint8),
+            rng.integers(0, 256, (bb, g, 16, n), dtype=np.uint8), rng.integers(120, 134, (bb, n, g), dtype=np.uint8),
+            np.full((bb, m, n), np.nan, np.float32)]
+    assert sum(x.size for x in args) >= cpu_target.PARALLEL_THRESHOLD
+    exe = intent.compile(batched_scaled_e2m1, target="cpu")
+    exe(*args)
+    assert exe._pick(args) is exe.module.kernel_parallel or cpu_target._threads() == 1
+    assert exe.module.BLAS_IN_PRANGE == (inner_path == "blas")
+    k = g * 32
+    gamma = k * U32 / (1 - k * U32)
+    for j in range(bb):
+        lhs, rhs = dense_lhs(args[0][j], args[1][j], I.e2m1), dense_rhs(args[2][j], args[3][j], I.e2m1)
+        exact, magnitude = lhs @ rhs, np.abs(lhs) @ np.abs(rhs)
+        assert np.all(np.abs(args[4][j].astype(np.float64) - exact) <= (gamma + 2.0**-44) * magnitude)
+
+
+# ---- BLAS inside a prange body (blas_threads.py) ----------------------------------------------------------------
+
+@pytest.fixture
+def one_thread_blas():
+    if blas_threads.capability() != blas_threads.PTHREADS:
+        pytest.skip(f"this machine's BLAS has no thread count to set ({blas_threads.capability()})")
+    original, put = blas_threads.threads(), blas_threads._openblas()[2]
+    put(3)  # a count other than one (whatever this machine's is), so that one is seen to be set
+    try:
+        yield 3
+        assert blas_threads.threads() == 3
+    finally:
+        put(original)
+
+
+@pytest.mark.parametrize("build", ["serial", "parallel"])
+def test_blas_inside_a_parallel_loop_runs_on_one_thread(build, monkeypatch, one_thread_blas):
+    """The parallel build's call runs with BLAS's count at one (its iterations are the threads), restored after
+    it; the serial build's call leaves BLAS its own count (its loop runs on one thread); within T5's bound."""
+    monkeypatch.setattr(cpu_target, "PARALLEL_THRESHOLD", 0 if build == "parallel" else 1 << 62)
+    entered = []
+    enter = blas_threads.one_thread
+
+    def recording():
+        entered.append(None)
+        with enter():
+            entered[-1] = blas_threads.threads()
+            yield
+
+    monkeypatch.setattr(blas_threads, "one_thread", contextlib.contextmanager(recording))
+    rng = np.random.default_rng(11)
+    q, k, v = (rng.standard_normal((3, n, 24)).astype(np.float32) for n in (7, 40, 40))
+    s, o = np.full((3, 7, 40), np.nan, np.float32), np.full((3, 7, 24), np.nan, np.float32)
+    exe = intent.compile(attention_scores, target="cpu")
+    exe(q, k, v, s, o)
+    assert exe.module.BLAS_IN_PRANGE
+    parallel = exe._pick([q, k, v, s, o]) is exe.module.kernel_parallel
+    assert parallel == (build == "parallel") or cpu_target._threads() == 1
+    assert entered == ([1] if parallel else [])
+    assert blas_threads.threads() == one_thread_blas
+    for j in range(3):
+        _assert_within(s[j], q[j], k[j].T, U32)
+        _assert_within(o[j], s[j], v[j], U32)
+
+
+def test_a_kernel_with_blas_only_outside_parallel_loops_keeps_blas_threads():
+    @intent.kernel
+    def plain(a: I.In[I.f32, ("M", "K")], b: I.In[I.f32, ("K", "N")], c: I.Out[I.f32, ("M", "N")]):
+        c[:, :] = I.matmul(a[:, :], b[:, :], acc_dtype=I.f32)
+
+    exe = intent.compile(plain, target="cpu")
+    a, b = np.ones((3, 4), np.float32), np.ones((4, 5), np.float32)
+    c = np.zeros((3, 5), np.float32)
+    exe(a, b, c)
+    assert not exe.module.BLAS_IN_PRANGE and (c == 4).all()
+
+
+def test_one_thread_is_counted_across_threads_and_restored_after_an_error(one_thread_blas):
+    """Two Python threads inside at once (their kernels release the GIL): BLAS stays at one thread until the
+    last leaves, whichever order they leave in; an exception inside restores it too."""
+    for last in (0, 1):
+        inside, leave, seen = threading.Barrier(3), [threading.Event(), threading.Event()], {}
+
+        def user(i):
+            with blas_threads.one_thread():
+                inside.wait()
+                leave[i].wait()
+            seen[i] = blas_threads.threads()
+
+        workers = [threading.Thread(target=user, args=(i,)) for i in range(2)]
+        for w in workers:
+            w.start()
+        inside.wait()
+        assert blas_threads.threads() == 1
+        leave[1 - last].set()
+        workers[1 - last].join()
+        assert seen[1 - last] == 1 and blas_threads.threads() == 1  # the other one is still inside
+        leave[last].set()
+        workers[last].join()
+        assert blas_threads.threads() == one_thread_blas
+    with pytest.raises(ZeroDivisionError):
+        with blas_threads.one_thread():
+            assert blas_threads.threads() == 1
+            1 / 0
+    assert blas_threads.threads() == one_thread_blas

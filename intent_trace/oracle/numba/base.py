@@ -65,6 +65,7 @@ class EmitterBase(EmitterCore, SourceWriter, Interpreter):
         self.prange_depth = 0
         self.loop_depth = 0
         self.uses_prange = False
+        self.blas_in_prange = False  # a contraction calls BLAS inside a prange body (:mod:`.blas_threads`)
         self.loop_stack: list = []  # (kind, carry leaf names, carry type, body depth) of enclosing KIR loops
         self.node = None  # the node being emitted (error sites name its source line)
         self.pointwise = 0  # > 0 while a combine region is inlined per element (tensors stay lazy)

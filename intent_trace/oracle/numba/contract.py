@@ -10,7 +10,8 @@ BLAS summation order is within T5's gamma_n bound), and the ``[B, M, N]`` result
 when batch axes are not leading in the result, copied) into the result's axis order.
 
 Integer accumulators wrap modulo 2^bits, and f16/bf16 accumulators are computed in float32 and
-rounded once per output; both, and every contraction inside a parallel loop (no BLAS there), are
+rounded once per output; both, and a contraction inside a parallel loop where the BLAS cannot be kept to one
+thread there (:mod:`.blas_threads`), are
 loop nests over operands packed as above (converted once, not once per product) that sum each output
 element's products in reduction order, vectorised along the output row (:func:`_loops`).
 An empty reduction gives the accumulator's zero on both paths.
@@ -20,6 +21,7 @@ from __future__ import annotations
 from ... import types as T
 from ...graph import ops
 from ...graph.interpreter import rule_registrar
+from . import blas_threads
 from .lane_contract import LANES_BY_BITS
 from .scalar_rules import NARROW, cast_expr, np_type, round_to
 from .values import Array, Lazy, Scalar, View
@@ -84,15 +86,24 @@ class _Plan:
 
 
 def dense_contract(em, node, args, acc: T.DType):
-    """A dense contract: BLAS for f32/f64 accumulators, except inside a ``prange`` body.
-
-    Inside a parallel loop each thread calls BLAS, whose own threads then run inside an OpenMP
-    parallel region: OpenBLAS detects it and prints "Detect OpenMP Loop and this application may hang"
-    (and may hang). There the loop path computes the same contraction (in the accumulator dtype; T5
-    leaves the summation order free), one output element per iteration of the thread's work."""
-    if acc.is_float and acc.name not in NARROW and not em.prange_depth:
+    """A dense contract: BLAS for f32/f64 accumulators; inside a ``prange`` body only where the BLAS can be kept
+    to one thread while the parallel build runs (:mod:`.blas_threads`: its own threads nested in every iteration
+    oversubscribe the cores and may hang), else the loop path (the same contraction in the accumulator dtype; T5
+    leaves the summation order free)."""
+    if acc.is_float and acc.name not in NARROW and blas_usable(em):
         return _blas(em, node, args, acc)
     return _loops(em, node, args, acc)
+
+
+def blas_usable(em) -> bool:
+    """Whether the code being emitted may call BLAS: anywhere outside a ``prange`` body; inside one where
+    :mod:`.blas_threads` can keep it to one thread (the module then records that its parallel build needs that)."""
+    if not em.prange_depth:
+        return True
+    if not blas_threads.available():
+        return False
+    em.blas_in_prange = True
+    return True
 
 
 @rule(ops.contract)
@@ -216,7 +227,7 @@ def _int_ops(acc: T.DType):
 
 
 def _loops(em, node, args, acc: T.DType):
-    """Integer and f16/bf16 accumulators, and every contraction inside a parallel loop: loop nests.
+    """Integer and f16/bf16 accumulators, and a contraction inside a parallel loop without a one-thread BLAS: loop nests.
 
     Each operand is converted once into a contiguous array (lhs ``[B, M, K]``, rhs ``[B, K, N]``; f16/bf16 values
     are held as float32), not once per product, or used in place when it already is one. Each output row then

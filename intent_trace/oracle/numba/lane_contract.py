@@ -1,6 +1,8 @@
 """A float contraction's short output rows in whole blocks of lanes, summed in registers (issue 19).
 
-The loop nests of :mod:`.contract` accumulate each output row as ``row += x * rhs[k, :]`` over the reduced
+(Where this runs: f16/bf16 accumulators, and f32/f64 contractions inside a ``prange`` body on a machine whose BLAS
+cannot be kept to one thread there, :mod:`.blas_threads`; elsewhere BLAS computes them.) The loop nests of
+:mod:`.contract` accumulate each output row as ``row += x * rhs[k, :]`` over the reduced
 positions ``k`` in order: every output element loaded, added to and stored again at every ``k``, a store-bound
 loop where the row is short (attention's ``p @ v``: 64 outputs a row, 1024 reduced positions, 39 ms for B8 L1024
 where NumPy's BLAS took 12.6). :func:`lane_row` holds each block of ``W`` outputs of such a row

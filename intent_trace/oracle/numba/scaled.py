@@ -23,7 +23,7 @@ from ...graph.interpreter import rule_registrar
 from ...codegen import checks as C
 from ...graph.lowering import (DenseContract, compression_extents, dynamic_carriers, intern_constant,
                                 named_extent)
-from .contract import dense_contract
+from .contract import blas_usable, dense_contract
 from .scalar_rules import np_type
 from .values import Array
 
@@ -88,7 +88,7 @@ def _scaled_contract(em, node, args):
     with em.block(f"if {k} == 0:"):
         em.line(f"{out}.fill(0)")
     with em.block(f"if {k} > 0 and {m} > 0 and {n} > 0:"):
-        if em.prange_depth:  # no BLAS inside a parallel loop (see contract.dense_contract)
+        if not blas_usable(em):  # no BLAS inside this parallel loop (see contract.dense_contract)
             i, j, r = em.fresh("i"), em.fresh("j"), em.fresh("k")
             with em.block(f"for {i} in range({m}):"), em.block(f"for {j} in range({n}):"):
                 s = em.assign(f"{dtype}(0)", "c")

@@ -33,6 +33,7 @@ from ...graph.printer import format_graph
 from ...graph.values import KernelGraph, Literal
 from ...limits import allocation_limit, check_allocation
 from ...specialize import respecialize
+from . import blas_threads
 from .outline import hoist_buffers, outline
 
 # Numba's OpenMP workers spin for a while after each parallel loop; on a small machine they take the cores
@@ -106,7 +107,8 @@ def codegen_digest() -> str:
 
 
 def generate(graph: KernelGraph, checks: bool = True):
-    """(module source, error sites, whether a call must stage its outputs: some site can fail after a write)."""
+    """(module source, error sites, whether a call must stage its outputs: some site can fail after a write,
+    whether its parallel build calls BLAS inside a ``prange`` body: :func:`.blas_threads.one_thread` around it)."""
     from .emitter import NumbaEmitter
     from .values import Scalar, View
 
@@ -164,13 +166,14 @@ def generate(graph: KernelGraph, checks: bool = True):
         "",
         *functions,
     ])
-    return source, em.error_sites, em.staging.stages(em)
+    return source, em.error_sites, em.staging.stages(em), em.blas_in_prange and em.uses_prange
 
 
 def graph_key(graph: KernelGraph, checks: bool) -> str:
     """A digest of everything that shapes the generated module."""
     h = hashlib.sha256()
-    for part in (format_graph(graph), repr(bool(checks)), codegen_digest(), _SOURCE_VERSION, numba.__version__):
+    for part in (format_graph(graph), repr(bool(checks)), codegen_digest(), _SOURCE_VERSION, numba.__version__,
+                 blas_threads.capability()):  # (BLAS inside prange bodies or not: a different module)
         h.update(part.encode())
         h.update(b"\0")
     for node in graph.walk():  # constants print in shortest form; their exact bits (NaN payloads) go here
@@ -183,9 +186,10 @@ def graph_key(graph: KernelGraph, checks: bool) -> str:
     return h.hexdigest()[:32]
 
 
-def _sites_source(sites, stages: bool) -> str:
+def _sites_source(sites, stages: bool, blas_in_prange: bool) -> str:
     rows = ", ".join(repr((site.exception.__name__, site.message, site.note, site.texts)) for site in sites)
-    return f"ERROR_SITES = [{rows}]\nSTAGES_OUTPUTS = {bool(stages)!r}\n"
+    return (f"ERROR_SITES = [{rows}]\nSTAGES_OUTPUTS = {bool(stages)!r}\n"
+            f"BLAS_IN_PRANGE = {bool(blas_in_prange)!r}\n")
 
 
 def _site(row) -> ErrorSite:
@@ -309,8 +313,8 @@ class CpuExecutable(ExecutableDisplay):
 
     def _generate(self) -> tuple:
         if self._generated is None:
-            source, sites, stages = generate(self.graph, self.checks)
-            self._generated = (source + "\n" + _sites_source(sites, stages), sites)
+            source, sites, stages, blas_in_prange = generate(self.graph, self.checks)
+            self._generated = (source + "\n" + _sites_source(sites, stages, blas_in_prange), sites)
         return self._generated
 
     @property
@@ -381,7 +385,12 @@ class CpuExecutable(ExecutableDisplay):
                 call_args.append(np.float32(v) if p.type.dtype.name in _HOST_VIEW else v[()])
         call_args += [dims[ev.extent] for ev in self.graph.extents]
         err = np.zeros(4, dtype=np.int64)
-        self._pick(values)(*call_args, np.int64(allocation_limit()), err)
+        function = self._pick(values)
+        if function is self.module.kernel or not self.module.BLAS_IN_PRANGE:
+            function(*call_args, np.int64(allocation_limit()), err)
+        else:
+            with blas_threads.one_thread():  # its iterations call BLAS: on their own threads only
+                function(*call_args, np.int64(allocation_limit()), err)
         if err[0]:
             raise _site(self.module.ERROR_SITES[err[0] - 1]).error(err[1:])
         for caller, copy in staged:
@@ -401,7 +410,7 @@ _EXECUTABLES: dict = {}
 
 
 def build(graph: KernelGraph, checks: bool = True):
-    key = (graph, bool(checks))
+    key = (graph, bool(checks), blas_threads.capability())  # (the capability: as in graph_key)
     exe = _EXECUTABLES.get(key)
     if exe is None:
         exe = CpuExecutable(graph, checks=bool(checks))
