@@ -13,7 +13,10 @@ the process around each call of a parallel build that has such a contraction (:f
 the Python threads that run kernels at once: the count the first one saved comes back when the last one leaves),
 and BLAS is used so only where that is known to hold:
 
-- an OpenBLAS built with pthreads (``get_parallel() == 1``): its count is set as above;
+- an OpenBLAS built with pthreads (``get_parallel() == 1``): its count is set as above (there, a count no
+  larger than the threads it has started is one store to ``blas_cpu_number``, read when a call starts: a call
+  already running on another thread keeps the threads and buffers it split its work over; SciPy's 0.3.30, read in
+  its machine code);
 - an OpenBLAS built sequential (``get_parallel() == 0``): nothing to set;
 - an OpenMP OpenBLAS, MKL, Accelerate or anything not found: no BLAS inside a ``prange`` body (an OpenMP
   OpenBLAS's count is OpenMP's own, which Numba's OpenMP threads share).
