@@ -52,3 +52,21 @@ def test_every_nan_pattern_comes_out_quieted():
     y = np.zeros(bits.size, np.float32)
     intent.compile(exp_all, target="cpu")(bits.view(np.float32), y)
     assert np.array_equal(y.view(np.uint32), bits | np.uint32(0x400000))
+
+
+def test_every_float_far_below_underflow_gives_positive_zero():
+    """Every float32 in [-176, -104] (across the clamp at -175.5, whose power of two is +0: no subnormal product
+    for a masked score), the largest finite magnitudes and -inf: exp is +0 (bits 0) for each, as exp(x) < 2^-151
+    there. With the float32 just above ln(2^-150), the last that rounds to zero, and the first that does not."""
+    edge = np.float32(np.log(2.0**-150))  # -103.97208
+    x = np.concatenate([_every_float(-104.0, -176.0), np.array([-np.inf, -3.4028235e38, -1e10, -1e3, -175.5],
+                                                               np.float32)])
+    y = np.full_like(x, np.nan)
+    intent.compile(exp_all, target="cpu")(x, y)
+    assert (y.view(np.uint32) == 0).all(), x[int(np.argmax(y.view(np.uint32) != 0))]
+    around = _every_float(float(edge) - 1e-4, float(edge) + 1e-4)
+    z = np.zeros_like(around)
+    intent.compile(exp_all, target="cpu")(around, z)
+    with np.errstate(under="ignore"):
+        ref = np.exp(around.astype(np.float64)).astype(np.float32)
+    assert np.array_equal(z.view(np.uint32), ref.view(np.uint32)) and (z == 0).any() and (z > 0).any()
