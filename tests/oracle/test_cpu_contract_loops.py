@@ -300,3 +300,29 @@ def test_one_thread_is_counted_across_threads_and_restored_after_an_error(one_th
             assert blas_threads.threads() == 1
             1 / 0
     assert blas_threads.threads() == one_thread_blas
+
+
+@intent.kernel
+def second_matrix_times(a: I.In[I.f32, ("T", "M", "K")], b: I.In[I.f32, ("K", "N")], c: I.Out[I.f32, ("M", "N")]):
+    c[:, :] = I.matmul(a[1, :, :], b[:, :], acc_dtype=I.f32)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "strided"])
+def test_point_indexed_operands_are_read_in_place(run, layout):
+    """``a[1, :, :]`` (a literal point) and ``q[b, :, :]`` in a batch loop are BLAS operands as they are (the
+    caller's matrix, ``R.contiguous``'s copy only where it is strided), not packed copies; the values are the
+    same either way (T5's bound on every target)."""
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((3, 6, 9)).astype(np.float32)
+    b = rng.standard_normal((9, 4)).astype(np.float32)
+    if layout == "strided":
+        a = np.ascontiguousarray(a.transpose(0, 2, 1)).transpose(0, 2, 1)  # each matrix column-major
+        b = rng.standard_normal((4, 18)).astype(np.float32).T[::2]
+    c = np.full((6, 4), np.nan, np.float32)
+    run(second_matrix_times, a, b, c)
+    _assert_within(c, a[1], b, U32)
+    source = intent.compile(second_matrix_times, target="cpu").source
+    assert "R.contiguous(arg0[" in source
+    source = intent.compile(attention_scores, target="cpu").source
+    if blas_threads.available():
+        assert all(f"R.contiguous(arg{k}[" in source for k in range(3))  # q[b], k[b] (transposed for BLAS), v[b]

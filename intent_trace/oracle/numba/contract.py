@@ -18,6 +18,8 @@ An empty reduction gives the accumulator's zero on both paths.
 """
 from __future__ import annotations
 
+import itertools
+
 from ... import types as T
 from ...graph import ops
 from ...graph.interpreter import rule_registrar
@@ -126,8 +128,9 @@ def _pack(em, value, src: T.DType, acc: T.DType, dims: list, shape: tuple) -> st
 def _in_place(em, node, k: int, value, acc: T.DType):
     """An array expression already holding operand ``k``'s acc-dtype values with the operand's own axes, or None.
 
-    That is a materialised array, or a whole view read ``x[:, ...]`` that the analysis fused into this node
-    (nothing writes the view in between, so the caller's array is the value).
+    That is a materialised array, or a view read that the analysis fused into this node (nothing writes the view
+    in between, so the caller's array is the value) taking whole trailing axes after leading points: ``x[:, :]``,
+    or ``q[b, :, :]`` in a loop over a batch (``x[b]``: the read's rule checked the points against the extents).
     """
     var = node.inputs[k]
     # f16/bf16 values are held as float32 numbers: an array of them already holds their (exact) f32 conversions
@@ -143,9 +146,16 @@ def _in_place(em, node, k: int, value, acc: T.DType):
         read = defs.get(var)
         view = em.env.get(read.inputs[0]) if read is not None and read.op is ops.read else None
         # (an f16/bf16 caller array holds bit patterns, not the float32 values: it is never the value)
-        if isinstance(view, View) and view.dtype is acc and acc.name not in NARROW and \
-                all(kind == "all" for kind in read.attr("index")):
+        if not (isinstance(view, View) and view.dtype is acc and acc.name not in NARROW):
+            return None
+        kinds = read.attr("index")
+        points = len(kinds) - len(tuple(itertools.dropwhile(lambda kind: kind == "point", kinds)))
+        if any(kind != "all" for kind in kinds[points:]):
+            return None
+        if not points:
             return view.name
+        at = ", ".join(em.operand(v).expr for v in read.inputs[1:1 + points])
+        return f"{view.name}[{at}]"
     return None
 
 
