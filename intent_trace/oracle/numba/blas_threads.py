@@ -52,11 +52,11 @@ def _gemm_library() -> str | None:
     try:
         from scipy.linalg import cython_blas
         capsule = cython_blas.__pyx_capi__["sgemm"]
-        api = ctypes.pythonapi
-        api.PyCapsule_GetName.restype, api.PyCapsule_GetName.argtypes = ctypes.c_char_p, [ctypes.py_object]
-        api.PyCapsule_GetPointer.restype = ctypes.c_void_p
-        api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-        address = api.PyCapsule_GetPointer(capsule, api.PyCapsule_GetName(capsule))
+        # prototypes of our own: ctypes.pythonapi's function objects are shared with every other user of them
+        name_of = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(("PyCapsule_GetName", ctypes.pythonapi))
+        pointer_of = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+            ("PyCapsule_GetPointer", ctypes.pythonapi))
+        address = pointer_of(capsule, name_of(capsule))
         libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
         info = _DlInfo()
         libc.dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
