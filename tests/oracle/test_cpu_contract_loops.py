@@ -326,3 +326,36 @@ def test_point_indexed_operands_are_read_in_place(run, layout):
     source = intent.compile(attention_scores, target="cpu").source
     if blas_threads.available():
         assert all(f"R.contiguous(arg{k}[" in source for k in range(3))  # q[b], k[b] (transposed for BLAS), v[b]
+
+
+def test_a_child_forked_while_the_count_is_held_does_not_hang():
+    """Forked while another thread is inside ``one_thread`` (its lock held at that moment), the child enters and
+    leaves ``one_thread`` itself (a fresh lock after the fork) and exits."""
+    import multiprocessing
+
+    inside, release = threading.Event(), threading.Event()
+
+    def holder():
+        with blas_threads._lock:
+            inside.set()
+            release.wait(30)
+
+    worker = threading.Thread(target=holder)
+    worker.start()
+    inside.wait(30)
+    try:
+        child = multiprocessing.get_context("fork").Process(target=_enter_and_leave)
+        child.start()
+        child.join(60)
+        hung = child.is_alive()
+        if hung:
+            child.kill()
+    finally:
+        release.set()
+        worker.join()
+    assert not hung and child.exitcode == 0
+
+
+def _enter_and_leave():
+    with blas_threads.one_thread():
+        pass

@@ -32,6 +32,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import functools
+import os
 import threading
 
 # The capability's name goes into the cpu target's cache key (the generated source depends on it).
@@ -109,6 +110,16 @@ def available() -> bool:
 _lock = threading.Lock()
 _users = 0
 _saved = None
+
+
+def _after_fork_in_child() -> None:
+    """A child forked while another thread held the lock would wait on it forever: it starts with a fresh one and
+    no users (a parallel call in flight in the parent is not the child's; the count it inherits stays)."""
+    global _lock, _users, _saved
+    _lock, _users, _saved = threading.Lock(), 0, None
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @contextlib.contextmanager
