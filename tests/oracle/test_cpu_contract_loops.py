@@ -276,12 +276,12 @@ def test_one_thread_is_counted_across_threads_and_restored_after_an_error(one_th
     """Two Python threads inside at once (their kernels release the GIL): BLAS stays at one thread until the
     last leaves, whichever order they leave in; an exception inside restores it too."""
     for last in (0, 1):
-        inside, leave, seen = threading.Barrier(3), [threading.Event(), threading.Event()], {}
+        inside, leave, seen = threading.Barrier(3, timeout=60), [threading.Event(), threading.Event()], {}
 
         def user(i):
             with blas_threads.one_thread():
                 inside.wait()
-                leave[i].wait()
+                leave[i].wait(60)
             seen[i] = blas_threads.threads()
 
         workers = [threading.Thread(target=user, args=(i,)) for i in range(2)]
