@@ -64,7 +64,7 @@ def _gemm_library() -> str | None:
         if not address or not libc.dladdr(ctypes.c_void_p(address), ctypes.byref(info)) or not info.dli_fname:
             return None
         return info.dli_fname.decode()
-    except (ImportError, KeyError, AttributeError, OSError, ValueError):
+    except (ImportError, KeyError, AttributeError, OSError, TypeError, ValueError):  # (no dladdr: Windows)
         return None
 
 
