@@ -40,13 +40,18 @@ def _assert_within(got, lhs, rhs, u_acc: float, u_out: float = 0.0):
     assert (err <= bound * (1 + 2.0**-20)).all(), float((err / bound).max())
 
 
+def _force_loop_nests(monkeypatch):
+    """This machine's BLAS taken as one that cannot be kept to one thread: contractions in prange bodies run as the
+    loop nests (a new executable and module: the capability is part of both keys)."""
+    monkeypatch.setattr(blas_threads, "_openblas", lambda: (blas_threads.NONE, None, None))
+
+
 @pytest.fixture(params=["blas", "loops"])
 def inner_path(request, monkeypatch):
     """How a contraction inside a ``prange`` body runs: BLAS kept to one thread (this machine's BLAS permitting:
-    :mod:`blas_threads`), or the loop nests (as where it does not: the capability forced to none; a new
-    executable and module, the capability being part of both keys)."""
+    :mod:`blas_threads`), or the loop nests (:func:`_force_loop_nests`)."""
     if request.param == "loops":
-        monkeypatch.setattr(blas_threads, "_openblas", lambda: (blas_threads.NONE, None, None))
+        _force_loop_nests(monkeypatch)
     elif not blas_threads.available():
         pytest.skip(f"this machine's BLAS cannot be kept to one thread ({blas_threads.capability()})")
     return request.param
@@ -164,7 +169,7 @@ def test_lane_blocks_sum_in_reduction_order(build, monkeypatch):
     builds (the parallel one forced at this size, as ``force_parallel`` in test_cpu_parallel_build.py does; the
     loop nests forced where BLAS would run)."""
     monkeypatch.setattr(cpu_target, "PARALLEL_THRESHOLD", 0 if build == "parallel" else 1 << 62)
-    monkeypatch.setattr(blas_threads, "_openblas", lambda: (blas_threads.NONE, None, None))
+    _force_loop_nests(monkeypatch)
     rng = np.random.default_rng(3)
     for n in (63, 64, 65, 128, 129, 256, 257):
         q, k = (rng.standard_normal((2, m, 70)).astype(np.float32) for m in (5, n))

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import functools
 import os
 import threading
@@ -58,13 +57,13 @@ def _gemm_library() -> str | None:
         pointer_of = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
             ("PyCapsule_GetPointer", ctypes.pythonapi))
         address = pointer_of(capsule, name_of(capsule))
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
+        libc = ctypes.CDLL(None)  # the process's own symbols, dladdr among them (no ldconfig search by name)
         info = _DlInfo()
         libc.dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
         if not address or not libc.dladdr(ctypes.c_void_p(address), ctypes.byref(info)) or not info.dli_fname:
             return None
         return info.dli_fname.decode()
-    except (ImportError, KeyError, AttributeError, OSError, TypeError, ValueError):  # (no dladdr: Windows)
+    except (ImportError, KeyError, AttributeError, OSError, TypeError, ValueError):  # (no dladdr, no CDLL(None): Windows)
         return None
 
 

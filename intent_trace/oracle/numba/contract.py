@@ -18,8 +18,6 @@ An empty reduction gives the accumulator's zero on both paths.
 """
 from __future__ import annotations
 
-import itertools
-
 from ... import types as T
 from ...graph import ops
 from ...graph.interpreter import rule_registrar
@@ -149,7 +147,7 @@ def _in_place(em, node, k: int, value, acc: T.DType):
         if not (isinstance(view, View) and view.dtype is acc and acc.name not in NARROW):
             return None
         kinds = read.attr("index")
-        points = len(kinds) - len(tuple(itertools.dropwhile(lambda kind: kind == "point", kinds)))
+        points = next((i for i, kind in enumerate(kinds) if kind != "point"), len(kinds))  # leading points
         if any(kind != "all" for kind in kinds[points:]):
             return None
         if not points:

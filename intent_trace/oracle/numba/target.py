@@ -166,7 +166,7 @@ def generate(graph: KernelGraph, checks: bool = True):
         "",
         *functions,
     ])
-    return source, em.error_sites, em.staging.stages(em), em.blas_in_prange and em.uses_prange
+    return source, em.error_sites, em.staging.stages(em), em.blas_in_prange
 
 
 def graph_key(graph: KernelGraph, checks: bool) -> str:
@@ -386,11 +386,10 @@ class CpuExecutable(ExecutableDisplay):
         call_args += [dims[ev.extent] for ev in self.graph.extents]
         err = np.zeros(4, dtype=np.int64)
         function = self._pick(values)
-        if function is self.module.kernel or not self.module.BLAS_IN_PRANGE:
+        # a parallel build whose iterations call BLAS: BLAS on their own threads only
+        blas = self.module.BLAS_IN_PRANGE and function is not self.module.kernel
+        with blas_threads.one_thread() if blas else contextlib.nullcontext():
             function(*call_args, np.int64(allocation_limit()), err)
-        else:
-            with blas_threads.one_thread():  # its iterations call BLAS: on their own threads only
-                function(*call_args, np.int64(allocation_limit()), err)
         if err[0]:
             raise _site(self.module.ERROR_SITES[err[0] - 1]).error(err[1:])
         for caller, copy in staged:
