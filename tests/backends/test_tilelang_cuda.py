@@ -25,11 +25,15 @@ def _exact_operands(m, k, n, seed):
     return a, b, (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float16)
 
 
-def test_tiled_matmul_specialisation_is_exact_on_exact_operands():
+@pytest.mark.parametrize("m,k,n,columns", [(256, 128, 512, 128), (2048, 64, 2048, 256)])
+def test_tiled_matmul_specialisation_is_exact_on_exact_operands(m, k, n, columns):
+    # 128 x 256 tiles where their grid has WIDE_BLOCKS (128) blocks, 128 x 128 tiles on smaller grids
     exe = intent.compile(matmul_f16, target="tilelang-cuda")
-    assert [s.name for s in exe.specializations] == ["matmul"]
-    a, b, want = _exact_operands(256, 128, 512, 0)
-    c = np.zeros((256, 512), np.float16)
+    assert [s.name for s in exe.specializations] == ["matmul", "matmul"]
+    spec = exe.specialization_for({ev.extent: s for ev, s in zip(exe.graph.extents, (m, k, n))})
+    assert spec.grid[1][1] == columns
+    a, b, want = _exact_operands(m, k, n, 0)
+    c = np.zeros((m, n), np.float16)
     exe(a, b, c)
     np.testing.assert_array_equal(c, want)
     assert "T.gemm" in exe.source

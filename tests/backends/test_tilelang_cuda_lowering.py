@@ -140,7 +140,7 @@ def test_whole_view_slices_count_as_full_domains():
     def first_row(x: I.In[I.f32, ("M", "N")], y: I.Out[I.f32, ("N",)]):
         y[:] = x[0, :]  # a point entry: not a whole axis
 
-    assert [s.name for s in cuda_kernels.specializations(mm.trace(), targets.CUDA)] == ["matmul"]
+    assert [s.name for s in cuda_kernels.specializations(mm.trace(), targets.CUDA)] == ["matmul", "matmul"]
     assert all("T.gemm" not in s.program for s in cuda_kernels.specializations(mm32.trace(), targets.CUDA))  # never TF32
     assert cuda_kernels.flat_nest(scale_all.trace()).shape == ("d0", "d1")
     assert "T.get_thread_binding()" in generate(scale_all.trace(), "tilelang-cuda")
@@ -164,14 +164,16 @@ def test_matmul_tensor_cores_only_for_half_precision_operands():
     specs32 = cuda_kernels.specializations(matmul_f32.trace(), targets.CUDA)  # f32 operands on tensor cores: TF32
     # the 128x256 program where its grid fills the GPU, 128x128 below it: each with 16-byte and element accesses
     assert len(specs32) == 4 and not any("T.gemm" in s.program for s in specs32)
-    (spec,) = cuda_kernels.specializations(mm16.trace(), targets.CUDA)
+    wide, spec = cuda_kernels.specializations(mm16.trace(), targets.CUDA)  # 128 x 256 tiles on big grids only
     assert "T.gemm(A_s, B_s, C_f," in spec.program and "'bfloat16'" in spec.program
     # any M; N and K in whole 16-byte rows (the tile copies mask the tails)
     assert spec.applies({0: 256, 1: 128, 2: 512}) and spec.applies({0: 100, 1: 136, 2: 520})
     assert not spec.applies({0: 256, 1: 130, 2: 512}) and not spec.applies({0: 256, 1: 128, 2: 4})
     assert not spec.applies({0: 0, 1: 128, 2: 512})
-    # an f32 tile (128 KiB) does not fit in shared memory beside three stages of operands: it leaves from registers
-    assert "C_s" not in spec.program and "T.copy(C_f, C[" in spec.program
+    # an f32 tile of 128 x 256 (128 KiB) does not fit in shared memory beside three stages of operands: it leaves
+    # from registers; one of 128 x 128 beside four stages does
+    assert "C_s" not in wide.program and "T.copy(C_f, C[" in wide.program
+    assert "C_s = T.alloc_shared((128, 128), 'float32')" in spec.program
 
 
 def test_batched_half_matmul_gets_the_tensor_core_program_over_a_grid_of_batch_entries():
@@ -189,12 +191,14 @@ def test_batched_half_matmul_gets_the_tensor_core_program_over_a_grid_of_batch_e
         c[:, :, :] = I.cast(I.contract(a[:, :, :], b[:, :, :], reduce=((1, 1),), batch=((0, 0),), acc_dtype=I.f32),
                             I.f16)  # A transposed: not this program (yet)
 
-    (spec,) = cuda_kernels.specializations(bmm.trace(), targets.CUDA)
-    assert spec.name == "batched_matmul" and "as (bx, by, bz)" in spec.program
+    spec, small = cuda_kernels.specializations(bmm.trace(), targets.CUDA)
+    assert spec.name == small.name == "batched_matmul" and "as (bx, by, bz)" in spec.program
+    assert spec.grid == ((1, 128), (3, 256), (0, 1))  # a block a tile of a batch entry: the entries count as blocks
     assert "T.copy(A[bz, by * 128, ko * 64], A_s)" in spec.program and "C[bz, by * 128, bx * 256]" in spec.program
-    extents = {0: 3, 1: 100, 2: 72, 3: 264}  # B, M, K, N
+    extents = {0: 3 * 64, 1: 100, 2: 72, 3: 264}  # B, M, K, N (and 128 blocks of 128 x 256)
     assert spec.applies(extents) and not spec.applies({**extents, 0: 0}) and not spec.applies({**extents, 2: 70})
     assert not spec.applies({0: 2**12, 1: 2**10, 2: 2**10, 3: 8})  # 2**32 elements of A: int32 tile indices
+    assert not spec.applies({**extents, 0: 3}) and small.applies({**extents, 0: 3})
     assert cuda_kernels.specializations(bmm32.trace(), targets.CUDA) == []  # no TF32, and the f32 program is not batched
     assert cuda_kernels.specializations(bmm_t.trace(), targets.CUDA) == []
 
@@ -226,8 +230,9 @@ def test_matmul_specialisation_stages_a_half_precision_tile_in_shared_memory():
         m, k, n = I.domain(0, a.shape[0]), I.domain(0, a.shape[1]), I.domain(0, b.shape[1])
         c[m, n] = I.cast(I.matmul(a[m, k], b[k, n], acc_dtype=I.f32), I.f16)
 
-    (spec,) = cuda_kernels.specializations(mm.trace(), targets.CUDA)
+    spec, small = cuda_kernels.specializations(mm.trace(), targets.CUDA)
     assert "C_s = T.alloc_shared((128, 256), 'float16')" in spec.program
+    assert "C_s = T.alloc_shared((128, 128), 'float16')" in small.program
     assert "T.copy(C_f, C_s)" in spec.program and "policy=T.GemmWarpPolicy.FullRow" in spec.program
     source = cuda_source(spec.program)
     assert "tma_store" in source and "wgmma" in source  # the tile leaves in whole rows; warpgroup MMAs
@@ -316,8 +321,9 @@ def matmul_in_place(a: I.In[I.f16, ("M", "K")], b: I.In[I.f16, ("K", "N")], c: I
 
 
 def test_a_pointwise_consumer_of_the_matmul_is_its_fused_epilogue():
-    (spec,) = cuda_kernels.specializations(matmul_plus_one.trace(), targets.CUDA)  # cuda_epilogue: applied before the store
-    assert spec.name == "matmul_epilogue" and "T.Parallel(128, 256)" in spec.program
+    spec, small = cuda_kernels.specializations(matmul_plus_one.trace(), targets.CUDA)  # cuda_epilogue: before the store
+    assert spec.name == small.name == "matmul_epilogue" and "T.Parallel(128, 256)" in spec.program
+    assert "T.Parallel(128, 128)" in small.program
 
 
 @pytest.mark.parametrize("kernel", [matmul_two_writes, matmul_dead_cast, matmul_transposed,

@@ -21,6 +21,7 @@ clamped reads, stores only inside C, the same element code; the product the seri
 ``INTENT_TRACE_TEST_TARGETS=tilelang-cuda`` runs the real program, and the tests assert the epilogue program is
 the one that runs.
 """
+import math
 import re
 
 import attrs
@@ -84,9 +85,15 @@ def mm_f32_bias(a: I.In[I.f32, ("M", "K")], b: I.In[I.f32, ("K", "N")], bias: I.
     c[:, :] = I.matmul(a[:, :], b[:, :], acc_dtype=I.f32) + bias[:]  # f32 operands: no tensor cores (TF32)
 
 
+def _specs(kernel) -> tuple:
+    """(the wide-tile program, the small-tile one): the first for grids of at least WIDE_BLOCKS of its tiles."""
+    wide, small = cuda_kernels.specializations(kernel.trace(), targets.CUDA)
+    assert wide.least == cuda_matmul.WIDE_BLOCKS and small.least == 0 and wide.name == small.name
+    return wide, small
+
+
 def _spec(kernel):
-    (spec,) = cuda_kernels.specializations(kernel.trace(), targets.CUDA)
-    return spec
+    return _specs(kernel)[0]
 
 
 # --- the program ---------------------------------------------------------------------------------------------
@@ -115,8 +122,8 @@ def test_bias_relu_is_fused_into_the_tensor_core_program_before_its_one_store():
     assert p.count("p2[") == 8 and "'it_cast_f32_f16'" not in p and "'it_encode_f16'" not in p
     assert "for c in T.vectorized(8):\n                C_s[ei, cx + c] = o_l[c]" in p
     assert p.count("C[") == 1 and "T.copy(C_s, C[by * 128, bx * 256])" in p  # the one store
-    # any M; N and K in whole 16-byte rows
-    assert spec.applies({0: 130, 1: 40, 2: 264}) and not spec.applies({0: 130, 1: 40, 2: 260})
+    # any M; N and K in whole 16-byte rows (and a grid of at least WIDE_BLOCKS tiles)
+    assert spec.applies({0: 130 * 64, 1: 40, 2: 264}) and not spec.applies({0: 130 * 64, 1: 40, 2: 260})
     source = cuda_source(p)
     assert "wgmma" in source and "tma_store" in source
     assert "it_add_f32(fa[0], t2_c0)" in source and "it_max_f32(t3_c0, K0)" in source
@@ -182,23 +189,67 @@ def test_a_plain_matmul_keeps_its_program():
     assert spec.stored == () and cuda_kernels.emulated_specializations(mm.trace(), targets.C) == []
 
 
+def test_the_wide_tiles_only_where_their_grid_fills_the_gpu():
+    """A 128 x 256 tile a block at one block an SM leaves SMs idle on grids of fewer blocks than SMs (1000^3: 32
+    blocks on 132 SMs): those calls take the 128 x 128 program. The executable takes the first program that applies:
+    the wide one from WIDE_BLOCKS blocks, the small one (which applies at any size) below."""
+    def chosen(specs, extents):
+        return next(s for s in specs if s.applies(extents)).grid[1][1]
+
+    for kernel in (zoo.matmul_f16, zoo.matmul_bias_relu_f16):
+        specs = _specs(kernel)
+        assert specs[1].applies({0: 4096, 1: 4096, 2: 4096}) and not specs[0].applies({0: 1000, 1: 1000, 2: 1000})
+        for (m, k, n), columns in (((4096, 4096, 4096), 256), ((4000, 4000, 4000), 256), ((2048, 64, 2048), 256),
+                                   ((2048, 2048, 1024), 128), ((1000, 1000, 1000), 128), ((1024, 1024, 1024), 128),
+                                   ((1, 8, 8), 128), ((2047, 8, 2048), 256), ((1920, 8, 2048), 128)):
+            assert chosen(specs, {0: m, 1: k, 2: n}) == columns, (m, k, n)
+    specs = _specs(bmm_bias)  # the batch entries count: 16 x 1024^2 is 512 blocks of 128 x 256
+    assert chosen(specs, {0: 16, 1: 1024, 2: 1024, 3: 1024}) == 256 and chosen(specs, {0: 2, 1: 1000, 2: 64, 3: 1000}) == 128
+    text = str(tl_target.build(zoo.matmul_f16.trace(), target="tilelang-cuda").schedule)
+    assert "tile=128x256); when M > 0, N % 8 == 0, K % 8 == 0, ceil(M / 128) * ceil(N / 256) >= 128 blocks" in text
+    assert "tile=128x128); when M > 0, N % 8 == 0, K % 8 == 0:" in text
+
+
+def test_the_small_tile_program_covers_its_tile_and_lowers_to_warpgroup_mmas():
+    _, small = _specs(zoo.matmul_bias_relu_f16)
+    p = small.program
+    assert "B_s = T.alloc_shared((64, 128), 'float16')" in p and "num_stages=4" in p
+    # 16 threads a row of 128 columns, 16 rows a pass, 8 passes; the staged f32 rows padded by 8
+    assert "C_a = T.alloc_shared((128, 136), 'float32')" in p and "cx = tx % 16 * 8" in p and "for ir in T.serial(8):" in p
+    assert p.count("C[") == 1 and "T.copy(C_s, C[by * 128, bx * 128])" in p
+    source = cuda_source(p)
+    assert "wgmma" in source and "tma_store" in source and "*(float4*)(a_l + " in source
+    _, plain = _specs(zoo.matmul_f16)
+    assert "C_s = T.alloc_shared((128, 128), 'float16')" in plain.program and "wgmma" in cuda_source(plain.program)
+
+
 # --- the numbers ---------------------------------------------------------------------------------------------
 
-@pytest.fixture
-def compiled(target, monkeypatch):
-    """``compiled(kernel)``: the kernel for this target; on tilelang-c with the epilogue mapping emulated."""
+@pytest.fixture(params=["small", "wide"])
+def compiled(request, target, monkeypatch):
+    """``compiled(kernel)``: the kernel for this target; on tilelang-c with the epilogue mapping emulated. The
+    tests' grids are small: ``small`` runs them as they come (the 128 x 128 tiles), ``wide`` with the 128 x 256
+    tiles at every size (``WIDE_BLOCKS`` 0)."""
+    if request.param == "wide":
+        monkeypatch.setattr(cuda_matmul, "WIDE_BLOCKS", 0)
+    if target == "tilelang-c" or request.param == "wide":
+        monkeypatch.setattr(tl_target, "_EXECUTABLES", {})
     if target == "tilelang-c":
         monkeypatch.setitem(targets.TARGETS, target, EMULATED)
-        monkeypatch.setattr(tl_target, "_EXECUTABLES", {})
     return lambda kernel: intent.compile(kernel, target=target)
 
 
 def _runs_epilogue(exe, target, sizes, tiled=True):
     """On the targets with the mapping: the call with these extents runs the epilogue program (or, with
-    ``tiled`` False, the general one)."""
+    ``tiled`` False, the general one), of 128 x 256 tiles where their grid has at least ``WIDE_BLOCKS`` blocks
+    (every grid under the fixture's ``wide``), else of 128 x 128."""
     if target in EPILOGUE_TARGETS:
         spec = exe.specialization_for(dict(zip((ev.extent for ev in exe.graph.extents), sizes)))
         assert (spec is not None and spec.name.endswith("_epilogue")) == tiled, spec
+        if tiled:
+            *batch, m, _, n = sizes
+            blocks = -(-m // 128) * -(-n // 256) * math.prod(batch)
+            assert spec.grid[1][1] == (256 if blocks >= cuda_matmul.WIDE_BLOCKS else 128), spec.grid
 
 
 def _product(a, b):

@@ -21,7 +21,9 @@ from ...schedule.access import FROM_DOMAIN, REJECT, UNIT_DOMAIN, full_axes, view
 @attrs.frozen
 class Specialization:
     """A tiled program for the calls whose extents satisfy ``divides``: {extent index: tile}, and ``equals``:
-    {extent index: the size the program is written for}.
+    {extent index: the size the program is written for}, and whose grid of ``grid`` tiles ((extent index, tile),
+    ...) has at least ``least`` blocks (a program of wide tiles, which leaves SMs idle on fewer blocks than SMs: a
+    recogniser lists a smaller tiling's program after it for the other calls).
 
     It takes the graph's own arguments (no error record: a recogniser returns one only for graphs whose general
     program cannot fail a run-time check wherever the specialisation applies -- full unit-step domains, whole views,
@@ -45,6 +47,12 @@ class Specialization:
     # views the program copies with TMA, whose descriptors need every row stride a multiple of 16 bytes
     aligned: tuple = ()
     workspaces: tuple = ()
+    grid: tuple = ()  # ((graph extent index, tile), ...): the program's grid of output tiles, for ``least``
+    least: int = 0
+
+    def blocks(self, extents: dict) -> int:
+        """The blocks of the program's ``grid`` at ``extents``."""
+        return math.prod(-(-extents[k] // tile) for k, tile in self.grid)
 
     def applies(self, extents: dict) -> bool:
         operands = self.operands
@@ -56,7 +64,9 @@ class Specialization:
             return False
         if any(extents[k] % units for k, units in self.aligned):
             return False
-        return all(extents[k] > 0 and extents[k] % tile == 0 for k, tile in self.divides)
+        if not all(extents[k] > 0 and extents[k] % tile == 0 for k, tile in self.divides):
+            return False
+        return self.blocks(extents) >= self.least
 
 
 def tma_rows(graph) -> tuple:

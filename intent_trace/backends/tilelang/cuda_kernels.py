@@ -39,7 +39,7 @@ from .cuda_access import APPROXIMATE_DIV, FROM_DOMAIN, REJECT, full_axes, view_a
 def specializations(graph: KernelGraph, target) -> list:
     """The tiled programs of ``graph`` on ``target`` (the CUDA target value, which passes itself): tensor-core
     matmuls per tiling, the f32 matmul on CUDA cores, flash attention."""
-    specs = [cuda_matmul.tensor_core(graph, target, config) for config in cuda_matmul.CONFIGS]
+    specs = cuda_matmul.tensor_cores(graph, target)
     specs += cuda_matmul_simt.simt(graph, target)
     specs += cuda_region.specializations(graph, target)
     return [spec for spec in specs if spec is not None]
@@ -49,7 +49,8 @@ def emulated_specializations(graph: KernelGraph, target) -> list:
     """The tiled mappings above that have an emulation on ``target`` (the C target: tests and
     ``tools/pytest_plugins``): the tensor-core matmul's fused epilogue (cuda_matmul.emulated) and the f32 matmul on
     CUDA cores (cuda_matmul_simt.simt)."""
-    specs = [cuda_matmul.emulated(graph, target), *cuda_matmul_simt.simt(graph, target)]
+    specs = [*cuda_matmul.by_grid(lambda t: cuda_matmul.emulated(graph, target, t)),
+             *cuda_matmul_simt.simt(graph, target)]
     specs += cuda_region.emulated(graph, target)
     return [spec for spec in specs if spec is not None]
 

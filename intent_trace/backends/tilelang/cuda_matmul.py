@@ -59,8 +59,13 @@ class MatmulTiling:
     persistent: int = 0
 
 
-# tile configurations, tried in order; the first whose tiles divide a call's extents is used
-CONFIGS = (MatmulTiling(policy="FullRow", shared_epilogue=True),)  # tools/matmul_sweep.py on the H200
+#: the tiling of the calls whose grid of its tiles has at least :data:`WIDE_BLOCKS` blocks (tools/matmul_sweep.py on
+#: the H200: 0.93 of torch at 4096^3, 1.13 at 8192^3)
+WIDE = MatmulTiling(policy="FullRow", shared_epilogue=True)
+#: the tiling of the other calls: one 128 x 256 block an SM leaves SMs idle below a grid of about an SM count (1000^3
+#: is 32 blocks on 132 SMs: 0.79 of torch), where 128 x 128 tiles spread over twice as many
+SMALL = MatmulTiling(128, 128, 64, 4, 256, "FullRow", True)
+WIDE_BLOCKS = 128
 _SHARED_BYTES = 227 * 1024  # an sm_90 block's shared memory
 
 
@@ -102,16 +107,19 @@ class MatmulMatch:
         dims = "\n".join(f"d{k} = T.dynamic('d{k}', 'int32')" for k in range(len(graph.extents)))
         return dims, params
 
-    def specialization(self, program: str, tm: int, tn: int, tk: int, stored: tuple = ()) -> Specialization:
+    def specialization(self, program: str, tm: int, tn: int, tk: int, stored: tuple = (),
+                       tiles: tuple = (1, 1)) -> Specialization:
         """For extents that are multiples of (tm, tn, tk): 1 where the program masks that axis's tail. ``stored``:
-        the views the program declares in their storage dtypes (a fused epilogue's operands)."""
+        the views the program declares in their storage dtypes (a fused epilogue's operands); ``tiles``: the
+        (rows, columns) of the program's output tiles (its grid: ``Specialization.grid``)."""
         divides = ((self.m, tm), (self.n, tn), (self.k, tk))
         suffix = "_epilogue" if self.epilogue else ""
+        grid = ((self.m, tiles[0]), (self.n, tiles[1])) + (() if self.batch is None else ((self.batch, 1),))
         if self.batch is None:
-            return Specialization("matmul" + suffix, program, divides, stored=stored)
+            return Specialization("matmul" + suffix, program, divides, stored=stored, grid=grid)
         operands = (self._shape(self.m, self.k), self._shape(self.k, self.n), self._shape(self.m, self.n))
         return Specialization("batched_matmul" + suffix, program, (*divides, (self.batch, 1)), operands=operands,
-                              stored=stored)
+                              stored=stored, grid=grid)
 
     def stored(self, graph: KernelGraph, target) -> tuple:
         """The views besides A, B and C whose storage dtype differs from their value dtype (declared as stored)."""
@@ -205,11 +213,27 @@ def _match(graph: KernelGraph) -> MatmulMatch | None:
 match_matmul = _match
 
 
+def by_grid(make) -> list:
+    """The programs ``make(tiling)`` makes for :data:`WIDE` and :data:`SMALL` (None: no program), in the order the
+    executable tries them: :data:`WIDE`'s for grids of at least :data:`WIDE_BLOCKS` of its tiles, :data:`SMALL`'s
+    for every other call."""
+    wide, small = make(WIDE), (make(SMALL) if SMALL != WIDE else None)
+    if wide is None or small is None:
+        return [s for s in (wide, small) if s is not None]
+    return [attrs.evolve(wide, least=WIDE_BLOCKS), small]
+
+
+def tensor_cores(graph: KernelGraph, target) -> list:
+    """The tensor-core programs of ``graph`` (:func:`by_grid`)."""
+    return by_grid(lambda t: tensor_core(graph, target, t))
+
+
 def tensor_core(graph: KernelGraph, target, config: MatmulTiling | None = None) -> Specialization | None:
+    """The tensor-core program of ``graph`` with tiling ``config`` (:data:`WIDE` by default), for every call."""
     match = _match(graph)
     if match is None or match.dtype not in ("f16", "bf16"):
         return None
-    t = config or CONFIGS[0]
+    t = config or WIDE
     staged = t.stages * (t.tm * t.tk + t.tk * t.tn) * 2 + t.tm * t.tn * (4 if match.out == "f32" else 2)
     if t.shared_epilogue and staged > _SHARED_BYTES:  # an f32 tile does not fit beside the pipeline's buffers
         t = attrs.evolve(t, shared_epilogue=False)
@@ -268,7 +292,7 @@ def kernel({params}):
 {pad}{epilogue}
 '''
     align = 16 // (2 if match.dtype in ("f16", "bf16") else 4)  # elements a 16-byte row unit holds (A, B rows)
-    return match.specialization(program, 1, align, align, match.stored(graph, target))
+    return match.specialization(program, 1, align, align, match.stored(graph, target), (t.tm, t.tn))
 
 
 @attrs.frozen
@@ -401,7 +425,7 @@ def emulated(graph: KernelGraph, target, config: MatmulTiling | None = None) -> 
     lowering), so the numbers the tests check are the epilogue's, the tiling's and the NaN fix's. Only graphs with an
     epilogue get one (a plain matmul keeps the C target's own program)."""
     match = _match(graph)
-    t = config or CONFIGS[0]
+    t = config or WIDE
     lanes = epilogue_lanes(t)
     if match is None or not match.epilogue or match.dtype not in ("f16", "bf16") or lanes is None:
         return None
@@ -453,4 +477,4 @@ def kernel({params}):
 '''
     views = tuple(k for k, p in enumerate(graph.params) if p.kind == "view" and target.view_storage(p.type.dtype))
     align = 16 // 2
-    return match.specialization(program, 1, align, align, views)
+    return match.specialization(program, 1, align, align, views, (t.tm, t.tn))

@@ -42,8 +42,6 @@ of four elements.
 """
 from __future__ import annotations
 
-import math
-
 import attrs
 
 from ... import types as DT
@@ -405,19 +403,6 @@ _REASON = ("a recognised f32 contraction: an SGEMM on CUDA cores (f32 tensor-cor
            "multiply-adds (T10), tails masked, NaN outputs recomputed by the serial program")
 
 
-@attrs.frozen
-class _Filling(Specialization):
-    """A specialisation for the calls whose grid of ``grid`` tiles ((extent index, tile), ...) has at least
-    ``least`` blocks (a 256-column tile's program, which leaves SMs idle below)."""
-
-    grid: tuple = ()
-    least: int = 0
-
-    def applies(self, extents: dict) -> bool:
-        blocks = math.prod(-(-extents[k] // tile) for k, tile in self.grid)
-        return Specialization.applies(self, extents) and blocks >= self.least
-
-
 def simt(graph, target, tiling: SimtTiling | None = None) -> list:
     """The f32 programs on CUDA cores (see the module's docstring) for a plain f32 matmul, or ``[]``: the variant
     with 16-byte accesses for K, N multiples of 4 first, then the one with element accesses for every other call.
@@ -429,8 +414,8 @@ def simt(graph, target, tiling: SimtTiling | None = None) -> list:
     match = match_matmul(graph)
     grid = ((match.m, 128), (match.n, SIMT.tn))
     fill = f"; for grids of at least {WIDE_BLOCKS} of its tiles (fewer leave SMs idle: those take 128x128 tiles)"
-    wide = [_Filling(**{**attrs.asdict(s, recurse=False), "part": attrs.evolve(s.part, reason=s.part.reason + fill)},
-                     grid=grid, least=WIDE_BLOCKS) for s in specs]
+    wide = [attrs.evolve(s, part=attrs.evolve(s.part, reason=s.part.reason + fill), grid=grid, least=WIDE_BLOCKS)
+            for s in specs]
     return wide + _simt(graph, target, SMALL)
 
 

@@ -227,12 +227,16 @@ def _extent_text(text: str, names: list) -> str:
 def _specialization_part(s, names: list) -> Part:
     when = [f"{names[k]} % {t} == 0" if t > 1 else f"{names[k]} > 0" for k, t in getattr(s, "divides", ())]
     when += [f"{names[k]} == {n}" for k, n in getattr(s, "equals", ())]
+    if getattr(s, "least", 0):
+        tiles = " * ".join(f"ceil({names[k]} / {t})" if t > 1 else names[k] for k, t in s.grid)
+        when.append(f"{tiles} >= {s.least} blocks")
     if getattr(s, "part", None) is not None:  # a program that describes itself (cuda_region's segmented fold)
         return attrs.evolve(s.part, when=", ".join(when) or "always")
     name = getattr(s, "name", "?")
     reason = ("a recognised contraction: output tiles per block, K-loop pipelined, tails masked, for the calls "
               "``when`` admits")
-    return Part("tiled_matmul", reason, (("program", name),), when=", ".join(when) or "always")
+    tile = (("tile", "x".join(str(t) for _, t in s.grid[:2])),) if getattr(s, "grid", ()) else ()
+    return Part("tiled_matmul", reason, (("program", name), *tile), when=", ".join(when) or "always")
 
 
 def _serial_reason(graph: KernelGraph, spec, launch: _Launch) -> str:
