@@ -20,6 +20,7 @@ import sys
 import tempfile
 import warnings
 
+import attrs
 import numba
 import numpy as np
 from numba.np.ufunc import parallel as _parallel
@@ -294,7 +295,20 @@ def _threads() -> int:
     return _parallel.get_num_threads() if _parallel._is_initialized else numba.config.NUMBA_NUM_THREADS
 
 _HOST_VIEW = {"f16": np.uint16, "bf16": np.uint16}
-_LAYOUTS = 64  # argument layouts an executable remembers the binding of (CpuExecutable._bind)
+_LAYOUTS = 64  # argument layouts an executable remembers the call plan of (CpuExecutable._plan)
+
+
+@attrs.frozen(slots=True)
+class _CallPlan:
+    """What a call with one layout of NumPy arrays (every parameter a view) passes besides the arrays: the extents in
+    the graph's order, the indices of the views it writes (checked for aliasing each call: that depends on the
+    data, not the layout), the views passed as their storage bits (index, NumPy dtype) and the elements touched
+    (for :meth:`CpuExecutable._build_for`)."""
+
+    extents: tuple
+    outputs: tuple
+    host: tuple
+    elements: int
 
 
 class CpuExecutable(ExecutableDisplay):
@@ -308,7 +322,7 @@ class CpuExecutable(ExecutableDisplay):
         self.key = graph_key(graph, checks)
         self._module = None
         self._generated = None
-        self._layouts: dict = {}  # array layouts bound before -> their extents (_bind)
+        self._layouts: dict = {}  # array layouts bound before -> their _CallPlan
         self._views_only = all(p.kind == "view" for p in graph.params)
 
     def _generate(self) -> tuple:
@@ -337,29 +351,38 @@ class CpuExecutable(ExecutableDisplay):
         """The serial build (always present)."""
         return self.module.kernel
 
-    def _bind(self, args: tuple) -> tuple:
-        """``bind_arguments``'s (values, extents). Where every parameter is a view and every argument a NumPy array,
-        the binding is the arrays themselves and the checks and extents depend only on each array's dtype,
-        shape, strides and writeability: those of a layout bound before come from a table instead (a row sum's
-        call spent 13 us of its 30 us of Python here, its interpreter state cold after 16 MB of data)."""
+    def _plan(self, args: tuple):
+        """The call's :class:`_CallPlan`, or None where the general binding must run (a parameter that is not a view,
+        an argument that is not a NumPy array). The plan depends only on each array's dtype, shape, strides and
+        writeability: one bound before comes from a table (a layer norm's call at two threads spent 60-90 us of
+        Python around its 0.85 ms kernel, its interpreter state cold after 32 MB of data; a row sum's 13 of 30 us)."""
         if not (self._views_only and all(type(a) is np.ndarray for a in args)):
-            return bind_arguments(self.graph, args)
+            return None
         key = tuple((a.dtype, a.shape, a.strides, a.flags.writeable) for a in args)
-        dims = self._layouts.get(key)
-        if dims is None:
+        plan = self._layouts.get(key)
+        if plan is None:
             dims = bind_arguments(self.graph, args)[1]  # raises for a layout that does not bind: never stored
+            params = self.graph.params
+            plan = _CallPlan(tuple(dims[ev.extent] for ev in self.graph.extents),
+                             tuple(i for i, p in enumerate(params) if p.type.access != "In"),
+                             tuple((i, _HOST_VIEW[p.type.dtype.name]) for i, p in enumerate(params)
+                                   if p.type.dtype.name in _HOST_VIEW),
+                             sum(a.size for a in args))
             if len(self._layouts) < _LAYOUTS:
-                self._layouts[key] = dims
-        return list(args), dims
+                self._layouts[key] = plan
+        return plan
 
     def _pick(self, values):
+        """The build a call with these argument values runs (:meth:`_build_for` their elements)."""
+        return self._build_for(sum(v.size for v in values if isinstance(v, np.ndarray)))
+
+    def _build_for(self, elements: int):
         """The parallel build for a call touching :data:`PARALLEL_THRESHOLD` elements when it may run on more
         than one thread; else the serial build. With one thread the parallel build computes the same values in
         the same order, only with the parfor's scheduling around each loop (row sum 4096x1024: 230 us against
         the serial build's 204 us)."""
         parallel = getattr(self.module, "kernel_parallel", None)
-        if parallel is not None and not _Fork.unsafe and _threads() > 1 and \
-                sum(v.size for v in values if isinstance(v, np.ndarray)) >= PARALLEL_THRESHOLD:
+        if parallel is not None and elements >= PARALLEL_THRESHOLD and not _Fork.unsafe and _threads() > 1:
             _Fork.started = True
             return parallel
         return self.module.kernel
@@ -367,13 +390,23 @@ class CpuExecutable(ExecutableDisplay):
     def __call__(self, *args, **constexprs) -> None:
         if constexprs:  # another constexpr value: that specialisation runs the arguments (intent_trace.specialize)
             return respecialize(self, constexprs)(*args)
-        values, dims = self._bind(args)
+        plan = self._plan(args)
+        # Outputs are staged whenever the kernel can fail after a write (an error site reachable after one: run-time
+        # checks, and the allocation checks made whatever ``checks`` says; see :mod:`.staging`) or an input
+        # aliases them: the general path below.
+        if plan is None or self.module.STAGES_OUTPUTS or any(_aliases(i, args) for i in plan.outputs):
+            return self._call_staged(args)
+        call_args = list(args)
+        for i, host in plan.host:
+            call_args[i] = args[i].view(host)
+        self._launch(call_args + list(plan.extents), plan.elements)
+
+    def _call_staged(self, args: tuple) -> None:
+        """The call through the general binding, outputs staged where they must be."""
+        values, dims = bind_arguments(self.graph, args)
         staged, call_args = [], []
         for i, (p, v) in enumerate(zip(self.graph.params, values)):
             if p.kind == "view":
-                # Outputs are staged whenever the kernel can fail after a write (an error site reachable after
-                # one: run-time checks, and the allocation checks made whatever ``checks`` says; see
-                # :mod:`.staging`) or an input aliases them.
                 if p.type.access != "In" and (self.module.STAGES_OUTPUTS or _aliases(i, values)):
                     check_allocation(f"the staging copy of {p.name}", v.shape, v.itemsize)
                     copy = np.array(v, copy=True)
@@ -384,16 +417,21 @@ class CpuExecutable(ExecutableDisplay):
             else:
                 call_args.append(np.float32(v) if p.type.dtype.name in _HOST_VIEW else v[()])
         call_args += [dims[ev.extent] for ev in self.graph.extents]
+        self._launch(call_args, sum(v.size for v in values if isinstance(v, np.ndarray)))
+        for caller, copy in staged:
+            np.copyto(caller, copy)
+
+    def _launch(self, call_args: list, elements: int) -> None:
+        """Run the build :meth:`_build_for` chooses on the bound arguments and extents; raise what its checks
+        found."""
         err = np.zeros(4, dtype=np.int64)
-        function = self._pick(values)
+        function = self._build_for(elements)
         # a parallel build whose iterations call BLAS: BLAS on their own threads only
         blas = self.module.BLAS_IN_PRANGE and function is not self.module.kernel
         with blas_threads.one_thread() if blas else contextlib.nullcontext():
             function(*call_args, np.int64(allocation_limit()), err)
         if err[0]:
             raise _site(self.module.ERROR_SITES[err[0] - 1]).error(err[1:])
-        for caller, copy in staged:
-            np.copyto(caller, copy)
 
     def __repr__(self) -> str:
         return f"<cpu executable {self.graph.name}>"
