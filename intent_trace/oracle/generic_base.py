@@ -144,6 +144,8 @@ def index_arrays(it, node, view_var, array: np.ndarray, operands) -> tuple:
 
     Shared by the view rules, the buffer load/store rules and the atomics: one bounds check, one message."""
     kinds = node.attr("index")
+    if "all" not in kinds and "domain" not in kinds and all(np.ndim(o) == 0 for o in operands):
+        return _point(it, view_var, array, operands)
     result_rank = sum(1 if k in ("domain", "all") else (np.ndim(o) if k == "tensor" else 0)
                       for k, o in zip(kinds, align(kinds, operands)))
     name = it.views[view_var]
@@ -168,6 +170,20 @@ def index_arrays(it, node, view_var, array: np.ndarray, operands) -> tuple:
     return tuple(arrays)
 
 
+def _point(it, view_var, array: np.ndarray, operands) -> tuple:
+    """:func:`index_arrays` of one element (every axis a 0-d coordinate: a parallel body's access), checked on
+    Python ints: the same 0-d int64 index arrays, the same bounds check and message."""
+    idx = []
+    for axis, op in enumerate(operands):
+        c, n = int(op), array.shape[axis]
+        if c >= 1 << 63:  # a u64 coordinate as int64, as the array path's astype reads it
+            c -= 1 << 64
+        if c < 0 or c >= n:
+            raise C.VIEW_COORDINATE.error(c, n, axis=axis, view=it.views[view_var])
+        idx.append(np.array(c, np.int64))
+    return tuple(idx)
+
+
 def align(kinds, operands):
     """The index operands per axis (None on an ``all`` axis, which has no operand)."""
     it = iter(operands)
@@ -178,6 +194,11 @@ def flat_indices(idx: tuple, shape: tuple) -> np.ndarray:
     """The flat indices of the elements an index tuple (of :func:`index_arrays`) addresses."""
     if not idx:
         return np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.int64) if shape else np.zeros(1, np.int64)
+    if len(idx) == len(shape) and all(i.ndim == 0 for i in idx):  # one element (:func:`_point`)
+        flat = 0
+        for i, n in zip(idx, shape):
+            flat = flat * n + int(i)
+        return np.array([flat], np.int64)
     return np.ravel_multi_index(np.broadcast_arrays(*idx), shape).reshape(-1)
 
 
