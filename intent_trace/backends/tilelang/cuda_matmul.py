@@ -108,13 +108,14 @@ class MatmulMatch:
         return dims, params
 
     def specialization(self, program: str, tm: int, tn: int, tk: int, stored: tuple = (),
-                       tiles: tuple = (1, 1)) -> Specialization:
+                       tiles: tuple | None = None) -> Specialization:
         """For extents that are multiples of (tm, tn, tk): 1 where the program masks that axis's tail. ``stored``:
         the views the program declares in their storage dtypes (a fused epilogue's operands); ``tiles``: the
-        (rows, columns) of the program's output tiles (its grid: ``Specialization.grid``)."""
+        (rows, columns) of the block's output tile, which make the program's grid (``Specialization.grid``)."""
         divides = ((self.m, tm), (self.n, tn), (self.k, tk))
         suffix = "_epilogue" if self.epilogue else ""
-        grid = ((self.m, tiles[0]), (self.n, tiles[1])) + (() if self.batch is None else ((self.batch, 1),))
+        grid = () if tiles is None else \
+            ((self.m, tiles[0]), (self.n, tiles[1])) + (() if self.batch is None else ((self.batch, 1),))
         if self.batch is None:
             return Specialization("matmul" + suffix, program, divides, stored=stored, grid=grid)
         operands = (self._shape(self.m, self.k), self._shape(self.k, self.n), self._shape(self.m, self.n))

@@ -411,11 +411,8 @@ def simt(graph, target, tiling: SimtTiling | None = None) -> list:
     specs = _simt(graph, target, tiling or SIMT)
     if tiling is not None or not specs or SIMT.tn == SMALL.tn:
         return specs
-    match = match_matmul(graph)
-    grid = ((match.m, 128), (match.n, SIMT.tn))
     fill = f"; for grids of at least {WIDE_BLOCKS} of its tiles (fewer leave SMs idle: those take 128x128 tiles)"
-    wide = [attrs.evolve(s, part=attrs.evolve(s.part, reason=s.part.reason + fill), grid=grid, least=WIDE_BLOCKS)
-            for s in specs]
+    wide = [attrs.evolve(s, part=attrs.evolve(s.part, reason=s.part.reason + fill), least=WIDE_BLOCKS) for s in specs]
     return wide + _simt(graph, target, SMALL)
 
 
@@ -464,7 +461,7 @@ def kernel({params}):
     {launch}
 {body}
 '''
-        spec = match.specialization(program, 1, 1, 1)
+        spec = match.specialization(program, 1, 1, 1, tiles=(TILE, t.tn))
         accesses = "16-byte (K and N multiples of 4)" if vector else "elements (K or N not a multiple of 4)"
         pipelining = "double-buffered shared tiles, next tile " + (
             "by cp.async" if t.async_copy else "in registers") + (

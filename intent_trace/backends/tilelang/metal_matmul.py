@@ -92,7 +92,7 @@ def tiled(graph: KernelGraph, target, t: MetalTiling = TILING):
         m=match.m, n=match.n, k=match.k, store="".join(f"\n                {line}" for line in body))
     stored = tuple(k for k, p in enumerate(graph.params)
                    if p.kind == "view" and target.view_storage(p.type.dtype) is not None)
-    spec = match.specialization(program, 1, 1, 1, stored)
+    spec = match.specialization(program, 1, 1, 1, stored, (t.tm, t.tn))
     part = Part("tiled_matmul", _REASON, (("program", spec.name), ("operands", match.dtype),
                                           ("tile", f"{t.tm}x{t.tn}x{t.tk}"), ("threads", t.threads)),
                 nodes=tuple(graph.body.nodes))
