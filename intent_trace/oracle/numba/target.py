@@ -374,7 +374,7 @@ class CpuExecutable(ExecutableDisplay):
 
     def _pick(self, values):
         """The build a call with these argument values runs (:meth:`_build_for` their elements)."""
-        return self._build_for(sum(v.size for v in values if isinstance(v, np.ndarray)))
+        return self._build_for(_elements(values))
 
     def _build_for(self, elements: int):
         """The parallel build for a call touching :data:`PARALLEL_THRESHOLD` elements when it may run on more
@@ -395,15 +395,20 @@ class CpuExecutable(ExecutableDisplay):
         # checks, and the allocation checks made whatever ``checks`` says; see :mod:`.staging`) or an input
         # aliases them: the general path below.
         if plan is None or self.module.STAGES_OUTPUTS or any(_aliases(i, args) for i in plan.outputs):
-            return self._call_staged(args)
+            return self._call_staged(args, plan)
         call_args = list(args)
         for i, host in plan.host:
             call_args[i] = args[i].view(host)
         self._launch(call_args + list(plan.extents), plan.elements)
 
-    def _call_staged(self, args: tuple) -> None:
-        """The call through the general binding, outputs staged where they must be."""
-        values, dims = bind_arguments(self.graph, args)
+    def _call_staged(self, args: tuple, plan) -> None:
+        """The call with outputs staged where they must be: bound by ``plan`` where there is one, else by the
+        general binding."""
+        if plan is None:
+            values, dims = bind_arguments(self.graph, args)
+            extents, elements = [dims[ev.extent] for ev in self.graph.extents], _elements(values)
+        else:
+            values, extents, elements = list(args), list(plan.extents), plan.elements
         staged, call_args = [], []
         for i, (p, v) in enumerate(zip(self.graph.params, values)):
             if p.kind == "view":
@@ -416,8 +421,7 @@ class CpuExecutable(ExecutableDisplay):
                 call_args.append(v.view(hv) if hv is not None else v)
             else:
                 call_args.append(np.float32(v) if p.type.dtype.name in _HOST_VIEW else v[()])
-        call_args += [dims[ev.extent] for ev in self.graph.extents]
-        self._launch(call_args, sum(v.size for v in values if isinstance(v, np.ndarray)))
+        self._launch(call_args + extents, elements)
         for caller, copy in staged:
             np.copyto(caller, copy)
 
@@ -435,6 +439,11 @@ class CpuExecutable(ExecutableDisplay):
 
     def __repr__(self) -> str:
         return f"<cpu executable {self.graph.name}>"
+
+
+def _elements(values) -> int:
+    """The array elements a call's argument values touch (what :meth:`CpuExecutable._build_for` decides by)."""
+    return sum(v.size for v in values if isinstance(v, np.ndarray))
 
 
 def _aliases(i: int, values) -> bool:
