@@ -67,6 +67,11 @@ def test_the_causal_program_skips_the_blocks_past_the_diagonal():
     assert re.findall(r"T\.copy\((p\d)\[", flags) == ["p2"]
     assert "'itr_nonfinite'" in flags and "W0[fz, fx] = T.Cast('int32'," in flags
     assert "T.reduce_max(" in flags and "T.gemm" not in flags
+    # each thread tests its share of the tile into one value, then one reduction over the threads: no reduction per
+    # row of the tile (a block barrier each: the pass was four times its loads)
+    assert re.findall(r"T\.reduce_max\((lanes\d+), flag\d+, dim=(\d)", flags) == [(re.search(r"(lanes\d+) = ", flags)[1],
+                                                                                   "0")]
+    assert "T.alloc_fragment((256,), 'float32')" in flags and "for e" in flags and "T.unroll(64)" in flags
     # 2: per batch entry the last flagged block and the first
     assert re.search(r"if W0\[ex, (k\d+)\] != 0:\n\s+(last\d+)\[0\] = \1\n", extremes)
     assert "W1[ex, 0] = last" in extremes and "W1[ex, 1] = first" in extremes

@@ -28,6 +28,9 @@ Metal's spelling does not skip (``masked_skip``; its runtime launches one kernel
 """
 from __future__ import annotations
 
+import contextlib
+import math
+
 from ...schedule import region_skip
 from ...schedule.region import SLICE
 from .cuda_region_tiles import NONFINITE
@@ -94,23 +97,28 @@ def _kernel(prog, blocks: list, prelude, names: tuple, body) -> list:
 
 
 def _flags(prog, skip) -> None:
-    """Block ``fx`` of the source (batch entry ``fz``): 1 when a needed component holds an infinity or a NaN."""
+    """Block ``fx`` of the source (batch entry ``fz``): 1 when a needed component holds an infinity or a NaN. Each
+    thread tests its share of the tile (consecutive threads, consecutive elements: the elements it copied) into
+    one value, then one reduction over the threads. (A fragment of the tile's tests reduced row by row, as this pass
+    was first written, put a block barrier in every row's reduction: 56 us for V at B32 L4096 D128 on one H100,
+    four times its loads, 14% of causal attention.)"""
     em, sp, t, plan = prog.em, prog.sp, prog.t, prog.plan
     test = sp.helper("itr_nonfinite", NONFINITE)
+    tiles = [prog.view_tile(plan.sources[k], {SLICE: f"fx * {t.block_N}"}, "fz") for k in skip.finite]
+    lanes = sp.alloc("lanes", (t.threads,), "float32", "fragment")
     flag = sp.alloc("flag", (1,), "float32", "fragment")
-    rows = []
-    for k in skip.finite:
-        tile = prog.view_tile(plan.sources[k], {SLICE: f"fx * {t.block_N}"}, "fz")  # zeros past the end: finite
-        bad = sp.alloc("bad", tile.shape, "float32", "fragment")
-        i, j = em.fresh("i"), em.fresh("j")
-        with em.block(sp.parallel([i, j], tile.shape)):
-            em.line(f"{bad}[{i}, {j}] = T.Cast('float32', T.call_extern('int32', {test!r}, "
-                    f"{sp.element(tile.buf, tile.dtype, [i, j])}))")
-        row = sp.alloc("badrow", (tile.shape[0],), "float32", "fragment")
-        sp.reduce("max", bad, row, tile.shape, True)
-        rows.append(row)
-    for n, row in enumerate(rows):
-        sp.reduce_vector("max", row, flag, t.block_N, n == 0)
+    x = em.fresh("x")
+    with em.block(sp.parallel([x], (t.threads,))):
+        em.line(f"{lanes}[{x}] = T.float32(0)")
+        for tile in tiles:  # zeros past the end of the tensor: finite
+            size, width, e = math.prod(tile.shape), tile.shape[1], em.fresh("e")
+            flat = f"{e} * {t.threads} + {x}"
+            with em.block(f"for {e} in T.unroll({-(-size // t.threads)}):"):
+                with em.block(f"if {flat} < {size}:") if size % t.threads else contextlib.nullcontext():
+                    element = sp.element(tile.buf, tile.dtype, [f"({flat}) // {width}", f"({flat}) % {width}"])
+                    em.line(f"{lanes}[{x}] = T.max({lanes}[{x}], "
+                            f"T.Cast('float32', T.call_extern('int32', {test!r}, {element})))")
+    sp.reduce_vector("max", lanes, flag, t.threads, True)
     i = em.fresh("i")
     with em.block(sp.parallel([i], (1,))):
         em.line(f"{FLAGS}[{'fz, ' if plan.batch is not None else ''}fx] = T.Cast('int32', {flag}[{i}])")
