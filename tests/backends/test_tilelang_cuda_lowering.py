@@ -90,6 +90,20 @@ def test_a_cuda_f16_decode_selects_its_nan_case_without_a_branch():
         assert "_soft(" not in body and " ? itb_f32(" in body
 
 
+def test_narrow_signed_negations_are_computed_in_32_bits_on_cuda():
+    # ptxas compared the PTX neg.s16 of -32768 as +32768 (an H100); the negating ops of i8/i16 are computed in 32 bits
+    # and their low bytes sign-extended by a prmt (tests/kernels/test_integer_rules.py runs every value on the GPU)
+    for d, selector in ((I.i8, "0x8880"), (I.i16, "0x9910")):
+        t = cuda.c.C_TYPE[d.name]
+        for family, arity, wide in (("neg", 1, "-(int)a"), ("sub", 2, "(int)a - (int)b"), ("mul", 2, "(int)a * (int)b"),
+                                    ("abs", 1, "-(int)a")):
+            text = cuda.helper_source(f"it_{family}_{d.name}", family, (d,), d, (d,) * arity)
+            assert f"({t})__byte_perm({wide}, 0, {selector})" in text and "uint32_t" not in text, text
+    for d in (I.u8, I.u16, I.i32, I.i64):  # wrapping in uint32_t/uint64_t as C computes them
+        text = cuda.helper_source(f"it_neg_{d.name}", "neg", (d,), d, (d,))
+        assert "__byte_perm" not in text and "0 - (uint" in text, text
+
+
 def test_flat_nest_leaves_other_graphs_to_the_general_program():
     for k in (in_place, partial):
         assert cuda_kernels.flat_nest(k.trace()) is None, k.name

@@ -192,6 +192,34 @@ def test_unary_and_literal_arithmetic_wraps(run, op, dt):
     expect_equal(out, [wrap(py(v), dt) for v in vals], vals)
 
 
+# A negation read by a comparison, not a store (a store keeps the low bits whatever the register holds): -INT_MIN
+# wraps to INT_MIN, which is negative. On tilelang-cuda ptxas compared the PTX ``neg.s16`` of -32768 as +32768 (an
+# H100, 2026-12-07); literal 0 - x and x * -1 become that instruction too once inlined.
+NEGATIONS = {"neg": lambda x: -x, "zero_minus": lambda x: 0 - x, "times_minus_one": lambda x: x * -1, "abs": I.abs}
+
+
+def _compared_negation(op: str, dt):
+    @intent.kernel
+    def negation_compared(x: I.In[dt, ("N",)], zero: I.In[dt, ("N",)], out: I.Out[dt, ("N",)]):
+        d = I.domain(0, x.shape[0])
+        out[d] = I.select(NEGATIONS[op](x[d]) < zero[d], zero[d], x[d])
+
+    return negation_compared
+
+
+@pytest.mark.parametrize("dt", SIGNED, ids=ids(SIGNED))
+@pytest.mark.parametrize("op", list(NEGATIONS))
+def test_a_negation_compares_as_its_wrapped_value(run, op, dt):
+    # every value of the 8- and 16-bit dtypes (INT_MIN at each position a vector lane can take), the edges and
+    # random values of the wider ones
+    vals = list(range(lo(dt), hi(dt) + 1)) if BITS[dt] <= 16 else edge_values(dt) + random_values(dt, 64, seed=5)
+    x = arr(vals, dt)
+    out = np.full_like(x, 7)
+    run(_compared_negation(op, dt), x, np.zeros_like(x), out)
+    negated = [wrap(-v, dt) for v in vals]  # abs too: every value it negates is negative
+    expect_equal(out, [0 if (n if op != "abs" or v < 0 else v) < 0 else v for v, n in zip(vals, negated)], vals)
+
+
 # --- // and % ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dt", INT_DTYPES, ids=ids(INT_DTYPES))

@@ -113,6 +113,26 @@ DEVICE = c.Spelling(function="__device__ __forceinline__", static="static __devi
 _X86_NANS = frozenset({"add", "sub", "mul", "div", "sqrt", "floor", "fma"})
 
 
+# Signed 8- and 16-bit negations: on an H100 (the GPU suite, 2026-12-07) ptxas kept the negation of -32768 as +32768
+# in its 32-bit register, so a comparison read it as positive (``-y < x`` false for y = -32768, x = 0): the C body
+# ``(int16_t)(0u - (uint32_t)a)`` becomes PTX ``neg.s16``. Here the operation is done in 32 bits (exact: no int16 or
+# int8 product or difference overflows an int) and its low bytes sign-extended with a ``prmt`` (``__byte_perm`` in
+# its sign-replicating mode), which reads those bytes alone. ``sub`` and ``mul`` too: LLVM makes them ``neg.s16``
+# once an inlined literal 0 or -1 meets them. Measured on the H100 over every int16 and int8 value: the C bodies
+# were wrong for -32768 (neg and abs), this form (neg, and abs through it) right everywhere. One instruction an op.
+_SIGN_EXTEND = {8: "0x8880", 16: "0x9910"}  # __byte_perm selectors: the low byte(s), then the top bit replicated
+_WIDE = {"neg": "-(int)a", "sub": "(int)a - (int)b", "mul": "(int)a * (int)b"}
+
+
+def _narrow_signed(name: str, family: str, ret, args: tuple) -> str:
+    """``neg``/``abs``/``sub``/``mul`` of a signed 8- or 16-bit ``ret``, computed in 32 bits, its low bytes kept."""
+    t, names = c.C_TYPE[ret.name], "abc"[:len(args)]
+    params = ", ".join(f"{c.C_TYPE[a.name]} {n}" for a, n in zip(args, names))
+    low = f"({t})__byte_perm({_WIDE['neg' if family == 'abs' else family]}, 0, {_SIGN_EXTEND[ret.bits]})"
+    body = f"a < 0 ? {low} : a" if family == "abs" else low
+    return f"{DEVICE.function} {t} {name}({params}) {{ return {body}; }}"
+
+
 # T4 functions (T10): on f32, and on f16/bf16 computed in f32 and rounded once, a helper calls CUDA's precise
 # single-precision library function (``expf``, ``erff``, ``tanhf``, ...; c.CUDA_F32_MATH), never a double-precision
 # one (the main cost of softmax, log-softmax and GELU on the H200: f64 throughput is a fraction of f32's) and never
@@ -224,6 +244,9 @@ def helper_source(name: str, family: str, dtypes: tuple, ret, args: tuple) -> st
         converted = _hardware_conversion(name, family, dtypes)
         if converted is not None:
             return converted
+    if (family in _WIDE or family == "abs") and ret.kind == "int" and ret.bits in _SIGN_EXTEND \
+            and all(a == ret for a in args) and dtypes == (ret,):
+        return _narrow_signed(name, family, ret, args)
     if x86_nans.applies(family, ret, args, _X86_NANS):
         inner = c.helper_source(f"{name}_ieee", family, dtypes, ret, args, DEVICE)
         return None if inner is None else x86_nans.wrap(inner, name, ret, len(args), DEVICE)
