@@ -152,8 +152,9 @@ def f16_bits_native(f):
 
 @njit(**JIT_FLAGS)
 def f16_value_native(h):
-    """The hardware widening, exact for every non-NaN; it quiets a signalling NaN (sets the float32's bit 22) where
-    NumPy keeps the payload's top bit as it is, so a NaN clears bit 22 when the half's bit 9 is clear. The fix is
+    """The hardware widening, exact for every non-NaN; a NaN keeps its payload but comes back quiet (F16C's
+    ``vcvtph2ps``, and AArch64's ``fcvt`` outside default-NaN mode: the float32's bit 22 set) where NumPy keeps the
+    payload's top bit as it is, so a NaN clears bit 22 when the half's bit 9 is clear. The fix is
     a mask on 16-bit lanes, not a second value built beside the widened one and selected: 3x faster a load (a
     1024 x 1024 f16 -> f32 conversion 0.38 -> 0.13 ms on one core; the hardware widening alone 0.115)."""
     u = np.uint16(h)
