@@ -92,7 +92,7 @@ def test_a_cuda_f16_decode_selects_its_nan_case_without_a_branch():
 
 def test_narrow_signed_negations_are_computed_in_32_bits_on_cuda():
     # ptxas compared the PTX neg.s16 of -32768 as +32768 (an H100); the negating ops of i8/i16 are computed in 32 bits
-    # and their low bytes sign-extended by a prmt (tests/kernels/test_integer_rules.py runs every value on the GPU)
+    # and truncated after a prmt, which LLVM cannot narrow back (tests/kernels/test_integer_rules.py runs every value)
     for d, selector in ((I.i8, "0x8880"), (I.i16, "0x9910")):
         t = cuda.c.C_TYPE[d.name]
         for family, arity, wide in (("neg", 1, "-(int)a"), ("sub", 2, "(int)a - (int)b"), ("mul", 2, "(int)a * (int)b"),

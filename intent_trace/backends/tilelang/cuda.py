@@ -116,19 +116,22 @@ _X86_NANS = frozenset({"add", "sub", "mul", "div", "sqrt", "floor", "fma"})
 # Signed 8- and 16-bit negations: on an H100 (the GPU suite, 2026-12-07) ptxas kept the negation of -32768 as +32768
 # in its 32-bit register, so a comparison read it as positive (``-y < x`` false for y = -32768, x = 0): the C body
 # ``(int16_t)(0u - (uint32_t)a)`` becomes PTX ``neg.s16``. Here the operation is done in 32 bits (exact: no int16 or
-# int8 product or difference overflows an int) and its low bytes sign-extended with a ``prmt`` (``__byte_perm`` in
-# its sign-replicating mode), which reads those bytes alone. ``sub`` and ``mul`` too: LLVM makes them ``neg.s16``
-# once an inlined literal 0 or -1 meets them. Measured on the H100 over every int16 and int8 value: the C bodies
-# were wrong for -32768 (neg and abs), this form (neg, and abs through it) right everywhere. One instruction an op.
-_SIGN_EXTEND = {8: "0x8880", 16: "0x9910"}  # __byte_perm selectors: the low byte(s), then the top bit replicated
+# int8 product or difference overflows an int) and passed through a ``prmt`` (``__byte_perm``) before its
+# truncation: an operation LLVM cannot see through, so it does not narrow the arithmetic back to ``neg.s16``, and the
+# narrow value reaches its users as a conversion of a 32-bit register, which ptxas extends. (``__byte_perm`` reads
+# three bits of each selector nibble: 0x9910 is 0x1110, the low two bytes then copies of byte 1; 0x8880 is byte 0
+# four times. The bytes the truncation keeps are the low ones either way.) ``sub`` and ``mul`` too: LLVM makes them
+# ``neg.s16`` once an inlined literal 0 or -1 meets them. Measured on the H100 over every int16 and int8 value: the C
+# bodies wrong for -32768 (neg and abs), this form (neg, and abs through it) right everywhere; one instruction more.
+_PRMT_SELECTOR = {8: "0x8880", 16: "0x9910"}
 _WIDE = {"neg": "-(int)a", "sub": "(int)a - (int)b", "mul": "(int)a * (int)b"}
 
 
 def _narrow_signed(name: str, family: str, ret, args: tuple) -> str:
-    """``neg``/``abs``/``sub``/``mul`` of a signed 8- or 16-bit ``ret``, computed in 32 bits, its low bytes kept."""
+    """``neg``/``abs``/``sub``/``mul`` of a signed 8- or 16-bit ``ret``, computed in 32 bits, truncated after a prmt."""
     t, names = c.C_TYPE[ret.name], "abc"[:len(args)]
     params = ", ".join(f"{c.C_TYPE[a.name]} {n}" for a, n in zip(args, names))
-    low = f"({t})__byte_perm({_WIDE['neg' if family == 'abs' else family]}, 0, {_SIGN_EXTEND[ret.bits]})"
+    low = f"({t})__byte_perm({_WIDE['neg' if family == 'abs' else family]}, 0, {_PRMT_SELECTOR[ret.bits]})"
     body = f"a < 0 ? {low} : a" if family == "abs" else low
     return f"{DEVICE.function} {t} {name}({params}) {{ return {body}; }}"
 
@@ -244,7 +247,7 @@ def helper_source(name: str, family: str, dtypes: tuple, ret, args: tuple) -> st
         converted = _hardware_conversion(name, family, dtypes)
         if converted is not None:
             return converted
-    if (family in _WIDE or family == "abs") and ret.kind == "int" and ret.bits in _SIGN_EXTEND \
+    if (family in _WIDE or family == "abs") and ret.kind == "int" and ret.bits in _PRMT_SELECTOR \
             and all(a == ret for a in args) and dtypes == (ret,):
         return _narrow_signed(name, family, ret, args)
     if x86_nans.applies(family, ret, args, _X86_NANS):
