@@ -124,14 +124,14 @@ _X86_NANS = frozenset({"add", "sub", "mul", "div", "sqrt", "floor", "fma"})
 # ``neg.s16`` once an inlined literal 0 or -1 meets them. Measured on the H100 over every int16 and int8 value: the C
 # bodies wrong for -32768 (neg and abs), this form (neg, and abs through it) right everywhere; one instruction more.
 _PRMT_SELECTOR = {8: "0x8880", 16: "0x9910"}
-_WIDE = {"neg": "-(int)a", "sub": "(int)a - (int)b", "mul": "(int)a * (int)b"}
+_WIDE = {"neg": "-(int)a", "sub": "(int)a - (int)b", "mul": "(int)a * (int)b", "abs": "-(int)a"}  # abs: of a < 0
 
 
 def _narrow_signed(name: str, family: str, ret, args: tuple) -> str:
     """``neg``/``abs``/``sub``/``mul`` of a signed 8- or 16-bit ``ret``, computed in 32 bits, truncated after a prmt."""
     t, names = c.C_TYPE[ret.name], "abc"[:len(args)]
     params = ", ".join(f"{c.C_TYPE[a.name]} {n}" for a, n in zip(args, names))
-    low = f"({t})__byte_perm({_WIDE['neg' if family == 'abs' else family]}, 0, {_PRMT_SELECTOR[ret.bits]})"
+    low = f"({t})__byte_perm({_WIDE[family]}, 0, {_PRMT_SELECTOR[ret.bits]})"
     body = f"a < 0 ? {low} : a" if family == "abs" else low
     return f"{DEVICE.function} {t} {name}({params}) {{ return {body}; }}"
 
@@ -247,7 +247,7 @@ def helper_source(name: str, family: str, dtypes: tuple, ret, args: tuple) -> st
         converted = _hardware_conversion(name, family, dtypes)
         if converted is not None:
             return converted
-    if (family in _WIDE or family == "abs") and ret.kind == "int" and ret.bits in _PRMT_SELECTOR \
+    if family in _WIDE and ret.kind == "int" and ret.bits in _PRMT_SELECTOR \
             and all(a == ret for a in args) and dtypes == (ret,):
         return _narrow_signed(name, family, ret, args)
     if x86_nans.applies(family, ret, args, _X86_NANS):
