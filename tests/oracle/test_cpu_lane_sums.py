@@ -82,6 +82,14 @@ def row_sum_squares(x: I.In[I.f32, ("M", "N")], y: I.Out[I.f32, ("M",)]):
 
 
 @intent.kernel
+def row_sum_squares64(x: I.In[I.f64, ("M", "N")], y: I.Out[I.f64, ("M",)]):
+    y[:] = I.reduce.sum(x[:, :] * x[:, :], axis=1)
+
+
+SQUARES = {np.float32: row_sum_squares, np.float64: row_sum_squares64}
+
+
+@intent.kernel
 def row_sum_f16(x: I.In[I.f16, ("M", "N")], y: I.Out[I.f32, ("M",)]):
     y[:] = I.reduce.sum(x[:, :], axis=1)
 
@@ -145,14 +153,15 @@ def test_strided_and_reversed_rows_are_read_at_their_stride(build, n):
 
 
 @pytest.mark.parametrize("n", LENGTHS)
-def test_computed_elements_go_through_the_block_in_the_same_order(build, n):
-    x = _rows(np.random.default_rng(n + 1), n, np.float32)
-    y = np.full(3, np.nan, np.float32)
-    source = call(row_sum_squares, x, y)
-    assert "R.lane_block(" in source and "R.lanes_add_part(" in source
-    squares = x * x  # float32 products: correctly rounded, as the kernel's
-    assert bits_equal(y, lane_order([squares], np.float32))
-    assert_within_t5(y, squares.astype(np.float64), np.float32)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+def test_computed_elements_go_through_the_lanes_loop_in_the_same_order(build, n, dtype):
+    x = _rows(np.random.default_rng(n + 1), n, dtype)
+    y = np.full(3, np.nan, dtype)
+    source = call(SQUARES[dtype], x, y)
+    assert "R.lane_block(" in source and re.search(rf"for k\d+ in range\({WIDTH[dtype]}\):", source)  # the lanes loop
+    squares = x * x  # products in the element dtype: correctly rounded, as the kernel's
+    assert bits_equal(y, lane_order([squares], dtype))
+    assert_within_t5(y, squares.astype(np.float64), dtype)
 
 
 @pytest.mark.parametrize("n", (1, 63, 64, 65, 300))

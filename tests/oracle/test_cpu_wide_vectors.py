@@ -13,7 +13,7 @@ import re
 import numpy as np
 from numba import njit
 
-from intent_trace.oracle.numba.lanes import WIDE_VECTORS, lane_block, lanes_add, lanes_add_part, lanes_fill, lanes_sum
+from intent_trace.oracle.numba.lanes import WIDE_VECTORS, lane_block, lanes_add, lanes_fill, lanes_load, lanes_store, lanes_sum
 
 
 @njit(cache=False)
@@ -21,15 +21,16 @@ def _centred_squares_sum(x, y, m):
     """``y = (x - m) * (x - m)`` elementwise and the lane sum of ``x`` (as a row kernel's passes)."""
     for i in range(x.shape[0]):
         y[i] = (x[i] - m) * (x[i] - m)
-    block = lane_block(m)
-    v = lanes_fill(np.float32(0))
+    lanes = lane_block(m)
+    lanes_store(lanes_fill(np.float32(0)), lanes, 0)
+    v = lanes_load(lanes, 0)
     whole = x.shape[0] // 64
     for q in range(whole):
         v = lanes_add(v, x, q * 64)
+    lanes_store(v, lanes, 0)
     for j in range(x.shape[0] - whole * 64):
-        block[j] = x[whole * 64 + j]
-    v = lanes_add_part(v, block, 0, x.shape[0] - whole * 64)
-    return lanes_sum(v)
+        lanes[j] += x[whole * 64 + j]
+    return lanes_sum(lanes_load(lanes, 0))
 
 
 @njit(cache=False)

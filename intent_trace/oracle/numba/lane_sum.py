@@ -3,16 +3,21 @@
 A reduce whose combine is the float ``add`` of its two parameters and nothing else (``reduce.sum`` of f32/f64
 values; f16/bf16 sources are cast to f32 first, T5's default accumulator) is emitted as
 
-    block = R.lane_block(identity); lanes = R.lanes_fill(identity)
+    lanes = R.lane_block(identity); R.lanes_store(R.lanes_fill(identity), lanes, 0)
     (outer reduced loops)
-        for b in range((n + 255) // 256):      # blocks of BLOCK values along the innermost reduced axis
-            base = b * 256; count = min(256, n - base)
-            for j in range(count): block[j] = element(base + j)
-            lanes += block[0:64], ..., block[192:256]   (lanes_add; lanes_add_part with count - q*W for a short block)
-    acc = R.lanes_sum(lanes)
+        for q in range(n // W):                  # whole vectors of the run along the innermost reduced axis
+            base = q * W
+            for j in range(W): lanes[j] += element(base + j)
+        done = n // W * W
+        for j in range(n - done): lanes[j] += element(done + j)
+    acc = R.lanes_sum(R.lanes_load(lanes, 0))
 
-The element loop's trip count is not a constant, so LLVM vectorises the element code instead of unrolling it,
-and its indices are ``b * 256 + j`` over ranges from 0, so LLVM sees them non-negative (Numba's wraparound of a
+``lanes`` is a stack array of the W lanes. The inner loop's trip count is the constant W, so LLVM vectorises the
+element code, unrolls the vector loop whole and keeps the W accumulators in registers (scalar replacement of the
+array): no value goes through memory. An earlier form computed 256 elements into a stack block and added it
+to a register vector W at a time; the store and reload of every element made the second pass of a layer norm
+(``sum((x - mean)**2)`` over a row held in L1) five times as slow, 0.67 ms of 2.8 over 4096 rows of 1024 f32.
+The indices are ``q * W + j`` over ranges from 0, so LLVM sees them non-negative (Numba's wraparound of a
 negative index would otherwise make every load a gather). The same code runs in the serial and parallel
 builds and in both spellings of a row kernel (whole-tensor row groups, ``for r in I.parallel(rows)``), so every
 build sums in the same order on every machine (the order and its T5 bound: :mod:`.lanes`). Only f32 and f64
@@ -24,7 +29,7 @@ import re
 
 from ... import types as T
 from ...graph import ops
-from .lanes import BLOCK, LANES_BY_BITS
+from .lanes import LANES_BY_BITS
 
 _WIDTH = {"f32": LANES_BY_BITS[32], "f64": LANES_BY_BITS[64]}  # by KIR dtype name
 
@@ -48,36 +53,35 @@ def lane_width(node) -> int | None:
     return _WIDTH[leaves[0].dtype.name]
 
 
-def lanes_start(em, acc: str) -> tuple:
-    """Before the reduced loops: the block and the lanes, every lane ``acc`` (the identity)."""
-    return em.assign(f"R.lane_block({acc})", "b"), em.assign(f"R.lanes_fill({acc})", "v")
+def lanes_start(em, acc: str) -> str:
+    """Before the reduced loops: the lanes (a stack array of W values), every lane ``acc`` (the identity)."""
+    lanes = em.assign(f"R.lane_block({acc})", "b")
+    em.line(f"R.lanes_store(R.lanes_fill({acc}), {lanes}, 0)")
+    return lanes
 
 
-def lanes_run(em, state: tuple, width: int, count: str, element) -> None:
+def lanes_run(em, lanes: str, width: int, count: str, element) -> None:
     """One run of ``count`` elements along the innermost reduced axis into the lanes (``element(k)`` emits
     position ``k``'s value and returns its expression). Where the element is a plain read of a local array
     along its last axis (:func:`_local_row`), the run reads that row directly (:func:`_run_row`)."""
-    block, lanes = state
     start = len(em.lines)
-    b = em.fresh("k")
-    with em.block(f"for {b} in range(({count} + {BLOCK - 1}) // {BLOCK}):"):
-        base = em.assign(f"{b} * {BLOCK}", "n")
-        filled = em.assign(f"R.min2({BLOCK}, {count} - {base})", "n")
+    q = em.fresh("k")
+    with em.block(f"for {q} in range({count} // {width}):"):
+        base = em.assign(f"{q} * {width}", "n")
         j = em.fresh("k")
-        with em.block(f"for {j} in range({filled}):"):
+        with em.block(f"for {j} in range({width}):"):
             mark = len(em.lines)
             x = element(f"{base} + {j}")
             row = _local_row(em.lines[mark:], x, f"{base} + {j}")
-            em.line(f"{block}[{j}] = {x}")
-        with em.block(f"if {filled} == {BLOCK}:"):
-            for q in range(0, BLOCK, width):
-                em.line(f"{lanes} = R.lanes_add({lanes}, {block}, {q})")
-        with em.block("else:"):
-            for q in range(0, BLOCK, width):
-                em.line(f"{lanes} = R.lanes_add_part({lanes}, {block}, {q}, {filled} - {q})")
+            em.line(f"{lanes}[{j}] += {x}")
     if row is not None:
         del em.lines[start:]  # only our own lines: the element emitted nothing but its one assignment
-        _run_row(em, state, width, count, row)
+        _run_row(em, lanes, width, count, row)
+        return
+    done = em.assign(f"({count} // {width}) * {width}", "n")
+    j = em.fresh("k")
+    with em.block(f"for {j} in range({count} - {done}):"):
+        em.line(f"{lanes}[{j}] += {element(f'{done} + {j}')}")
 
 
 def _local_row(lines: list, x: str, k: str) -> str | None:
@@ -100,21 +104,21 @@ def _local_row(lines: list, x: str, k: str) -> str | None:
     return f"{name}[{prefix}]"
 
 
-def _run_row(em, state: tuple, width: int, count: str, row: str) -> None:
-    """A run read straight from ``row``, a 1-D array of at least ``count`` values: full vectors are added from the
-    row itself (a copy loop into the block would be a ``memcpy`` call per block: LLVM recognises it), the rest
-    through the block. Lane ``k mod W`` gets element ``k`` as in the block loop, so both give the same sum."""
-    block, lanes = state
+def _run_row(em, lanes: str, width: int, count: str, row: str) -> None:
+    """A run read straight from ``row``, a 1-D array of at least ``count`` values (any stride): whole vectors
+    are added from the row itself into a register vector of the lanes (:func:`.lanes.lanes_add` reads a strided
+    row at its stride), the rest one by one. Lane ``k mod W`` gets element ``k`` as in the element loop."""
+    v = em.assign(f"R.lanes_load({lanes}, 0)", "v")
     q = em.fresh("k")
     with em.block(f"for {q} in range({count} // {width}):"):
-        em.line(f"{lanes} = R.lanes_add({lanes}, {row}, {q} * {width})")
+        em.line(f"{v} = R.lanes_add({v}, {row}, {q} * {width})")
+    em.line(f"R.lanes_store({v}, {lanes}, 0)")
     done = em.assign(f"({count} // {width}) * {width}", "n")
     j = em.fresh("k")
     with em.block(f"for {j} in range({count} - {done}):"):
-        em.line(f"{block}[{j}] = {row}[{done} + {j}]")
-    em.line(f"{lanes} = R.lanes_add_part({lanes}, {block}, 0, {count} - {done})")
+        em.line(f"{lanes}[{j}] += {row}[{done} + {j}]")
 
 
-def lanes_finish(em, state: tuple, acc: str) -> None:
+def lanes_finish(em, lanes: str, acc: str) -> None:
     """After the reduced loops: ``acc`` becomes the halving sum of the lanes."""
-    em.line(f"{acc} = R.lanes_sum({state[1]})")
+    em.line(f"{acc} = R.lanes_sum(R.lanes_load({lanes}, 0))")

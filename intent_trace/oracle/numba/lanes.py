@@ -15,11 +15,11 @@ the machine's vector width. Here the accumulator is an LLVM vector of :data:`WID
 T5 allows a reduce any order and bounds the result by gamma_n times the sum of magnitudes. Signed zeros come
 out as the sequential fold's: a sum of zeros is -0 only where every term and the identity are -0, in any order.
 
-Elements are computed by the generated code into a stack block of :data:`BLOCK` values (a loop whose trip
-count is not a constant, so LLVM's loop vectoriser vectorises the element code instead of unrolling it into
-scalars), then added to the lanes ``W`` at a time (:func:`lanes_add`); the last block of a run adds only its
-first ``count`` values (:func:`lanes_add_part`). Numba's data model for :class:`Lanes` is the LLVM vector
-itself, so the accumulator is a loop-carried register value, never memory.
+The generated code keeps the lanes in a stack array of W values (:func:`lane_block`) that it updates in loops of
+the constant trip count W (:mod:`.lane_sum`), which LLVM vectorises and unrolls whole, so the array lives in
+registers; a run read straight from a row adds it W at a time to an LLVM vector (:func:`lanes_load`,
+:func:`lanes_add`, :func:`lanes_store`). Numba's data model for :class:`Lanes` is the LLVM vector itself, so such
+an accumulator is a loop-carried register value, never memory.
 """
 from __future__ import annotations
 
@@ -31,7 +31,6 @@ from numba.extending import intrinsic
 
 LANES_BY_BITS = {32: 64, 64: 32}  # lanes per accumulator by element width: 256 bytes either way
 WIDTH = {types.float32: LANES_BY_BITS[32], types.float64: LANES_BY_BITS[64]}
-BLOCK = 256  # values computed per block (a multiple of every WIDTH)
 _I32 = ir.IntType(32)
 
 
@@ -62,19 +61,19 @@ def _block_pointer(context, builder, array_type, array, start, vector_type):
 
 @intrinsic
 def lane_block(typingctx, like):
-    """A C-contiguous stack array of :data:`BLOCK` values of ``like``'s dtype (uninitialised; its storage is
-    allocated once in the function's entry block)."""
+    """A C-contiguous stack array of W values of ``like``'s dtype (:data:`WIDTH`: the lanes of a sum; uninitialised;
+    its storage is allocated once in the function's entry block)."""
     if like not in WIDTH:
         return None
     ret = types.Array(like, 1, "C")
 
     def codegen(context, builder, sig, args):
         element = context.get_data_type(like)
-        storage = cgutils.alloca_once(builder, ir.ArrayType(element, BLOCK))
+        storage = cgutils.alloca_once(builder, ir.ArrayType(element, WIDTH[like]))
         arr = context.make_array(ret)(context, builder)
         itemsize = context.get_constant(types.intp, context.get_abi_sizeof(element))
         context.populate_array(arr, data=builder.bitcast(storage, element.as_pointer()),
-                               shape=[context.get_constant(types.intp, BLOCK)], strides=[itemsize],
+                               shape=[context.get_constant(types.intp, WIDTH[like])], strides=[itemsize],
                                itemsize=itemsize, meminfo=None)
         return arr._getvalue()
 
@@ -167,31 +166,19 @@ def lanes_add(typingctx, acc, block, start):
 
 
 @intrinsic
-def lanes_add_part(typingctx, acc, block, start, count):
-    """``acc`` with ``block[start + j]`` added to lane ``j`` for ``j < count`` only (``count`` may be <= 0 or
-    above W); the other lanes keep their value, whatever the block holds there (``block`` holds ``start + W``
-    values: it is read whole)."""
-    if not _contiguous(acc, block):
+def lanes_load(typingctx, block, start):
+    """``block[start : start + W]`` as lanes (the caller keeps ``start + W`` within the C-contiguous ``block``)."""
+    lanes = _lanes_of(block.dtype) if isinstance(block, types.Array) and block.ndim == 1 else None
+    if lanes is None or block.layout != "C":
         return None
 
     def codegen(context, builder, sig, args):
-        lanes, arr, first, n = args
-        width = lanes.type.count
-        ptr = _block_pointer(context, builder, sig.args[1], arr, first, lanes.type)
-        values = builder.load(ptr, align=context.get_abi_sizeof(lanes.type.element))
-        clamped = builder.select(builder.icmp_signed(">", n, ir.Constant(n.type, width)),
-                                 ir.Constant(n.type, width), n)
-        clamped = builder.select(builder.icmp_signed("<", clamped, ir.Constant(n.type, 0)),
-                                 ir.Constant(n.type, 0), clamped)
-        small = builder.trunc(clamped, _I32)
-        splat = builder.insert_element(ir.Constant(ir.VectorType(_I32, width), ir.Undefined), small,
-                                       ir.Constant(_I32, 0))
-        splat = builder.shuffle_vector(splat, splat, ir.Constant(ir.VectorType(_I32, width), [0] * width))
-        iota = ir.Constant(ir.VectorType(_I32, width), list(range(width)))
-        mask = builder.icmp_signed("<", iota, splat)
-        return builder.select(mask, builder.fadd(lanes, values), lanes)
+        arr, first = args
+        vector_type = context.get_value_type(lanes)
+        ptr = _block_pointer(context, builder, sig.args[0], arr, first, vector_type)
+        return builder.load(ptr, align=context.get_abi_sizeof(vector_type.element))
 
-    return acc(acc, block, types.intp, types.intp), codegen
+    return lanes(block, types.intp), codegen
 
 
 @intrinsic
