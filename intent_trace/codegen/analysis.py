@@ -1,7 +1,8 @@
 """Which tensor values the Numba emitter may fuse into their consumer instead of materialising.
 
 A tensor value is fused (recomputed element by element inside its consumer's loop nest) when it
-has exactly one use, in the region that defines it, by an op that consumes element-wise, and no
+has exactly one use, in the region that defines it, by an op that consumes element-wise (several operands of one
+elementwise op, as in ``c * c``, are one use: the shared rule evaluates the element once for all of them), and no
 node between definition and use writes a view that the value reads. Everything else becomes an
 array at its definition. This keeps pointwise chains free of temporaries without ever reading a
 view after a write that the program order puts later.
@@ -123,6 +124,9 @@ def fusion(graph: KernelGraph) -> Fusion:
             if not isinstance(v.type, T.TensorType):
                 continue
             u = uses.get(v, [])
+            if v not in costly and len(u) > 1 and u[0][0] is not None and u[0][1].op in ELEMENTWISE and \
+                    all(use == u[0] for use in u):
+                u = u[:1]  # ``c * c``: one elementwise op, which evaluates each element of ``c`` once for both operands
             if v in costly and (len(u) != 1 or u[0][0] is None or not evaluates_once(u[0][1], v)):
                 continue
             if len(u) > 1 and node.op in REMATERIALIZED and all(j is not None for j, _ in u) and \

@@ -17,7 +17,11 @@ def elementwise(em, node, args, spell=None):
         return Scalar(em.assign(spell(*(a.expr for a in args))))
 
     def elem(idx):
-        return em.assign(spell(*(em.elem(a, idx) for a in args)), "t")
+        seen: dict = {}  # an operand used twice (``c * c``) is evaluated once: its value is the same
+        for a in args:
+            if id(a) not in seen:
+                seen[id(a)] = em.elem(a, idx)
+        return em.assign(spell(*(seen[id(a)] for a in args)), "t")
 
     return Lazy(em.shape(out_t), elem, tuple(a for a in args if isinstance(a, Lazy)))
 
