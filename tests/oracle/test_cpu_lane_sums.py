@@ -6,7 +6,7 @@ then sums the lanes by halving. T5 allows a reduce any order; the order is fixed
 parallel), both row-kernel spellings and every machine give the same bits. Each test checks the result against
 two independent references: the documented order replayed in NumPy (float32/float64 adds are correctly rounded,
 so the replay gives the order's exact bits) and T5's bound gamma_n * sum|x_i| around ``math.fsum``. Row lengths
-sit around every lane and block boundary (W - 1, W, W + 1, the 256-value block, 4097). Special values: NaN-ness
+sit around every lane boundary and beyond (W - 1, W, W + 1, 255-257, 1000, 4097). Special values: NaN-ness
 and infinities as the generic interpreter (whose sequential fold is the authority), signed zeros of all-zero
 rows as generic's.
 """
