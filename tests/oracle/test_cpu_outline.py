@@ -184,12 +184,12 @@ def test_the_serial_build_allocates_a_per_iteration_buffer_once_and_none_without
 
 def test_no_rows_allocate_no_row_buffer():
     """A row kernel over 0 rows of 2^40 columns: its row buffer (4 TiB) is neither checked nor allocated, on
-    either build, and the call returns. (``c`` divides, so it is held in a row buffer, not recomputed by each use:
-    oracle/numba/rows.py.)"""
+    either build, and the call returns. (``c`` divides, so it is held in a row buffer, not recomputed by each of its
+    two consumers: oracle/numba/rows.py.)"""
     @intent.kernel
     def centre(x: I.In[I.f32, ("M", "N")], y: I.Out[I.f32, ("M", "N")]):
         c = x[:, :] / I.reshape(I.reduce.sum(x[:, :], axis=1) / I.cast(x.shape[1], I.f32), (x.shape[0], 1))
-        y[:, :] = c * c
+        y[:, :] = c + c * c
 
     x = np.empty((0, 1 << 40), np.float32)
     y = np.empty((0, 1 << 40), np.float32)
