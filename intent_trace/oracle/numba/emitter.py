@@ -15,7 +15,10 @@ coordinate and the extent in ``err`` and leave the function (``return``), or ski
 """
 from __future__ import annotations
 
+import re
+
 from ...graph.interpreter import rule_table
+from ...graph.ops import region_effects
 from . import atomic, contract, elementwise, memory, quant, random, region, scaled, structure, structured
 from .rows import row_groups
 from .base import MAX_FUSION_DEPTH, EmitterBase  # noqa: F401  (public names of the generator)
@@ -57,7 +60,11 @@ class NumbaEmitter(EmitterBase):
                 self.run_node(node)
             at, stored = [len(self.lines), self.depth], {}
             with self.row_loop(self.extent(group.extent)) as r:
+                body, prefetched = len(self.lines), False
                 for node in group.members:
+                    if not prefetched and "write" in region_effects(node):
+                        self._prefetch_next_rows(self.lines[body:], r)
+                        prefetched = True
                     self.run_node(node)
                     for v in node.outputs:
                         if v in group.stored:
@@ -67,3 +74,11 @@ class NumbaEmitter(EmitterBase):
             self.recomputed = frozenset()
             k = group.end
         return [self.operand(r) for r in region.results]
+
+    def _prefetch_next_rows(self, lines: list, r: str) -> None:
+        """Before a row group's first write: a prefetch of row ``r + 1`` of each kernel argument the rows' code so
+        far (``lines``) reads at row ``r`` (``argN[r, ...]``), overlapping the next row's first loads with this
+        row's stores (:mod:`.prefetch`)."""
+        read = re.compile(rf"\b(arg\d+)\[{re.escape(r)}, ")
+        for name in sorted({m.group(1) for line in lines for m in read.finditer(line)}, key=lambda n: int(n[3:])):
+            self.line(f"R.prefetch_row({name}, {r} + 1)")

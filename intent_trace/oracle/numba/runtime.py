@@ -34,6 +34,7 @@ from .lane_contract import lane_row  # noqa: F401
 from .lanes import lane_block, lanes_add, lanes_axpy, lanes_fill, lanes_load, lanes_store, lanes_sum  # noqa: F401
 from .minmax import max2, min2  # noqa: F401
 from .outlined_call import call_outlined  # noqa: F401
+from .prefetch import prefetch_row  # noqa: F401
 
 
 # --- T2 integers -------------------------------------------------------------------------------
