@@ -20,7 +20,10 @@ from intent_trace import I
 from intent_trace.oracle.numba import target as cpu_target
 from intent_trace.oracle.numba.prefetch import prefetch_row
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+_ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(_ROOT / "benchmarks"))
+sys.path.insert(0, str(_ROOT / "examples"))
+from row_softmax import softmax_rows  # noqa: E402
 from zoo_kernels import layer_norm  # noqa: E402
 
 
@@ -49,6 +52,22 @@ def test_layer_norm_prefetches_its_next_input_row_and_keeps_its_values(monkeypat
     mean = x64.mean(axis=1, keepdims=True)
     want = (x64 - mean) / np.sqrt(((x64 - mean) ** 2).mean(axis=1, keepdims=True) + 1e-5) * g + b
     assert np.allclose(y, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("threshold", [1 << 62, 0], ids=["serial", "parallel"])
+def test_a_parallel_loop_over_rows_prefetches_its_next_row_too(monkeypatch, threshold):
+    """The ``for r in I.parallel(rows)`` spelling of softmax: the iteration prefetches x's next row before it
+    writes y's row, as the whole-tensor spelling's row group does."""
+    monkeypatch.setattr(cpu_target, "PARALLEL_THRESHOLD", threshold)
+    x = (np.random.default_rng(5).standard_normal((9, 300)) * 4).astype(np.float32)
+    y = np.full_like(x, np.nan)
+    exe = intent.compile(softmax_rows, target="cpu")
+    exe(x, y)
+    found = re.findall(r"R\.prefetch_row\(arg0, (\w+) \+ 1\)\n\s*for \w+ in range\(\w+\):\n(?:.*\n){1,4}?"
+                       r"\s*arg1\[\1, \w+\] = ", exe.source)
+    assert len(found) >= 2 and exe.source.count("R.prefetch_row(") == len(found), exe.source
+    e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
+    assert np.allclose(y, e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
 
 
 def test_a_kernel_without_a_row_group_prefetches_nothing():

@@ -21,6 +21,7 @@ from ...graph.interpreter import rule_table
 from ...graph.ops import region_effects
 from . import atomic, contract, elementwise, memory, quant, random, region, scaled, structure, structured
 from .rows import row_groups
+from .values import Scalar
 from .base import MAX_FUSION_DEPTH, EmitterBase  # noqa: F401  (public names of the generator)
 
 RULES = rule_table(elementwise.RULES, structure.RULES, structured.RULES, contract.RULES, region.RULES,
@@ -38,21 +39,29 @@ class NumbaEmitter(EmitterBase):
         """The kernel's body runs its row groups (:mod:`.rows`) as one parallel loop over rows each: the
         hoisted nodes first, then the members inside ``for r in prange(M)``; the body of a top-level parallel
         loop runs its groups' rows in a ``range`` inside it, members that later nodes read stored whole; every
-        other region (and every node outside a group) runs node by node."""
+        other region (and every node outside a group) runs node by node. A group's rows, and the iterations of a
+        top-level parallel loop, prefetch the next row of what they read before their first write
+        (:meth:`_prefetch_next_rows`)."""
         top = region is self.graph.body and not (self.prange_depth or self.loop_depth)
         nested = region is self.parallel_body and self.row is None  # a top-level prange's body (its iteration)
         if self.pointwise or not (top or nested):
             return super().run_region(region, params)
         groups = row_groups(region, store_escaping=nested)
-        if not groups:
+        # a top-level parallel loop's iteration point: its body prefetches the next point's rows like a group
+        point = params[0].expr if nested and len(params) == 1 and isinstance(params[0], Scalar) else None
+        if not groups and point is None:
             return super().run_region(region, params)
         for var, value in zip(region.params, params):
             self.env[var] = value
-        k = 0
+        body, k = len(self.lines), 0
         while k < len(region.nodes):
             group = groups.get(k)
             if group is None:
-                self.run_node(region.nodes[k])
+                node = region.nodes[k]
+                if point is not None and "write" in region_effects(node):
+                    self._prefetch_next_rows(self.lines[body:], point)
+                    point = None
+                self.run_node(node)
                 k += 1
                 continue
             self.recomputed = group.recomputed  # hoisted values too: each member's use recomputes them per row
@@ -76,9 +85,10 @@ class NumbaEmitter(EmitterBase):
         return [self.operand(r) for r in region.results]
 
     def _prefetch_next_rows(self, lines: list, r: str) -> None:
-        """Before a row group's first write: a prefetch of row ``r + 1`` of each kernel argument the rows' code so
-        far (``lines``) reads at row ``r`` (``argN[r, ...]``), overlapping the next row's first loads with this
-        row's stores (:mod:`.prefetch`)."""
+        """Before a row group's (or a parallel loop's iteration's) first write: a prefetch of row ``r + 1`` of each
+        kernel argument the code so far (``lines``) reads at row ``r`` (``argN[r, ...]``), overlapping the next
+        row's first loads with this row's stores (:mod:`.prefetch`; a hint: for a loop whose step is not 1 it is
+        merely useless)."""
         read = re.compile(rf"\b(arg\d+)\[{re.escape(r)}, ")
         for name in sorted({m.group(1) for line in lines for m in read.finditer(line)}, key=lambda n: int(n[3:])):
             self.line(f"R.prefetch_row({name}, {r} + 1)")
