@@ -200,7 +200,7 @@ def _blas(em, node, args, acc: T.DType):
         j = em.fresh("b")
         with em.block(f"for {j} in range({nb}):"):
             lhs_j, rhs_j = f"{a3}[{j}]" + (".T" if ta else ""), f"{b3}[{j}]" + (".T" if tb else "")
-            em.line(f"np.dot({lhs_j}, {rhs_j}, {c3}[{j}])")
+            em.line(f"R.gemm({lhs_j}, {rhs_j}, {c3}[{j}])")
     return _result(em, node, p, c3, acc)
 
 

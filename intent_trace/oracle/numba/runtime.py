@@ -566,6 +566,14 @@ def contiguous(a):
 
 
 @njit(**JIT_FLAGS)
+def gemm(a, b, out):
+    """``out = a @ b`` by Numba's ``np.dot`` (SciPy's BLAS gemm) for 2-D ``a``, ``b``, ``out``, compiled once into the
+    disk cache: Numba compiles its ``np.dot`` glue again in every process that calls it (0.35-0.5 CPU-s of a first
+    ``attention_f16`` call whose other helpers were cached)."""
+    np.dot(a, b, out)
+
+
+@njit(**JIT_FLAGS)
 def alloc_full(shape, fill):
     """An array of ``fill``'s type (the caller converts it), every element ``fill``."""
     return np.full(shape, fill)

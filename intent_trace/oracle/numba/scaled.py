@@ -96,7 +96,7 @@ def _scaled_contract(em, node, args):
                     em.line(f"{s} += {lhs}[{i}, {r}] * {rhs}[{r}, {j}]")
                 em.line(f"{out}[{i}, {j}] = {s}")
         else:
-            em.line(f"np.dot({lhs}, {rhs}, {out})")
+            em.line(f"R.gemm({lhs}, {rhs}, {out})")
     return Array(out, (m, n))
 
 
