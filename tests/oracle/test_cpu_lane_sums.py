@@ -18,6 +18,8 @@ import re
 import numpy as np
 import pytest
 from conftest import bits_equal
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import intent_trace as intent
 from intent_trace import I
@@ -251,3 +253,37 @@ def test_special_values_as_the_generic_interpreter(build, n):
         if n > 1:
             assert np.isnan(got[2])
         assert bits_equal(got[[4, 5, 6]], np.array(zeros, np.float32))  # -0 only from -0 terms and identity
+
+
+@intent.kernel
+def scaled_row_sum(x: I.In[I.f32, ("M", "N")], s: I.f32, y: I.Out[I.f32, ("M",)]):
+    y[:] = I.reduce.sum(x[:, :] * s, axis=1)
+
+
+_SPECIAL = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -2.5, 3e38, -3e38, 1e-45, -1e-45, 1.5e-39]
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(0, 300), rows=st.integers(1, 4), scale=st.sampled_from([1.0, -1.0, 0.5, 3.0]),
+       picks=st.lists(st.integers(0, len(_SPECIAL) - 1), min_size=1, max_size=64), seed=st.integers(0, 2**16),
+       parallel=st.booleans())
+def test_computed_elements_with_special_values_follow_the_lane_order(n, rows, scale, picks, seed, parallel):
+    """Computed elements (``x * s``: signed zeros, infinities, NaNs, subnormals, overflow to infinity) summed in
+    the lanes loop: every non-NaN result has the lane order's exact bits (IEEE adds replayed in NumPy), every NaN
+    result is where the replay has one."""
+    previous = cpu_target.PARALLEL_THRESHOLD
+    cpu_target.PARALLEL_THRESHOLD = 0 if parallel else 1 << 62
+    try:
+        rng = np.random.default_rng(seed)
+        x = (rng.standard_normal((rows, n)) * 4).astype(np.float32)
+        if n:
+            at = rng.integers(0, rows * n, size=len(picks))
+            x.reshape(-1)[at] = np.array([_SPECIAL[k] for k in picks], np.float32)
+        y = np.full(rows, 7.0, np.float32)
+        call(scaled_row_sum, x, np.float32(scale), y)
+    finally:
+        cpu_target.PARALLEL_THRESHOLD = previous
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = lane_order([x * np.float32(scale)], np.float32)
+    assert bits_equal(np.isnan(y), np.isnan(want))
+    assert bits_equal(y[~np.isnan(want)], want[~np.isnan(want)])
