@@ -160,7 +160,7 @@ def test_computed_elements_go_through_the_lanes_loop_in_the_same_order(build, n,
     x = _rows(np.random.default_rng(n + 1), n, dtype)
     y = np.full(3, np.nan, dtype)
     source = call(SQUARES[dtype], x, y)
-    assert "R.lane_block(" in source and re.search(rf"for k\d+ in range\({WIDTH[dtype]}\):", source)  # the lanes loop
+    assert "R.lanes_array(" in source and re.search(rf"for k\d+ in range\({WIDTH[dtype]}\):", source)  # the lanes loop
     squares = x * x  # products in the element dtype: correctly rounded, as the kernel's
     assert bits_equal(y, lane_order([squares], dtype))
     assert_within_t5(y, squares.astype(np.float64), dtype)

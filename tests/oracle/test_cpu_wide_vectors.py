@@ -13,7 +13,8 @@ import re
 import numpy as np
 from numba import njit
 
-from intent_trace.oracle.numba.lanes import WIDE_VECTORS, lane_block, lanes_add, lanes_fill, lanes_load, lanes_store, lanes_sum
+from intent_trace.oracle.numba.lanes import (WIDE_VECTORS, lanes_add, lanes_array, lanes_fill, lanes_load, lanes_store,
+                                             lanes_sum)
 
 
 @njit(cache=False)
@@ -21,7 +22,7 @@ def _centred_squares_sum(x, y, m):
     """``y = (x - m) * (x - m)`` elementwise and the lane sum of ``x`` (as a row kernel's passes)."""
     for i in range(x.shape[0]):
         y[i] = (x[i] - m) * (x[i] - m)
-    lanes = lane_block(m)
+    lanes = lanes_array(m)
     lanes_store(lanes_fill(np.float32(0)), lanes, 0)
     v = lanes_load(lanes, 0)
     whole = x.shape[0] // 64

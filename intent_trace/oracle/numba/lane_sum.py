@@ -3,7 +3,7 @@
 A reduce whose combine is the float ``add`` of its two parameters and nothing else (``reduce.sum`` of f32/f64
 values; f16/bf16 sources are cast to f32 first, T5's default accumulator) is emitted as
 
-    lanes = R.lane_block(identity); R.lanes_store(R.lanes_fill(identity), lanes, 0)
+    lanes = R.lanes_array(identity); R.lanes_store(R.lanes_fill(identity), lanes, 0)
     (outer reduced loops)
         for q in range(n // W):                  # whole vectors of the run along the innermost reduced axis
             base = q * W
@@ -55,15 +55,16 @@ def lane_width(node) -> int | None:
 
 def lanes_start(em, acc: str) -> str:
     """Before the reduced loops: the lanes (a stack array of W values), every lane ``acc`` (the identity)."""
-    lanes = em.assign(f"R.lane_block({acc})", "b")
+    lanes = em.assign(f"R.lanes_array({acc})", "b")
     em.line(f"R.lanes_store(R.lanes_fill({acc}), {lanes}, 0)")
     return lanes
 
 
 def lanes_run(em, lanes: str, width: int, count: str, element) -> None:
     """One run of ``count`` elements along the innermost reduced axis into the lanes (``element(k)`` emits
-    position ``k``'s value and returns its expression). Where the element is a plain read of a local array
-    along its last axis (:func:`_local_row`), the run reads that row directly (:func:`_run_row`)."""
+    position ``k``'s value and returns its expression): whole vectors of W, then the tail one element a lane.
+    Where the element is a plain read of a local array along its last axis (:func:`_local_row`), the whole vectors
+    are read from that row directly (:func:`_row_vectors`)."""
     start = len(em.lines)
     q = em.fresh("k")
     with em.block(f"for {q} in range({count} // {width}):"):
@@ -76,8 +77,11 @@ def lanes_run(em, lanes: str, width: int, count: str, element) -> None:
             em.line(f"{lanes}[{j}] += {x}")
     if row is not None:
         del em.lines[start:]  # only our own lines: the element emitted nothing but its one assignment
-        _run_row(em, lanes, width, count, row)
-        return
+        _row_vectors(em, lanes, width, count, row)
+
+        def element(k: str) -> str:  # the tail reads the row too
+            return f"{row}[{k}]"
+
     done = em.assign(f"({count} // {width}) * {width}", "n")
     j = em.fresh("k")
     with em.block(f"for {j} in range({count} - {done}):"):
@@ -104,19 +108,15 @@ def _local_row(lines: list, x: str, k: str) -> str | None:
     return f"{name}[{prefix}]"
 
 
-def _run_row(em, lanes: str, width: int, count: str, row: str) -> None:
-    """A run read straight from ``row``, a 1-D array of at least ``count`` values (any stride): whole vectors
-    are added from the row itself into a register vector of the lanes (:func:`.lanes.lanes_add` reads a strided
-    row at its stride), the rest one by one. Lane ``k mod W`` gets element ``k`` as in the element loop."""
+def _row_vectors(em, lanes: str, width: int, count: str, row: str) -> None:
+    """The whole vectors of a run read straight from ``row``, a 1-D array of at least ``count`` values (any stride):
+    added from the row itself into a register vector of the lanes (:func:`.lanes.lanes_add` reads a strided row at
+    its stride). Lane ``k mod W`` gets element ``k`` as in the element loop."""
     v = em.assign(f"R.lanes_load({lanes}, 0)", "v")
     q = em.fresh("k")
     with em.block(f"for {q} in range({count} // {width}):"):
         em.line(f"{v} = R.lanes_add({v}, {row}, {q} * {width})")
     em.line(f"R.lanes_store({v}, {lanes}, 0)")
-    done = em.assign(f"({count} // {width}) * {width}", "n")
-    j = em.fresh("k")
-    with em.block(f"for {j} in range({count} - {done}):"):
-        em.line(f"{lanes}[{j}] += {row}[{done} + {j}]")
 
 
 def lanes_finish(em, lanes: str, acc: str) -> None:

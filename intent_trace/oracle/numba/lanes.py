@@ -15,8 +15,8 @@ the machine's vector width. Here the accumulator is an LLVM vector of :data:`WID
 T5 allows a reduce any order and bounds the result by gamma_n times the sum of magnitudes. Signed zeros come
 out as the sequential fold's: a sum of zeros is -0 only where every term and the identity are -0, in any order.
 
-The generated code keeps the lanes in a stack array of W values (:func:`lane_block`) that it updates in loops of
-the constant trip count W (:mod:`.lane_sum`), which LLVM vectorises and unrolls whole, so the array lives in
+The generated code keeps the lanes in a stack array of W values (:func:`lanes_array`) that it updates in loops
+of the constant trip count W (:mod:`.lane_sum`), which LLVM vectorises and unrolls whole, so the array lives in
 registers; a run read straight from a row adds it W at a time to an LLVM vector (:func:`lanes_load`,
 :func:`lanes_add`, :func:`lanes_store`). Numba's data model for :class:`Lanes` is the LLVM vector itself, so such
 an accumulator is a loop-carried register value, never memory.
@@ -60,7 +60,7 @@ def _block_pointer(context, builder, array_type, array, start, vector_type):
 
 
 @intrinsic
-def lane_block(typingctx, like):
+def lanes_array(typingctx, like):
     """A C-contiguous stack array of W values of ``like``'s dtype (:data:`WIDTH`: the lanes of a sum; uninitialised;
     its storage is allocated once in the function's entry block)."""
     if like not in WIDTH:

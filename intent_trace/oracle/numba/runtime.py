@@ -31,7 +31,7 @@ from .half import (NATIVE_HALF, bf16_bits, bf16_value, f16_bits, f16_bits_native
                    f16_value, f16_value_native, f16_value_soft, f64_to_bf16, f64_to_f16, f64_to_f32_rto, round_bf16,
                    round_f16)
 from .lane_contract import lane_row  # noqa: F401
-from .lanes import lane_block, lanes_add, lanes_axpy, lanes_fill, lanes_load, lanes_store, lanes_sum  # noqa: F401
+from .lanes import lanes_add, lanes_array, lanes_axpy, lanes_fill, lanes_load, lanes_store, lanes_sum  # noqa: F401
 from .minmax import max2, min2  # noqa: F401
 from .outlined_call import call_outlined  # noqa: F401
 from .prefetch import prefetch_row  # noqa: F401
