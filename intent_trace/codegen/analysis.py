@@ -125,7 +125,7 @@ def fusion(graph: KernelGraph) -> Fusion:
                 continue
             u = uses.get(v, [])
             if v not in costly and len(u) > 1 and u[0][0] is not None and u[0][1].op in ELEMENTWISE and \
-                    all(use == u[0] for use in u):
+                    all(c is u[0][1] for _, c in u):
                 u = u[:1]  # ``c * c``: one elementwise op, which evaluates each element of ``c`` once for both operands
             if v in costly and (len(u) != 1 or u[0][0] is None or not evaluates_once(u[0][1], v)):
                 continue
