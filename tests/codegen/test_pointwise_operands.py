@@ -9,6 +9,7 @@ from conftest import bits_equal
 
 import intent_trace as intent
 from intent_trace import I
+from intent_trace.oracle.numba import target as cpu_target
 
 
 @intent.kernel
@@ -56,3 +57,20 @@ def test_the_operand_is_read_once_per_element_on_cpu():
         assert re.search(r"(t\d+) \* \1\b", body) and "!=" not in body, body
     c = x.astype(np.float64) - 0.25
     assert np.allclose(y, (c * c).sum(axis=1), rtol=1e-5)
+
+
+@pytest.mark.parametrize("threshold", [1 << 62, 0], ids=["serial", "parallel"])
+def test_a_square_of_one_value_in_both_cpu_builds(monkeypatch, threshold):
+    """The same bits from the serial build and the parallel one (the threshold lowered to 0 runs it)."""
+    monkeypatch.setattr(cpu_target, "PARALLEL_THRESHOLD", threshold)
+    x = _payload_nans(301, np.random.default_rng(11))
+    s = np.float32(-1.25)
+    y = np.full(301, 5.0, np.float32)
+    exe = intent.compile(centred_squares, target="cpu")
+    exe(x, s, y)
+    if threshold == 0:
+        assert exe.module.kernel_parallel.signatures  # the parallel build ran
+    with np.errstate(invalid="ignore"):
+        c = x - s
+        want = c * c
+    assert bits_equal(y, want)
